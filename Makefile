@@ -1,0 +1,29 @@
+# dpsim — the two commands: `make figures` (main job) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: all install test figures bench clean
+
+all: figures
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
+
+figures: $(STAMP)
+	$(VENV)/bin/dpsim reproduce --all --scale quick
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_dp_sgd.py
+
+clean:
+	rm -rf $(VENV) paper_figures/out results .pytest_cache
