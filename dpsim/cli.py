@@ -1,0 +1,189 @@
+"""The ``dpsim`` command line (also ``python -m dpsim``).
+
+    dpsim list
+    dpsim run --problem P [--problem-arg k=v ...] --optimizer O [--set k=v ...]
+              --steps N --batch-size B --trials R --seed S [--backend cupy] --out FILE
+    dpsim account --noise-multiplier S --sample-rate Q --steps T --delta D
+    dpsim reproduce [NAME ... | --all] [--scale quick|full]
+
+Bad input exits with status 2 and one line naming the bad value (no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        sys.stderr.write(f"dpsim: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _parse_value(text: str):
+    """``1e-3`` → float, ``7`` → int, ``inf`` → inf, ``0.1,0.2`` → per-trial list, else string."""
+    if "," in text:
+        return [_parse_scalar(t) for t in text.split(",")]
+    return _parse_scalar(text, allow_str=True)
+
+
+def _parse_scalar(text: str, allow_str: bool = False):
+    t = text.strip()
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    if t.lower() in ("true", "false"):
+        return t.lower() == "true"
+    if allow_str:
+        return t
+    raise ValueError(f"expected a number, got {text!r}")
+
+
+def _kv(items, what):
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise ValueError(f"{what} expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = _parse_value(v)
+    return out
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    p = _Parser(prog="dpsim", description="Simulate differentially private (adaptive) optimizers.")
+    p.add_argument("--version", action="version", version=f"dpsim {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    sub.add_parser("list", help="list problems and optimizers")
+
+    r = sub.add_parser("run", help="simulate one optimizer on one problem")
+    r.add_argument("--problem", required=True, help="problem factory name (see `dpsim list`)")
+    r.add_argument("--problem-arg", action="append", metavar="K=V",
+                   help="problem factory argument, e.g. n=2000 (repeatable)")
+    r.add_argument("--optimizer", required=True)
+    r.add_argument("--set", action="append", metavar="K=V",
+                   help="optimizer hyperparameter, e.g. lr=0.1 or lr=0.1,0.2 (one per trial)")
+    r.add_argument("--steps", type=int, required=True)
+    r.add_argument("--batch-size", type=int, required=True)
+    r.add_argument("--trials", type=int, default=1)
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--sampling", default="poisson")
+    r.add_argument("--backend", default="numpy")
+    r.add_argument("--record-every", type=int, default=None)
+    r.add_argument("--delta", type=float, default=1e-5, help="δ for the reported ε")
+    r.add_argument("--out", default=None, help="save the result here (.npz)")
+    r.add_argument("--no-progress", action="store_true")
+
+    a = sub.add_parser("account", help="(ε, δ) of the Poisson-subsampled Gaussian mechanism")
+    a.add_argument("--noise-multiplier", type=float, required=True)
+    a.add_argument("--sample-rate", type=float, required=True)
+    a.add_argument("--steps", type=int, required=True)
+    a.add_argument("--delta", type=float, required=True)
+    a.add_argument("--accountant", default="pld", help="pld (default) or rdp")
+    a.add_argument("--releases-per-step", type=int, default=1)
+
+    rp = sub.add_parser("reproduce", help="run experiments, then render figures and REPORT.md")
+    rp.add_argument("names", nargs="*", help="experiment names (see `dpsim list`)")
+    rp.add_argument("--all", action="store_true", help="every experiment")
+    rp.add_argument("--scale", default="quick", help="quick (default) or full")
+    rp.add_argument("--out", default=None, help="figure directory (default paper_figures/out)")
+    rp.add_argument("--force", action="store_true", help="ignore cached results")
+    return p
+
+
+def _cmd_list() -> int:
+    from . import optimizers, problems
+
+    print("problems:")
+    for name in problems.names():
+        print(f"  {name}")
+    print("optimizers:")
+    for name in optimizers.names():
+        print(f"  {name}")
+    try:
+        import experiments
+    except ImportError:  # pragma: no cover
+        return 0
+    print("experiments:")
+    for name in experiments.names():
+        print(f"  {name}")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    import numpy as np
+
+    from . import optimizers, problems, simulate
+
+    prob = problems.get(args.problem, **_kv(args.problem_arg, "--problem-arg"))
+    opt = optimizers.get(args.optimizer, **_kv(args.set, "--set"))
+    res = simulate(prob, opt, steps=args.steps, batch_size=args.batch_size, trials=args.trials,
+                   seed=args.seed, sampling=args.sampling, backend=args.backend,
+                   record_every=args.record_every, progress=not args.no_progress)
+    final = res.loss[-1]
+    print(f"{opt.name} on {prob.name}: {args.steps} steps, {args.trials} trial(s), "
+          f"{res.wall_time:.2f} s")
+    print(f"  final loss      {np.mean(final):.6g} ± {np.std(final):.2g} (mean ± sd over trials)")
+    if res.excess_loss is not None:
+        ex = res.excess_loss[-1]
+        print(f"  excess loss     {np.mean(ex):.6g} ± {np.std(ex):.2g}")
+    eps = res.epsilon(args.delta)
+    eps_txt = "inf (not private)" if np.all(np.isinf(eps)) else (
+        f"{eps:.4g}" if np.ndim(eps) == 0 else f"{np.min(eps):.4g} .. {np.max(eps):.4g} (per trial)")
+    print(f"  epsilon         {eps_txt} at delta={args.delta:g}")
+    if args.out:
+        res.save(args.out)
+        print(f"  saved to {args.out}")
+    return 0
+
+
+def _cmd_account(args) -> int:
+    from . import accounting
+
+    eps = accounting.epsilon(args.noise_multiplier, args.sample_rate, args.steps, args.delta,
+                             accountant=args.accountant, releases_per_step=args.releases_per_step)
+    print(f"epsilon = {eps:.6g} (delta={args.delta:g}, accountant={args.accountant}, "
+          f"noise_multiplier={args.noise_multiplier:g}, sample_rate={args.sample_rate:g}, "
+          f"steps={args.steps})")
+    return 0
+
+
+def _cmd_reproduce(args) -> int:
+    import experiments
+
+    if not args.all and not args.names:
+        raise ValueError("reproduce needs experiment names or --all")
+    names = experiments.names() if args.all else args.names
+    experiments.reproduce(names, scale=args.scale, out_dir=args.out, force=args.force)
+    return 0
+
+
+def main(argv=None) -> int:
+    args = _build_parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            return _cmd_list()
+        if args.command == "run":
+            return _cmd_run(args)
+        if args.command == "account":
+            return _cmd_account(args)
+        if args.command == "reproduce":
+            return _cmd_reproduce(args)
+    except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        sys.stderr.write(f"dpsim: error: {msg}\n".replace("\n", " ").rstrip() + "\n")
+        return 2
+    return 1  # pragma: no cover
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

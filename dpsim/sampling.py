@@ -1,0 +1,110 @@
+"""Minibatch samplers, vectorized over trials.
+
+Each sampler draws, for every trial independently, the indices of one step's batch.  They run on
+the host with a NumPy generator (the index arrays are tiny next to the ``(R, d)`` noise), so a run
+sees the same batches on every backend.
+
+* ``poisson`` — every example joins independently with probability ``q = b/n``.  Drawn exactly as
+  ``B_r ~ Binomial(n, q)`` followed by a uniformly random subset of size ``B_r`` (the first ``B_r``
+  distinct values of an i.i.d. uniform index stream — a uniform subset by symmetry; or a random
+  permutation when the batch is a large fraction of ``n``).  Batch sizes vary and are **not**
+  rounded; the batch is padded to the step's largest size and a mask marks the real slots.
+* ``fixed`` — exactly ``b`` distinct examples per trial (uniform without replacement).
+* ``replacement`` — ``b`` indices drawn i.i.d. uniformly (with replacement), as PASAN/PAGAN do.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+SAMPLINGS = ("poisson", "fixed", "replacement")
+
+__all__ = ["SAMPLINGS", "BatchIndices", "Sampler", "check_sampling"]
+
+
+class BatchIndices(NamedTuple):
+    idx: np.ndarray  # (R, b_max) int64 example indices (padded slots hold 0)
+    mask: np.ndarray | None  # (R, b_max) bool, None when every slot is real
+    sizes: np.ndarray  # (R,) actual batch sizes
+
+
+def check_sampling(sampling: str, n: int, batch_size) -> None:
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"unknown sampling {sampling!r}; expected one of {', '.join(SAMPLINGS)}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
+    if batch_size > n:
+        raise ValueError(f"batch_size={batch_size} is larger than the data (n={n})")
+
+
+class Sampler:
+    """Draws batch indices for R trials from a NumPy ``Generator``."""
+
+    def __init__(self, sampling: str, n: int, batch_size: int, trials: int, seed):
+        check_sampling(sampling, n, batch_size)
+        self.sampling = sampling
+        self.n = int(n)
+        self.b = int(batch_size)
+        self.R = int(trials)
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+
+    @property
+    def sample_rate(self) -> float:
+        return self.b / self.n
+
+    def draw(self) -> BatchIndices:
+        R, n, b = self.R, self.n, self.b
+        if self.sampling == "replacement":
+            idx = self.rng.integers(0, n, size=(R, b), dtype=np.int64)
+            return BatchIndices(idx, None, np.full(R, b, dtype=np.int64))
+        if self.sampling == "fixed":
+            sizes = np.full(R, b, dtype=np.int64)
+        else:
+            sizes = self.rng.binomial(n, b / n, size=R).astype(np.int64)
+        idx = _uniform_subsets(self.rng, n, sizes)
+        if self.sampling == "fixed":
+            return BatchIndices(idx, None, sizes)
+        kmax = idx.shape[1]
+        mask = np.arange(kmax)[None, :] < sizes[:, None]
+        if mask.all():
+            mask = None
+        return BatchIndices(idx, mask, sizes)
+
+
+def _uniform_subsets(rng: np.random.Generator, n: int, sizes: np.ndarray) -> np.ndarray:
+    """Row r: a uniformly random subset of ``range(n)`` of size ``sizes[r]`` (random order),
+    padded with 0 to ``max(sizes)`` columns."""
+    R = sizes.shape[0]
+    kmax = int(sizes.max()) if R else 0
+    if kmax == 0:
+        return np.zeros((R, 0), dtype=np.int64)
+    if 4 * kmax > n:
+        # Large batches: a random permutation per row (argsort of uniforms), keep the first k.
+        perm = np.argsort(rng.random((R, n)), axis=1, kind="stable")[:, :kmax].astype(np.int64)
+        perm[np.arange(kmax)[None, :] >= sizes[:, None]] = 0
+        return perm
+    out = np.zeros((R, kmax), dtype=np.int64)
+    todo = np.arange(R)
+    # Expected duplicates in m draws ≈ m²/(2n); draw a margin so a redraw is rare.
+    m = kmax + 8 + int(np.ceil(2.0 * kmax * kmax / n))
+    while todo.size:
+        cand = rng.integers(0, n, size=(todo.size, m), dtype=np.int64)
+        order = np.argsort(cand, axis=1, kind="stable")
+        srt = np.take_along_axis(cand, order, axis=1)
+        first_sorted = np.ones_like(srt, dtype=bool)
+        first_sorted[:, 1:] = srt[:, 1:] != srt[:, :-1]  # stable sort: first draw of a value wins
+        first = np.empty_like(first_sorted)
+        np.put_along_axis(first, order, first_sorted, axis=1)
+        rank = np.cumsum(first, axis=1) - 1
+        k = sizes[todo][:, None]
+        keep = first & (rank < k)
+        ok = keep.sum(axis=1) == k[:, 0]
+        # move kept draws (in draw order) to the front
+        front = np.argsort(~keep, axis=1, kind="stable")[:, :kmax]
+        vals = np.take_along_axis(cand, front, axis=1)
+        vals[np.arange(kmax)[None, :] >= k] = 0
+        out[todo[ok]] = vals[ok]
+        todo = todo[~ok]
+    return out

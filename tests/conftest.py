@@ -1,0 +1,38 @@
+"""Shared test configuration.
+
+Hypothesis runs derandomized in CI (``HYPOTHESIS_PROFILE=ci``, set by ``make test``) so every
+statistical test is a deterministic function of the code; locally the ``dev`` profile explores more.
+"""
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, max_examples=25, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, max_examples=50)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def _backends():
+    out = ["numpy", "array_api_strict"]
+    try:
+        from dpsim.backend import cupy_available
+        if cupy_available():
+            out.append("cupy")
+    except Exception:  # pragma: no cover
+        pass
+    return out
+
+
+BACKENDS = _backends()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend_name(request):
+    """Every available array backend: NumPy, array_api_strict (catches NumPy-only calls), CuPy
+    when it imports and sees a GPU."""
+    return request.param

@@ -1,0 +1,100 @@
+"""Samplers: exact Poisson batch sizes, uniform subsets, fixed size, with replacement."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dpsim.sampling import Sampler, _uniform_subsets
+
+LEVEL = 1e-6  # false-alarm probability of each statistical assertion (fixed seeds anyway)
+
+
+def _draws(sampling, n, b, R, steps, seed=0):
+    s = Sampler(sampling, n, b, R, np.random.SeedSequence(seed))
+    return [s.draw() for _ in range(steps)]
+
+
+@pytest.mark.parametrize("n,b", [(1000, 20), (50, 30), (10, 10)])
+def test_poisson_batch_sizes_are_binomial(n, b):
+    """Batch sizes follow Binomial(n, b/n): chi-square goodness of fit, not rounded to b."""
+    draws = _draws("poisson", n, b, 200, 50)
+    sizes = np.concatenate([d.sizes for d in draws])
+    q = b / n
+    if q == 1.0:
+        assert np.all(sizes == n)
+        return
+    assert len(np.unique(sizes)) > 3  # they vary
+    dist = stats.binom(n, q)
+    lo, hi = int(dist.ppf(1e-4)), int(dist.ppf(1 - 1e-4))
+    edges = np.arange(lo, hi + 2)
+    obs = np.array([np.sum(sizes < lo)] + [np.sum(sizes == k) for k in edges[:-1]] + [np.sum(sizes > hi)])
+    exp = np.concatenate([[dist.cdf(lo - 1)], dist.pmf(edges[:-1]), [dist.sf(hi)]]) * sizes.size
+    keep = exp > 5
+    obs_k = np.append(obs[keep], obs[~keep].sum())
+    exp_k = np.append(exp[keep], exp[~keep].sum())
+    stat = np.sum((obs_k - exp_k) ** 2 / np.maximum(exp_k, 1e-300))
+    assert stat < stats.chi2.ppf(1 - LEVEL, obs_k.size - 1)
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "fixed"])
+@pytest.mark.parametrize("n,b", [(500, 16), (40, 25)])
+def test_batches_are_distinct_and_uniform(sampling, n, b):
+    draws = _draws(sampling, n, b, 100, 40, seed=3)
+    counts = np.zeros(n)
+    for d in draws:
+        mask = np.ones_like(d.idx, dtype=bool) if d.mask is None else d.mask
+        np.testing.assert_array_equal(mask.sum(axis=1), d.sizes)
+        for r in range(d.idx.shape[0]):
+            row = d.idx[r][mask[r]]
+            assert row.size == np.unique(row).size  # without replacement
+            assert row.min() >= 0 and row.max() < n
+            counts[row] += 1
+        if sampling == "fixed":
+            assert np.all(d.sizes == b) and d.mask is None
+    # every example equally likely: chi-square on inclusion counts
+    exp = counts.sum() / n
+    stat = np.sum((counts - exp) ** 2 / exp)
+    assert stat < stats.chi2.ppf(1 - LEVEL, n - 1)
+
+
+def test_uniform_subsets_pairs_are_uniform():
+    """All 2-subsets of {0..4} equally likely (tests joint uniformity, not only marginals)."""
+    rng = np.random.default_rng(0)
+    sub = _uniform_subsets(rng, 5, np.full(20000, 2))
+    pairs = np.sort(sub, axis=1)
+    code = pairs[:, 0] * 5 + pairs[:, 1]
+    _, cnt = np.unique(code, return_counts=True)
+    assert cnt.size == 10
+    exp = 20000 / 10
+    assert np.sum((cnt - exp) ** 2 / exp) < stats.chi2.ppf(1 - LEVEL, 9)
+
+
+def test_rejection_path_pairs_are_uniform():
+    """The rejection path (batch ≪ n) is also jointly uniform: ordered first two draws of 3 of 40."""
+    rng = np.random.default_rng(1)
+    sub = _uniform_subsets(rng, 40, np.full(30000, 3))
+    assert np.all(sub[:, 0] != sub[:, 1])
+    cnt = np.bincount(sub[:, 0] * 40 + sub[:, 1], minlength=1600)
+    cells = cnt[np.arange(1600) % 41 != 0]  # off-diagonal ordered pairs
+    exp = 30000 / (40 * 39)
+    assert np.sum((cells - exp) ** 2 / exp) < stats.chi2.ppf(1 - LEVEL, cells.size - 1)
+
+
+def test_replacement_sampling():
+    d = _draws("replacement", 30, 20, 500, 1)[0]
+    assert d.idx.shape == (500, 20) and d.mask is None
+    # with replacement: repeats happen (P(no repeat) ≈ 0 for 20 of 30)
+    assert np.any([np.unique(r).size < 20 for r in d.idx])
+
+
+def test_sampler_is_deterministic_in_seed():
+    a = _draws("poisson", 100, 10, 4, 3, seed=5)
+    b = _draws("poisson", 100, 10, 4, 3, seed=5)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x.idx, y.idx)
+
+
+@pytest.mark.parametrize("b", [0, -3, 101, 2.5])
+def test_bad_batch_size(b):
+    with pytest.raises(ValueError, match="batch_size"):
+        Sampler("poisson", 100, b, 2, 0)
