@@ -132,11 +132,11 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     prec = {k: np.full((K, trials), np.nan) for k in all_probes}
 
     def record(k):
-        loss = to_numpy(prob.loss(params))
+        loss, g = prob.loss_and_grad(params)
+        loss = to_numpy(loss)
         rec["loss"][k] = loss
         if f_star is not None:
             rec["excess_loss"][k] = loss - f_star
-        g = prob.grad(params)
         rec["grad_norm_sq"][k] = to_numpy(xp.sum(g * g, axis=1))
         if w_star is not None:
             rec["dist_to_opt"][k] = to_numpy(xp.linalg.vector_norm(params - w_star, axis=1))

@@ -257,6 +257,10 @@ class Problem:
         """``g[r, i] = grad f(x_{idx[r, i]}; w_r)``: (R, d), (R, b) -> (R, b, d)."""
         raise NotImplementedError
 
+    def loss_and_grad(self, w):
+        """``(loss(w), grad(w))``; problems override it to share work between the two."""
+        return self.loss(w), self.grad(w)
+
     def project(self, w):
         """Euclidean projection of each row onto the domain; ``w`` itself when there is none."""
         return w
@@ -400,11 +404,26 @@ class _GLMProblem(Problem):
         return out
 
     def grad(self, w):
+        return self._grad_from_margins(w, None)
+
+    def loss_and_grad(self, w):
+        """Loss and gradient from one ``X @ W.T`` product (the engine's records use this)."""
+        if self.kind == "linear":
+            return self.loss(w), self.grad(w)
+        xp = self.xp
+        M = self._margins_all(w)
+        out = xp.mean(self._ell(M, xp.expand_dims(self.y, axis=1)), axis=0)
+        if self.reg:
+            out = out + (0.5 * self.reg) * xp.sum(w * w, axis=1)
+        return out, self._grad_from_margins(w, M)
+
+    def _grad_from_margins(self, w, M):
         xp = self.xp
         if self.kind == "linear":
             G = xp.zeros_like(w) - self._xbar
         else:
-            M = self._margins_all(w)
+            if M is None:
+                M = self._margins_all(w)
             C = self._dell(M, xp.expand_dims(self.y, axis=1))  # (n, R)
             G = (self.X.T @ C).T / self.n
             if self.backend_name == "numpy":

@@ -627,3 +627,18 @@ def test_benchmark_problem_builds_fast_and_solves():
     S_ref, n_ref = Problem.clipped_grad_sum(p, w[:2], idx[:2], 1.0)
     np.testing.assert_allclose(S[:2], S_ref, rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(norms[:2], n_ref, rtol=1e-10)
+
+
+@pytest.mark.parametrize("factory,kw", [
+    (least_squares, dict(n=60, d=5)),
+    (logistic_regression, dict(n=80, d=30, density=0.2)),
+    (absolute_regression, dict(n=50, d=4)),
+    (linear_box, dict(n=40, d=3)),
+    (random_quadratic, dict()),
+])
+def test_loss_and_grad_agrees_with_separate_calls(factory, kw):
+    prob = factory(seed=0, **kw)
+    w = np.random.default_rng(0).normal(size=(3, prob.d)) * 0.3
+    loss, grad = prob.loss_and_grad(w)
+    np.testing.assert_array_equal(loss, prob.loss(w))
+    np.testing.assert_array_equal(grad, prob.grad(w))
