@@ -1,1 +1,120 @@
-"""experiments package of dpsim (see README)."""
+"""Reproduced experiments: a registry and the one-command pipeline behind ``dpsim reproduce``.
+
+    import experiments
+    experiments.names()                      # ['dpsgd_logistic', ...] in report order
+    experiments.get("dpsgd_logistic")        # the Experiment spec (config presets, run, figures)
+    experiments.reproduce(["dpsgd_logistic"], scale="quick")
+
+For each experiment, :func:`reproduce` loads its cached results when present and valid (else runs
+it, saving every sweep cell as soon as it finishes, under ``results/<experiment>/<scale>/``), then
+renders its figures (PNG + PDF) into ``out_dir`` (default ``paper_figures/out/``) from the saved
+results only, and finally writes ``<out_dir>/REPORT.md`` — by default ``paper_figures/out/REPORT.md``
+— with, per figure, the image, the claim, the measured effect with its uncertainty and whether the
+claim holds at this scale.  See :mod:`experiments.pipeline` for the cache and seed design.
+
+Adding an experiment: write ``experiments/<name>.py`` defining ``EXPERIMENT = Experiment(...)`` and
+figure scripts ``paper_figures/fig_*.py`` (``render(results, out_dir)`` and ``evaluate(results)``),
+then add one line to ``_REGISTRY`` below.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+from typing import Iterable
+
+__all__ = ["names", "get", "reproduce", "SCALES", "DEFAULT_OUT_DIR", "DEFAULT_RESULTS_DIR"]
+
+# name -> module, in the order the report lists them.
+_REGISTRY: dict[str, str] = {
+    "dpsgd_logistic": "experiments.dpsgd_logistic",
+}
+
+SCALES = ("tiny", "quick", "full")
+"""``tiny``: smoke test (seconds; claims are not expected to hold); ``quick``: a laptop, well under a
+minute per experiment; ``full``: the paper's sizes."""
+DEFAULT_OUT_DIR = Path("paper_figures") / "out"  # relative to the working directory
+DEFAULT_RESULTS_DIR = Path("results")
+
+
+def names() -> list[str]:
+    """Every registered experiment name, in report order."""
+    return list(_REGISTRY)
+
+
+def registered_modules() -> list[str]:
+    return list(_REGISTRY.values())
+
+
+def get(name: str):
+    """The :class:`experiments.pipeline.Experiment` named ``name``; ``KeyError`` naming it if unknown."""
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown experiment {name!r}; known: {', '.join(names())}")
+    mod = importlib.import_module(_REGISTRY[name])
+    return mod.EXPERIMENT
+
+
+def reproduce(names: Iterable[str], *, scale: str = "quick", out_dir=None, force: bool = False,
+              results_dir=None, progress: bool | None = None, verbose: bool = True) -> Path:
+    """Run (or load) the named experiments, render their figures, write the report.
+
+    names : experiment names (see :func:`names`); an unknown one raises ``KeyError`` naming it.
+    scale : ``"tiny"`` (smoke test), ``"quick"`` (default) or ``"full"``; else ``ValueError``.
+    out_dir : figure folder (default ``paper_figures/out/`` under the working directory); the
+        report is written to ``<out_dir>/REPORT.md`` (default ``paper_figures/out/REPORT.md``),
+        with a machine-readable ``<out_dir>/report.json`` beside it.  Sections of experiments
+        reproduced earlier into the same folder are kept.
+    force : ignore (and overwrite) cached results.
+    results_dir : cache root (default ``results/`` under the working directory).
+    progress : tqdm bars over cells (``None``: only on a terminal).
+
+    Returns the path of REPORT.md.
+    """
+    from . import pipeline
+
+    names = list(names)
+    if isinstance(scale, bool) or scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
+    exps = [get(n) for n in names]  # KeyError before any work
+    for e in exps:
+        e.config(scale)  # ValueError before any work
+    out_dir = Path(out_dir) if out_dir is not None else DEFAULT_OUT_DIR
+    results_dir = Path(results_dir) if results_dir is not None else DEFAULT_RESULTS_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    report_json = out_dir / "report.json"
+    entries: dict = {}
+    if report_json.exists():
+        try:
+            entries = json.loads(report_json.read_text())
+        except ValueError:
+            entries = {}
+    entries = {k: v for k, v in entries.items() if k in _REGISTRY}
+
+    for exp in exps:
+        cache, paths = pipeline.run_experiment(exp, scale, results_dir=results_dir, force=force,
+                                               progress=progress)
+        figs = pipeline.render_figures(exp, paths, out_dir)
+        entries[exp.name] = {
+            "title": exp.title,
+            "scale": scale,
+            "results_dir": str(cache.root),
+            "key": cache.key,
+            "code_version": cache.version,
+            "generated": pipeline._now(),
+            "cells": {"total": len(cache.manifest["cells"]), "computed": len(cache.computed),
+                      "reused": len(cache.reused)},
+            "figures": figs,
+        }
+        if verbose:
+            print(f"{exp.name} [{scale}]: {len(cache.computed)} cell(s) computed, "
+                  f"{len(cache.reused)} reused; figures: "
+                  + ", ".join(str(out_dir / f) for fig in figs for f in fig["files"]
+                              if f.endswith(".png")), file=sys.stdout)
+        pipeline._atomic_write_text(report_json, json.dumps(entries, indent=1, sort_keys=True) + "\n")
+    path = pipeline.write_report(out_dir, entries, list(_REGISTRY))
+    if verbose:
+        print(f"report: {path}")
+    return path

@@ -630,11 +630,11 @@ def test_benchmark_problem_builds_fast_and_solves():
 
 
 @pytest.mark.parametrize("factory,kw", [
-    (least_squares, dict(n=60, d=5)),
-    (logistic_regression, dict(n=80, d=30, density=0.2)),
-    (absolute_regression, dict(n=50, d=4)),
-    (linear_box, dict(n=40, d=3)),
-    (random_quadratic, dict()),
+    (P.least_squares, dict(n=60, d=5)),
+    (P.logistic_regression, dict(n=80, d=30, density=0.2)),
+    (P.absolute_regression, dict(n=50, d=4)),
+    (P.linear_box, dict(n=40, d=3)),
+    (P.random_quadratic, dict()),
 ])
 def test_loss_and_grad_agrees_with_separate_calls(factory, kw):
     prob = factory(seed=0, **kw)

@@ -1,0 +1,280 @@
+"""The reproduction pipeline: registry, per-cell cache, resume, figures and REPORT.md (tiny scale)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dpsim
+import experiments
+from dpsim import cli
+from experiments import dpsgd_logistic, pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def _reproduce(tmp, name="dpsgd_logistic", **kw):
+    return experiments.reproduce([name], scale="tiny", out_dir=tmp / "out",
+                                 results_dir=tmp / "results", progress=False, verbose=False, **kw)
+
+
+def _cells(tmp, name="dpsgd_logistic", scale="tiny"):
+    root = tmp / "results" / name / scale
+    return root, json.loads((root / "manifest.json").read_text())
+
+
+def _copy_results(src_tmp, dst_tmp):
+    """Start ``dst_tmp`` from the results of the module's tiny run (saves one reproduce)."""
+    shutil.copytree(src_tmp / "results", dst_tmp / "results")
+    root, m = _cells(dst_tmp)
+    return len(m["cells"])
+
+
+def _count_simulate(monkeypatch, fail_after=None):
+    """Patch dpsim.simulate: count calls; raise Boom on call number ``fail_after + 1``."""
+    real = dpsim.simulate
+    calls = []
+
+    def wrapped(*a, **k):
+        if fail_after is not None and len(calls) >= fail_after:
+            raise Boom("simulated interruption")
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(dpsim, "simulate", wrapped)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """Every registered experiment reproduced once at the tiny scale into one tmp folder."""
+    tmp = tmp_path_factory.mktemp("repro")
+    report = experiments.reproduce(experiments.names(), scale="tiny", out_dir=tmp / "out",
+                                   results_dir=tmp / "results", progress=False, verbose=False)
+    return tmp, report
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+
+
+def test_registry_lists_experiments_with_presets_and_figures():
+    names = experiments.names()
+    assert "dpsgd_logistic" in names
+    for name in names:
+        exp = experiments.get(name)
+        assert exp.name == name
+        for scale in experiments.SCALES:
+            cfg = exp.config(scale)
+            assert dataclasses.is_dataclass(cfg)
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                cfg.seed = 1
+            json.dumps(pipeline.config_json(cfg))
+        for fig in exp.figures:
+            mod = __import__(f"paper_figures.{fig}", fromlist=["render"])
+            assert callable(mod.render) and callable(mod.evaluate)
+
+
+def test_unknown_name_and_scale_are_errors_that_name_the_value(tmp_path):
+    with pytest.raises(KeyError, match="no_such_experiment"):
+        experiments.get("no_such_experiment")
+    with pytest.raises(KeyError, match="no_such_experiment"):
+        experiments.reproduce(["no_such_experiment"], out_dir=tmp_path, results_dir=tmp_path)
+    with pytest.raises(ValueError, match="'huge'"):
+        experiments.reproduce(["dpsgd_logistic"], scale="huge", out_dir=tmp_path,
+                              results_dir=tmp_path)
+    assert not any(tmp_path.iterdir())  # validated before any work
+
+
+def test_cli_reproduce_bad_input_exits_2_with_one_line(capsys):
+    assert cli.main(["reproduce", "no_such_experiment"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_experiment" in err and err.count("\n") == 1
+    assert cli.main(["reproduce", "--all", "--scale", "huge"]) == 2
+    assert "huge" in capsys.readouterr().err
+
+
+def test_experiments_and_figures_use_only_public_dpsim_api():
+    private = re.compile(r"\bdpsim(?:\.[A-Za-z]\w*)*\._[A-Za-z]|from dpsim[.\w]* import [^\n]*\b_[A-Za-z]")
+    for pkg in ("experiments", "paper_figures"):
+        for path in (ROOT / pkg).rglob("*.py"):
+            text = path.read_text()
+            assert not private.search(text), f"{path} reaches into dpsim internals"
+
+
+# ---------------------------------------------------------------------------------------------
+# End to end: figures and report
+
+
+def test_figures_exist_and_are_png_and_pdf(tiny_run):
+    tmp, _ = tiny_run
+    for name in experiments.names():
+        for fig in experiments.get(name).figures:
+            png, pdf = tmp / "out" / f"{fig}.png", tmp / "out" / f"{fig}.pdf"
+            assert png.stat().st_size > 5000 and png.read_bytes()[:8] == PNG_MAGIC
+            assert pdf.stat().st_size > 1000 and pdf.read_bytes()[:5] == b"%PDF-"
+
+
+def test_report_has_image_claim_measurement_and_verdict_per_figure(tiny_run):
+    tmp, report = tiny_run
+    assert report == tmp / "out" / "REPORT.md"
+    text = report.read_text()
+    entries = json.loads((tmp / "out" / "report.json").read_text())
+    for name in experiments.names():
+        assert f"## {name}:" in text
+        for fig in entries[name]["figures"]:
+            assert f"![{fig['figure']}]({fig['figure']}.png)" in text
+            assert fig["claim"] and fig["claim"] in text
+            assert fig["measured"] in text
+            assert fig["holds"] in (True, False, None)
+    assert text.count("**Holds here:**") == sum(len(e["figures"]) for e in entries.values())
+    assert "95% CI" in text and "δ = 1e-5" in text
+    assert "Scale `tiny`" in text
+
+
+def test_manifest_records_config_seed_versions_and_chosen_lr(tiny_run):
+    tmp, _ = tiny_run
+    root, m = _cells(tmp)
+    cfg = dpsgd_logistic.PRESETS["tiny"]
+    assert m["config"] == pipeline.config_json(cfg) and m["seed"] == cfg.seed
+    assert {"numpy", "dpsim", "python"} <= set(m["versions"])
+    assert m["complete"] and len(m["cells"]) == 4 * (1 + len(cfg.noise_multipliers))
+    chosen = m["notes"]["chosen_lr"]
+    for label in m["results"]:
+        res = dpsim.load(root / f"{label}.npz")
+        assert res.config["hyperparameters"]["lr"] == chosen[label]
+        assert res.trials == cfg.trials and "versions" in res.config
+
+
+# ---------------------------------------------------------------------------------------------
+# Cache: reuse, invalidation, resume
+
+
+def test_second_reproduce_reuses_the_cache(tiny_run, monkeypatch):
+    tmp, _ = tiny_run
+    root, _ = _cells(tmp)
+    before = {p.name: p.stat().st_mtime_ns for p in root.glob("*.npz")}
+    _count_simulate(monkeypatch, fail_after=0)  # any simulation raises
+    _reproduce(tmp)
+    assert {p.name: p.stat().st_mtime_ns for p in root.glob("*.npz")} == before
+    entry = json.loads((tmp / "out" / "report.json").read_text())["dpsgd_logistic"]
+    assert entry["cells"]["computed"] == 0 and entry["cells"]["reused"] == len(before)
+
+
+def test_config_change_invalidates_the_cache(tiny_run, tmp_path, monkeypatch):
+    n_cells = _copy_results(tiny_run[0], tmp_path)
+    calls = _count_simulate(monkeypatch)
+    key = _cells(tmp_path)[1]["key"]
+    changed = dataclasses.replace(dpsgd_logistic.PRESETS["tiny"], steps=12)
+    monkeypatch.setitem(dpsgd_logistic.PRESETS, "tiny", changed)
+    _reproduce(tmp_path)
+    assert len(calls) == n_cells
+    root, m = _cells(tmp_path)
+    assert m["key"] != key and m["config"]["steps"] == 12
+    assert all(dpsim.load(root / f"{lab}.npz").steps[-1] == 12 for lab in m["results"])
+
+
+def test_code_version_change_invalidates_the_cache(tiny_run, tmp_path, monkeypatch):
+    n_cells = _copy_results(tiny_run[0], tmp_path)
+    calls = _count_simulate(monkeypatch)
+    monkeypatch.setattr(pipeline, "code_version", lambda module=None: "0" * 16)
+    _reproduce(tmp_path)
+    assert len(calls) == n_cells
+
+
+def test_code_version_hashes_dpsim_and_own_experiment_module():
+    v = pipeline.code_version("experiments.dpsgd_logistic")
+    assert re.fullmatch(r"[0-9a-f]{16}", v) and v == pipeline.code_version("experiments.dpsgd_logistic")
+    assert v != pipeline.code_version(None)  # the experiment's own module is part of it
+
+
+def test_corrupt_cell_file_is_recomputed(tiny_run, tmp_path, monkeypatch):
+    _copy_results(tiny_run[0], tmp_path)
+    calls = _count_simulate(monkeypatch)
+    root, m = _cells(tmp_path)
+    (root / f"{m['results'][0]}.npz").write_bytes(b"not a result")
+    _reproduce(tmp_path)
+    assert len(calls) == 1
+
+
+def test_interrupted_sweep_resumes_and_matches_an_uninterrupted_run(tiny_run, tmp_path, monkeypatch):
+    _count_simulate(monkeypatch, fail_after=1)
+    with pytest.raises(Boom):
+        _reproduce(tmp_path)
+    root, m = _cells(tmp_path)
+    assert len(m["cells"]) == 1 and not m.get("complete")
+    (first,) = m["cells"]
+    mtime = (root / f"{first}.npz").stat().st_mtime_ns
+
+    monkeypatch.undo()
+    calls = _count_simulate(monkeypatch)
+    _reproduce(tmp_path)
+    root, m = _cells(tmp_path)
+    assert m["complete"] and len(calls) == len(m["cells"]) - 1
+    assert (root / f"{first}.npz").stat().st_mtime_ns == mtime
+    # Same config and code, cells seeded by index: identical to the one-shot run.
+    ref_root, _ = _cells(tiny_run[0])
+    for label in m["cells"]:
+        a, b = dpsim.load(root / f"{label}.npz"), dpsim.load(ref_root / f"{label}.npz")
+        np.testing.assert_array_equal(a.loss, b.loss)
+        np.testing.assert_array_equal(a.params, b.params)
+
+
+def test_force_recomputes(tiny_run, tmp_path, monkeypatch):
+    n_cells = _copy_results(tiny_run[0], tmp_path)
+    calls = _count_simulate(monkeypatch)
+    _reproduce(tmp_path, force=True)
+    assert len(calls) == n_cells
+
+
+# ---------------------------------------------------------------------------------------------
+# Seeds and the lr rule
+
+
+def test_cell_seeds_are_spawned_children_and_order_independent(tmp_path):
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        seed: int = 7
+
+    def cache(sub):
+        return pipeline.Cache(tmp_path / sub, experiment="x", scale="tiny", config=Cfg(),
+                              version="v", progress=False)
+
+    kids = np.random.SeedSequence(7).spawn(5)
+    c = cache("a")
+    for i in range(5):
+        assert c.cell_seed(i).generate_state(4).tolist() == kids[i].generate_state(4).tolist()
+
+    prob = dpsim.problems.logistic_regression(50, 3, seed=0)
+
+    def cell(i):
+        return pipeline.Cell(f"c{i}", i, lambda seed: dpsim.simulate(
+            prob, dpsim.optimizers.get("dp_sgd", lr=0.5), steps=5, batch_size=5, trials=2, seed=seed))
+
+    fwd = cache("fwd").run([cell(i) for i in range(3)])
+    rev = cache("rev").run([cell(i) for i in reversed(range(3))])
+    for i in range(3):
+        np.testing.assert_array_equal(fwd[f"c{i}"].params, rev[f"c{i}"].params)
+    with pytest.raises(ValueError, match="share index"):
+        cache("dup").run([cell(0), pipeline.Cell("other", 0, cell(0).compute)])
+
+
+def test_select_lr_picks_best_final_mean_training_loss():
+    class Fake:
+        config = {"hyperparameters": {"lr": [0.1, 0.1, 1.0, 1.0, 10.0, 10.0]}}
+        loss = np.array([[1.0] * 6, [0.5, 0.7, 0.4, 0.5, np.nan, 0.1]])
+
+    lr, means = dpsgd_logistic.select_lr(Fake, (0.1, 1.0, 10.0))
+    assert lr == 1.0
+    assert means[:2] == pytest.approx([0.6, 0.45]) and means[2] == np.inf
