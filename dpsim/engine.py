@@ -59,7 +59,8 @@ def _record_steps(steps: int, record_every: int | None) -> np.ndarray:
 def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1, seed=0,
              sampling: str = "poisson", backend: str = "numpy", record_every: int | None = None,
              progress: bool = False, dtype: str = "float64", init=None,
-             probes: dict[str, Callable] | None = None) -> "Result":
+             probes: dict[str, Callable] | None = None,
+             metrics=("loss", "grad_norm_sq", "dist_to_opt")) -> "Result":
     """Run ``trials`` independent trials of ``optimizer`` on ``problem`` for ``steps`` steps.
 
     Parameters
@@ -76,6 +77,10 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     dtype : ``"float64"`` (default) or ``"float32"``.
     init : optional ``(d,)`` or ``(R, d)`` initial parameters (default zeros).
     probes : extra records ``name -> f(state, params, ctx) -> (R,)``, added to the optimizer's own.
+    metrics : which full-data metrics to record, a subset of ``("loss", "grad_norm_sq",
+        "dist_to_opt")`` (``excess_loss`` comes with ``loss``).  Each record of ``loss`` or
+        ``grad_norm_sq`` is a pass over all n examples for all R trials; drop what a sweep does
+        not need.  Metrics not recorded are ``None`` in the result (``loss`` is NaN-filled).
 
     Every record holds the full objective ``F(w)``, the excess ``F(w) − F*`` (when the problem
     knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.
@@ -96,6 +101,11 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         )
     steps, trials, batch_size = int(steps), int(trials), int(batch_size)
     rec_steps = _record_steps(steps, record_every)
+    metrics = tuple(metrics)
+    for m in metrics:
+        if m not in ("loss", "grad_norm_sq", "dist_to_opt"):
+            raise ValueError(f"unknown metric {m!r}; expected a subset of loss, grad_norm_sq, dist_to_opt")
+    want_loss, want_grad = "loss" in metrics, "grad_norm_sq" in metrics
 
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     sampler_ss, noise_ss = ss.spawn(2)
@@ -132,13 +142,19 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     prec = {k: np.full((K, trials), np.nan) for k in all_probes}
 
     def record(k):
-        loss, g = prob.loss_and_grad(params)
-        loss = to_numpy(loss)
-        rec["loss"][k] = loss
-        if f_star is not None:
-            rec["excess_loss"][k] = loss - f_star
-        rec["grad_norm_sq"][k] = to_numpy(xp.sum(g * g, axis=1))
-        if w_star is not None:
+        if want_loss and want_grad:
+            loss, g = prob.loss_and_grad(params)
+        else:
+            loss = prob.loss(params) if want_loss else None
+            g = prob.grad(params) if want_grad else None
+        if loss is not None:
+            loss = to_numpy(loss)
+            rec["loss"][k] = loss
+            if f_star is not None:
+                rec["excess_loss"][k] = loss - f_star
+        if g is not None:
+            rec["grad_norm_sq"][k] = to_numpy(xp.sum(g * g, axis=1))
+        if w_star is not None and "dist_to_opt" in metrics:
             rec["dist_to_opt"][k] = to_numpy(xp.linalg.vector_norm(params - w_star, axis=1))
         for name, fn in all_probes.items():
             prec[name][k] = to_numpy(fn(state, params, ctx))
@@ -181,7 +197,8 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         "steps": steps,
         "batch_size": batch_size,
         "trials": trials,
-        "seed": seed if isinstance(seed, (int, np.integer)) else repr(seed),
+        "seed": _seed_config(seed),
+        "metrics": list(metrics),
         "sampling": sampling,
         "backend": backend,
         "dtype": dtype,
@@ -192,9 +209,9 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     return Result(
         steps=rec_steps,
         loss=rec["loss"],
-        excess_loss=rec["excess_loss"] if f_star is not None else None,
-        grad_norm_sq=rec["grad_norm_sq"],
-        dist_to_opt=rec["dist_to_opt"] if w_star is not None else None,
+        excess_loss=rec["excess_loss"] if f_star is not None and want_loss else None,
+        grad_norm_sq=rec["grad_norm_sq"] if want_grad else None,
+        dist_to_opt=rec["dist_to_opt"] if w_star is not None and "dist_to_opt" in metrics else None,
         records=prec,
         params=np.array(to_numpy(params), dtype=float),
         config=config,
@@ -202,6 +219,16 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         wall_time=wall,
         mean_batch_size=batch_sizes_sum / max(steps, 1),
     )
+
+
+def _seed_config(seed):
+    """JSON form of the seed: an int, or the SeedSequence's entropy and spawn key (rebuildable
+    with ``SeedSequence(entropy, spawn_key=tuple(spawn_key))``)."""
+    if isinstance(seed, np.random.SeedSequence):
+        ent = seed.entropy
+        return {"entropy": int(ent) if not isinstance(ent, (list, tuple, np.ndarray)) else [int(e) for e in ent],
+                "spawn_key": [int(k) for k in seed.spawn_key]}
+    return int(seed)
 
 
 def _privacy_declaration(optimizer, sampling, sample_rate, steps, trials) -> dict:
@@ -304,8 +331,9 @@ class Result:
 
     def save(self, path) -> None:
         """Write the result to ``path`` (NumPy ``.npz`` with the config as JSON); see :func:`load`."""
-        arrays = {"steps": self.steps, "loss": self.loss, "grad_norm_sq": self.grad_norm_sq,
-                  "params": self.params}
+        arrays = {"steps": self.steps, "loss": self.loss, "params": self.params}
+        if self.grad_norm_sq is not None:
+            arrays["grad_norm_sq"] = self.grad_norm_sq
         if self.excess_loss is not None:
             arrays["excess_loss"] = self.excess_loss
         if self.dist_to_opt is not None:

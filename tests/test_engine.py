@@ -311,3 +311,25 @@ def test_noisy_run_on_every_backend(backend_name, logreg):
     res = dpsim.simulate(logreg, optimizers.get("dp_sgd", lr=0.5, clip=1.0, noise_multiplier=1.0),
                          steps=20, batch_size=16, trials=4, seed=1, backend=backend_name)
     assert np.all(np.isfinite(res.loss)) and res.params.shape == (4, logreg.d)
+
+
+def test_metrics_subset_skips_full_data_passes(logreg):
+    full = dpsim.simulate(logreg, optimizers.get("sgd", lr=0.2), steps=10, batch_size=8, trials=2,
+                          record_every=5)
+    part = dpsim.simulate(logreg, optimizers.get("sgd", lr=0.2), steps=10, batch_size=8, trials=2,
+                          record_every=5, metrics=("loss",))
+    np.testing.assert_array_equal(full.loss, part.loss)
+    np.testing.assert_array_equal(full.excess_loss, part.excess_loss)
+    assert part.grad_norm_sq is None and part.dist_to_opt is None
+    assert "grad_norm_sq" not in part.to_xarray()
+    with pytest.raises(ValueError, match="'hessian'"):
+        dpsim.simulate(logreg, optimizers.get("sgd"), steps=1, batch_size=8, metrics=("hessian",))
+
+
+def test_seed_sequence_is_recorded_rebuildably(logreg):
+    ss = np.random.SeedSequence(1234, spawn_key=(3,))
+    res = dpsim.simulate(logreg, optimizers.get("dp_sgd"), steps=3, batch_size=8, trials=2, seed=ss)
+    c = res.config["seed"]
+    again = np.random.SeedSequence(c["entropy"], spawn_key=tuple(c["spawn_key"]))
+    res2 = dpsim.simulate(logreg, optimizers.get("dp_sgd"), steps=3, batch_size=8, trials=2, seed=again)
+    np.testing.assert_array_equal(res.params, res2.params)
