@@ -205,7 +205,12 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         "record_every": int(rec_steps[1] - rec_steps[0]) if K > 1 else None,
         "versions": _versions(),
     }
-    privacy = _privacy_declaration(optimizer, sampling, batch_size / prob.n, steps, trials)
+    if optimizer.private and optimizer.ledger is not None:
+        privacy = dict(optimizer.ledger(state, steps=steps, sample_rate=batch_size / prob.n,
+                                        sampling=sampling, trials=trials))
+        privacy.setdefault("private", True)
+    else:
+        privacy = _privacy_declaration(optimizer, sampling, batch_size / prob.n, steps, trials)
     return Result(
         steps=rec_steps,
         loss=rec["loss"],
@@ -298,6 +303,9 @@ class Result:
         p = self.privacy
         if not p.get("private"):
             return math.inf
+        kind = p.get("kind", "releases")
+        if kind != "releases":
+            return _epsilon_of_ledger(p, float(delta))
         out = np.empty(len(p["step_types"]))
         for i, st in enumerate(p["step_types"]):
             key = (json.dumps(st), float(delta), accountant)
@@ -346,6 +354,17 @@ class Result:
                 "format": "dpsim-result-1"}
         with open(path, "wb") as fh:
             np.savez_compressed(fh, __meta__=np.array(json.dumps(meta)), **arrays)
+
+
+# Privacy records other than per-step Gaussian releases: kind -> f(privacy_dict, delta) -> ε
+LEDGER_KINDS: dict[str, Callable] = {}
+
+
+def _epsilon_of_ledger(p: dict, delta: float):
+    kind = p["kind"]
+    if kind not in LEDGER_KINDS:
+        raise ValueError(f"no accountant registered for privacy record kind {kind!r}")
+    return LEDGER_KINDS[kind](p, delta)
 
 
 def load(path) -> Result:

@@ -33,6 +33,10 @@ class Optimizer:
     ``private`` is False for non-private rules and for non-private *oracles* (their ``epsilon`` is
     infinite).  ``releases`` is the privatizers' declaration the accountant uses.
     ``probes`` maps a record name to ``f(state, params, ctx) -> (R,)`` evaluated at record steps.
+    ``ledger``, when set, replaces the release-based declaration: it is called after the run as
+    ``ledger(final_state, steps=T, sample_rate=q, sampling=..., trials=R) -> dict`` and must return
+    a privacy record with a ``"kind"`` that :meth:`dpsim.engine.Result.epsilon` understands
+    (used by budget-constrained training, whose spend depends on the run).
     """
 
     name: str
@@ -41,6 +45,7 @@ class Optimizer:
     private: bool
     probes: dict = field(default_factory=dict)
     note: str = ""
+    ledger: Any = None
 
     @property
     def releases(self) -> tuple:
@@ -99,6 +104,7 @@ def get(name: str, **hyperparameters) -> Optimizer:
         private=opt.get("private", False),
         probes=opt.get("probes", {}),
         note=opt.get("note", ""),
+        ledger=opt.get("ledger"),
     )
 
 
