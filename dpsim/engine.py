@@ -113,7 +113,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     xp = be.xp
     prob = problem.on(be)
     sampler = Sampler(sampling, prob.n, batch_size, trials, sampler_ss)
-    ctx = StepContext(be, trials, batch_size, steps)
+    ctx = StepContext(be, trials, batch_size, steps, n=prob.n, sampling=sampling)
 
     d = prob.d
     if init is None:

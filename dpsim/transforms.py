@@ -104,15 +104,19 @@ class StepContext:
     """What a transform may use besides its own state: backend, step counter, trial count.
 
     Attributes: ``backend`` (:class:`dpsim.backend.Backend`), ``xp``, ``t`` (1-based index of the
-    step being taken), ``trials`` (R), ``batch_size`` (nominal b), ``num_steps`` (T).
+    step being taken), ``trials`` (R), ``batch_size`` (nominal b), ``num_steps`` (T), ``n`` (number
+    of training examples, when the engine knows it), ``sampling`` (the sampler's name).
     """
 
-    def __init__(self, backend, trials: int, batch_size: int, num_steps: int):
+    def __init__(self, backend, trials: int, batch_size: int, num_steps: int, n: int | None = None,
+                 sampling: str | None = None):
         self.backend = backend
         self.xp = backend.xp
         self.trials = trials
         self.batch_size = batch_size
         self.num_steps = num_steps
+        self.n = n
+        self.sampling = sampling
         self.t = 0
         self._cache: dict = {}
 
