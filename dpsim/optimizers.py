@@ -10,6 +10,14 @@ Update rules (ALGORITHMS §1–2.1):
 * ``momentum``:  ``b_t = β b_{t−1} + g``, ``w ← w − η b_t``  (heavy ball, seed 004 §3)
 * ``dp_sgd``:    SGD on ``g̃ = (1/b)(Σ clip(g_i, C) + N(0, σ²C²I))`` (Abadi et al. 2016)
 * ``dp_sgdm``:   momentum on ``g̃``
+* ``adagrad``, ``rmsprop``, ``yogi``, ``adam`` and their post-processing private versions
+  ``dp_adagrad``, ``dp_rmsprop``, ``dp_adam`` (the base rule fed ``g̃``; seed 000 §2, seed 002 §3.1)
+* ``dp_adam_bc`` (seed 004 Alg. 1): ``m̂ / √max(v̂ − Φ, γ')`` with ``Φ = (σC/b)²``
+* the DP-Adam design space of seed 002 (reconstructed): ``dp_adam_ime``, ``dp_adam_ime_free``,
+  ``dp_adam_corrected``, ``dp_adam_stp`` (``base=adam|rmsprop|adagrad``), and the non-private
+  oracles ``dp_adam_noiseless_v``, ``dp_adam_stp_noiseless_v``
+
+See :mod:`dpsim.adaptive` and :mod:`dpsim.privacy` for the pieces; each optimizer is a chain.
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ from typing import Any, Callable
 import numpy as np
 
 from . import transforms as T
-from .privacy import gaussian_privatizer
+from . import adaptive as A
+from .privacy import gaussian_privatizer, ime_privatizer, noiseless_v_privatizer, stp_privatizer
 
 __all__ = ["Optimizer", "get", "names", "register"]
 
@@ -166,3 +175,166 @@ def _neg(x):
     out = -np.asarray(x)
     out.setflags(write=False)
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Adaptive base rules and their post-processing private versions
+
+_BASE_DEFAULTS = {"adagrad": 0.1, "rmsprop": 0.01, "yogi": 0.01, "adam": 0.01}
+
+
+def _precond(rule, beta, eps):
+    beta = T.as_hyper("beta", beta, nonneg=True)
+    eps = T.as_hyper("eps", eps, nonneg=True)
+    return A.scale_by_precondition(rule, beta, eps)
+
+
+def _adam(beta1, beta2, eps, **kw):
+    return A.scale_by_adam(T.as_hyper("beta1", beta1, nonneg=True),
+                           T.as_hyper("beta2", beta2, nonneg=True),
+                           T.as_hyper("eps", eps, nonneg=True), **kw)
+
+
+def _lr(lr):
+    return T.scale(_neg(T.as_hyper("lr", lr, nonneg=True)))
+
+
+@register("adagrad")
+def _adagrad(lr=0.1, eps=1e-8):
+    return {"transform": T.chain(T.mean_gradient(), _precond("adagrad", 0.0, eps), _lr(lr))}
+
+
+@register("rmsprop")
+def _rmsprop(lr=0.01, beta=0.9, eps=1e-8):
+    return {"transform": T.chain(T.mean_gradient(), _precond("rmsprop", beta, eps), _lr(lr))}
+
+
+@register("yogi")
+def _yogi(lr=0.01, beta=0.9, eps=1e-8):
+    return {"transform": T.chain(T.mean_gradient(), _precond("yogi", beta, eps), _lr(lr))}
+
+
+@register("adam")
+def _adam_opt(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8):
+    return {"transform": T.chain(T.mean_gradient(), _adam(beta1, beta2, eps), _lr(lr))}
+
+
+@register("dp_adagrad")
+def _dp_adagrad(lr=0.1, eps=1e-8, clip=1.0, noise_multiplier=1.0):
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+                                 _precond("adagrad", 0.0, eps), _lr(lr)), "private": True}
+
+
+@register("dp_rmsprop")
+def _dp_rmsprop(lr=0.01, beta=0.9, eps=1e-8, clip=1.0, noise_multiplier=1.0):
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+                                 _precond("rmsprop", beta, eps), _lr(lr)), "private": True}
+
+
+@register("dp_adam")
+def _dp_adam(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+                                 _adam(beta1, beta2, eps), _lr(lr)), "private": True}
+
+
+def _phi_fn(clip, noise_multiplier):
+    """``Φ = (σC/b)²`` (seed 004 Eq. 2) as a function of the step context (b is the batch size)."""
+    c = T.as_hyper("clip", clip, positive=True)
+    s = T.as_hyper("noise_multiplier", noise_multiplier, nonneg=True)
+
+    def phi(ctx):
+        return (ctx.hp(s) * ctx.hp(c) / float(ctx.batch_size)) ** 2
+
+    return phi
+
+
+def _above_floor_probe(phi, gamma, beta2):
+    """Fraction of coordinates with ``v̂ − Φ > γ'`` (DP-AdamBC diagnostic, seed 004 §4)."""
+
+    def probe(state, params, ctx):
+        xp = ctx.xp
+        adam_state = state[1]
+        if adam_state.count == 0:
+            return xp.zeros(params.shape[0], dtype=params.dtype)
+        v_hat = adam_state.v / (1.0 - ctx.hp(beta2) ** adam_state.count)
+        above = (v_hat - phi(ctx)) > ctx.hp(gamma)
+        return xp.mean(xp.astype(above, params.dtype), axis=1)
+
+    return probe
+
+
+@register("dp_adam_bc")
+def _dp_adam_bc(lr=0.01, beta1=0.9, beta2=0.999, gamma_prime=1e-8, clip=1.0, noise_multiplier=1.0):
+    phi = _phi_fn(clip, noise_multiplier)
+    gamma = T.as_hyper("gamma_prime", gamma_prime, positive=True)
+    b2 = T.as_hyper("beta2", beta2, nonneg=True)
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+                                 _adam(beta1, b2, 0.0, phi=phi, floor=gamma), _lr(lr)),
+            "private": True,
+            "probes": {"frac_above_floor": _above_floor_probe(phi, gamma, b2)}}
+
+
+@register("dp_adam_corrected")
+def _dp_adam_corrected(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
+    phi = _phi_fn(clip, noise_multiplier)
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+                                 _adam(beta1, beta2, eps, phi=phi, floor=0.0), _lr(lr)),
+            "private": True}
+
+
+@register("dp_adam_ime")
+def _dp_adam_ime(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
+    return {"transform": T.chain(ime_privatizer(clip, noise_multiplier),
+                                 _adam(beta1, beta2, eps), _lr(lr)), "private": True}
+
+
+@register("dp_adam_ime_free")
+def _dp_adam_ime_free(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
+    sigma = T.as_hyper("noise_multiplier", noise_multiplier, nonneg=True)
+    return {"transform": T.chain(ime_privatizer(clip, sigma, split=(sigma, sigma)),
+                                 _adam(beta1, beta2, eps), _lr(lr)),
+            "private": True,
+            "note": "IME 'for free' comparator: both moments released at σ; its ε (two releases "
+                    "per step) is larger than DP-Adam's and must not be reported as DP-Adam's"}
+
+
+_STP_RULES = {"adam": "rmsprop", "rmsprop": "rmsprop", "adagrad": "adagrad"}
+
+
+def _stp_chain(base, clip, noise_multiplier, lr, beta1, beta2, eps, eps_scale, noiseless_v):
+    if base not in _STP_RULES:
+        raise ValueError(f"base must be one of adam, rmsprop, adagrad, got base={base!r}")
+    beta = T.as_hyper("beta2", beta2, nonneg=True) if base != "adagrad" else 0.0
+    priv = stp_privatizer(clip, noise_multiplier, rule=_STP_RULES[base], beta=beta,
+                          eps_scale=eps_scale, noiseless_v=noiseless_v)
+    if base == "adam":
+        tail = _adam(beta1, beta, eps)
+    else:
+        tail = _precond(base, beta, eps)
+    return T.chain(priv, tail, _lr(lr))
+
+
+@register("dp_adam_stp")
+def _dp_adam_stp(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, eps_scale=1e-3, clip=1.0,
+                 noise_multiplier=1.0, base="adam"):
+    """Scale-then-privatize over ``base`` (for rmsprop, ``beta2`` is RMSProp's β)."""
+    return {"transform": _stp_chain(base, clip, noise_multiplier, lr, beta1, beta2, eps, eps_scale,
+                                    False), "private": True}
+
+
+_ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clipped gradient, "
+                "which is released without noise, so epsilon is infinite")
+
+
+@register("dp_adam_noiseless_v")
+def _dp_adam_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
+    return {"transform": T.chain(noiseless_v_privatizer(clip, noise_multiplier),
+                                 _adam(beta1, beta2, eps), _lr(lr)),
+            "private": False, "note": _ORACLE_NOTE}
+
+
+@register("dp_adam_stp_noiseless_v")
+def _dp_adam_stp_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, eps_scale=1e-3, clip=1.0,
+                             noise_multiplier=1.0, base="adam"):
+    return {"transform": _stp_chain(base, clip, noise_multiplier, lr, beta1, beta2, eps, eps_scale,
+                                    True), "private": False, "note": _ORACLE_NOTE}

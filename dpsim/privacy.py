@@ -15,12 +15,13 @@ the noise, so the accountant sees exactly what is released.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from .backend import array_namespace
 from .transforms import GradientTransformation, Release, as_hyper
 
-__all__ = ["clip_l2", "gaussian_privatizer", "PrivatizerState"]
+__all__ = ["clip_l2", "gaussian_privatizer", "ime_privatizer", "noiseless_v_privatizer",
+           "stp_privatizer", "PrivatizerState"]
 
 
 def clip_l2(g, clip):
@@ -42,41 +43,165 @@ def clip_l2(g, clip):
 
 
 class PrivatizerState(NamedTuple):
-    pass
+    noise: Any = None  # state of the noise stream (correlated noise); None for i.i.d. Gaussian
 
 
-def gaussian_privatizer(clip, noise_multiplier) -> GradientTransformation:
+def _check_clip_sigma(clip, noise_multiplier, name="noise_multiplier"):
+    clip = as_hyper("clip", clip, positive=True, allow_inf=True)
+    sigma = as_hyper(name, noise_multiplier, nonneg=True)
+    if _any_inf(clip) and _any_pos(sigma):
+        raise ValueError(
+            f"clip=inf with {name}={noise_multiplier!r} > 0 has unbounded noise; "
+            "use a finite clip or noise_multiplier=0"
+        )
+    return clip, sigma
+
+
+def _clip_arg(clip, ctx):
+    return clip if isinstance(clip, float) else ctx.hp_vec(clip)
+
+
+def _is_zero(x) -> bool:
+    return isinstance(x, float) and x == 0.0
+
+
+def _add_noise(total, std, b: float, ctx):
+    """``(total + std · z) / b`` with ``z ~ N(0, I)`` drawn on the backend (in place)."""
+    if std is None or _is_zero(std):
+        return total / b
+    z = ctx.backend.normal(total.shape)
+    z *= ctx.hp(std)
+    z += total
+    z /= b
+    return z
+
+
+def gaussian_privatizer(clip, noise_multiplier, *, scale_fn=None) -> GradientTransformation:
     """Clip per-example gradients to ``C`` and add ``N(0, σ²C²I)``; emit the average over ``b``.
 
     ``clip`` C > 0 (``inf`` allowed only with σ = 0, the non-private limit); ``noise_multiplier``
     σ ≥ 0.  Either may be per-trial.  Declares one Gaussian release with noise multiplier σ per
     step (sensitivity C, noise std σC).
+
+    ``scale_fn(state, params, ctx) -> s`` (optional, used by preconditioned privatizers) makes the
+    release ``(1/b)(Σ clip(s ⊙ g_i, C) + N(0, σ²C²I))``.
     """
-    clip = as_hyper("clip", clip, positive=True, allow_inf=True)
-    sigma = as_hyper("noise_multiplier", noise_multiplier, nonneg=True)
-    clip_inf = _any_inf(clip)
-    if clip_inf and _any_pos(sigma):
-        raise ValueError(
-            f"clip=inf with noise_multiplier={noise_multiplier!r} > 0 has unbounded noise; "
-            "use a finite clip or noise_multiplier=0"
-        )
-    std = None if clip_inf else _times(sigma, clip)  # σ·C per trial
+    clip, sigma = _check_clip_sigma(clip, noise_multiplier)
+    std = None if _any_inf(clip) else _times(sigma, clip)  # σ·C per trial
 
     def init(params):
         return PrivatizerState()
 
     def update(batch, state, params, ctx):
-        total = batch.clipped_sum(ctx.hp_vec(clip) if not isinstance(clip, float) else clip)
-        b = float(batch.batch_size)
-        if std is None or (isinstance(std, float) and std == 0.0):
-            return total / b, state
-        z = ctx.backend.normal(total.shape)
-        z *= ctx.hp(std)
-        z += total
-        z /= b
-        return z, state
+        total = batch.clipped_sum(_clip_arg(clip, ctx))
+        return _add_noise(total, std, float(batch.batch_size), ctx), state
 
     releases = (Release(noise_multiplier=_as_decl(sigma)),)
+    return GradientTransformation(init, update, releases)
+
+
+def ime_privatizer(clip, noise_multiplier, *, split=None) -> GradientTransformation:
+    """Independent moment estimation (Kalinin et al. 2025; seed 002 §3, reconstructed).
+
+    Releases, on the same batch, the clipped mean ``ḡ = (1/b)Σ clip(g_i, C)`` with noise
+    multiplier σ1 (sensitivity C/b) and its coordinate-wise square ``ḡ²`` with noise multiplier σ2
+    (ℓ2 sensitivity ``(2b−1)C²/b²`` under zero-out adjacency).  ``split=None``:
+    ``σ1 = σ2 = √2 σ`` so that ``σ1⁻² + σ2⁻² = σ⁻²`` and the pair costs one DP-SGD step;
+    ``split=(σ1, σ2)`` sets them directly (``(σ, σ)`` is the "IME for free" comparator, which
+    releases twice at σ and is accounted as such).  Emits ``MomentInputs(g̃, sq̃)``.
+    """
+    clip, sigma = _check_clip_sigma(clip, noise_multiplier)
+    if _any_inf(clip):
+        raise ValueError("independent moment estimation needs a finite clip")
+    if split is None:
+        s1 = s2 = _times(sigma, 2.0 ** 0.5)
+    else:
+        s1 = as_hyper("noise_multiplier_1", split[0], nonneg=True)
+        s2 = as_hyper("noise_multiplier_2", split[1], nonneg=True)
+
+    def init(params):
+        return PrivatizerState()
+
+    def update(batch, state, params, ctx):
+        from .adaptive import MomentInputs
+
+        b = float(batch.batch_size)
+        c = _clip_arg(clip, ctx)
+        total = batch.clipped_sum(c)
+        g_clean = total / b
+        g = _add_noise(total, _times(s1, clip), b, ctx)
+        sens2 = ctx.hp(clip) ** 2 * (2.0 * b - 1.0) / (b * b)  # ℓ2 sensitivity of ḡ²
+        sq = g_clean * g_clean
+        if not _is_zero(s2):
+            sq = sq + ctx.backend.normal(sq.shape) * (ctx.hp(s2) * sens2)
+        return MomentInputs(g, sq), state
+
+    releases = (Release(noise_multiplier=_as_decl(s1)), Release(noise_multiplier=_as_decl(s2)))
+    return GradientTransformation(init, update, releases)
+
+
+def noiseless_v_privatizer(clip, noise_multiplier) -> GradientTransformation:
+    """Non-private oracle (seed 002 Alg. 9): ``m`` is fed the noisy ``g̃``, ``v`` the clipped but
+    noiseless ``ḡ²``.  Releases ``ḡ`` without noise, so it is NOT private."""
+    clip, sigma = _check_clip_sigma(clip, noise_multiplier)
+    std = None if _any_inf(clip) else _times(sigma, clip)
+
+    def init(params):
+        return PrivatizerState()
+
+    def update(batch, state, params, ctx):
+        from .adaptive import MomentInputs
+
+        b = float(batch.batch_size)
+        total = batch.clipped_sum(_clip_arg(clip, ctx))
+        clean = total / b
+        return MomentInputs(_add_noise(total, std, b, ctx), clean * clean), state
+
+    return GradientTransformation(init, update, ())
+
+
+class ScaledPrivatizerState(NamedTuple):
+    v: Any  # (R, d) copy of the downstream optimizer's raw second moment v_{t-1}
+    count: int
+
+
+def stp_privatizer(clip, noise_multiplier, *, rule: str, beta, eps_scale,
+                   noiseless_v: bool = False) -> GradientTransformation:
+    """Scale-then-privatize (seed 002 Alg. 8, reconstructed).
+
+    ``s_t = 1/(√v_{t−1} + ε_s)`` from the raw second moment of the downstream rule, release
+    ``g̃ = (1/b)(Σ clip(s_t ⊙ g_i, C) + N(0, σ²C²I)) / s_t``.  The privatizer keeps its own copy
+    of ``v`` by applying the downstream recursion (``rule`` with ``beta``) to the value it emits,
+    which is the same number the downstream optimizer computes.  At ``t = 1``, ``v = 0`` so
+    ``s = 1/ε_s``.  ``noiseless_v=True`` (non-private oracle, Alg. 9 with STP) feeds the second
+    moment the noiseless ``(Σ clip(s ⊙ g_i, C)/(b s))²``.
+    """
+    from .adaptive import MomentInputs, second_moment_update
+
+    clip, sigma = _check_clip_sigma(clip, noise_multiplier)
+    eps_scale = as_hyper("eps_scale", eps_scale, positive=True)
+    std = None if _any_inf(clip) else _times(sigma, clip)
+
+    def init(params):
+        return ScaledPrivatizerState(v=params * 0.0, count=0)
+
+    def update(batch, state, params, ctx):
+        xp = ctx.xp
+        b = float(batch.batch_size)
+        s = 1.0 / (xp.sqrt(xp.maximum(state.v, 0.0)) + ctx.hp(eps_scale))
+        total = batch.clipped_sum(_clip_arg(clip, ctx), scale=s)
+        g = _add_noise(total, std, b, ctx) / s
+        if noiseless_v:
+            clean = total / (b * s)
+            sq = clean * clean
+            out = MomentInputs(g, sq)
+        else:
+            sq = g * g
+            out = g
+        v = second_moment_update(rule, state.v, sq, ctx.hp(beta), xp)
+        return out, ScaledPrivatizerState(v=v, count=state.count + 1)
+
+    releases = () if noiseless_v else (Release(noise_multiplier=_as_decl(sigma)),)
     return GradientTransformation(init, update, releases)
 
 
