@@ -93,7 +93,13 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         raise ValueError(f"steps must be a non-negative integer, got steps={steps!r}")
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise ValueError(f"trials must be a positive integer, got trials={trials!r}")
-    check_sampling(sampling, problem.n, batch_size)
+    public_fraction = optimizer.hyperparameters.get("public_fraction") or 0.0
+    if not (0.0 <= float(public_fraction) < 1.0):
+        raise ValueError(f"public_fraction must be in [0, 1), got public_fraction={public_fraction}")
+    n_public = int(round(float(public_fraction) * problem.n)) if public_fraction else 0
+    if public_fraction and n_public < 1:
+        raise ValueError(f"public_fraction={public_fraction} leaves no public example (n={problem.n})")
+    check_sampling(sampling, problem.n - n_public, batch_size)
     n_hp = optimizer.trial_count()
     if n_hp is not None and n_hp != trials:
         raise ValueError(
@@ -108,12 +114,25 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     want_loss, want_grad = "loss" in metrics, "grad_norm_sq" in metrics
 
     ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    sampler_ss, noise_ss = ss.spawn(2)
+    # children of the seed without mutating a SeedSequence the caller passed (same as a fresh
+    # ss.spawn(3)): sampler stream, noise stream, public split
+    sampler_ss, noise_ss, public_ss = (
+        np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (i,), pool_size=ss.pool_size)
+        for i in range(3))
     be = Backend(backend, noise_ss, dtype)
     xp = be.xp
     prob = problem.on(be)
-    sampler = Sampler(sampling, prob.n, batch_size, trials, sampler_ss)
-    ctx = StepContext(be, trials, batch_size, steps, n=prob.n, sampling=sampling)
+    public_idx = private_idx = None
+    n_private = prob.n
+    if n_public:
+        # The public split is carved out of the training data (a seeded random subset) and is
+        # never sampled for private batches; accounting uses the private part only.
+        perm = np.random.Generator(np.random.PCG64(public_ss)).permutation(prob.n)
+        public_idx = be.asindex(np.sort(perm[:n_public]))
+        private_idx = np.sort(perm[n_public:])
+        n_private = private_idx.size
+    sampler = Sampler(sampling, n_private, batch_size, trials, sampler_ss)
+    ctx = StepContext(be, trials, batch_size, steps, n=n_private, sampling=sampling)
 
     d = prob.d
     if init is None:
@@ -174,9 +193,9 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         ctx.t = t
         bi = sampler.draw()
         batch_sizes_sum += bi.sizes
-        idx = be.asindex(bi.idx)
+        idx = be.asindex(bi.idx if private_idx is None else private_idx[bi.idx])
         mask = None if bi.mask is None else xp.asarray(bi.mask)
-        batch = Batch(prob, params, idx, mask, batch_size)
+        batch = Batch(prob, params, idx, mask, batch_size, public_idx)
         updates, state = tx.update(batch, state, params, ctx)
         params = params + updates
         if prob.has_domain:
@@ -206,11 +225,15 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         "versions": _versions(),
     }
     if optimizer.private and optimizer.ledger is not None:
-        privacy = dict(optimizer.ledger(state, steps=steps, sample_rate=batch_size / prob.n,
+        privacy = dict(optimizer.ledger(state, steps=steps, sample_rate=batch_size / n_private,
                                         sampling=sampling, trials=trials))
         privacy.setdefault("private", True)
     else:
-        privacy = _privacy_declaration(optimizer, sampling, batch_size / prob.n, steps, trials)
+        privacy = _privacy_declaration(optimizer, sampling, batch_size / n_private, steps, trials)
+    if n_public:
+        privacy["public_examples"] = n_public
+        privacy["note"] = ("ε covers the private part only; the public split "
+                           f"({n_public} examples) is used without privacy")
     return Result(
         steps=rec_steps,
         loss=rec["loss"],

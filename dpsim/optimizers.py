@@ -30,7 +30,8 @@ import numpy as np
 
 from . import transforms as T
 from . import adaptive as A
-from .privacy import gaussian_privatizer, ime_privatizer, noiseless_v_privatizer, stp_privatizer
+from .privacy import (gaussian_privatizer, ime_privatizer, noiseless_v_privatizer,
+                      public_preconditioned_privatizer, public_subspace_privatizer, stp_privatizer)
 
 __all__ = ["Optimizer", "get", "names", "register"]
 
@@ -338,3 +339,67 @@ def _dp_adam_stp_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, eps_scal
                              noise_multiplier=1.0, base="adam"):
     return {"transform": _stp_chain(base, clip, noise_multiplier, lr, beta1, beta2, eps, eps_scale,
                                     True), "private": False, "note": _ORACLE_NOTE}
+
+
+# ------------------------------------------------------------------------------------------------
+# DP² (seed 000): delayed preconditioners, non-private version and ablations
+
+def _dp2_factory(rule, variant="dp2", private=True):
+    def factory(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0,
+                beta=0.9, eps=1e-8, unbias=False):
+        from .dp2 import dp2
+
+        return {"transform": dp2(s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
+                                 noise_multiplier=noise_multiplier, beta=beta, eps=eps, rule=rule,
+                                 unbias=unbias, private=private, variant=variant),
+                "private": private}
+
+    return factory
+
+
+register("dp2_rmsprop")(_dp2_factory("rmsprop"))
+register("dp2_adagrad")(_dp2_factory("adagrad"))
+register("dp2_yogi")(_dp2_factory("yogi"))
+register("dp2_extra_query")(_dp2_factory("rmsprop", "extra_query"))
+register("dp2_noise_first")(_dp2_factory("rmsprop", "noise_first"))
+
+
+@register("delayed_rmsprop")
+def _delayed_rmsprop(s1=10, s2=None, lr=0.1, lr2=None, beta=0.9, eps=1e-8):
+    from .dp2 import dp2
+
+    return {"transform": dp2(s1=s1, s2=s2, lr=lr, lr2=lr2, beta=beta, eps=eps, rule="rmsprop",
+                             private=False)}
+
+
+# ------------------------------------------------------------------------------------------------
+# Baselines that need public data (the public split is carved out of the training data)
+
+_PUBLIC_NOTE = ("needs public data: a public_fraction of the training set is carved out, used "
+                "without privacy, and excluded from the private part; ε covers the private part")
+
+
+def _public_fraction(x):
+    x = float(x)
+    if not (0.0 < x < 1.0):
+        raise ValueError(f"public_fraction must be in (0, 1), got public_fraction={x}")
+    return x
+
+
+@register("pdp_sgd")
+def _pdp_sgd(lr=0.1, clip=1.0, noise_multiplier=1.0, k=10, public_fraction=0.01):
+    """PDP-SGD (Zhou et al. 2021): DP-SGD with the release projected onto the top-k public
+    gradient subspace.  Needs public data."""
+    _public_fraction(public_fraction)
+    return {"transform": T.chain(public_subspace_privatizer(clip, noise_multiplier, k=k), _lr(lr)),
+            "private": True, "note": _PUBLIC_NOTE}
+
+
+@register("adadps")
+def _adadps(lr=0.1, clip=1.0, noise_multiplier=1.0, beta=0.9, eps=1e-8, public_fraction=0.01):
+    """AdaDPS-RMSProp (Li et al. 2022): preconditioner from public gradients, preconditioned
+    per-example clipping.  Needs public data."""
+    _public_fraction(public_fraction)
+    return {"transform": T.chain(public_preconditioned_privatizer(clip, noise_multiplier, beta=beta,
+                                                                  eps=eps), _lr(lr)),
+            "private": True, "note": _PUBLIC_NOTE}

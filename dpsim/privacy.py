@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from .backend import array_namespace
 from .transforms import GradientTransformation, Release, as_hyper
 
@@ -203,6 +205,58 @@ def stp_privatizer(clip, noise_multiplier, *, rule: str, beta, eps_scale,
 
     releases = () if noiseless_v else (Release(noise_multiplier=_as_decl(sigma)),)
     return GradientTransformation(init, update, releases)
+
+
+def public_subspace_privatizer(clip, noise_multiplier, *, k) -> GradientTransformation:
+    """PDP-SGD (Zhou et al. 2021, baseline of seed 001 §6): the Gaussian release ``g̃`` projected
+    onto the top-``k`` eigenvectors of the second-moment matrix ``(1/m) Σ g_j g_jᵀ`` of the public
+    per-example gradients at the current iterate.  Needs public data (``public_fraction``)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got k={k!r}")
+    k = int(k)
+    inner = gaussian_privatizer(clip, noise_multiplier)
+
+    def update(batch, state, params, ctx):
+        xp = ctx.xp
+        g, state = inner.update(batch, state, params, ctx)
+        P = batch.public_per_example()  # (R, m, d)
+        if k > min(P.shape[1], P.shape[2]):
+            raise ValueError(f"k={k} exceeds the rank available from {P.shape[1]} public examples "
+                             f"in d={P.shape[2]}")
+        _, _, vh = xp.linalg.svd(P, full_matrices=False)  # right singular vectors, (R, r, d)
+        V = vh[:, :k, :]
+        coef = xp.sum(V * g[:, None, :], axis=2)  # (R, k)
+        return xp.sum(V * coef[:, :, None], axis=1), state
+
+    return GradientTransformation(inner.init, update, inner.releases)
+
+
+class PublicPreconditionState(NamedTuple):
+    v: Any  # (R, d) RMSProp second moment of the public gradient
+
+
+def public_preconditioned_privatizer(clip, noise_multiplier, *, beta, eps) -> GradientTransformation:
+    """AdaDPS-RMSProp (Li et al. 2022; seed 000 §5.2): ``v ← β v + (1−β) ḡ_pub²`` from the mean
+    gradient of the public split, ``D = √v + ε_a``, release
+    ``g̃ = (1/b)(Σ clip(g_i / D, C) + N(0, σ²C²I))`` and step with it.  Private only with respect
+    to the private split; needs public data (``public_fraction``)."""
+    clip, sigma = _check_clip_sigma(clip, noise_multiplier)
+    beta = as_hyper("beta", beta, nonneg=True)
+    eps = as_hyper("eps", eps, positive=True)
+    std = None if _any_inf(clip) else _times(sigma, clip)
+
+    def init(params):
+        return PublicPreconditionState(v=params * 0.0)
+
+    def update(batch, state, params, ctx):
+        xp = ctx.xp
+        gp = xp.mean(batch.public_per_example(), axis=1)
+        v = state.v * ctx.hp(beta) + gp * gp * (1.0 - ctx.hp(beta))
+        D = xp.sqrt(v) + ctx.hp(eps)
+        total = batch.clipped_sum(_clip_arg(clip, ctx), scale=1.0 / D)
+        return _add_noise(total, std, float(batch.batch_size), ctx), PublicPreconditionState(v=v)
+
+    return GradientTransformation(init, update, (Release(noise_multiplier=_as_decl(sigma)),))
 
 
 def _any_inf(x) -> bool:

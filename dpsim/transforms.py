@@ -154,12 +154,13 @@ class Batch:
     divides by (also under Poisson sampling — an unbiased estimate of the mean gradient).
     """
 
-    def __init__(self, problem, params, idx, mask, batch_size: int):
+    def __init__(self, problem, params, idx, mask, batch_size: int, public_idx=None):
         self.problem = problem
         self.params = params
         self.idx = idx
         self.mask = mask
         self.batch_size = batch_size
+        self.public_idx = public_idx  # (m,) indices of the public split, or None
         self.norms = None  # (R, b_max) per-example norms of the last clipped_sum call
 
     def clipped_sum(self, clip=None, scale=None):
@@ -176,6 +177,19 @@ class Batch:
             xp = _xp_of(g)
             g = g * xp.astype(self.mask, g.dtype)[:, :, None]
         return g
+
+    def public_per_example(self):
+        """Per-example gradients on the whole public split at the current parameters (R, m, d).
+
+        Only for optimizers that declare ``public_fraction`` (the engine then carves the public
+        split out of the training data and never samples it for the private batches)."""
+        if self.public_idx is None:
+            raise ValueError("this optimizer needs public data: give it public_fraction > 0")
+        xp = _xp_of(self.params)
+        R = self.params.shape[0]
+        m = self.public_idx.shape[0]
+        idx = xp.broadcast_to(xp.reshape(self.public_idx, (1, m)), (R, m))
+        return self.problem.per_example_grads(self.params, idx)
 
     def mean(self):
         """Non-private minibatch gradient ``(1/b) Σ_i g_i``."""

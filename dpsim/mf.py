@@ -1,0 +1,592 @@
+"""Correlated noise for DP matrix factorization (DP-MF), streamed step by step.
+
+Contract (ALGORITHMS §2.6, "Correlated noise, DP-MF"; seed 002 §2.1 — formulas there were lost in
+extraction, the statement below is the standard one of the DP-MF literature, **reconstructed**).
+For a lower-triangular invertible *strategy* ``M`` (T×T) and ``Z`` with i.i.d. ``N(0, I_d)`` rows, the
+noise added to the averaged clipped gradient at step ``t`` is
+
+    (σ C / b) · sens(M) · (M⁻¹ Z)_t,        sens(M) = max_j ||M_{:,j}||₂ ,
+
+i.e. the run releases the prefix sums ``A X + σ C sens(M) · A M⁻¹ Z`` of the clipped gradient sums
+``X`` (``A`` = all-ones lower triangle), which is the post-processing ``B (M X + σ C sens(M) Z)`` of one
+Gaussian mechanism on ``M X`` through the factorization ``A = B M``, ``B = A M⁻¹``.  ``M = I`` is DP-SGD.
+This module produces the *unit-scale* step noise ``u_t = sens(M) · (M⁻¹ Z)_t``; the privatizer
+multiplies it by ``σ C / b``.
+
+Privacy meaning (what the lead declares to the accountant).
+    * **Single participation** (each example contributes to at most one step, e.g. one pass over
+      disjoint batches): changing one example changes ``M X`` by ``M_{:,j} g^T`` with
+      ``||g|| ≤ C``, ℓ2 norm at most ``C · sens(M)``.  The whole run is therefore ONE Gaussian
+      mechanism with noise multiplier ``σ`` (not T of them).
+    * **Unrestricted participation** (Poisson sampling gives no bound on how often an example is
+      used): the sensitivity of ``M X`` is ``C · worst_case_sensitivity(M)``, so the whole run is ONE
+      Gaussian mechanism with noise multiplier ``σ · sens(M) / worst_sens(M)``, **without**
+      amplification by sampling.  Amplification for matrix mechanisms (e.g. MMCC, Choquette-Choo
+      et al. 2024, or the b-min-sep / cyclic-Poisson analysis of banded MF) is NOT implemented.
+      For ``M = I`` this equals T-fold composition of the unamplified Gaussian with multiplier σ
+      (``worst_sens = √T``); identity noise should keep DP-SGD's amplified accounting instead —
+      its draws are bit-identical to DP-SGD's.
+
+Strategies (``strategy(name, steps)``; also accepted by :func:`noise_stream`):
+    * ``"identity"`` (alias ``"gaussian"``): ``M = I``, i.i.d. noise.
+    * ``"sqrt_toeplitz"``: ``M = A^{1/2}``, lower-triangular Toeplitz with ``c_k = C(2k,k)/4^k`` (the
+      coefficients of ``(1−x)^{-1/2}``), computed by ``c_k = c_{k−1}(2k−1)/(2k)``.  ``M⁻¹`` is Toeplitz
+      with the coefficients of ``(1−x)^{1/2}``: ``r_0 = 1``, ``r_k = r_{k−1}(2k−3)/(2k)``.
+    * ``"banded:<k>"``: banded lower-triangular Toeplitz with ``k`` bands (``k ≥ 1``; ``k > T`` is
+      the same set as ``k = T`` and is clamped), optimized for prefix-sum RMSE — the banded Toeplitz
+      ("BandToep") optimization of R. McKenna, *Scaling up the Banded Matrix Factorization Mechanism
+      for Differentially Private ML* (arXiv:2405.15913, 2024), see :func:`banded_coefficients`.
+
+Normalization of the prefix-sum error (:func:`prefix_rmse`)::
+
+    RMSE(M) = sens(M) · ||A M⁻¹||_F / √T
+            = sqrt( (1/T) Σ_t Var[(A · sens(M) M⁻¹ Z)_t] )     per coordinate, unit noise scale,
+
+i.e. the root-mean over the T prefix sums of the per-coordinate noise variance, for noise
+multiplier 1 and ``C = b = 1`` (multiply by ``σ C / b`` for the averaged-gradient scale; it is the
+square root of the single-participation loss of McKenna 2024 / jax_privacy ``toeplitz.loss`` with
+``reduction_fn=mean``).  Identity gives the DP-SGD prefix error ``sqrt(Σ_t t / T) = √((T+1)/2)``.
+
+Large T: every Toeplitz quantity has an O(T)–O(T log T) coefficient version (``toeplitz_*``,
+:func:`inverse_coefficients`); the T×T matrices are only for building and inspecting small cases.
+
+Streaming (:func:`noise_stream`): ``init(shape, backend) -> state``, ``next(state, backend) ->
+(u, state)`` with one ``backend.normal(shape)`` draw ``Z_t`` per step, in order.
+    * identity: ``u = Z_t`` exactly (bit-identical to DP-SGD's draws).
+    * banded (and any short Toeplitz strategy): forward substitution
+      ``y_t = (Z_t − Σ_{j=1}^{k−1} m_j y_{t−j}) / m_0`` (an IIR filter), state = the last ``k−1``
+      ``y``'s: memory ``(k−1)·R·d``, cost ``O(k·R·d)`` per step.
+    * ``sqrt_toeplitz``: ``M⁻¹`` is a full Toeplitz matrix, so exact streaming keeps the history of
+      ``Z`` in a preallocated ``(T, *shape)`` buffer (memory ``T·R·d·itemsize``) and computes
+      ``y_t = Σ_{j≤t} r_j Z_{t−j}`` (cost ``O(t·R·d)`` at step t).  :func:`noise_stream` raises
+      ``ValueError`` suggesting ``banded:<k>`` when the buffer would exceed ``max_bytes``.
+
+State handling: states are ``NamedTuple``s of backend arrays plus a Python step counter; only
+array-API (``xp``) operations touch them, so NumPy, CuPy and ``array_api_strict`` all work.  The
+returned ``u`` is always a fresh array the caller may modify in place.  The ``sqrt_toeplitz``
+history buffer is written in place (copying it each step would cost O(T·R·d)), so a state must be
+used once: do not call ``next`` twice on the same state object.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = [
+    "strategy",
+    "sensitivity",
+    "worst_case_sensitivity",
+    "prefix_rmse",
+    "prefix_sum_matrix",
+    "toeplitz_coefficients",
+    "toeplitz_matrix",
+    "inverse_coefficients",
+    "toeplitz_sensitivity",
+    "toeplitz_worst_case_sensitivity",
+    "toeplitz_prefix_rmse",
+    "toeplitz_step_variance",
+    "sqrt_toeplitz_coefficients",
+    "sqrt_toeplitz_inverse_coefficients",
+    "banded_coefficients",
+    "parse_noise",
+    "noise_stream",
+    "NoiseStream",
+    "IdentityNoiseState",
+    "BandedNoiseState",
+    "HistoryNoiseState",
+    "DEFAULT_MAX_BYTES",
+]
+
+DEFAULT_MAX_BYTES = 2 * 1024**3  # 2 GiB cap on a stream's history buffer
+
+_BANDED_RE = re.compile(r"banded:(\d+)")
+_NAMES_HELP = "'identity' (or 'gaussian'), 'sqrt_toeplitz', 'banded:<k>' with an integer k >= 1"
+
+
+# ----------------------------------------------------------------------------------------------
+# names
+# ----------------------------------------------------------------------------------------------
+def parse_noise(name) -> tuple[str, int | None]:
+    """Parse a noise/strategy name → ``("identity", None)``, ``("sqrt_toeplitz", None)`` or
+    ``("banded", k)``.  ``"gaussian"`` is an alias of ``"identity"``.  Raises ``ValueError`` naming
+    the value otherwise."""
+    if not isinstance(name, str):
+        raise ValueError(f"noise/strategy name must be a string ({_NAMES_HELP}), got {name!r}")
+    if name in ("identity", "gaussian"):
+        return "identity", None
+    if name == "sqrt_toeplitz":
+        return "sqrt_toeplitz", None
+    if name.startswith("banded"):
+        m = _BANDED_RE.fullmatch(name)
+        if m is None or int(m.group(1)) < 1:
+            raise ValueError(
+                f"banded strategy needs a positive integer number of bands, 'banded:<k>' with k >= 1; "
+                f"got {name!r}"
+            )
+        return "banded", int(m.group(1))
+    raise ValueError(f"unknown noise/strategy {name!r}; expected {_NAMES_HELP}")
+
+
+def _check_steps(steps) -> int:
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got steps={steps!r}")
+    return int(steps)
+
+
+# ----------------------------------------------------------------------------------------------
+# Toeplitz coefficients
+# ----------------------------------------------------------------------------------------------
+def sqrt_toeplitz_coefficients(n: int) -> np.ndarray:
+    """First ``n`` coefficients of ``(1−x)^{-1/2}``: ``c_k = C(2k,k)/4^k`` by the stable recurrence
+    ``c_0 = 1``, ``c_k = c_{k−1}(2k−1)/(2k)`` (no factorials).  Toeplitz with these is ``A^{1/2}``."""
+    n = _check_steps(n)
+    k = np.arange(1, n, dtype=float)
+    return np.concatenate(([1.0], np.cumprod((2.0 * k - 1.0) / (2.0 * k))))
+
+
+def sqrt_toeplitz_inverse_coefficients(n: int) -> np.ndarray:
+    """First ``n`` coefficients of ``(1−x)^{1/2}`` (those of ``A^{-1/2}``): ``r_0 = 1``,
+    ``r_k = r_{k−1}(2k−3)/(2k)`` (``r_1 = −1/2``; all ``r_k < 0`` for ``k ≥ 1``)."""
+    n = _check_steps(n)
+    k = np.arange(1, n, dtype=float)
+    return np.concatenate(([1.0], np.cumprod((2.0 * k - 3.0) / (2.0 * k))))
+
+
+def toeplitz_coefficients(name: str, steps: int) -> np.ndarray:
+    """Toeplitz coefficients ``m_0, m_1, …`` (first column of ``M``) of a named strategy for ``T``
+    steps: identity → ``[1]``, sqrt_toeplitz → ``T`` coefficients, ``banded:k`` → ``min(k, T)``
+    optimized coefficients (normalized to ``m_0 = 1``).  Missing trailing coefficients are 0."""
+    kind, k = parse_noise(name)
+    steps = _check_steps(steps)
+    if kind == "identity":
+        return np.ones(1)
+    if kind == "sqrt_toeplitz":
+        return sqrt_toeplitz_coefficients(steps)
+    return banded_coefficients(k, steps)
+
+
+def _pad(coefs, steps: int) -> np.ndarray:
+    c = np.asarray(coefs, dtype=float).reshape(-1)
+    if c.size == 0:
+        raise ValueError("Toeplitz coefficients must be non-empty")
+    if c.size >= steps:
+        return c[:steps].copy()
+    out = np.zeros(steps)
+    out[: c.size] = c
+    return out
+
+
+def _trim(coefs, steps: int) -> np.ndarray:
+    c = np.asarray(coefs, dtype=float).reshape(-1)
+    if c.size == 0:
+        raise ValueError("Toeplitz coefficients must be non-empty")
+    if not np.all(np.isfinite(c)):
+        raise ValueError(f"Toeplitz coefficients must be finite, got {c!r}")
+    if c[0] == 0.0:
+        raise ValueError("the leading Toeplitz coefficient m_0 must be non-zero (M invertible)")
+    return c[:steps]
+
+
+def toeplitz_matrix(coefs, steps: int) -> np.ndarray:
+    """The ``T×T`` lower-triangular Toeplitz matrix with first column ``coefs`` (zero-padded or
+    truncated to ``T``).  For building/inspecting small cases only."""
+    steps = _check_steps(steps)
+    c = _pad(coefs, steps)
+    idx = np.arange(steps)
+    diff = idx[:, None] - idx[None, :]
+    return np.where(diff >= 0, c[np.clip(diff, 0, steps - 1)], 0.0)
+
+
+def _series_inverse_fft(c: np.ndarray, n: int) -> np.ndarray:
+    """Power-series inverse of ``c`` mod ``x^n`` by Newton's iteration ``g ← g(2 − c g)``, doubling
+    the precision each round with FFT convolutions: O(n log n)."""
+    from scipy.signal import fftconvolve
+
+    g = np.array([1.0 / c[0]])
+    m = 1
+    while m < n:
+        m = min(2 * m, n)
+        e = fftconvolve(c[:m], g)[:m]  # c g mod x^m = 1 + O(x^{m/2})
+        e[0] -= 1.0
+        g = np.concatenate((g, np.zeros(m - g.size))) - fftconvolve(g, e)[:m]
+    return g
+
+
+def inverse_coefficients(coefs, steps: int) -> np.ndarray:
+    """The ``T`` Toeplitz coefficients of ``M⁻¹`` (lower-triangular Toeplitz too): the power series
+    ``1 / m(x)`` mod ``x^T``.  O(T·k) by the IIR recurrence (``scipy.signal.lfilter``) for ``k``
+    coefficients when ``T·k`` is moderate, else O(T log T) by Newton's iteration with FFTs."""
+    steps = _check_steps(steps)
+    c = _trim(coefs, steps)
+    if c.size * steps <= 4_000_000 or c.size <= 64:
+        from scipy.signal import lfilter
+
+        e0 = np.zeros(steps)
+        e0[0] = 1.0
+        return lfilter([1.0], c, e0)
+    return _series_inverse_fft(c, steps)
+
+
+def toeplitz_sensitivity(coefs, steps: int | None = None) -> float:
+    """Single-participation sensitivity of a lower-triangular Toeplitz ``M`` (T×T): its first column
+    is the longest, so ``sens = sqrt(Σ_{k<T} m_k²)``."""
+    c = np.asarray(coefs, dtype=float).reshape(-1)
+    if steps is not None:
+        c = c[: _check_steps(steps)]
+    return float(math.sqrt(float(c @ c)))
+
+
+def toeplitz_worst_case_sensitivity(coefs, steps: int) -> float:
+    """:func:`worst_case_sensitivity` of the T×T lower-triangular Toeplitz ``M`` in O(T):
+    ``sqrt(Σ_t (Σ_{k≤t} m_k)²)`` (= ``||M·1||``) when all ``m_k ≥ 0``, else
+    ``Σ_j ||M_{:,j}|| = Σ_{j} sqrt(Σ_{k<T−j} m_k²)``."""
+    steps = _check_steps(steps)
+    c = _pad(coefs, steps)
+    if np.all(c >= 0):
+        s = np.cumsum(c)
+        return float(math.sqrt(float(s @ s)))
+    col_norms = np.sqrt(np.cumsum(c * c))  # ||column T-1-j|| at index j
+    return float(col_norms.sum())
+
+
+def toeplitz_prefix_rmse(coefs, steps: int, *, inverse=None) -> float:
+    """:func:`prefix_rmse` of the T×T lower-triangular Toeplitz ``M`` without forming matrices.
+
+    ``A M⁻¹`` is Toeplitz with coefficients ``s = cumsum(r)`` (``r`` = coefficients of ``M⁻¹``), and
+    its diagonal ``k`` has ``T − k`` entries, so ``||A M⁻¹||_F² = Σ_k (T−k) s_k²``.  ``inverse``:
+    the coefficients of ``M⁻¹`` when already known (else :func:`inverse_coefficients`)."""
+    steps = _check_steps(steps)
+    r = inverse_coefficients(coefs, steps) if inverse is None else _pad(inverse, steps)
+    s = np.cumsum(r)
+    w = np.arange(steps, 0, -1, dtype=float)
+    fro2 = float(np.dot(w * s, s))
+    return toeplitz_sensitivity(coefs, steps) * math.sqrt(fro2 / steps)
+
+
+def toeplitz_step_variance(coefs, steps: int, *, inverse=None) -> np.ndarray:
+    """Per-step variance ``E[u_t²] = sens² Σ_{j≤t} r_j²`` (per coordinate) of the unit-scale streamed
+    noise ``u = sens · M⁻¹ Z``: the diagonal of ``sens² M⁻¹ M⁻ᵀ``, shape ``(T,)``.  This is what
+    bias corrections with DP-MF need (ALGORITHMS §4.3): the noise variance of step ``t`` is
+    ``Φ · step_variance[t−1]`` with ``Φ = (σC/b)²``."""
+    steps = _check_steps(steps)
+    r = inverse_coefficients(coefs, steps) if inverse is None else _pad(inverse, steps)
+    return toeplitz_sensitivity(coefs, steps) ** 2 * np.cumsum(r * r)
+
+
+# ----------------------------------------------------------------------------------------------
+# banded Toeplitz optimization
+# ----------------------------------------------------------------------------------------------
+# Returned for unstable filters (non-finite loss).  Any finite log-loss is below log(1e308) + log S
+# ≈ 710 + log S, so this finite constant keeps L-BFGS's line search well defined (it backtracks).
+_UNSTABLE = 1e4
+
+
+def _banded_loss_and_grad(x: np.ndarray, steps: int, w: np.ndarray, e0: np.ndarray):
+    """``log(sens² · ||A M⁻¹||_F²)`` and its gradient in ``x = (m_1..m_{k−1})`` with ``m_0 = 1``.
+
+    With ``r = 1/m(x)`` (IIR impulse response), ``∂r/∂m_j = −x^j r(x)²``, so with ``q = r²`` (series,
+    the impulse response of ``1/m²``), ``s = cumsum(r)``, ``Q = cumsum(q)`` and
+    ``F = Σ_t w_t s_t²`` (``w_t = T − t``): ``∂F/∂m_j = −2 Σ_{t≥j} w_t s_t Q_{t−j}``.  O(T·k)."""
+    from scipy.signal import lfilter
+
+    m = np.concatenate(([1.0], x))
+    with np.errstate(over="ignore", invalid="ignore"):
+        r = lfilter([1.0], m, e0)
+        s = np.cumsum(r)
+        v = w * s
+        F = float(np.dot(v, s))
+        if not (np.isfinite(F) and F > 0):
+            return _UNSTABLE, np.zeros_like(x)
+        q = lfilter([1.0], m, r)
+        Q = np.cumsum(q)
+        gF = np.array([-2.0 * np.dot(v[j:], Q[: steps - j]) for j in range(1, m.size)])
+    S = 1.0 + float(x @ x)
+    val = math.log(S) + math.log(F)
+    grad = 2.0 * x / S + gF / F
+    if not np.all(np.isfinite(grad)):
+        return _UNSTABLE, np.zeros_like(x)
+    return val, grad
+
+
+@functools.lru_cache(maxsize=256)
+def _banded_cached(bands: int, steps: int) -> tuple:
+    from scipy.optimize import minimize
+
+    if bands == 1:
+        return (1.0,)
+    e0 = np.zeros(steps)
+    e0[0] = 1.0
+    w = np.arange(steps, 0, -1, dtype=float)
+    x0 = sqrt_toeplitz_coefficients(bands)[1:]
+    candidates = [x0, np.zeros(bands - 1)]  # truncated sqrt (BSR) and identity
+    res = minimize(_banded_loss_and_grad, x0, args=(steps, w, e0), jac=True, method="L-BFGS-B",
+                   options={"maxiter": 2000, "maxcor": 30, "ftol": 1e-15, "gtol": 1e-10})
+    candidates.append(np.asarray(res.x, dtype=float))
+    vals = [_banded_loss_and_grad(c, steps, w, e0)[0] for c in candidates]
+    best = candidates[int(np.argmin(vals))]  # never worse than truncated sqrt or identity
+    return (1.0,) + tuple(float(v) for v in best)
+
+
+def banded_coefficients(bands: int, steps: int) -> np.ndarray:
+    """Optimized ``k``-banded lower-triangular Toeplitz strategy for prefix sums over ``T`` steps.
+
+    Method: the banded Toeplitz optimization of R. McKenna, *Scaling up the Banded Matrix
+    Factorization Mechanism for Differentially Private ML* (arXiv:2405.15913, 2024; also
+    ``optimize_banded_toeplitz`` in jax_privacy): minimize the single-participation loss
+    ``sens(M)² · ||A M⁻¹||_F²`` (= ``T · prefix_rmse²``) over the ``k`` coefficients.  The loss is
+    scale invariant, so we fix ``m_0 = 1`` and run L-BFGS (``scipy.optimize.minimize``) on
+    ``log loss`` over ``m_1..m_{k−1}`` with an exact O(T·k) gradient through the IIR recurrence for
+    ``M⁻¹``'s coefficients (see ``_banded_loss_and_grad``).  Initialization: the first ``k``
+    coefficients of ``sqrt_toeplitz`` (the banded square root, BSR, of Kalinin & Lampert 2024).
+    The result is the best of {optimized, truncated sqrt, identity}, so its RMSE is never above
+    either.  ``k > T`` is clamped to ``T``.  Cached on ``(k, T)``; returns a fresh copy.
+    """
+    if isinstance(bands, bool) or not isinstance(bands, (int, np.integer)) or bands < 1:
+        raise ValueError(f"bands must be a positive integer, got bands={bands!r}")
+    steps = _check_steps(steps)
+    return np.array(_banded_cached(min(int(bands), steps), steps))
+
+
+# ----------------------------------------------------------------------------------------------
+# matrices (small T)
+# ----------------------------------------------------------------------------------------------
+def prefix_sum_matrix(steps: int) -> np.ndarray:
+    """``A``: the T×T all-ones lower triangle (prefix sums)."""
+    steps = _check_steps(steps)
+    return np.tril(np.ones((steps, steps)))
+
+
+def strategy(name: str, steps: int) -> np.ndarray:
+    """Lower-triangular T×T DP-MF strategy matrix ``M`` for ``"identity"``, ``"sqrt_toeplitz"``
+    (``M @ M = A``) or ``"banded:<k>"`` (optimized, ``m_0 = 1``).  Builds the dense matrix: for
+    inspecting small cases; simulations stream the noise (:func:`noise_stream`)."""
+    steps = _check_steps(steps)
+    return toeplitz_matrix(toeplitz_coefficients(name, steps), steps)
+
+
+def _check_square(M) -> np.ndarray:
+    M = np.asarray(M, dtype=float)
+    if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
+        raise ValueError(f"strategy matrix must be square and non-empty, got shape {M.shape}")
+    return M
+
+
+def sensitivity(M) -> float:
+    """Single-participation ℓ2 sensitivity of ``M X``: the largest column norm ``max_j ||M_{:,j}||₂``
+    (one example changes one row of ``X`` by a vector of norm ≤ 1)."""
+    M = _check_square(M)
+    return float(np.sqrt((M * M).sum(axis=0)).max())
+
+
+def worst_case_sensitivity(M) -> float:
+    """Sensitivity of ``M X`` when one example may participate in ANY subset of steps (Poisson
+    sampling gives no participation bound), per unit clip norm.
+
+    The change is ``M G`` with rows ``g_j`` (``||g_j|| ≤ 1``, zero off the participation set), and
+    ``||M G||_F² = Σ_{ij} (MᵀM)_{ij} g_i·g_j``.
+      * ``M ≥ 0`` entrywise: then ``MᵀM ≥ 0`` and the maximum is attained by all ``g_j`` equal unit
+        vectors, i.e. all columns: **exact** value ``||M·1||₂``.
+      * otherwise: the triangle-inequality bound ``Σ_j ||M_{:,j}||₂`` (a valid upper bound, in
+        general not tight).
+    """
+    M = _check_square(M)
+    if np.all(M >= 0):
+        return float(np.linalg.norm(M.sum(axis=1)))
+    return float(np.sqrt((M * M).sum(axis=0)).sum())
+
+
+def prefix_rmse(M) -> float:
+    """Prefix-sum RMSE of the factorization ``A = B M``, ``B = A M⁻¹``, with noise scaled by
+    ``sens(M)``: ``sens(M) · ||A M⁻¹||_F / √T`` (root-mean over the T prefix sums of the
+    per-coordinate noise variance at unit noise scale; identity gives ``√((T+1)/2)``).
+    ``M`` must be lower triangular with a non-zero diagonal."""
+    from scipy.linalg import solve_triangular
+
+    M = _check_square(M)
+    if np.any(np.triu(M, 1) != 0):
+        raise ValueError("strategy matrix must be lower triangular")
+    if np.any(np.diag(M) == 0):
+        raise ValueError("strategy matrix must have a non-zero diagonal (invertible)")
+    T = M.shape[0]
+    A = prefix_sum_matrix(T)
+    Bt = solve_triangular(M, A.T, trans="T", lower=True)  # Mᵀ Bᵀ = Aᵀ
+    return sensitivity(M) * float(np.linalg.norm(Bt)) / math.sqrt(T)
+
+
+# ----------------------------------------------------------------------------------------------
+# streaming
+# ----------------------------------------------------------------------------------------------
+class IdentityNoiseState(NamedTuple):
+    shape: tuple  # shape of each draw, e.g. (R, d)
+    t: int  # steps taken so far
+
+
+class BandedNoiseState(NamedTuple):
+    history: tuple  # (≤ k−1) backend arrays of `shape`: y_{t−1}, y_{t−2}, … (most recent first)
+    shape: tuple  # shape of each draw, e.g. (R, d)
+    t: int  # steps taken so far
+
+
+class HistoryNoiseState(NamedTuple):
+    z: Any  # (T, *shape) backend array; rows 0..t−1 hold Z_0..Z_{t−1}
+    coef: Any  # (T,) backend array: sens · (r_{T−1}, …, r_1, r_0) (reversed M⁻¹ coefficients)
+    t: int  # steps taken so far
+
+
+class NoiseStream:
+    """Streams unit-scale DP-MF noise ``u_t = sens(M) · (M⁻¹ Z)_t`` for ``t = 1..T``.
+
+    Build with :func:`noise_stream`.  ``init(shape, backend) -> state``; ``next(state, backend) ->
+    (u, state)`` draws ``Z_t = backend.normal(shape)`` once and returns a fresh backend array ``u``
+    of ``shape``.  Attributes: ``name``, ``steps``, ``kind`` (``"identity"``, ``"banded"``,
+    ``"history"``), ``sens`` (single-participation sensitivity), ``worst_sens``
+    (:func:`worst_case_sensitivity`), ``strategy_coefficients`` (Toeplitz coefficients of ``M``),
+    ``inverse_coefficients`` (of ``M⁻¹``, length T), ``prefix_rmse``, ``step_variance`` ((T,)
+    per-step variance of ``u``), ``max_bytes``.
+    """
+
+    def __init__(self, name: str, steps: int, coefs: np.ndarray, kind: str, max_bytes: int):
+        self.name = name
+        self.steps = steps
+        self.kind = kind
+        self.max_bytes = max_bytes
+        c = np.array(coefs, dtype=float)
+        c.setflags(write=False)
+        self.strategy_coefficients = c
+        self.sens = toeplitz_sensitivity(c, steps)
+        self.worst_sens = toeplitz_worst_case_sensitivity(c, steps)
+        if name == "sqrt_toeplitz":
+            r = sqrt_toeplitz_inverse_coefficients(steps)
+        else:
+            r = inverse_coefficients(c, steps)
+        r.setflags(write=False)
+        self.inverse_coefficients = r
+        self.prefix_rmse = toeplitz_prefix_rmse(c, steps, inverse=r)
+        sv = toeplitz_step_variance(c, steps, inverse=r)
+        sv.setflags(write=False)
+        self.step_variance = sv
+        # IIR: y_t = Z_t / m_0 − Σ_j (m_j/m_0) y_{t−j};   u_t = sens · y_t
+        self._inv_m0 = 1.0 / float(c[0])
+        self._feedback = tuple(float(v) * self._inv_m0 for v in c[1:])
+
+    def __repr__(self):
+        return (f"NoiseStream(name={self.name!r}, steps={self.steps}, kind={self.kind!r}, "
+                f"sens={self.sens:.6g}, worst_sens={self.worst_sens:.6g})")
+
+    # -- privacy ------------------------------------------------------------------------------
+    def equivalent_noise_multiplier(self, noise_multiplier: float, participation: str = "single") -> float:
+        """Noise multiplier of the ONE Gaussian mechanism the whole run is equivalent to.
+
+        ``participation="single"``: ``σ`` (each example in at most one step).
+        ``participation="any"``: ``σ · sens / worst_sens`` (any participation pattern, e.g. Poisson
+        sampling; no amplification — MMCC-style amplification is not implemented)."""
+        if participation == "single":
+            return float(noise_multiplier)
+        if participation == "any":
+            return float(noise_multiplier) * self.sens / self.worst_sens
+        raise ValueError(f"participation must be 'single' or 'any', got {participation!r}")
+
+    # -- memory -------------------------------------------------------------------------------
+    def state_bytes(self, shape, itemsize: int = 8) -> int:
+        """Bytes of backend arrays the stream keeps between steps for draws of ``shape``."""
+        size = int(np.prod(shape, dtype=np.int64))
+        if self.kind == "history":
+            return self.steps * size * itemsize
+        if self.kind == "banded":
+            return (self.strategy_coefficients.size - 1) * size * itemsize
+        return 0
+
+    # -- streaming ----------------------------------------------------------------------------
+    def init(self, shape, backend):
+        """Fresh state for draws of ``shape`` (e.g. ``(R, d)``) on ``backend``."""
+        shape = tuple(int(s) for s in shape)
+        itemsize = np.dtype(backend.dtype).itemsize
+        need = self.state_bytes(shape, itemsize)
+        if need > self.max_bytes:
+            hint = (" use noise='banded:<k>' (O(k·R·d) memory, e.g. banded:64) or fewer steps/trials"
+                    if self.kind == "history" else " use fewer bands or trials")
+            raise ValueError(
+                f"noise {self.name!r} for steps={self.steps} and shape={shape} needs a "
+                f"{need / 2**30:.3g} GiB history buffer (steps·R·d·{itemsize} bytes), above "
+                f"max_bytes={self.max_bytes} ({self.max_bytes / 2**30:.3g} GiB);{hint}"
+            )
+        if self.kind == "identity":
+            return IdentityNoiseState(shape=shape, t=0)
+        if self.kind == "banded":
+            return BandedNoiseState(history=(), shape=shape, t=0)
+        xp = backend.xp
+        z = xp.zeros((self.steps,) + shape, dtype=backend.float_dtype)
+        coef = backend.asarray(np.ascontiguousarray(self.sens * self.inverse_coefficients[::-1]))
+        return HistoryNoiseState(z=z, coef=coef, t=0)
+
+    def next(self, state, backend):
+        """One step: ``(u_t, new_state)``; ``u_t`` is a fresh array of the state's shape."""
+        t = state.t
+        if t >= self.steps:
+            raise ValueError(
+                f"noise stream {self.name!r} was built for steps={self.steps} and is exhausted "
+                f"(asked for step {t + 1})"
+            )
+        if self.kind == "identity":
+            return backend.normal(state.shape), IdentityNoiseState(shape=state.shape, t=t + 1)
+        if self.kind == "banded":
+            return self._next_banded(state, backend)
+        return self._next_history(state, backend)
+
+    def _next_banded(self, state, backend):
+        z = backend.normal(state.shape)
+        y = z
+        if self._inv_m0 != 1.0:
+            y = y * self._inv_m0
+        for a, h in zip(self._feedback, state.history):
+            if a != 0.0:
+                y = y - a * h
+        u = y * self.sens
+        keep = len(self._feedback)
+        history = ((y,) + state.history)[:keep]
+        return u, BandedNoiseState(history=history, shape=state.shape, t=state.t + 1)
+
+    def _next_history(self, state, backend):
+        xp = backend.xp
+        t = state.t
+        zt = backend.normal(state.z.shape[1:])
+        state.z[t, ...] = zt
+        coef = state.coef[self.steps - 1 - t:]  # sens · (r_t, …, r_0)
+        u = xp.tensordot(coef, state.z[: t + 1, ...], axes=1)
+        return u, HistoryNoiseState(z=state.z, coef=state.coef, t=t + 1)
+
+
+def noise_stream(noise, steps: int, *, max_bytes: int = DEFAULT_MAX_BYTES) -> NoiseStream:
+    """A :class:`NoiseStream` for ``noise`` over ``steps`` = T steps.
+
+    ``noise``: ``"gaussian"``/``"identity"`` (plain i.i.d. draws, bit-identical to DP-SGD),
+    ``"sqrt_toeplitz"`` (exact, Z-history buffer of ``T·R·d`` floats), ``"banded:<k>"`` (IIR filter
+    with ``k−1`` arrays of state), or a 1-D sequence of Toeplitz coefficients ``m_0, …, m_{k−1}`` of a
+    custom lower-triangular Toeplitz strategy (streamed by the IIR filter).  ``max_bytes`` caps the
+    memory the stream keeps (checked at ``init`` when the draw shape is known; default 2 GiB).
+    """
+    steps = _check_steps(steps)
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)) or max_bytes < 0:
+        raise ValueError(f"max_bytes must be a non-negative integer, got max_bytes={max_bytes!r}")
+    if isinstance(noise, str):
+        kind, k = parse_noise(noise)
+        coefs = toeplitz_coefficients(noise, steps)
+        name = noise
+    else:
+        coefs = _trim(noise, steps)
+        kind = "custom"
+        name = f"toeplitz[{coefs.size}]"
+    if coefs.size == 1:  # identity, banded:1, T = 1, or a scalar custom strategy: u = Z exactly
+        if coefs[0] != 1.0 and kind == "custom":
+            coefs = np.ones(1)  # sens·M⁻¹Z = Z for any scalar m_0 > 0 or < 0 up to sign
+        mode = "identity"
+    elif kind == "sqrt_toeplitz":
+        mode = "history"
+    else:
+        mode = "banded"
+    return NoiseStream(name, steps, coefs, mode, int(max_bytes))
