@@ -240,8 +240,10 @@ def _dp_adam(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multipli
 
 def _phi_fn(clip, noise_multiplier):
     """``Φ = (σC/b)²`` (seed 004 Eq. 2) as a function of the step context (b is the batch size)."""
-    c = T.as_hyper("clip", clip, positive=True)
+    c = T.as_hyper("clip", clip, positive=True, allow_inf=True)
     s = T.as_hyper("noise_multiplier", noise_multiplier, nonneg=True)
+    if np.any(np.isinf(c)):  # only valid with σ = 0 (checked by the privatizer): no noise, Φ = 0
+        return lambda ctx: 0.0
 
     def phi(ctx):
         return (ctx.hp(s) * ctx.hp(c) / float(ctx.batch_size)) ** 2

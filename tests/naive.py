@@ -70,3 +70,193 @@ def naive_dp_sgd(problem, *, lr, clip_norm, sigma, steps, batch_size, trials=1, 
         if problem.has_domain:
             w = np.asarray(problem.project(w))
     return w
+
+
+# =================================================================================================
+# Adaptive and design-space variants (ALGORITHMS §1, §2.1–2.3, §2.5–2.6), one trial at a time.
+# Each step: draw the batch, then the (R, d) standard normals of every release *in the order the
+# engine draws them*, then loop over trials and examples.
+
+
+def _batch_grads(problem, w, idx_row, mask_row):
+    out = []
+    for slot in range(idx_row.shape[0]):
+        if mask_row is not None and not mask_row[slot]:
+            continue
+        out.append(example_grad(problem, w, int(idx_row[slot])))
+    return out
+
+
+def _public_split(seed, n, public_fraction):
+    """The engine's public split: a permutation from the third child of the seed."""
+    m = int(round(public_fraction * n))
+    ss = np.random.SeedSequence(seed)
+    child = np.random.SeedSequence(ss.entropy, spawn_key=(2,), pool_size=ss.pool_size)
+    perm = np.random.Generator(np.random.PCG64(child)).permutation(n)
+    return np.sort(perm[:m]), np.sort(perm[m:])
+
+
+def naive_adaptive(problem, name, *, steps, batch_size, trials=1, seed=0, sampling="poisson",
+                   lr=0.01, clip=1.0, sigma=1.0, beta=0.9, beta1=0.9, beta2=0.999, eps=1e-8,
+                   gamma=1e-8, eps_scale=1e-3, base="adam", k=2, public_fraction=0.0):
+    """Single-trial reference for the post-processing, bias-corrected, IME, STP, oracle and
+    public-data variants.  ``name`` is the dpsim optimizer name."""
+    n, d, R, b = problem.n, problem.d, trials, float(batch_size)
+    pub = priv = None
+    if public_fraction:
+        pub, priv = _public_split(seed, n, public_fraction)
+        n = priv.size
+    sampler, noise_rng = streams(seed, n, batch_size, trials, sampling)
+    w = np.zeros((R, d))
+    m = np.zeros((R, d))
+    v = np.zeros((R, d))
+    vs = np.zeros((R, d))  # STP privatizer's copy of v
+    phi = (sigma * clip / b) ** 2
+    for t in range(1, steps + 1):
+        bi = sampler.draw()
+        idx = bi.idx if priv is None else priv[bi.idx]
+        n_draws = {"dp_adam_ime": 2, "dp_adam_ime_free": 2}.get(name, 1)
+        Z = [noise_rng.standard_normal((R, d)) for _ in range(n_draws)] if sigma > 0 else None
+        for r in range(R):
+            gs = _batch_grads(problem, w[r], idx[r], bi.mask[r] if bi.mask is not None else None)
+            if name in ("dp_adam_stp", "dp_adam_stp_noiseless_v"):
+                s = 1.0 / (np.sqrt(np.maximum(vs[r], 0.0)) + eps_scale)
+                tot = sum((clip_vec(s * g, clip) for g in gs), np.zeros(d))
+                g_rel = (tot + (sigma * clip * Z[0][r] if Z else 0.0)) / b / s
+                sq = (tot / (b * s)) ** 2 if name.endswith("noiseless_v") else g_rel ** 2
+                vs[r] = (vs[r] + sq) if base == "adagrad" else beta2 * vs[r] + (1 - beta2) * sq
+            elif name == "adadps":
+                gp = np.mean([example_grad(problem, w[r], int(i)) for i in pub], axis=0)
+                v[r] = beta * v[r] + (1 - beta) * gp ** 2
+                D = np.sqrt(v[r]) + eps
+                tot = sum((clip_vec(g / D, clip) for g in gs), np.zeros(d))
+                w[r] = w[r] - lr * (tot + sigma * clip * Z[0][r]) / b
+                continue
+            else:
+                tot = sum((clip_vec(g, clip) for g in gs), np.zeros(d))
+                clean = tot / b
+                if name == "dp_adam_ime":
+                    s1 = s2 = math.sqrt(2.0) * sigma
+                elif name == "dp_adam_ime_free":
+                    s1 = s2 = sigma
+                else:
+                    s1, s2 = sigma, None
+                g_rel = (tot + (s1 * clip * Z[0][r] if Z else 0.0)) / b
+                if s2 is not None:
+                    sens2 = (2 * b - 1) * clip ** 2 / b ** 2
+                    sq = clean ** 2 + s2 * sens2 * Z[1][r]
+                elif name.endswith("noiseless_v"):
+                    sq = clean ** 2
+                else:
+                    sq = g_rel ** 2
+            if name == "pdp_sgd":
+                P = np.array([example_grad(problem, w[r], int(i)) for i in pub])
+                evals, evecs = np.linalg.eigh(P.T @ P / len(pub))
+                V = evecs[:, np.argsort(evals)[::-1][:k]]
+                w[r] = w[r] - lr * (V @ (V.T @ g_rel))
+                continue
+            if name in ("dp_adagrad",):
+                v[r] = v[r] + sq
+                w[r] = w[r] - lr * g_rel / (np.sqrt(v[r]) + eps)
+                continue
+            if name in ("dp_rmsprop",):
+                v[r] = beta * v[r] + (1 - beta) * sq
+                w[r] = w[r] - lr * g_rel / (np.sqrt(v[r]) + eps)
+                continue
+            if name in ("dp_adam_stp", "dp_adam_stp_noiseless_v") and base != "adam":
+                v[r] = (v[r] + sq) if base == "adagrad" else beta2 * v[r] + (1 - beta2) * sq
+                vv = np.maximum(v[r], 0.0) if name.endswith("noiseless_v") else v[r]
+                w[r] = w[r] - lr * g_rel / (np.sqrt(vv) + eps)
+                continue
+            # Adam family
+            m[r] = beta1 * m[r] + (1 - beta1) * g_rel
+            v[r] = beta2 * v[r] + (1 - beta2) * sq
+            m_hat = m[r] / (1 - beta1 ** t)
+            v_hat = v[r] / (1 - beta2 ** t)
+            if name == "dp_adam_bc":
+                step = m_hat / np.sqrt(np.maximum(v_hat - phi, gamma))
+            elif name == "dp_adam_corrected":
+                step = m_hat / (np.sqrt(np.maximum(v_hat - phi, 0.0)) + eps)
+            elif name in ("dp_adam_ime", "dp_adam_ime_free") or name.endswith("noiseless_v"):
+                step = m_hat / (np.sqrt(np.maximum(v_hat, 0.0)) + eps)
+            else:  # dp_adam, dp_adam_stp over adam
+                step = m_hat / (np.sqrt(v_hat) + eps)
+            w[r] = w[r] - lr * step
+        if problem.has_domain:
+            w = np.asarray(problem.project(w))
+    return w
+
+
+def clip_vec(g, c):
+    return clip(g, c)
+
+
+def naive_dp2(problem, *, variant="dp2", rule="rmsprop", steps, batch_size, trials=1, seed=0,
+              sampling="poisson", s1=3, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None,
+              sigma=1.0, beta=0.9, eps=1e-8, unbias=False, private=True):
+    """DP² (seed 000 Alg. 1), ablation variant 1 (Alg. 2), variant 2, and the non-private
+    delayed preconditioner, one trial at a time, written from the paper's pseudo-code."""
+    s2 = s1 if s2 is None else s2
+    lr2 = lr if lr2 is None else lr2
+    clip2 = clip if clip2 is None else clip2
+    n, d, R, b = problem.n, problem.d, trials, float(batch_size)
+    sampler, noise_rng = streams(seed, n, batch_size, trials, sampling)
+    w = np.zeros((R, d))
+    v = np.zeros((R, d))
+    G = np.zeros((R, d))
+
+    def v_update(vr, a):
+        if rule == "rmsprop":
+            return beta * vr + (1 - beta) * a
+        if rule == "adagrad":
+            return vr + a
+        return vr - (1 - beta) * np.sign(vr - a) * a  # yogi
+
+    def avg_sq(Gr):
+        a = (Gr / s1) ** 2
+        return a - sigma ** 2 * clip ** 2 / (s1 * b ** 2) if unbias else a
+
+    for t in range(1, steps + 1):
+        bi = sampler.draw()
+        if variant == "extra_query":
+            second = (t - 1) % s1 != 0
+            Z1 = noise_rng.standard_normal((R, d))
+            Z2 = noise_rng.standard_normal((R, d)) if second else None
+        else:
+            Z1 = noise_rng.standard_normal((R, d)) if private and sigma > 0 else None
+        p = (t - 1) % (s1 + s2)
+        for r in range(R):
+            gs = _batch_grads(problem, w[r], bi.idx[r], bi.mask[r] if bi.mask is not None else None)
+            if variant == "extra_query":
+                g1 = (sum((clip_vec(g, clip) for g in gs), np.zeros(d)) + sigma * clip * Z1[r]) / b
+                G[r] += g1
+                if not second:
+                    v[r] = v_update(v[r], avg_sq(G[r]))
+                    G[r] = 0.0
+                    w[r] = w[r] - lr * g1
+                else:
+                    D = np.sqrt(np.maximum(v[r], 0.0)) + eps  # unbiasing can make v negative
+                    g2 = (sum((clip_vec(g / D, clip2) for g in gs), np.zeros(d)) + sigma * clip2 * Z2[r]) / b
+                    w[r] = w[r] - lr2 * g2
+                continue
+            if p < s1:
+                if private:
+                    gt = sum((clip_vec(g, clip) for g in gs), np.zeros(d))
+                    gt = (gt + (sigma * clip * Z1[r] if Z1 is not None else 0.0)) / b
+                else:
+                    gt = sum(gs, np.zeros(d)) / b
+                G[r] += gt
+                w[r] = w[r] - lr * gt
+                continue
+            if p == s1:
+                v[r] = v_update(v[r], avg_sq(G[r]))
+                G[r] = 0.0
+            D = np.sqrt(np.maximum(v[r], 0.0)) + eps
+            if not private:
+                gt = sum(gs, np.zeros(d)) / b / D
+            elif variant == "noise_first":
+                gt = (sum((clip_vec(g, clip2) for g in gs), np.zeros(d)) + sigma * clip2 * Z1[r]) / b / D
+            else:
+                gt = (sum((clip_vec(g / D, clip2) for g in gs), np.zeros(d)) + sigma * clip2 * Z1[r]) / b
+            w[r] = w[r] - lr2 * gt
+    return w
