@@ -405,3 +405,8 @@ def _adadps(lr=0.1, clip=1.0, noise_multiplier=1.0, beta=0.9, eps=1e-8, public_f
     return {"transform": T.chain(public_preconditioned_privatizer(clip, noise_multiplier, beta=beta,
                                                                   eps=eps), _lr(lr)),
             "private": True, "note": _PUBLIC_NOTE}
+
+
+# ------------------------------------------------------------------------------------------------
+# Optimizers defined in their own modules register themselves on import.
+from . import ctcdp as _ctcdp  # noqa: E402,F401  (dp_sgd_ctcdp: budget-constrained ctCDP training)
