@@ -63,7 +63,8 @@ class Optimizer:
 
     def trial_count(self) -> int | None:
         """Length of per-trial hyperparameters (None when all are scalars); checks consistency."""
-        lengths = {k: len(v) for k, v in self.hyperparameters.items() if isinstance(v, (list, tuple))}
+        lengths = {k: len(v) for k, v in self.hyperparameters.items()
+                   if isinstance(v, (list, tuple)) and k not in PER_COORDINATE}
         if not lengths:
             return None
         if len(set(lengths.values())) > 1:
@@ -72,6 +73,9 @@ class Optimizer:
 
 
 _REGISTRY: dict[str, Callable[..., Optimizer]] = {}
+
+# Hyperparameters whose sequences are one value per coordinate (d,), not per trial.
+PER_COORDINATE = frozenset({"scaling", "sigma_hat"})
 
 
 def register(name: str):
@@ -410,3 +414,4 @@ def _adadps(lr=0.1, clip=1.0, noise_multiplier=1.0, beta=0.9, eps=1e-8, public_f
 # ------------------------------------------------------------------------------------------------
 # Optimizers defined in their own modules register themselves on import.
 from . import ctcdp as _ctcdp  # noqa: E402,F401  (dp_sgd_ctcdp: budget-constrained ctCDP training)
+from . import pagan as _pagan  # noqa: E402,F401  (pasan, pagan: ellipsoid projections, seed 001)

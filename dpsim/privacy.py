@@ -19,10 +19,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ._ellipsoid import project_ellipsoid  # noqa: F401  (public: dpsim.privacy.project_ellipsoid)
 from .backend import array_namespace
 from .transforms import GradientTransformation, Release, as_hyper
 
-__all__ = ["clip_l2", "gaussian_privatizer", "ime_privatizer", "noiseless_v_privatizer",
+__all__ = ["clip_l2", "project_ellipsoid", "gaussian_privatizer", "ime_privatizer", "noiseless_v_privatizer",
            "stp_privatizer", "PrivatizerState"]
 
 
