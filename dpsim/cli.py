@@ -4,6 +4,7 @@
     dpsim run --problem P [--problem-arg k=v ...] --optimizer O [--set k=v ...]
               --steps N --batch-size B --trials R --seed S [--backend cupy] --out FILE
     dpsim account --noise-multiplier S --sample-rate Q --steps T --delta D
+    dpsim verify [--scale quick|full] [--out DIR]
     dpsim reproduce [NAME ... | --all] [--scale quick|full]
 
 Bad input exits with status 2 and one line naming the bad value (no traceback).
@@ -91,6 +92,12 @@ def _build_parser() -> argparse.ArgumentParser:
     a.add_argument("--accountant", default="pld", help="pld (default) or rdp")
     a.add_argument("--releases-per-step", type=int, default=1)
 
+    v = sub.add_parser("verify", help="check every bound of the papers against simulation")
+    v.add_argument("--scale", default="quick", help="quick (default) or full")
+    v.add_argument("--out", default=None, help="write verify.md and verify.json here")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--only", nargs="*", default=None, help="run only these checks")
+
     rp = sub.add_parser("reproduce", help="run experiments, then render figures and REPORT.md")
     rp.add_argument("names", nargs="*", help="experiment names (see `dpsim list`)")
     rp.add_argument("--all", action="store_true", help="every experiment")
@@ -167,6 +174,12 @@ def _cmd_reproduce(args) -> int:
     return 0
 
 
+def _cmd_verify(args) -> int:
+    from analysis import verify
+
+    return verify.run(args.scale, args.out, seed=args.seed, only=args.only)
+
+
 def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
     try:
@@ -178,6 +191,8 @@ def main(argv=None) -> int:
             return _cmd_account(args)
         if args.command == "reproduce":
             return _cmd_reproduce(args)
+        if args.command == "verify":
+            return _cmd_verify(args)
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         sys.stderr.write(f"dpsim: error: {msg}\n".replace("\n", " ").rstrip() + "\n")

@@ -1,0 +1,144 @@
+"""``dpsim verify``: every bound of the papers against simulation or an independent oracle.
+
+A check is a function ``fn(scale: str, rng_seed: int) -> CheckResult | list[CheckResult]``
+registered with :func:`check`.  Each analysis module registers its checks at import;
+:func:`run` imports the modules in :data:`MODULES`, runs every check, prints a table
+(check, source, bound, simulated estimate ± CI, verdict), writes ``verify.md`` and
+``verify.json``, and returns a non-zero exit code when a check fails.
+
+Verdicts: ``"pass"``, ``"fail"``, or ``"reported"`` — a paper's printed number disagrees with its
+own formula; the row says which one the code follows and does not fail the run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["CheckResult", "check", "run", "MODULES", "SCALES"]
+
+SCALES = ("quick", "full")
+MODULES = ("analysis.tcdp", "analysis.concentration", "analysis.delay", "analysis.moments",
+           "analysis.bias")
+VERDICTS = ("pass", "fail", "reported")
+
+
+@dataclass
+class CheckResult:
+    """One row of the verification table.
+
+    ``bound``: the theorem's value (or the paper's number); ``estimate``: what simulation or the
+    oracle gives; ``ci``: half-width (or ``(lo, hi)``) of the estimate's confidence interval;
+    ``relation``: how bound and estimate must compare (e.g. ``"estimate <= bound"``).
+    """
+
+    check: str
+    source: str
+    family: str
+    bound: float
+    estimate: float
+    ci: object = None
+    relation: str = ""
+    verdict: str = "pass"
+    detail: str = ""
+    seconds: float = field(default=float("nan"))
+
+    def __post_init__(self):
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+
+
+_CHECKS: dict[str, tuple[str, Callable]] = {}
+
+
+def check(name: str, family: str):
+    """Register ``fn(scale, seed) -> CheckResult | list[CheckResult]`` under ``name``."""
+
+    def deco(fn):
+        _CHECKS[name] = (family, fn)
+        return fn
+
+    return deco
+
+
+def registered() -> dict:
+    for m in MODULES:
+        importlib.import_module(m)
+    return dict(_CHECKS)
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, (tuple, list)):
+        return "[" + ", ".join(_fmt(v) for v in x) + "]"
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.4g}"
+
+
+def run(scale: str = "quick", out_dir=None, *, seed: int = 0, only=None, echo=print) -> int:
+    """Run every registered check; write ``verify.md``/``verify.json`` to ``out_dir``.
+
+    Returns 0 when no check failed, 1 otherwise.
+    """
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; expected one of {', '.join(SCALES)}")
+    checks = registered()
+    if only:
+        unknown = [o for o in only if o not in checks]
+        if unknown:
+            raise KeyError(f"unknown check {unknown[0]!r}; known: {', '.join(sorted(checks))}")
+        checks = {k: v for k, v in checks.items() if k in only}
+    rows: list[CheckResult] = []
+    try:
+        from tqdm.auto import tqdm
+
+        items = tqdm(checks.items(), desc="verify", unit="check", delay=1.0, leave=False)
+    except ImportError:  # pragma: no cover
+        items = checks.items()
+    for name, (family, fn) in items:
+        t0 = time.perf_counter()
+        try:
+            out = fn(scale, seed)
+        except Exception as exc:  # a crashing check is a failed check, reported, not hidden
+            out = CheckResult(check=name, source="", family=family, bound=float("nan"),
+                              estimate=float("nan"), verdict="fail",
+                              detail=f"raised {type(exc).__name__}: {exc}")
+        dt = time.perf_counter() - t0
+        for r in out if isinstance(out, list) else [out]:
+            r.seconds = dt
+            rows.append(r)
+
+    header = "| check | family | source | bound | estimate | CI | relation | verdict |"
+    lines = ["# dpsim verify", "", f"Scale `{scale}`, seed {seed}; {len(rows)} rows.", "", header,
+             "|" + "---|" * 8]
+    for r in rows:
+        lines.append(f"| {r.check} | {r.family} | {r.source} | {_fmt(r.bound)} | {_fmt(r.estimate)} | "
+                     f"{_fmt(r.ci)} | {r.relation} | **{r.verdict}** |")
+    notes = [r for r in rows if r.detail]
+    if notes:
+        lines += ["", "## Notes", ""]
+        lines += [f"- **{r.check}**: {r.detail}" for r in notes]
+    text = "\n".join(lines) + "\n"
+    echo(text)
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "verify.md").write_text(text)
+        (out / "verify.json").write_text(json.dumps([asdict(r) for r in rows], indent=2, default=str))
+    n_fail = sum(r.verdict == "fail" for r in rows)
+    echo(f"{len(rows)} rows: {sum(r.verdict == 'pass' for r in rows)} pass, "
+         f"{sum(r.verdict == 'reported' for r in rows)} reported, {n_fail} fail")
+    return 1 if n_fail else 0
