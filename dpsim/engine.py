@@ -270,18 +270,18 @@ def _privacy_declaration(optimizer, sampling, sample_rate, steps, trials) -> dic
         if m.shape != (steps,):
             raise ValueError(f"release schedule has shape {m.shape}, expected ({steps},)")
         masks.append(m)
+    pats, counts = [], []
+    if masks and steps:  # the release pattern of each step is shared by all trials
+        pats, counts = np.unique(np.stack(masks, axis=1), axis=0, return_counts=True)
     per_trial = []
     for i in range(trials):
         sig = [r.noise_multiplier if isinstance(r.noise_multiplier, float) else r.noise_multiplier[i]
                for r in releases]
         groups: dict[tuple, int] = {}
-        if masks:
-            active = np.stack(masks, axis=1)  # (T, n_releases)
-            pats, counts = np.unique(active, axis=0, return_counts=True) if steps else ([], [])
-            for pat, c in zip(pats, counts):
-                key = tuple(s for s, a in zip(sig, pat) if a)
-                if key:
-                    groups[key] = groups.get(key, 0) + int(c)
+        for pat, c in zip(pats, counts):
+            key = tuple(s for s, a in zip(sig, pat) if a)
+            if key:
+                groups[key] = groups.get(key, 0) + int(c)
         per_trial.append([[list(k), c] for k, c in groups.items()])
     return {"private": True, "sampling": sampling, "sample_rate": sample_rate, "steps": steps,
             "step_types": per_trial}
@@ -384,6 +384,8 @@ LEDGER_KINDS: dict[str, Callable] = {}
 
 
 def _epsilon_of_ledger(p: dict, delta: float):
+    from . import optimizers  # noqa: F401  (importing the optimizers registers their ledger kinds)
+
     kind = p["kind"]
     if kind not in LEDGER_KINDS:
         raise ValueError(f"no accountant registered for privacy record kind {kind!r}")

@@ -100,16 +100,16 @@ def _package_files(pkg_dir: Path, exclude: set[str] = frozenset()) -> list[Path]
 def code_version(experiment_module: str | None = None) -> str:
     """SHA-256 (16 hex digits) of the source files the results depend on.
 
-    Hashes every ``.py`` file of the ``dpsim`` package and of this ``experiments`` package except
-    the *other* registered experiment modules (``experiment_module`` itself is included).
+    Hashes every ``.py`` file of the ``dpsim`` package and the shared modules of this
+    ``experiments`` package (``__init__``, ``pipeline``) plus ``experiment_module`` itself; other
+    experiment modules, registered or not, do not affect an experiment's cache.
     """
-    from . import registered_modules
-
     h = hashlib.sha256()
     dpsim_dir = Path(dpsim.__file__).resolve().parent
     exp_dir = Path(__file__).resolve().parent
     own = experiment_module.rsplit(".", 1)[-1] if experiment_module else None
-    others = {m.rsplit(".", 1)[-1] for m in registered_modules()} - {own}
+    shared = {"__init__", "pipeline"}
+    others = {p.stem for p in _package_files(exp_dir)} - shared - {own}
     for root, files in ((dpsim_dir, _package_files(dpsim_dir)),
                         (exp_dir, _package_files(exp_dir, exclude=others))):
         for p in files:

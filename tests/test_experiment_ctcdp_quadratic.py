@@ -1,0 +1,160 @@
+"""Experiment ``ctcdp_quadratic`` (seed 003 App. C.1) end to end at the tiny scale, plus its pieces."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+import dpsim
+import experiments
+from analysis import tcdp as tcdp_bounds
+from experiments import ctcdp_quadratic as cq
+from experiments import pipeline
+
+NAME = "ctcdp_quadratic"
+FIGS = ("fig_ctcdp_trajectories", "fig_ctcdp_eps_sweep")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setitem(experiments._REGISTRY, NAME, f"experiments.{NAME}")
+    tmp = tmp_path_factory.mktemp("ctcdp_quadratic")
+    try:
+        report = experiments.reproduce([NAME], scale="tiny", out_dir=tmp / "out",
+                                       results_dir=tmp / "results", progress=False, verbose=False)
+        yield tmp, report
+    finally:
+        mp.undo()
+
+
+def _manifest(tmp):
+    root = tmp / "results" / NAME / "tiny"
+    return root, json.loads((root / "manifest.json").read_text())
+
+
+def test_figures_and_report_section(tiny):
+    tmp, report = tiny
+    for fig in FIGS:
+        png, pdf = tmp / "out" / f"{fig}.png", tmp / "out" / f"{fig}.pdf"
+        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
+        assert pdf.read_bytes()[:5] == b"%PDF-"
+    text = report.read_text()
+    assert f"## {NAME}:" in text
+    for fig in FIGS:
+        assert f"![{fig}]({fig}.png)" in text
+    entry = json.loads((tmp / "out" / "report.json").read_text())[NAME]
+    assert [f["figure"] for f in entry["figures"]] == list(FIGS)
+    for f in entry["figures"]:
+        assert f["claim"] and f["measured"] and f["holds"] in (True, False, None) and f["verdict"]
+    assert "95% CI" in text and "δ = 1e-8" in text
+
+
+def test_manifest_records_choices_and_every_method_per_eps(tiny):
+    tmp, _ = tiny
+    root, m = _manifest(tmp)
+    cfg = cq.PRESETS["tiny"]
+    assert m["complete"] and m["config"] == pipeline.config_json(cfg)
+    expected = {cq.label(e, k) for e in cfg.epsilons for k in cfg.methods}
+    assert set(m["results"]) == expected
+    notes = m["notes"]
+    assert set(notes["chosen"]) == expected
+    # eps=1.6 with T=10 has no feasible ctCDP batch for n=60 (Algorithm 3): recorded, not run
+    assert "eps1.6-uniform-T10" in notes["infeasible"]
+    for lab in m["results"]:
+        res = dpsim.load(root / f"{lab}.npz")
+        c = notes["chosen"][lab]
+        hp = res.config["hyperparameters"]
+        assert hp["lr"] == c["lr"] and c["lr"] in cfg.lr_grid
+        assert res.trials == cfg.trials
+        # every run starts at the common initial point theta* + offset
+        np.testing.assert_allclose(res.records["theta0"][0], notes["initial_point"][0])
+        np.testing.assert_allclose(res.records["theta1"][0], notes["initial_point"][1])
+        if res.config["optimizer"] == "dp_sgd":
+            assert res.steps[-1] == c["steps"]
+        else:
+            assert res.privacy["planned_steps"] == c["steps"]
+
+
+def test_uniform_ctcdp_runs_spend_exactly_their_budget_then_stop(tiny):
+    tmp, _ = tiny
+    root, m = _manifest(tmp)
+    import dpsim.ctcdp  # noqa: F401  (ledger accountant)
+
+    past = 0
+    for eps in cq.PRESETS["tiny"].epsilons:
+        res = dpsim.load(root / f"{cq.label(eps, 'uniform')}.npz")
+        p = res.privacy
+        ratio = np.asarray(p["rho_spent"]) / p["rho_tot"]
+        np.testing.assert_allclose(ratio, 1.0, rtol=0, atol=1e-8)
+        assert ratio.max() <= 1.0
+        assert set(p["steps_taken"]) == {p["planned_steps"]}
+        assert res.steps[-1] == max(cq.PRESETS["tiny"].steps_grid)
+        if res.steps[-1] > p["planned_steps"]:               # simulated past T ...
+            past += 1
+            after = res.loss[p["planned_steps"]:]            # ... but frozen once the budget is spent
+            np.testing.assert_array_equal(after, np.broadcast_to(after[0], after.shape))
+        assert float(np.max(res.epsilon(cq.Config.delta))) == pytest.approx(eps, rel=1e-8)
+    assert past >= 1
+
+
+def test_sgd_adv_zcdp_calibration_spends_rho_a_and_is_private():
+    eps, delta, T = 0.05, 1e-8, 30
+    nm = cq.sgd_adv_noise_multiplier(eps, delta, T, "zcdp")
+    # T Gaussian releases with sensitivity 2C and std nm*C: T * (2C)^2 / (2 (nm C)^2) = rho_a
+    assert T * 4.0 / (2.0 * nm**2) == pytest.approx(float(tcdp_bounds.rho_a(eps, delta)), rel=1e-12)
+    prob = dpsim.problems.random_quadratic(m=60, d=2, seed=0)
+    res = dpsim.simulate(prob, dpsim.optimizers.get("dp_sgd", lr=0.1, clip=1.0, noise_multiplier=nm),
+                         steps=T, batch_size=60, sampling="fixed", trials=2, seed=0, metrics=("loss",))
+    assert float(np.max(res.epsilon(delta, accountant="rdp"))) <= eps
+
+
+def test_sgd_adv_advanced_composition_calibration():
+    eps, delta, T = 0.4, 1e-8, 20
+    nm = cq.sgd_adv_noise_multiplier(eps, delta, T, "advanced")
+    d0 = delta / (2 * T)
+    e0 = 2.0 * math.sqrt(2.0 * math.log(1.25 / d0)) / nm      # invert sigma/Delta = sqrt(2 log(1.25/d0))/e0
+    total = math.sqrt(2 * T * math.log(2 / delta)) * e0 + T * e0 * math.expm1(e0)
+    assert total == pytest.approx(eps, rel=1e-9)
+    assert nm > cq.sgd_adv_noise_multiplier(eps, delta, T, "zcdp")   # looser than zCDP here
+    with pytest.raises(ValueError, match="composition 'rdp'"):
+        cq.sgd_adv_noise_multiplier(eps, delta, T, "rdp")
+    with pytest.raises(ValueError, match="epsilon0="):
+        cq.sgd_adv_noise_multiplier(1e4, delta, 1, "advanced")
+
+
+def test_select_picks_lowest_mean_final_loss_over_T_lr_and_p():
+    class Fake:
+        def __init__(self, final):
+            self.loss = np.array([np.zeros_like(final), final])
+
+    lr_grid, pgrid, reps = (0.1, 0.2), (-0.5, 0.5), 2
+    # trials ordered (p, lr, repeat)
+    a = Fake(np.array([5.0, 5.0, 4.0, 4.0, 3.0, 3.0, 6.0, 6.0]))
+    b = Fake(np.array([9.0, 9.0, 9.0, 9.0, 1.0, np.nan, 2.5, 2.5]))   # NaN counts as inf
+    T, lr, p, best, table = cq.select({10: a, 20: b}, lr_grid, pgrid, reps)
+    assert (T, lr, p, best) == (20, 0.2, 0.5, 2.5)
+    assert table[10].shape == (2, 2) and table[20][1, 0] == np.inf
+
+
+def test_config_validation_names_bad_values():
+    base = cq.PRESETS["tiny"]
+    with pytest.raises(ValueError, match="linear_params"):
+        dataclasses.replace(base, linear_params=(1.0,))
+    with pytest.raises(ValueError, match="epsilons"):
+        dataclasses.replace(base, epsilons=(0.05, -1.0))
+    with pytest.raises(ValueError, match="'sgd_mystery'"):
+        dataclasses.replace(base, methods=("sgd_mystery",))
+    for scale in ("tiny", "quick", "full"):
+        cfg = cq.EXPERIMENT.config(scale)
+        assert dataclasses.is_dataclass(cfg) and cfg.delta == 1e-8
+        json.dumps(pipeline.config_json(cfg))
+    full = cq.PRESETS["full"]
+    assert full.epsilons == (0.05, 0.1, 0.2, 0.4, 0.8, 1.6) and full.trials == 100
+    assert full.steps_grid == (10, 20, 30, 40, 50, 60) and len(full.lr_grid) == 20
+    assert full.lr_grid[0] == pytest.approx(60 * 0.001) and full.lr_grid[-1] == pytest.approx(60 * 0.02)
