@@ -291,8 +291,11 @@ def _wor_fraction(q: float) -> tuple[int, int]:
     return f.numerator, f.denominator
 
 
-def _event(key, q: float, sampling: str) -> dp_accounting.DpEvent:
+def _event(key, q: float, sampling: str, unamplified: float = math.inf) -> dp_accounting.DpEvent:
     events = []
+    if math.isfinite(unamplified):  # a whole-run Gaussian mechanism (correlated noise, DP-MF)
+        s = unamplified if sampling == "poisson" else unamplified / 2.0
+        events.append(_ev.GaussianDpEvent(s))
     for s, count in key:
         if sampling == "poisson":
             ev = _ev.PoissonSampledDpEvent(q, _ev.GaussianDpEvent(s))
@@ -367,12 +370,15 @@ def _pld_epsilon(event, delta: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _epsilon_key(key, q: float, delta: float, accountant: str, sampling: str) -> float:
-    if not key:
+def _epsilon_key(key, q: float, delta: float, accountant: str, sampling: str,
+                 unamplified: float = math.inf) -> float:
+    if unamplified == 0.0:
+        return math.inf
+    if not key and not math.isfinite(unamplified):
         return 0.0
     if any(s == 0.0 for s, _ in key):
         return math.inf
-    event = _event(key, q, sampling)
+    event = _event(key, q, sampling, unamplified)
     with _quiet_absl():
         if accountant == "pld":
             return _pld_epsilon(event, delta)
@@ -384,7 +390,7 @@ def _epsilon_key(key, q: float, delta: float, accountant: str, sampling: str) ->
 
 
 def epsilon_from_releases(releases, sample_rate, delta, *, accountant="pld",
-                          sampling="poisson") -> float:
+                          sampling="poisson", unamplified=()) -> float:
     """ε at ``delta`` for a run made of several step types.
 
     ``releases`` is a sequence of ``(noise_multipliers, count)``: ``count`` steps, each drawing a
@@ -396,11 +402,17 @@ def epsilon_from_releases(releases, sample_rate, delta, *, accountant="pld",
 
     Returns ``inf`` if any counted step has σ_eff = 0, and 0 for no (costly) steps.  Which
     accountant and neighbouring relation apply is in the module docstring.
+
+    ``unamplified``: noise multipliers of whole-run Gaussian mechanisms composed with the rest
+    *without* amplification by sampling (correlated noise: a DP-MF run with unrestricted
+    participation is one Gaussian mechanism of noise multiplier ``σ·sens(M)/worst_sens(M)``, see
+    :mod:`dpsim.mf`); they combine as ``(Σ σ_i^{-2})^{-1/2}``.
     """
     q = _check_rate(sample_rate)
     d = _check_delta(delta)
     _check_options(accountant, sampling)
-    return _epsilon_key(_normalize(releases), q, d, accountant, sampling)
+    un = effective_noise_multiplier(tuple(unamplified)) if len(unamplified) else math.inf
+    return _epsilon_key(_normalize(releases), q, d, accountant, sampling, un)
 
 
 def epsilon(noise_multiplier, sample_rate, steps, delta, *, accountant="pld",

@@ -37,8 +37,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .adaptive import second_moment_update
-from .privacy import _add_noise, _any_inf, _as_decl, _check_clip_sigma, _clip_arg, _times
-from .transforms import GradientTransformation, Release, as_hyper
+from .privacy import NoiseSource, _add_noise, _any_inf, _check_clip_sigma, _clip_arg, _times
+from .transforms import GradientTransformation, as_hyper
 
 __all__ = ["dp2", "DP2State", "adaptive_steps", "extra_query_steps"]
 
@@ -46,6 +46,8 @@ __all__ = ["dp2", "DP2State", "adaptive_steps", "extra_query_steps"]
 class DP2State(NamedTuple):
     v: Any  # (R, d) delayed second moment
     G: Any  # (R, d) sum of the SGD-phase releases since the last switch
+    noise: Any = None  # noise-stream state of the per-step release
+    noise2: Any = None  # noise-stream state of the extra release (ablation 1)
 
 
 def _phase_len(name, s):
@@ -66,7 +68,8 @@ def extra_query_steps(s: int, steps: int) -> np.ndarray:
 
 
 def dp2(*, s1, s2=None, lr, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0, beta=0.9,
-        eps=1e-8, rule="rmsprop", unbias=False, private=True, variant="dp2") -> GradientTransformation:
+        eps=1e-8, rule="rmsprop", unbias=False, private=True, variant="dp2",
+        noise="gaussian") -> GradientTransformation:
     """The DP² transform (emits the full update ``−η g̃``).
 
     ``variant``: ``"dp2"`` (Alg. 1), ``"extra_query"`` (ablation 1) or ``"noise_first"``
@@ -92,18 +95,20 @@ def dp2(*, s1, s2=None, lr, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0
                 raise ValueError("unbias=True needs a finite clip")
             bias = _times(_times(sigma, sigma), _times(c1, c1))  # σ²C1², divided by s1 b² below
     cycle = s1 + s2
+    src, src2 = NoiseSource(noise), NoiseSource(noise)
 
     def init(params):
         z = params * 0.0
         return DP2State(v=z, G=z * 1.0)
 
-    def release(batch, ctx, clip_, std, scale=None):
+    def release(batch, ctx, clip_, std, nstate, scale=None, source=src):
+        """One (possibly preconditioned) release and the new noise-stream state."""
         b = float(batch.batch_size)
         if not private:
             total = batch.clipped_sum(None, scale=scale)
-            return total / b
+            return total / b, nstate
         total = batch.clipped_sum(_clip_arg(clip_, ctx), scale=scale)
-        return _add_noise(total, std, b, ctx)
+        return _add_noise(total, std, b, ctx, source, nstate)
 
     def refresh(v, G, batch, ctx):
         avg_sq = (G / float(s1)) ** 2
@@ -115,32 +120,32 @@ def dp2(*, s1, s2=None, lr, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0
         return ctx.xp.sqrt(ctx.xp.maximum(v, 0.0)) + ctx.hp(eps)
 
     def update(batch, state, params, ctx):
-        v, G = state.v, state.G
+        v, G, n1, n2 = state.v, state.G, state.noise, state.noise2
         if variant == "extra_query":
-            g1 = release(batch, ctx, c1, std1)
+            g1, n1 = release(batch, ctx, c1, std1, n1)
             G = G + g1
             if (ctx.t - 1) % s1 == 0:
                 v, G = refresh(v, G, batch, ctx)
-                return g1 * (-ctx.hp(lr1)), DP2State(v=v, G=G)
-            g = release(batch, ctx, c2, std2, scale=1.0 / precond(v, ctx))
-            return g * (-ctx.hp(lr2)), DP2State(v=v, G=G)
+                return g1 * (-ctx.hp(lr1)), DP2State(v, G, n1, n2)
+            g, n2 = release(batch, ctx, c2, std2, n2, scale=1.0 / precond(v, ctx), source=src2)
+            return g * (-ctx.hp(lr2)), DP2State(v, G, n1, n2)
         p = (ctx.t - 1) % cycle
         if p < s1:  # SGD phase
-            g = release(batch, ctx, c1 if private else None, std1 if private else None)
-            return g * (-ctx.hp(lr1)), DP2State(v=v, G=G + g)
+            g, n1 = release(batch, ctx, c1 if private else None, std1 if private else None, n1)
+            return g * (-ctx.hp(lr1)), DP2State(v, G + g, n1, n2)
         if p == s1:  # refresh the delayed preconditioner
             v, G = refresh(v, G, batch, ctx)
         D = precond(v, ctx)
         if variant == "noise_first" or not private:
-            g = release(batch, ctx, c2 if private else None, std2 if private else None) / D
+            g, n1 = release(batch, ctx, c2 if private else None, std2 if private else None, n1)
+            g = g / D
         else:
-            g = release(batch, ctx, c2, std2, scale=1.0 / D)
-        return g * (-ctx.hp(lr2)), DP2State(v=v, G=G)
+            g, n1 = release(batch, ctx, c2, std2, n1, scale=1.0 / D)
+        return g * (-ctx.hp(lr2)), DP2State(v, G, n1, n2)
 
     releases = ()
     if private:
-        releases = (Release(noise_multiplier=_as_decl(sigma)),)
+        releases = (src.release(sigma),)
         if variant == "extra_query":
-            releases += (Release(noise_multiplier=_as_decl(sigma),
-                                 when=lambda T: extra_query_steps(s1, T)),)
+            releases += (src2.release(sigma, when=lambda T: extra_query_steps(s1, T)),)
     return GradientTransformation(init, update, releases)

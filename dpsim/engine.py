@@ -260,10 +260,13 @@ def _seed_config(seed):
 
 
 def _privacy_declaration(optimizer, sampling, sample_rate, steps, trials) -> dict:
-    """Per-trial step types ``[[σ of each release on that step], count]`` from the declaration."""
+    """Per-trial step types ``[[σ of each release on that step], count]`` from the declaration,
+    plus, per trial, the noise multipliers of correlated-noise (DP-MF) releases, each one
+    whole-run Gaussian mechanism accounted without amplification."""
     if not optimizer.private:
         return {"private": False, "note": optimizer.note}
-    releases = optimizer.releases
+    releases = [r for r in optimizer.releases if r.mf is None]
+    mf_releases = [r for r in optimizer.releases if r.mf is not None]
     masks = []
     for r in releases:
         m = np.ones(steps, dtype=bool) if r.when is None else np.asarray(r.when(steps), dtype=bool)
@@ -273,6 +276,17 @@ def _privacy_declaration(optimizer, sampling, sample_rate, steps, trials) -> dic
     pats, counts = [], []
     if masks and steps:  # the release pattern of each step is shared by all trials
         pats, counts = np.unique(np.stack(masks, axis=1), axis=0, return_counts=True)
+    unamplified = [[] for _ in range(trials)]
+    if mf_releases and steps:
+        from .mf import noise_stream
+
+        for r in mf_releases:
+            if r.when is not None and not np.any(r.when(steps)):
+                continue
+            st = noise_stream(r.mf, steps)
+            for i in range(trials):
+                s = r.noise_multiplier if isinstance(r.noise_multiplier, float) else r.noise_multiplier[i]
+                unamplified[i].append(st.equivalent_noise_multiplier(s, participation="any"))
     per_trial = []
     for i in range(trials):
         sig = [r.noise_multiplier if isinstance(r.noise_multiplier, float) else r.noise_multiplier[i]
@@ -283,8 +297,14 @@ def _privacy_declaration(optimizer, sampling, sample_rate, steps, trials) -> dic
             if key:
                 groups[key] = groups.get(key, 0) + int(c)
         per_trial.append([[list(k), c] for k, c in groups.items()])
-    return {"private": True, "sampling": sampling, "sample_rate": sample_rate, "steps": steps,
-            "step_types": per_trial}
+    out = {"private": True, "sampling": sampling, "sample_rate": sample_rate, "steps": steps,
+           "step_types": per_trial}
+    if mf_releases:
+        out["unamplified"] = unamplified
+        out["note"] = ("correlated noise (DP-MF) is accounted as one Gaussian mechanism per release "
+                       "sequence with noise multiplier sigma*sens(M)/worst_sens(M), without "
+                       "amplification by sampling")
+    return out
 
 
 @dataclass
@@ -330,15 +350,16 @@ class Result:
         if kind != "releases":
             return _epsilon_of_ledger(p, float(delta))
         out = np.empty(len(p["step_types"]))
+        unamp = p.get("unamplified") or [[] for _ in p["step_types"]]
         for i, st in enumerate(p["step_types"]):
-            key = (json.dumps(st), float(delta), accountant)
+            key = (json.dumps(st), json.dumps(unamp[i]), float(delta), accountant)
             if key not in self._eps_cache:
-                if not st:
+                if not st and not unamp[i]:
                     self._eps_cache[key] = 0.0
                 else:
                     self._eps_cache[key] = accounting.epsilon_from_releases(
                         [(tuple(s), c) for s, c in st], p["sample_rate"], float(delta),
-                        accountant=accountant, sampling=p["sampling"])
+                        accountant=accountant, sampling=p["sampling"], unamplified=tuple(unamp[i]))
             out[i] = self._eps_cache[key]
         if np.all(out == out[0]):
             return float(out[0])

@@ -21,8 +21,9 @@ Privacy meaning (what the lead declares to the accountant).
     * **Unrestricted participation** (Poisson sampling gives no bound on how often an example is
       used): the sensitivity of ``M X`` is ``C · worst_case_sensitivity(M)``, so the whole run is ONE
       Gaussian mechanism with noise multiplier ``σ · sens(M) / worst_sens(M)``, **without**
-      amplification by sampling.  Amplification for matrix mechanisms (e.g. MMCC, Choquette-Choo
-      et al. 2024, or the b-min-sep / cyclic-Poisson analysis of banded MF) is NOT implemented.
+      amplification by sampling.  Amplification for matrix mechanisms (e.g. MMCC of Choquette-Choo,
+      Ganesh, Steinke & Thakurta, "Privacy amplification for matrix mechanisms", ICLR 2024, or the
+      b-min-sep / cyclic-Poisson analysis of banded MF) is NOT implemented.
       For ``M = I`` this equals T-fold composition of the unamplified Gaussian with multiplier σ
       (``worst_sens = √T``); identity noise should keep DP-SGD's amplified accounting instead —
       its draws are bit-identical to DP-SGD's.
@@ -34,7 +35,7 @@ Strategies (``strategy(name, steps)``; also accepted by :func:`noise_stream`):
       with the coefficients of ``(1−x)^{1/2}``: ``r_0 = 1``, ``r_k = r_{k−1}(2k−3)/(2k)``.
     * ``"banded:<k>"``: banded lower-triangular Toeplitz with ``k`` bands (``k ≥ 1``; ``k > T`` is
       the same set as ``k = T`` and is clamped), optimized for prefix-sum RMSE — the banded Toeplitz
-      ("BandToep") optimization of R. McKenna, *Scaling up the Banded Matrix Factorization Mechanism
+      optimization of R. McKenna, *Scaling up the Banded Matrix Factorization Mechanism
       for Differentially Private ML* (arXiv:2405.15913, 2024), see :func:`banded_coefficients`.
 
 Normalization of the prefix-sum error (:func:`prefix_rmse`)::
@@ -55,7 +56,8 @@ Streaming (:func:`noise_stream`): ``init(shape, backend) -> state``, ``next(stat
     * identity: ``u = Z_t`` exactly (bit-identical to DP-SGD's draws).
     * banded (and any short Toeplitz strategy): forward substitution
       ``y_t = (Z_t − Σ_{j=1}^{k−1} m_j y_{t−j}) / m_0`` (an IIR filter), state = the last ``k−1``
-      ``y``'s: memory ``(k−1)·R·d``, cost ``O(k·R·d)`` per step.
+      ``y``'s in a preallocated ring buffer: memory ``(k−1)·R·d``, cost ``O(k·R·d)`` per step (one
+      ``tensordot`` over the ring: a single pass, no per-band temporaries).
     * ``sqrt_toeplitz``: ``M⁻¹`` is a full Toeplitz matrix, so exact streaming keeps the history of
       ``Z`` in a preallocated ``(T, *shape)`` buffer (memory ``T·R·d·itemsize``) and computes
       ``y_t = Σ_{j≤t} r_j Z_{t−j}`` (cost ``O(t·R·d)`` at step t).  :func:`noise_stream` raises
@@ -63,9 +65,10 @@ Streaming (:func:`noise_stream`): ``init(shape, backend) -> state``, ``next(stat
 
 State handling: states are ``NamedTuple``s of backend arrays plus a Python step counter; only
 array-API (``xp``) operations touch them, so NumPy, CuPy and ``array_api_strict`` all work.  The
-returned ``u`` is always a fresh array the caller may modify in place.  The ``sqrt_toeplitz``
-history buffer is written in place (copying it each step would cost O(T·R·d)), so a state must be
-used once: do not call ``next`` twice on the same state object.
+returned ``u`` is always a fresh array the caller may modify in place.  The ring / history buffers
+are written in place (copying them each step would cost O(k·R·d) / O(T·R·d) extra), so a state is
+single-use: ``next`` returns the same buffers with the counter advanced; never call ``next`` twice
+on the same state object (or keep an old state expecting it unchanged).
 """
 
 from __future__ import annotations
@@ -427,7 +430,8 @@ class IdentityNoiseState(NamedTuple):
 
 
 class BandedNoiseState(NamedTuple):
-    history: tuple  # (≤ k−1) backend arrays of `shape`: y_{t−1}, y_{t−2}, … (most recent first)
+    ring: Any  # (k−1, *shape) backend array: u_s = sens·y_s at slot s mod (k−1), last k−1 steps (0 before)
+    coef: Any  # (k−1, k−1) backend array: row p = feedback coefficients aligned with the ring slots
     shape: tuple  # shape of each draw, e.g. (R, d)
     t: int  # steps taken so far
 
@@ -472,7 +476,17 @@ class NoiseStream:
         self.step_variance = sv
         # IIR: y_t = Z_t / m_0 − Σ_j (m_j/m_0) y_{t−j};   u_t = sens · y_t
         self._inv_m0 = 1.0 / float(c[0])
-        self._feedback = tuple(float(v) * self._inv_m0 for v in c[1:])
+        fb = c[1:] / float(c[0])
+        nb = fb.size
+        # y_{t−j} (j = 1..k−1) sits in ring slot (t − j) mod (k−1); for phase p = t mod (k−1) the
+        # coefficient of slot (p − j) mod (k−1) is fb_j, so y_t = Z_t/m_0 − ⟨coef[p], ring⟩.
+        self._ring_coef = None
+        if kind == "banded" and nb:
+            p = np.arange(nb)[:, None]
+            j = np.arange(1, nb + 1)[None, :]
+            ring_coef = np.zeros((nb, nb))
+            ring_coef[np.broadcast_to(p, (nb, nb)), (p - j) % nb] = np.broadcast_to(fb, (nb, nb))
+            self._ring_coef = ring_coef
 
     def __repr__(self):
         return (f"NoiseStream(name={self.name!r}, steps={self.steps}, kind={self.kind!r}, "
@@ -508,18 +522,26 @@ class NoiseStream:
         itemsize = np.dtype(backend.dtype).itemsize
         need = self.state_bytes(shape, itemsize)
         if need > self.max_bytes:
-            hint = (" use noise='banded:<k>' (O(k·R·d) memory, e.g. banded:64) or fewer steps/trials"
-                    if self.kind == "history" else " use fewer bands or trials")
+            if self.kind == "history":
+                what = f"history buffer (steps·R·d·{itemsize} bytes)"
+                hint = " use noise='banded:<k>' (O(k·R·d) memory, e.g. banded:64) or fewer steps/trials"
+            else:
+                what = f"ring buffer ((bands−1)·R·d·{itemsize} bytes)"
+                hint = " use fewer bands or trials"
             raise ValueError(
                 f"noise {self.name!r} for steps={self.steps} and shape={shape} needs a "
-                f"{need / 2**30:.3g} GiB history buffer (steps·R·d·{itemsize} bytes), above "
-                f"max_bytes={self.max_bytes} ({self.max_bytes / 2**30:.3g} GiB);{hint}"
+                f"{need / 2**30:.3g} GiB {what}, above max_bytes={self.max_bytes} "
+                f"({self.max_bytes / 2**30:.3g} GiB);{hint}"
             )
         if self.kind == "identity":
             return IdentityNoiseState(shape=shape, t=0)
-        if self.kind == "banded":
-            return BandedNoiseState(history=(), shape=shape, t=0)
         xp = backend.xp
+        if self.kind == "banded":
+            nb = self.strategy_coefficients.size - 1
+            if nb == 0:
+                return BandedNoiseState(ring=None, coef=None, shape=shape, t=0)
+            ring = xp.zeros((nb,) + shape, dtype=backend.float_dtype)
+            return BandedNoiseState(ring=ring, coef=backend.asarray(self._ring_coef), shape=shape, t=0)
         z = xp.zeros((self.steps,) + shape, dtype=backend.float_dtype)
         coef = backend.asarray(np.ascontiguousarray(self.sens * self.inverse_coefficients[::-1]))
         return HistoryNoiseState(z=z, coef=coef, t=0)
@@ -539,17 +561,19 @@ class NoiseStream:
         return self._next_history(state, backend)
 
     def _next_banded(self, state, backend):
-        z = backend.normal(state.shape)
-        y = z
-        if self._inv_m0 != 1.0:
-            y = y * self._inv_m0
-        for a, h in zip(self._feedback, state.history):
-            if a != 0.0:
-                y = y - a * h
-        u = y * self.sens
-        keep = len(self._feedback)
-        history = ((y,) + state.history)[:keep]
-        return u, BandedNoiseState(history=history, shape=state.shape, t=state.t + 1)
+        xp = backend.xp
+        t = state.t
+        u = backend.normal(state.shape)  # fresh Z_t, owned here: scaled in place
+        scale = self.sens * self._inv_m0
+        if scale != 1.0:
+            u *= scale
+        if state.ring is None:  # a single coefficient m_0 ≠ 1: u = sens · Z / m_0
+            return u, state._replace(t=t + 1)
+        # the ring holds u_s = sens·y_s, which obeys the same recurrence with input sens·Z/m_0
+        p = t % state.ring.shape[0]
+        u -= xp.tensordot(state.coef[p, :], state.ring, axes=1)  # Σ_j (m_j/m_0) u_{t−j}, one pass
+        state.ring[p, ...] = u  # a copy; overwrites u_{t−(k−1)}, no longer needed
+        return u, state._replace(t=t + 1)
 
     def _next_history(self, state, backend):
         xp = backend.xp
@@ -578,12 +602,15 @@ def noise_stream(noise, steps: int, *, max_bytes: int = DEFAULT_MAX_BYTES) -> No
         coefs = toeplitz_coefficients(noise, steps)
         name = noise
     else:
-        coefs = _trim(noise, steps)
+        if noise is None or np.ndim(noise) != 1:
+            parse_noise(noise)  # raises, naming the value
+        try:
+            coefs = _trim(np.asarray(noise, dtype=float), steps)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"custom Toeplitz noise coefficients are invalid ({exc}); got {noise!r}") from None
         kind = "custom"
         name = f"toeplitz[{coefs.size}]"
-    if coefs.size == 1:  # identity, banded:1, T = 1, or a scalar custom strategy: u = Z exactly
-        if coefs[0] != 1.0 and kind == "custom":
-            coefs = np.ones(1)  # sens·M⁻¹Z = Z for any scalar m_0 > 0 or < 0 up to sign
+    if coefs.size == 1 and coefs[0] == 1.0:  # identity, banded:1, T = 1: u = Z exactly
         mode = "identity"
     elif kind == "sqrt_toeplitz":
         mode = "history"

@@ -154,21 +154,23 @@ def _momentum(lr=0.1, beta=0.9):
 
 
 @register("dp_sgd")
-def _dp_sgd(lr=0.1, clip=1.0, noise_multiplier=1.0):
+def _dp_sgd(lr=0.1, clip=1.0, noise_multiplier=1.0, noise="gaussian"):
     lr = T.as_hyper("lr", lr, nonneg=True)
     return {
-        "transform": T.chain(gaussian_privatizer(clip, noise_multiplier), T.scale(_neg(lr))),
+        "transform": T.chain(gaussian_privatizer(clip, noise_multiplier, noise=noise),
+                             T.scale(_neg(lr))),
         "private": True,
     }
 
 
 @register("dp_sgdm")
-def _dp_sgdm(lr=0.1, beta=0.9, clip=1.0, noise_multiplier=1.0):
+def _dp_sgdm(lr=0.1, beta=0.9, clip=1.0, noise_multiplier=1.0, noise="gaussian"):
     lr = T.as_hyper("lr", lr, nonneg=True)
     beta = T.as_hyper("beta", beta, nonneg=True)
     return {
         "transform": T.chain(
-            gaussian_privatizer(clip, noise_multiplier), T.trace(beta), T.scale(_neg(lr))
+            gaussian_privatizer(clip, noise_multiplier, noise=noise), T.trace(beta),
+            T.scale(_neg(lr))
         ),
         "private": True,
     }
@@ -225,20 +227,21 @@ def _adam_opt(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8):
 
 
 @register("dp_adagrad")
-def _dp_adagrad(lr=0.1, eps=1e-8, clip=1.0, noise_multiplier=1.0):
-    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+def _dp_adagrad(lr=0.1, eps=1e-8, clip=1.0, noise_multiplier=1.0, noise="gaussian"):
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier, noise=noise),
                                  _precond("adagrad", 0.0, eps), _lr(lr)), "private": True}
 
 
 @register("dp_rmsprop")
-def _dp_rmsprop(lr=0.01, beta=0.9, eps=1e-8, clip=1.0, noise_multiplier=1.0):
-    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+def _dp_rmsprop(lr=0.01, beta=0.9, eps=1e-8, clip=1.0, noise_multiplier=1.0, noise="gaussian"):
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier, noise=noise),
                                  _precond("rmsprop", beta, eps), _lr(lr)), "private": True}
 
 
 @register("dp_adam")
-def _dp_adam(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
-    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+def _dp_adam(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
+             noise="gaussian"):
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier, noise=noise),
                                  _adam(beta1, beta2, eps), _lr(lr)), "private": True}
 
 
@@ -271,34 +274,38 @@ def _above_floor_probe(phi, gamma, beta2):
 
 
 @register("dp_adam_bc")
-def _dp_adam_bc(lr=0.01, beta1=0.9, beta2=0.999, gamma_prime=1e-8, clip=1.0, noise_multiplier=1.0):
+def _dp_adam_bc(lr=0.01, beta1=0.9, beta2=0.999, gamma_prime=1e-8, clip=1.0, noise_multiplier=1.0,
+                noise="gaussian"):
     phi = _phi_fn(clip, noise_multiplier)
     gamma = T.as_hyper("gamma_prime", gamma_prime, positive=True)
     b2 = T.as_hyper("beta2", beta2, nonneg=True)
-    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier, noise=noise),
                                  _adam(beta1, b2, 0.0, phi=phi, floor=gamma), _lr(lr)),
             "private": True,
             "probes": {"frac_above_floor": _above_floor_probe(phi, gamma, b2)}}
 
 
 @register("dp_adam_corrected")
-def _dp_adam_corrected(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
+def _dp_adam_corrected(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
+                       noise="gaussian"):
     phi = _phi_fn(clip, noise_multiplier)
-    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier),
+    return {"transform": T.chain(gaussian_privatizer(clip, noise_multiplier, noise=noise),
                                  _adam(beta1, beta2, eps, phi=phi, floor=0.0), _lr(lr)),
             "private": True}
 
 
 @register("dp_adam_ime")
-def _dp_adam_ime(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
-    return {"transform": T.chain(ime_privatizer(clip, noise_multiplier),
+def _dp_adam_ime(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
+                 noise="gaussian"):
+    return {"transform": T.chain(ime_privatizer(clip, noise_multiplier, noise=noise),
                                  _adam(beta1, beta2, eps), _lr(lr)), "private": True}
 
 
 @register("dp_adam_ime_free")
-def _dp_adam_ime_free(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
+def _dp_adam_ime_free(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
+                      noise="gaussian"):
     sigma = T.as_hyper("noise_multiplier", noise_multiplier, nonneg=True)
-    return {"transform": T.chain(ime_privatizer(clip, sigma, split=(sigma, sigma)),
+    return {"transform": T.chain(ime_privatizer(clip, sigma, split=(sigma, sigma), noise=noise),
                                  _adam(beta1, beta2, eps), _lr(lr)),
             "private": True,
             "note": "IME 'for free' comparator: both moments released at σ; its ε (two releases "
@@ -308,12 +315,13 @@ def _dp_adam_ime_free(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise
 _STP_RULES = {"adam": "rmsprop", "rmsprop": "rmsprop", "adagrad": "adagrad"}
 
 
-def _stp_chain(base, clip, noise_multiplier, lr, beta1, beta2, eps, eps_scale, noiseless_v):
+def _stp_chain(base, clip, noise_multiplier, lr, beta1, beta2, eps, eps_scale, noiseless_v,
+               noise="gaussian"):
     if base not in _STP_RULES:
         raise ValueError(f"base must be one of adam, rmsprop, adagrad, got base={base!r}")
     beta = T.as_hyper("beta2", beta2, nonneg=True) if base != "adagrad" else 0.0
     priv = stp_privatizer(clip, noise_multiplier, rule=_STP_RULES[base], beta=beta,
-                          eps_scale=eps_scale, noiseless_v=noiseless_v)
+                          eps_scale=eps_scale, noiseless_v=noiseless_v, noise=noise)
     if base == "adam":
         tail = _adam(beta1, beta, eps)
     else:
@@ -323,10 +331,10 @@ def _stp_chain(base, clip, noise_multiplier, lr, beta1, beta2, eps, eps_scale, n
 
 @register("dp_adam_stp")
 def _dp_adam_stp(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, eps_scale=1e-3, clip=1.0,
-                 noise_multiplier=1.0, base="adam"):
+                 noise_multiplier=1.0, base="adam", noise="gaussian"):
     """Scale-then-privatize over ``base`` (for rmsprop, ``beta2`` is RMSProp's β)."""
     return {"transform": _stp_chain(base, clip, noise_multiplier, lr, beta1, beta2, eps, eps_scale,
-                                    False), "private": True}
+                                    False, noise), "private": True}
 
 
 _ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clipped gradient, "
@@ -334,17 +342,18 @@ _ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clip
 
 
 @register("dp_adam_noiseless_v")
-def _dp_adam_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0):
-    return {"transform": T.chain(noiseless_v_privatizer(clip, noise_multiplier),
+def _dp_adam_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
+                         noise="gaussian"):
+    return {"transform": T.chain(noiseless_v_privatizer(clip, noise_multiplier, noise=noise),
                                  _adam(beta1, beta2, eps), _lr(lr)),
             "private": False, "note": _ORACLE_NOTE}
 
 
 @register("dp_adam_stp_noiseless_v")
 def _dp_adam_stp_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, eps_scale=1e-3, clip=1.0,
-                             noise_multiplier=1.0, base="adam"):
+                             noise_multiplier=1.0, base="adam", noise="gaussian"):
     return {"transform": _stp_chain(base, clip, noise_multiplier, lr, beta1, beta2, eps, eps_scale,
-                                    True), "private": False, "note": _ORACLE_NOTE}
+                                    True, noise), "private": False, "note": _ORACLE_NOTE}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -352,12 +361,12 @@ def _dp_adam_stp_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, eps_scal
 
 def _dp2_factory(rule, variant="dp2", private=True):
     def factory(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0,
-                beta=0.9, eps=1e-8, unbias=False):
+                beta=0.9, eps=1e-8, unbias=False, noise="gaussian"):
         from .dp2 import dp2
 
         return {"transform": dp2(s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                                  noise_multiplier=noise_multiplier, beta=beta, eps=eps, rule=rule,
-                                 unbias=unbias, private=private, variant=variant),
+                                 unbias=unbias, private=private, variant=variant, noise=noise),
                 "private": private}
 
     return factory
@@ -393,21 +402,22 @@ def _public_fraction(x):
 
 
 @register("pdp_sgd")
-def _pdp_sgd(lr=0.1, clip=1.0, noise_multiplier=1.0, k=10, public_fraction=0.01):
+def _pdp_sgd(lr=0.1, clip=1.0, noise_multiplier=1.0, k=10, public_fraction=0.01, noise="gaussian"):
     """PDP-SGD (Zhou et al. 2021): DP-SGD with the release projected onto the top-k public
     gradient subspace.  Needs public data."""
     _public_fraction(public_fraction)
-    return {"transform": T.chain(public_subspace_privatizer(clip, noise_multiplier, k=k), _lr(lr)),
+    return {"transform": T.chain(public_subspace_privatizer(clip, noise_multiplier, k=k, noise=noise), _lr(lr)),
             "private": True, "note": _PUBLIC_NOTE}
 
 
 @register("adadps")
-def _adadps(lr=0.1, clip=1.0, noise_multiplier=1.0, beta=0.9, eps=1e-8, public_fraction=0.01):
+def _adadps(lr=0.1, clip=1.0, noise_multiplier=1.0, beta=0.9, eps=1e-8, public_fraction=0.01,
+            noise="gaussian"):
     """AdaDPS-RMSProp (Li et al. 2022): preconditioner from public gradients, preconditioned
     per-example clipping.  Needs public data."""
     _public_fraction(public_fraction)
     return {"transform": T.chain(public_preconditioned_privatizer(clip, noise_multiplier, beta=beta,
-                                                                  eps=eps), _lr(lr)),
+                                                                  eps=eps, noise=noise), _lr(lr)),
             "private": True, "note": _PUBLIC_NOTE}
 
 

@@ -23,7 +23,7 @@ from ._ellipsoid import project_ellipsoid  # noqa: F401  (public: dpsim.privacy.
 from .backend import array_namespace
 from .transforms import GradientTransformation, Release, as_hyper
 
-__all__ = ["clip_l2", "project_ellipsoid", "gaussian_privatizer", "ime_privatizer", "noiseless_v_privatizer",
+__all__ = ["NoiseSource", "clip_l2", "project_ellipsoid", "gaussian_privatizer", "ime_privatizer", "noiseless_v_privatizer",
            "stp_privatizer", "PrivatizerState"]
 
 
@@ -68,42 +68,91 @@ def _is_zero(x) -> bool:
     return isinstance(x, float) and x == 0.0
 
 
-def _add_noise(total, std, b: float, ctx):
-    """``(total + std · z) / b`` with ``z ~ N(0, I)`` drawn on the backend (in place)."""
+class NoiseSource:
+    """Where a privatizer's unit noise comes from: ``"gaussian"`` (i.i.d. ``N(0, I)`` per step,
+    DP-SGD) or correlated noise (DP-MF, seed 002 §2.1): ``"sqrt_toeplitz"`` or ``"banded:<k>"``,
+    streamed by :func:`dpsim.mf.noise_stream` as ``u_t = sens(M)·(M⁻¹Z)_t``.
+
+    Privacy of correlated noise: with unrestricted participation (Poisson, fixed-size batches) the
+    run is one Gaussian mechanism with noise multiplier ``σ·sens(M)/worst_sens(M)``, composed
+    *without* amplification by sampling (MMCC-style amplification is not implemented); this is
+    what the privatizer declares (:class:`dpsim.transforms.Release` with ``mf=name``).
+    """
+
+    def __init__(self, noise: str = "gaussian"):
+        from . import mf
+
+        kind, _ = mf.parse_noise(noise)  # ValueError naming a bad value
+        self.noise = noise
+        self.correlated = kind != "identity"
+        self._streams: dict[int, object] = {}
+
+    def stream(self, steps: int):
+        from . import mf
+
+        if steps not in self._streams:
+            self._streams[steps] = mf.noise_stream(self.noise, steps)
+        return self._streams[steps]
+
+    def draw(self, nstate, ctx, shape):
+        """``(u, nstate)``: one step of unit noise of ``shape`` (``nstate`` None before step 1)."""
+        if not self.correlated:
+            return ctx.backend.normal(shape), None
+        st = self.stream(ctx.num_steps)
+        if nstate is None:
+            nstate = st.init(shape, ctx.backend)
+        return st.next(nstate, ctx.backend)
+
+    def release(self, sigma, when=None) -> Release:
+        return Release(noise_multiplier=_as_decl(sigma), when=when,
+                       mf=self.noise if self.correlated else None)
+
+
+def _add_noise(total, std, b: float, ctx, src: NoiseSource | None = None, nstate=None):
+    """``((total + std · u) / b, nstate)`` with unit noise ``u`` from ``src`` (i.i.d. Gaussian by
+    default), in place on the fresh noise array."""
     if std is None or _is_zero(std):
-        return total / b
-    z = ctx.backend.normal(total.shape)
+        return total / b, nstate
+    if src is None:
+        z = ctx.backend.normal(total.shape)
+    else:
+        z, nstate = src.draw(nstate, ctx, total.shape)
     z *= ctx.hp(std)
     z += total
     z /= b
-    return z
+    return z, nstate
 
 
-def gaussian_privatizer(clip, noise_multiplier, *, scale_fn=None) -> GradientTransformation:
+def gaussian_privatizer(clip, noise_multiplier, *, noise="gaussian") -> GradientTransformation:
     """Clip per-example gradients to ``C`` and add ``N(0, σ²C²I)``; emit the average over ``b``.
 
     ``clip`` C > 0 (``inf`` allowed only with σ = 0, the non-private limit); ``noise_multiplier``
     σ ≥ 0.  Either may be per-trial.  Declares one Gaussian release with noise multiplier σ per
     step (sensitivity C, noise std σC).
 
-    ``scale_fn(state, params, ctx) -> s`` (optional, used by preconditioned privatizers) makes the
-    release ``(1/b)(Σ clip(s ⊙ g_i, C) + N(0, σ²C²I))``.
+    ``noise``: ``"gaussian"`` or correlated noise (:class:`NoiseSource`).
     """
     clip, sigma = _check_clip_sigma(clip, noise_multiplier)
     std = None if _any_inf(clip) else _times(sigma, clip)  # σ·C per trial
+    src = NoiseSource(noise)
 
     def init(params):
         return PrivatizerState()
 
     def update(batch, state, params, ctx):
         total = batch.clipped_sum(_clip_arg(clip, ctx))
-        return _add_noise(total, std, float(batch.batch_size), ctx), state
+        out, ns = _add_noise(total, std, float(batch.batch_size), ctx, src, state.noise)
+        return out, PrivatizerState(noise=ns)
 
-    releases = (Release(noise_multiplier=_as_decl(sigma)),)
-    return GradientTransformation(init, update, releases)
+    return GradientTransformation(init, update, (src.release(sigma),))
 
 
-def ime_privatizer(clip, noise_multiplier, *, split=None) -> GradientTransformation:
+class ImeState(NamedTuple):
+    noise1: Any = None  # noise-stream state of the first-moment release
+    noise2: Any = None  # noise-stream state of the second-moment release
+
+
+def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> GradientTransformation:
     """Independent moment estimation (Kalinin et al. 2025; seed 002 §3, reconstructed).
 
     Releases, on the same batch, the clipped mean ``ḡ = (1/b)Σ clip(g_i, C)`` with noise
@@ -122,8 +171,10 @@ def ime_privatizer(clip, noise_multiplier, *, split=None) -> GradientTransformat
         s1 = as_hyper("noise_multiplier_1", split[0], nonneg=True)
         s2 = as_hyper("noise_multiplier_2", split[1], nonneg=True)
 
+    src1, src2 = NoiseSource(noise), NoiseSource(noise)
+
     def init(params):
-        return PrivatizerState()
+        return ImeState()
 
     def update(batch, state, params, ctx):
         from .adaptive import MomentInputs
@@ -132,22 +183,24 @@ def ime_privatizer(clip, noise_multiplier, *, split=None) -> GradientTransformat
         c = _clip_arg(clip, ctx)
         total = batch.clipped_sum(c)
         g_clean = total / b
-        g = _add_noise(total, _times(s1, clip), b, ctx)
+        g, n1 = _add_noise(total, _times(s1, clip), b, ctx, src1, state.noise1)
         sens2 = ctx.hp(clip) ** 2 * (2.0 * b - 1.0) / (b * b)  # ℓ2 sensitivity of ḡ²
         sq = g_clean * g_clean
+        n2 = state.noise2
         if not _is_zero(s2):
-            sq = sq + ctx.backend.normal(sq.shape) * (ctx.hp(s2) * sens2)
-        return MomentInputs(g, sq), state
+            z, n2 = src2.draw(n2, ctx, sq.shape)
+            sq = sq + z * (ctx.hp(s2) * sens2)
+        return MomentInputs(g, sq), ImeState(n1, n2)
 
-    releases = (Release(noise_multiplier=_as_decl(s1)), Release(noise_multiplier=_as_decl(s2)))
-    return GradientTransformation(init, update, releases)
+    return GradientTransformation(init, update, (src1.release(s1), src2.release(s2)))
 
 
-def noiseless_v_privatizer(clip, noise_multiplier) -> GradientTransformation:
+def noiseless_v_privatizer(clip, noise_multiplier, *, noise="gaussian") -> GradientTransformation:
     """Non-private oracle (seed 002 Alg. 9): ``m`` is fed the noisy ``g̃``, ``v`` the clipped but
     noiseless ``ḡ²``.  Releases ``ḡ`` without noise, so it is NOT private."""
     clip, sigma = _check_clip_sigma(clip, noise_multiplier)
     std = None if _any_inf(clip) else _times(sigma, clip)
+    src = NoiseSource(noise)
 
     def init(params):
         return PrivatizerState()
@@ -158,7 +211,8 @@ def noiseless_v_privatizer(clip, noise_multiplier) -> GradientTransformation:
         b = float(batch.batch_size)
         total = batch.clipped_sum(_clip_arg(clip, ctx))
         clean = total / b
-        return MomentInputs(_add_noise(total, std, b, ctx), clean * clean), state
+        g, ns = _add_noise(total, std, b, ctx, src, state.noise)
+        return MomentInputs(g, clean * clean), PrivatizerState(noise=ns)
 
     return GradientTransformation(init, update, ())
 
@@ -166,10 +220,11 @@ def noiseless_v_privatizer(clip, noise_multiplier) -> GradientTransformation:
 class ScaledPrivatizerState(NamedTuple):
     v: Any  # (R, d) copy of the downstream optimizer's raw second moment v_{t-1}
     count: int
+    noise: Any = None  # noise-stream state
 
 
 def stp_privatizer(clip, noise_multiplier, *, rule: str, beta, eps_scale,
-                   noiseless_v: bool = False) -> GradientTransformation:
+                   noiseless_v: bool = False, noise="gaussian") -> GradientTransformation:
     """Scale-then-privatize (seed 002 Alg. 8, reconstructed).
 
     ``s_t = 1/(√v_{t−1} + ε_s)`` from the raw second moment of the downstream rule, release
@@ -184,6 +239,7 @@ def stp_privatizer(clip, noise_multiplier, *, rule: str, beta, eps_scale,
     clip, sigma = _check_clip_sigma(clip, noise_multiplier)
     eps_scale = as_hyper("eps_scale", eps_scale, positive=True)
     std = None if _any_inf(clip) else _times(sigma, clip)
+    src = NoiseSource(noise)
 
     def init(params):
         return ScaledPrivatizerState(v=params * 0.0, count=0)
@@ -193,7 +249,8 @@ def stp_privatizer(clip, noise_multiplier, *, rule: str, beta, eps_scale,
         b = float(batch.batch_size)
         s = 1.0 / (xp.sqrt(xp.maximum(state.v, 0.0)) + ctx.hp(eps_scale))
         total = batch.clipped_sum(_clip_arg(clip, ctx), scale=s)
-        g = _add_noise(total, std, b, ctx) / s
+        g, ns = _add_noise(total, std, b, ctx, src, state.noise)
+        g = g / s
         if noiseless_v:
             clean = total / (b * s)
             sq = clean * clean
@@ -202,20 +259,20 @@ def stp_privatizer(clip, noise_multiplier, *, rule: str, beta, eps_scale,
             sq = g * g
             out = g
         v = second_moment_update(rule, state.v, sq, ctx.hp(beta), xp)
-        return out, ScaledPrivatizerState(v=v, count=state.count + 1)
+        return out, ScaledPrivatizerState(v=v, count=state.count + 1, noise=ns)
 
-    releases = () if noiseless_v else (Release(noise_multiplier=_as_decl(sigma)),)
+    releases = () if noiseless_v else (src.release(sigma),)
     return GradientTransformation(init, update, releases)
 
 
-def public_subspace_privatizer(clip, noise_multiplier, *, k) -> GradientTransformation:
+def public_subspace_privatizer(clip, noise_multiplier, *, k, noise="gaussian") -> GradientTransformation:
     """PDP-SGD (Zhou et al. 2021, baseline of seed 001 §6): the Gaussian release ``g̃`` projected
     onto the top-``k`` eigenvectors of the second-moment matrix ``(1/m) Σ g_j g_jᵀ`` of the public
     per-example gradients at the current iterate.  Needs public data (``public_fraction``)."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise ValueError(f"k must be a positive integer, got k={k!r}")
     k = int(k)
-    inner = gaussian_privatizer(clip, noise_multiplier)
+    inner = gaussian_privatizer(clip, noise_multiplier, noise=noise)
 
     def update(batch, state, params, ctx):
         xp = ctx.xp
@@ -234,9 +291,11 @@ def public_subspace_privatizer(clip, noise_multiplier, *, k) -> GradientTransfor
 
 class PublicPreconditionState(NamedTuple):
     v: Any  # (R, d) RMSProp second moment of the public gradient
+    noise: Any = None  # noise-stream state
 
 
-def public_preconditioned_privatizer(clip, noise_multiplier, *, beta, eps) -> GradientTransformation:
+def public_preconditioned_privatizer(clip, noise_multiplier, *, beta, eps,
+                                     noise="gaussian") -> GradientTransformation:
     """AdaDPS-RMSProp (Li et al. 2022; seed 000 §5.2): ``v ← β v + (1−β) ḡ_pub²`` from the mean
     gradient of the public split, ``D = √v + ε_a``, release
     ``g̃ = (1/b)(Σ clip(g_i / D, C) + N(0, σ²C²I))`` and step with it.  Private only with respect
@@ -245,6 +304,7 @@ def public_preconditioned_privatizer(clip, noise_multiplier, *, beta, eps) -> Gr
     beta = as_hyper("beta", beta, nonneg=True)
     eps = as_hyper("eps", eps, positive=True)
     std = None if _any_inf(clip) else _times(sigma, clip)
+    src = NoiseSource(noise)
 
     def init(params):
         return PublicPreconditionState(v=params * 0.0)
@@ -255,9 +315,10 @@ def public_preconditioned_privatizer(clip, noise_multiplier, *, beta, eps) -> Gr
         v = state.v * ctx.hp(beta) + gp * gp * (1.0 - ctx.hp(beta))
         D = xp.sqrt(v) + ctx.hp(eps)
         total = batch.clipped_sum(_clip_arg(clip, ctx), scale=1.0 / D)
-        return _add_noise(total, std, float(batch.batch_size), ctx), PublicPreconditionState(v=v)
+        out, ns = _add_noise(total, std, float(batch.batch_size), ctx, src, state.noise)
+        return out, PublicPreconditionState(v=v, noise=ns)
 
-    return GradientTransformation(init, update, (Release(noise_multiplier=_as_decl(sigma)),))
+    return GradientTransformation(init, update, (src.release(sigma),))
 
 
 def _any_inf(x) -> bool:

@@ -49,10 +49,15 @@ class Release(NamedTuple):
         per-trial tuple of floats.
     when : ``None`` (every step) or a function ``T -> bool array (T,)`` marking the steps
         (1-based step ``t`` at index ``t-1``) on which the release happens.
+    mf : ``None`` for i.i.d. noise (a subsampled Gaussian per step), or the correlated-noise name;
+        then the whole sequence of this release is one Gaussian mechanism with noise multiplier
+        ``σ·sens(M)/worst_sens(M)`` (:meth:`dpsim.mf.NoiseStream.equivalent_noise_multiplier`),
+        composed without amplification by sampling.
     """
 
     noise_multiplier: Any
     when: Callable[[int], np.ndarray] | None = None
+    mf: str | None = None  # correlated noise (DP-MF strategy name): accounted without amplification
 
 
 class GradientTransformation(NamedTuple):

@@ -209,7 +209,7 @@ def test_config_records_everything(logreg):
     res = dpsim.simulate(logreg, optimizers.get("dp_sgd", lr=0.2), steps=3, batch_size=8, seed=42)
     c = res.config
     assert c["optimizer"] == "dp_sgd" and c["seed"] == 42 and c["steps"] == 3
-    assert c["hyperparameters"] == {"lr": 0.2, "clip": 1.0, "noise_multiplier": 1.0}
+    assert c["hyperparameters"] == {"lr": 0.2, "clip": 1.0, "noise_multiplier": 1.0, "noise": "gaussian"}
     assert c["problem"]["name"] == "logistic_regression"
     assert {"dpsim", "numpy", "scipy", "numba"} <= set(c["versions"])
 

@@ -252,3 +252,84 @@ def test_dp2_phase_lengths_must_be_shared_integers():
         optimizers.get("dp2_rmsprop", s1=[2, 3])
     with pytest.raises(ValueError, match="s2=0"):
         optimizers.get("dp2_rmsprop", s1=2, s2=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Correlated noise (DP-MF) for every private variant
+
+
+_MF_SKIP = {"pasan", "pagan", "dp_sgd_ctcdp"}  # ellipsoid noise / ctCDP budget: i.i.d. only
+
+
+@pytest.mark.parametrize("noise", ["banded:3", "sqrt_toeplitz"])
+def test_every_private_variant_accepts_correlated_noise(logreg, noise):
+    for name in optimizers.names():
+        opt = optimizers.get(name)
+        if not (opt.private or name.endswith("noiseless_v")) or name in _MF_SKIP:
+            continue
+        kw = dict(k=2, public_fraction=0.05) if name == "pdp_sgd" else (
+            dict(public_fraction=0.05) if name == "adadps" else {})
+        res = dpsim.simulate(logreg, optimizers.get(name, noise=noise, **kw), steps=12,
+                             batch_size=16, trials=2, seed=1)
+        assert np.all(np.isfinite(res.params)), name
+        if opt.private:
+            assert res.privacy["unamplified"][0], name
+            assert math.isfinite(res.epsilon(1e-5)), name
+
+
+def test_gaussian_noise_keyword_is_the_default(logreg):
+    kw = dict(steps=10, batch_size=16, trials=2, seed=3)
+    a = dpsim.simulate(logreg, optimizers.get("dp_adam"), **kw)
+    b = dpsim.simulate(logreg, optimizers.get("dp_adam", noise="gaussian"), **kw)
+    np.testing.assert_array_equal(a.params, b.params)
+
+
+@pytest.mark.parametrize("noise", ["banded:3", "sqrt_toeplitz"])
+def test_correlated_noise_is_sens_times_inverse_strategy(logreg, noise):
+    """The noise dp_sgd adds at step t is (σC/b)·sens(M)·(M⁻¹Z)_t with Z the backend's draws."""
+    from dpsim import mf
+    from dpsim.backend import Backend
+    from dpsim.transforms import Batch, StepContext
+
+    sigma, C, b, R, T = 0.9, 0.4, 10, 3, 7
+    be = Backend("numpy", seed=5)
+    ctx = StepContext(be, R, b, T)
+    tx = optimizers.get("dp_sgd", lr=1.0, clip=C, noise_multiplier=sigma, noise=noise).transform
+    w = np.zeros((R, logreg.d))
+    idx = np.zeros((R, b), dtype=np.int64)
+    state = tx.init(w)
+    got = []
+    for t in range(1, T + 1):
+        ctx.t = t
+        batch = Batch(logreg, w, idx, None, b)
+        clean = batch.clipped_sum(C) / b
+        u, state = tx.update(batch, state, w, ctx)
+        got.append(-u - clean)
+    Zs = np.random.Generator(np.random.PCG64(np.random.SeedSequence(5))).standard_normal((T * R * logreg.d))
+    Z = Zs.reshape(T, R, logreg.d)  # the same stream, drawn step by step in C order
+    M = mf.strategy(noise, T)
+    expect = (sigma * C / b) * mf.sensitivity(M) * np.einsum("ts,srd->trd", np.linalg.inv(M), Z)
+    np.testing.assert_allclose(np.stack(got), expect, rtol=1e-9, atol=1e-14)
+
+
+def test_correlated_noise_accounting_is_unamplified_gaussian(logreg):
+    from dpsim import accounting, mf
+
+    T, sigma = 30, 2.0
+    res = dpsim.simulate(logreg, optimizers.get("dp_sgd", noise_multiplier=sigma, noise="banded:4"),
+                         steps=T, batch_size=20)
+    st = mf.noise_stream("banded:4", T)
+    sig_eff = sigma * st.sens / st.worst_sens
+    assert res.privacy["unamplified"][0] == [pytest.approx(sig_eff)]
+    expect = accounting.epsilon_from_releases([], 20 / logreg.n, 1e-5, unamplified=(sig_eff,))
+    assert res.epsilon(1e-5) == pytest.approx(expect)
+    # one Gaussian mechanism with q = 1 for T = 1 step is the same number
+    assert expect == pytest.approx(accounting.epsilon(sig_eff, 1.0, 1, 1e-5), rel=1e-6)
+    # without amplification, correlated noise at the same σ costs more than i.i.d. DP-SGD here
+    iid = dpsim.simulate(logreg, optimizers.get("dp_sgd", noise_multiplier=sigma), steps=T, batch_size=20)
+    assert res.epsilon(1e-5) > iid.epsilon(1e-5)
+
+
+def test_unknown_noise_is_an_error():
+    with pytest.raises(ValueError, match="pink"):
+        optimizers.get("dp_sgd", noise="pink")

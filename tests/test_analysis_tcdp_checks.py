@@ -1,0 +1,113 @@
+"""Property tests of the seed 003 tCDP verify rows (analysis.tcdp_checks) and the results they check.
+
+Hypothesis draws (ρ, ω, δ), (ρ, a) and sinh-normal parameters; the oracles are the brute-force
+minimization over Rényi orders and the quadrature Rényi divergence.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis import tcdp as T
+from analysis import tcdp_checks as K
+
+rho_s = st.floats(1e-7, 20.0)
+omega_s = st.one_of(st.floats(1.001, 1e5), st.just(math.inf))
+delta_s = st.floats(1e-14, 0.5)
+
+
+@given(rho=rho_s, omega=omega_s, delta=delta_s)
+def test_tcdp_to_dp_is_the_minimum_over_orders(rho, omega, delta):
+    closed = T.tcdp_to_dp(rho, omega, delta)
+    brute = K.bruteforce_tcdp_to_dp(rho, omega, delta)
+    assert closed == pytest.approx(brute, rel=1e-7)
+    assert closed <= brute * (1 + 1e-12)  # nothing on the curve beats the closed form
+    # a valid conversion: never below the tighter (improved) conversion of the same curve
+    assert closed >= K.bruteforce_tcdp_to_dp(rho, omega, delta, conversion="improved") * (1 - 1e-9)
+
+
+@given(rho=rho_s, omega=st.floats(1.001, 1e4), delta=delta_s, f=st.floats(1.01, 10.0))
+def test_tcdp_to_dp_monotone(rho, omega, delta, f):
+    e = T.tcdp_to_dp(rho, omega, delta)
+    assert T.tcdp_to_dp(rho * f, omega, delta) >= e            # more divergence, more ε
+    assert T.tcdp_to_dp(rho, omega * f, delta) <= e * (1 + 1e-12)  # more orders, less ε
+    assert T.tcdp_to_dp(rho, omega, min(delta * f, 0.9)) <= e * (1 + 1e-12)
+
+
+@given(rho=st.floats(1e-8, 5.0), a=st.floats(0.01, 1e4))
+def test_ctcdp_to_dp_is_the_tight_point_of_theorem_a1(rho, a):
+    eps, dlt = T.ctcdp_to_dp(rho, a)
+    if not (0 < dlt < 1) or a * eps > 700:
+        return  # δ not representable
+    assert dlt == pytest.approx(math.exp(-a * eps), rel=1e-12)
+    om = T.omega_of_a(a)
+    assert T.tcdp_to_dp(rho, om, dlt) == pytest.approx(eps, rel=1e-9)
+    assert K.bruteforce_tcdp_to_dp(rho, om, dlt) == pytest.approx(eps, rel=1e-7)
+    assert a * eps == pytest.approx((om - 1) ** 2 * rho, rel=1e-9)  # truncation exactly tight
+
+
+@given(eps=st.floats(0.01, 20.0), delta=st.floats(1e-15, 0.1))
+def test_ctcdp_round_trip_through_rho_a(eps, delta):
+    a = math.log(1 / delta) / eps
+    e1, d1 = T.ctcdp_to_dp(T.rho_a(eps, delta), a)
+    assert e1 == pytest.approx(eps, rel=1e-9)
+    assert math.log(d1) == pytest.approx(math.log(delta), rel=1e-9)
+
+
+@settings(max_examples=10)
+@given(D=st.floats(0.05, 5.0), omega=st.floats(1.2, 60.0), u=st.floats(0.0, 1.0),
+       v=st.floats(0.0, 1.0), sign=st.sampled_from([1.0, -1.0]))
+def test_sinh_normal_renyi_below_rho_alpha(D, omega, u, v, sign):
+    lo = 1.0 / (4.0 * omega ** 2)
+    rho = lo * (16.0 * 0.999 / lo) ** u  # log-uniform on [1/(4ω²), 16)
+    m = T.sinh_normal_for_tcdp(D, rho, omega)
+    alpha = 1.0 + (omega - 1.0) * max(v, 1e-6) * (1 - 1e-9)
+    assert m.renyi_divergence(alpha, sign * D) <= rho * alpha
+
+
+def test_sinh_normal_uses_theorem_a2_constants():
+    # Thm A.2: A = 8Δω, ρ = 8Δ²/σ² (the quadrature row alone is ~10x loose and cannot see a 2x error)
+    for D, rho, omega in [(1.0, 0.01, 10.0), (0.3, 1.0, 3.0)]:
+        m = T.sinh_normal_for_tcdp(D, rho, omega)
+        assert m.A == pytest.approx(8 * D * omega, rel=1e-12)
+        assert m.sigma == pytest.approx(D * math.sqrt(8 / rho), rel=1e-12)
+    # Gaussian limit (A → ∞): D_α = αΔ²/(2σ²) = αρ/16 — the factor of looseness of Thm A.2
+    g = T.sinh_normal(1e7, math.sqrt(8.0))
+    assert g.renyi_divergence(3.0, 1.0) == pytest.approx(3.0 * 1.0 / 16, rel=1e-6)
+
+
+def test_bruteforce_oracle_validation_and_vectorization():
+    out = K.bruteforce_tcdp_to_dp(np.array([0.1, 1.0]), np.array([[2.0], [math.inf]]), 1e-5)
+    assert out.shape == (2, 2)
+    assert K.bruteforce_tcdp_to_dp(0.0, 3.0, 1e-5) == 0.0
+    with pytest.raises(ValueError, match="omega must be > 1"):
+        K.bruteforce_tcdp_to_dp(0.1, 1.0, 1e-5)
+    with pytest.raises(ValueError, match="delta must be in"):
+        K.bruteforce_tcdp_to_dp(0.1, 2.0, 1.0)
+    with pytest.raises(ValueError, match="conversion must be one of"):
+        K.bruteforce_tcdp_to_dp(0.1, 2.0, 1e-5, conversion="other")
+
+
+def test_oracle_detects_a_wrong_conversion():
+    # the rows fail when the closed form is off by a constant: the brute force is exact
+    rho, omega, delta = 0.05, 30.0, 1e-6
+    brute = K.bruteforce_tcdp_to_dp(rho, omega, delta)
+    for wrong in (0.5 * T.tcdp_to_dp(rho, omega, delta), 2 * T.tcdp_to_dp(rho, omega, delta),
+                  rho + math.sqrt(rho * math.log(1 / delta))):  # a dropped factor 2
+        assert abs(wrong - brute) / brute > 1e-6
+
+
+def test_verify_rows_pass_at_quick_scale():
+    from analysis.verify import _CHECKS  # rows register at import of analysis.tcdp
+
+    names = [k for k, (fam, _) in _CHECKS.items() if fam == K.FAMILY]
+    assert set(names) == {"seed003_tcdp_to_dp", "seed003_ctcdp_to_dp", "seed003_sinh_normal"}
+    for name in names:
+        out = _CHECKS[name][1]("quick", 0)
+        rows = out if isinstance(out, list) else [out]
+        for r in rows:
+            assert r.verdict == "pass", (r.check, r.detail)
+            assert r.family == K.FAMILY and r.source.startswith("seed 003")
