@@ -1,0 +1,123 @@
+"""Figure for experiment ``adambc`` (seed 004 Figs. 6, 8; the headline): DP-AdamBC vs DP-Adam.
+
+One panel per ε: mean excess training loss of DP-Adam (tuned η, γ = 1e-8) and DP-AdamBC (tuned η
+and γ'), both at the same σ, hence the same ε; the two runs of a trial share batches and noise.
+Bands: 95% CI of the mean.  Last panel: final excess loss against ε (error bars: 95% CI).
+
+Standalone::
+
+    python -m paper_figures.fig_adambc_vs_adam results/adambc/quick [OUT_DIR]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from . import fig_adambc_common as common
+from . import stats, style
+
+NAME = "fig_adambc_vs_adam"
+SLOTS = ("adam", "adambc")
+CLAIM = ("At the same ε, DP-AdamBC (Adam with the DP bias Φ subtracted from v̂) reaches a better "
+         "final objective than DP-Adam, each with tuned hyperparameters (seed 004 §5, Figs. 6, 8).")
+ADAM_COLOR, BC_COLOR = "#7570b3", "#1b9e77"
+
+
+def render(results: Mapping[str, object], out_dir) -> list[Path]:
+    data = common.need(common.load(results), SLOTS, NAME)
+    with style.context():
+        return _render(data, out_dir)
+
+
+def _curve(ax, res, color, name):
+    mean, half = stats.mean_ci(res.excess_loss, axis=1)
+    floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
+    style.band(ax, res.steps, np.maximum(mean - half, floor), mean + half, color)
+    ax.plot(res.steps, mean, color=color, label=name)
+    return mean
+
+
+def _render(data, out_dir) -> list[Path]:
+    fig, axes = style.figure(1, len(data) + 1, width=3.3, height=3.0)
+    for ax, (eps, d) in zip(axes[0], data.items()):
+        a, b = d["adam"], d["adambc"]
+        m1 = _curve(ax, a, ADAM_COLOR, f"DP-Adam, η = {float(common.hp(a, 'lr')):g}, γ = {float(common.hp(a, 'eps')):g}")
+        m2 = _curve(ax, b, BC_COLOR, f"DP-AdamBC, η = {float(common.hp(b, 'lr')):g}, "
+                                     f"γ' = {float(common.hp(b, 'gamma_prime')):.2g}")
+        lo, hi = min(np.nanmin(m1), np.nanmin(m2)), max(np.nanmax(m1), np.nanmax(m2))
+        ax.set_yscale("log")
+        if lo > 0:
+            ax.set_ylim(lo / 2, hi * 1.5)
+        ax.set_xlabel("step t")
+        ax.set_ylabel(r"mean excess training loss $F(w_t)-F^\star$")
+        ax.set_title(f"ε = {common.eps_text(a)} (δ = {style.fmt_float(common.DELTA)}), "
+                     f"Φ = {common.phi(a):.2g}")
+        ax.legend(loc="upper right", fontsize=6.5)
+    ax = axes[0][-1]
+    xs = np.array([common.epsilon(d["adam"]) for d in data.values()])
+    for slot, color, name, off in (("adam", ADAM_COLOR, "DP-Adam", 0.97), ("adambc", BC_COLOR, "DP-AdamBC", 1.03)):
+        m, h = zip(*(stats.mean_ci(d[slot].excess_loss[-1]) for d in data.values()))
+        ax.errorbar(xs * off, m, yerr=h, color=color, marker="o", ms=4, capsize=3, label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"ε (δ = {style.fmt_float(common.DELTA)}, log scale)")
+    ax.set_ylabel(r"final excess loss $F(w_T)-F^\star$")
+    ax.set_title("final excess loss vs ε")
+    ax.legend(loc="upper right")
+    common.plain_log_ticks(ax)
+    trials = data[next(iter(data))]["adam"].trials
+    fig.suptitle(f"DP-AdamBC vs DP-Adam on dense logistic regression — {trials} paired trials, "
+                 "95% CI of the mean", fontsize=9)
+    return style.save(fig, out_dir, NAME)
+
+
+def evaluate(results: Mapping[str, object]) -> dict:
+    """Per ε: final excess loss of both (mean ± 95% CI) and the paired difference AdamBC − Adam
+    (95% CI).  Holds when DP-AdamBC is significantly lower at every ε; fails when it is
+    significantly higher at some ε; otherwise inconclusive."""
+    data = common.need(common.load(results), SLOTS, NAME)
+    lines = [
+        "Final excess training loss F(w_T) − F* (mean ± 95% CI over trials); difference from the "
+        "paired per-trial differences (same batches and noise); hyperparameters tuned per optimizer "
+        "and ε on separate trials (lowest mean final training loss).",
+        "",
+        "| ε | σ | DP-Adam (η) | DP-AdamBC (η, γ') | AdamBC − Adam [95% CI] | AdamBC/Adam | AdamBC coords above floor at T |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    verdicts, notes = [], []
+    for eps, d in data.items():
+        a, b = d["adam"], d["adambc"]
+        fa, fb = a.excess_loss[-1], b.excess_loss[-1]
+        ma, ha = stats.mean_ci(fa)
+        mb, hb = stats.mean_ci(fb)
+        dm, dh = common.paired_ci(fb, fa)
+        fr = b.records.get("frac_above_floor")
+        frac = "—" if fr is None else f"{float(np.mean(np.asarray(fr)[-1])):.2f}"
+        lines.append(f"| {common.eps_text(a)} | {float(common.hp(a, 'noise_multiplier')):.3g} | "
+                     f"{stats.fmt_ci(ma, ha)} ({float(common.hp(a, 'lr')):g}) | {stats.fmt_ci(mb, hb)} "
+                     f"({float(common.hp(b, 'lr')):g}, {float(common.hp(b, 'gamma_prime')):.2g}) | "
+                     f"{dm:+.2e} [{dm - dh:+.2e}, {dm + dh:+.2e}] | {mb / ma:.2f} | {frac} |")
+        verdicts.append(True if dm + dh < 0 else (False if dm - dh > 0 else None))
+        notes.append(f"ε={common.eps_text(a)}: AdamBC/Adam = {mb / ma:.2f} "
+                     f"({'lower' if dm + dh < 0 else 'higher' if dm - dh > 0 else 'no significant difference'})")
+    holds = (False if any(v is False for v in verdicts)
+             else True if all(v is True for v in verdicts) else None)
+    why = (" A fraction above the floor near 0 means the tuned γ' floors every coordinate: DP-AdamBC "
+           "is then DP-SGDM with rate η/√γ' (Eq. 3 with γ' for Φ)."
+           " On this well-conditioned convex problem with isotropic features there is little for "
+           "a per-coordinate preconditioner to fix; the paper's gains are on NLP models (SNLI, QNLI), "
+           "and it reports parity on CIFAR10 and ogbn-arxiv.")
+    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds,
+            "verdict": "; ".join(notes) + "." + why}
+
+
+def main(argv=None) -> int:
+    return common.main(sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

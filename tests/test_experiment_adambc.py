@@ -1,0 +1,130 @@
+"""Experiment ``adambc`` (seed 004) end to end at the tiny scale, plus its pieces."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import dpsim
+import experiments
+from analysis.concentration import dp_bias, sgdm_equivalent_lr
+from experiments import adambc, pipeline
+
+NAME = "adambc"
+FIGS = ("fig_adambc_moments", "fig_adambc_vs_sgdm", "fig_adambc_gamma", "fig_adambc_bounds",
+        "fig_adambc_vs_adam")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setitem(experiments._REGISTRY, NAME, f"experiments.{NAME}")
+    tmp = tmp_path_factory.mktemp(NAME)
+    try:
+        report = experiments.reproduce([NAME], scale="tiny", out_dir=tmp / "out",
+                                       results_dir=tmp / "results", progress=False, verbose=False)
+        yield tmp, report
+    finally:
+        mp.undo()
+
+
+def _manifest(tmp):
+    root = tmp / "results" / NAME / "tiny"
+    return root, json.loads((root / "manifest.json").read_text())
+
+
+def test_figures_and_report_section(tiny):
+    tmp, report = tiny
+    for fig in FIGS:
+        png, pdf = tmp / "out" / f"{fig}.png", tmp / "out" / f"{fig}.pdf"
+        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
+        assert pdf.read_bytes()[:5] == b"%PDF-"
+    text = report.read_text()
+    assert f"## {NAME}:" in text
+    for fig in FIGS:
+        assert f"![{fig}]({fig}.png)" in text
+    entry = json.loads((tmp / "out" / "report.json").read_text())[NAME]
+    assert [f["figure"] for f in entry["figures"]] == list(FIGS)
+    for f in entry["figures"]:
+        assert f["claim"] and f["measured"] and f["holds"] in (True, False, None) and f["verdict"]
+    assert "95% CI" in text and "Φ' override" in text
+
+
+def test_manifest_records_settings_and_every_cell(tiny):
+    tmp, _ = tiny
+    root, m = _manifest(tmp)
+    cfg = adambc.PRESETS["tiny"]
+    assert m["complete"] and m["config"] == pipeline.config_json(cfg)
+    assert set(m["results"]) == {adambc.label(e, s) for e in cfg.epsilons for s in adambc.SLOTS}
+    for e in cfg.epsilons:
+        st = m["notes"]["settings"][f"eps{e:g}"]
+        assert st["adam_lr"] in cfg.lr_grid_adam and st["adambc_lr"] in cfg.lr_grid_bc
+        assert st["adambc_gamma_ratio"] in cfg.gamma_ratios
+        phi = dp_bias(st["noise_multiplier"], cfg.clip, cfg.batch_size)
+        assert st["phi"] == pytest.approx(phi)
+        assert st["sgdm_lr_eq3"] == pytest.approx(sgdm_equivalent_lr(st["adam_lr"], cfg.beta1, np.inf, phi))
+        # σ is calibrated to the target ε
+        res = dpsim.load(root / f"{adambc.label(e, 'adam')}.npz")
+        assert res.epsilon(cfg.delta) == pytest.approx(e, rel=1e-3)
+        sg = dpsim.load(root / f"{adambc.label(e, 'sgdm-eq3')}.npz")
+        assert sg.config["hyperparameters"]["lr"] == pytest.approx(st["sgdm_lr_eq3"])
+        fc = dpsim.load(root / f"{adambc.label(e, 'frozen-clean')}.npz")
+        fp = dpsim.load(root / f"{adambc.label(e, 'frozen-private')}.npz")
+        assert fc.config["hyperparameters"]["noise_multiplier"] == 0.0
+        assert fp.config["hyperparameters"]["lr"] == 0.0
+        assert {f"m{j}" for j in range(cfg.d)} <= set(fp.records)
+
+
+def test_second_run_reuses_every_cell(tiny, monkeypatch):
+    tmp, _ = tiny
+    monkeypatch.setitem(experiments._REGISTRY, NAME, f"experiments.{NAME}")
+    calls = []
+    real = dpsim.simulate
+    monkeypatch.setattr(dpsim, "simulate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    cache, _ = pipeline.run_experiment(adambc.EXPERIMENT, "tiny", results_dir=tmp / "results")
+    assert calls == [] and len(cache.reused) == len(adambc.SLOTS) * len(adambc.PRESETS["tiny"].epsilons)
+
+
+def test_clean_counterpart_matches_noiseless_v_oracle_and_pairing():
+    """The frozen clean run (dp_adam, σ = 0) has the v of dp_adam_noiseless_v on the same seed,
+    and dp_sgdm with the seed of dp_adam sees the same noisy gradients (b_t = m_t/(1−β1))."""
+    prob = dpsim.problems.logistic_regression(n=200, d=4, seed=1)
+    kw = dict(steps=15, batch_size=10, trials=3, seed=7, record_every=5, metrics=())
+    clean = dpsim.simulate(prob, dpsim.optimizers.get("dp_adam", lr=0.0, noise_multiplier=0.0),
+                           probes=adambc.moment_probes(4), **kw)
+    oracle = dpsim.simulate(prob, dpsim.optimizers.get("dp_adam_noiseless_v", lr=0.0,
+                                                       noise_multiplier=1.3),
+                            probes=adambc.moment_probes(4), **kw)
+    for j in range(4):
+        np.testing.assert_allclose(clean.records[f"v{j}"], oracle.records[f"v{j}"], rtol=1e-12)
+    priv = dpsim.simulate(prob, dpsim.optimizers.get("dp_adam", lr=0.0, noise_multiplier=1.3),
+                          probes=adambc.moment_probes(4), **kw)
+    # oracle's m is fed the same noisy gradient as DP-Adam's
+    np.testing.assert_allclose(priv.records["m0"], oracle.records["m0"], rtol=1e-12)
+    sgdm = dpsim.simulate(prob, dpsim.optimizers.get("dp_sgdm", lr=0.0, beta=0.9,
+                                                     noise_multiplier=1.3),
+                          probes={"b0": lambda s, w, c: s[1].trace[:, 0]}, **kw)
+    np.testing.assert_allclose(sgdm.records["b0"][1:], priv.records["m0"][1:] / (1 - 0.9), rtol=1e-9)
+
+
+def test_select_rule_and_config_validation():
+    class R:  # minimal stand-in for a tuning result
+        trials = 4
+        loss = np.array([[0, 0, 0, 0], [3.0, 1.0, np.nan, 2.0]])
+        config = {"hyperparameters": {"lr": [0.1, 0.1, 1.0, 1.0]}}
+
+    best, means = adambc.select(R(), [(0.1,), (1.0,)], adambc._lr_key)
+    assert best == (0.1,) and means[(1.0,)] == np.inf and means[(0.1,)] == 2.0
+    cfg = adambc.PRESETS["tiny"]
+    with pytest.raises(ValueError, match="gamma_ratios"):
+        dataclasses.replace(cfg, gamma_ratios=())
+    with pytest.raises(ValueError, match="freeze_steps"):
+        dataclasses.replace(cfg, freeze_steps=21)
+    with pytest.raises(ValueError, match="unknown slot"):
+        adambc.label(1.0, "nope")
+    for scale in ("tiny", "quick", "full"):
+        assert adambc.EXPERIMENT.config(scale) is adambc.PRESETS[scale]
