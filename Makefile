@@ -4,6 +4,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
+# One BLAS thread: the simulator vectorizes over trials itself, and multi-threaded BLAS on small
+# batched SVDs oversubscribes a 2-core machine (measured 20x slower for pdp_sgd).
+export OMP_NUM_THREADS ?= 1
+export OPENBLAS_NUM_THREADS ?= 1
+
 .PHONY: all install test figures bench clean
 
 all: figures

@@ -30,6 +30,7 @@ __all__ = ["names", "get", "reproduce", "SCALES", "DEFAULT_OUT_DIR", "DEFAULT_RE
 # name -> module, in the order the report lists them.
 _REGISTRY: dict[str, str] = {
     "dpsgd_logistic": "experiments.dpsgd_logistic",
+    "pagan_absreg": "experiments.pagan_absreg",
     "adambc": "experiments.adambc",
     "ctcdp_quadratic": "experiments.ctcdp_quadratic",
 }
