@@ -31,7 +31,9 @@ __all__ = ["names", "get", "reproduce", "SCALES", "DEFAULT_OUT_DIR", "DEFAULT_RE
 _REGISTRY: dict[str, str] = {
     "dpsgd_logistic": "experiments.dpsgd_logistic",
     "pagan_absreg": "experiments.pagan_absreg",
+    "dp2_logistic": "experiments.dp2_logistic",
     "adambc": "experiments.adambc",
+    "design_space": "experiments.design_space",
     "ctcdp_quadratic": "experiments.ctcdp_quadratic",
 }
 

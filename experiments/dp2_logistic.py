@@ -1,0 +1,489 @@
+"""DP² (delayed preconditioners) on synthetic sparse logistic regression standing in for IMDB.
+
+Source: Li, Zaheer, Liu, Reddi, McMahan, Smith, *Differentially Private Adaptive Optimization with
+Delayed Preconditioners* (ICLR 2023) — "seed 000" — §3.1 (Fig. 2), §4.1 (Fig. 3), §5.1 (Figs. 4–6),
+§5.2 (Table 1), §5.3 / App. C.5 (Table 4), App. C.3 (DP²-AdaGrad).
+
+Claims checked (one figure script each, ``paper_figures/fig_dp2_*.py``):
+
+* Fig. 2 — non-private RMSProp with delayed preconditioners reaches about the training loss of
+  plain RMSProp (``delayed_rmsprop`` vs ``rmsprop``; SGD shown for reference).
+* Fig. 3 — ``h(s)`` (§4.1) is small for every delay and increases with ``s`` (App. A.2:
+  ``h(s) ≲ c1 s + c2``; fitted with :func:`analysis.delay.fit_h`).
+* Fig. 4 — at a fixed privacy budget DP²-RMSProp converges faster / further than DP-SGD and
+  vanilla DP-RMSProp (learning curves).
+* Fig. 5 — DP² is better than both baselines at every ε of a sweep (final loss vs ε).
+* Fig. 6 — too small or too large a delay ``s`` is worse than a moderate one.
+* Table 4 — DP² beats ablation variant 1 (``dp2_extra_query``, which spends *more* ε at the
+  same σ: its ε is reported) and variant 2 (``dp2_noise_first``).
+* App. C.3 — DP²-AdaGrad beats DP-AdaGrad.
+* Table 1 — DP² is comparable to AdaDPS, which uses 1% public data (``public_fraction=0.01``).
+
+Design
+------
+* Problem: :func:`dpsim.problems.logistic_regression` with sparse bag-of-words features
+  (``density < 1``: Zipf column popularity, log counts, unit-norm rows), ``signal`` and ``reg``
+  chosen so that adaptivity matters without privacy (weak regularization, a strong planted model:
+  non-private RMSProp/AdaGrad beat SGD).  Fixed by ``data_seed`` and shared by every setting.
+  The paper reports *test accuracy* on IMDB; dpsim reports the *training* objective (the excess
+  loss ``F(w) − F*``, log scale) — the metric the paper tunes on.
+* Privacy: Poisson sampling at ``b/n``; ``δ = 10^{-k}`` with the smallest ``k`` such that
+  ``10^{-k} ≤ 1/n`` (the paper's rule, §5); ε of each run from its declared releases
+  (``Result.epsilon``, PLD accountant).  Main comparisons at noise multiplier ``sigma`` (the paper's
+  IMDB setting is σ = 1, b = 64); the ε sweep re-runs DP-SGD, DP-RMSProp and DP² at
+  ``sweep_sigmas``.
+* Hyperparameters, by the paper's rule (best *training* metric: lowest mean final training loss
+  over ``tune_trials`` trials per grid point), each grid folded into the trial axis of one tuning
+  cell per (method, σ[, s]); the chosen setting is then run with ``trials`` fresh trials in an
+  evaluation cell (no winner's curse).  Grids (the paper's are in App. C.2; ours are subsets):
+
+  ===================  ============================================================================
+  ``sgd``              lr ∈ ``lr_sgd_grid``
+  ``rmsprop``          lr ∈ ``lr_adaptive_grid``, ε_a = ``eps_grid[0]``
+  ``delayed_rmsprop``  lr (SGD steps) ∈ ``lr_sgd_grid`` × lr2 (RMSProp steps) ∈ ``lr_adaptive_grid``,
+                       s = ``s_nonprivate``
+  ``dp_sgd``           lr ∈ ``lr_sgd_grid`` × clip ∈ ``clip_grid``
+  ``dp_rmsprop``       lr ∈ ``lr_adaptive_grid`` × clip ∈ ``clip_grid`` × ε_a ∈ ``eps_grid``
+  ``dp_adagrad``       lr ∈ ``lr_adagrad_grid`` × clip ∈ ``clip_grid`` × ε_a ∈ ``eps_grid``
+  ``dp2_rmsprop``      lr ∈ ``dp2_lr_grid`` × lr2 ∈ ``lr_adaptive_grid`` × clip2 ∈ ``clip2_grid`` ×
+                       ε_a ∈ ``eps_grid``, one cell per s ∈ ``s_grid``; clip (SGD steps) = DP-SGD's
+  ``dp2_extra_query``  as ``dp2_rmsprop``, s ∈ ``s_variants``
+  ``dp2_noise_first``  lr × lr2 × ε_a as ``dp2_rmsprop``, one clip for both phases = DP-SGD's,
+                       s ∈ ``s_variants``
+  ``dp2_adagrad``      as ``dp2_rmsprop`` with lr2 ∈ ``lr_adagrad_grid``, s ∈ ``s_variants``
+  ``adadps``           lr ∈ ``lr_adaptive_grid`` × clip ∈ ``clip2_grid``, ε_a = ``eps_grid[0]``,
+                       ``public_fraction`` public split (not private; ε covers the private part)
+  ===================  ============================================================================
+
+  ``s`` is shared by all trials of a run (the phase schedule), so each ``s`` is its own cell; the
+  DP² setting with the lowest tuned loss over ``s_grid`` is the "DP²" of Figs. 4–5.  The ε sweep
+  re-tunes the learning rates (lr; lr and lr2 for DP²) at each σ and keeps clip, ε_a and s from
+  the main σ.  Choices, the tuning losses, and choices on the edge of a grid are recorded in the
+  manifest's ``notes``.
+* Fig. 6: one evaluation cell per ``s ∈ s_grid`` at the setting tuned for that ``s``.
+* ``h(s)`` (Fig. 3): one cell per ``s ∈ s_grid`` at DP²'s chosen setting with only ``s`` changed
+  (``h`` depends on ε_a, the clip and the step sizes, so they are held fixed across ``s``), run
+  through :func:`analysis.delay.record_h_traces` (every step recorded, clean minibatch gradients
+  traced).
+* Cells and seeds: every cell label is enumerated up front from the config (:func:`cell_labels`),
+  and cell ``i`` of that list runs with ``SeedSequence(config.seed, spawn_key=(i,))``.
+
+``run(config, cache)`` returns the evaluation results, labelled ``np-<method>`` (non-private),
+``sig<σ>-<method>`` (private at σ; ``sig<σ>-dp2_rmsprop`` is DP² at its tuned ``s``) and
+``sig<σ>-dp2_rmsprop-s<s>`` (DP² at each delay, tuned per delay), ``sig<σ>-dp2_rmsprop-s<s>-h``
+(DP² at each delay with the main setting, ``h(s)`` traces) and ``clip-<method>``
+(diagnostic: DP-SGD and DP² with their clipping but **no noise**, σ = 0, tuned the same way, DP²
+at the main σ's delay and SGD-phase clip) — it separates the effect of per-example clipping of
+preconditioned gradients from that of the noise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+import dpsim
+from analysis import delay as _delay
+
+from .pipeline import Cell, Experiment
+
+__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "delta_for", "select",
+           "sigma_tag", "parse_label"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Everything the experiment's results depend on (hashed into the cache key)."""
+
+    n: int                                   # training examples
+    d: int                                   # features (vocabulary size)
+    density: float                           # fraction of nonzero features per row
+    steps: int                               # T
+    batch_size: int                          # expected batch size b (Poisson rate b/n)
+    sigma: float                             # noise multiplier of the main comparisons
+    sweep_sigmas: tuple[float, ...]          # noise multipliers of the ε sweep (Fig. 5)
+    s_grid: tuple[int, ...]                  # delays of DP²-RMSProp (Figs. 3, 6; tuning)
+    s_variants: tuple[int, ...]              # delays tried for the ablations and DP²-AdaGrad
+    s_nonprivate: int                        # delay of non-private delayed RMSProp (Fig. 2)
+    lr_sgd_grid: tuple[float, ...]           # SGD-type learning rates
+    lr_adaptive_grid: tuple[float, ...]      # RMSProp-type learning rates (also lr2 of DP²)
+    lr_adagrad_grid: tuple[float, ...]       # AdaGrad-type learning rates
+    dp2_lr_grid: tuple[float, ...]           # DP² learning rate of the SGD steps
+    clip_grid: tuple[float, ...]             # clip of raw per-example gradients
+    clip2_grid: tuple[float, ...]            # clip of preconditioned per-example gradients
+    eps_grid: tuple[float, ...]              # adaptivity ε_a (the first is used where not tuned)
+    tune_trials: int                         # trials per grid point in tuning cells
+    trials: int                              # trials of each evaluation cell
+    record_every: int                        # evaluation cells (h(s) cells record every step)
+    np_trials: int | None = None             # trials of the non-private evaluation cells (None: trials)
+    zipf: float = 1.0                        # Zipf exponent of the column popularity
+    signal: float = 16.0                     # scale of the planted model
+    reg: float = 1e-5                        # L2 regularization
+    public_fraction: float = 0.01            # AdaDPS public split (Table 1: 1%)
+    beta: float = 0.9                        # RMSProp β
+    sampling: str = "poisson"
+    data_seed: int = 0
+    seed: int = 0
+
+    def __post_init__(self):
+        for name in ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every",
+                     "s_nonprivate"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+        if not (0.0 < self.density < 1.0):
+            raise ValueError(f"density must be in (0, 1) (sparse features), got density={self.density}")
+        if self.np_trials is not None and (isinstance(self.np_trials, bool)
+                                           or not isinstance(self.np_trials, int) or self.np_trials < 1):
+            raise ValueError("np_trials must be a positive integer or None, "
+                             f"got np_trials={self.np_trials!r}")
+        if self.sigma <= 0 or self.sigma not in self.sweep_sigmas:
+            raise ValueError(f"sigma must be positive and one of sweep_sigmas, got sigma={self.sigma}, "
+                             f"sweep_sigmas={self.sweep_sigmas!r}")
+        for name in ("s_grid", "s_variants"):
+            v = getattr(self, name)
+            if not v or any(not isinstance(s, int) or s < 1 or s >= self.steps for s in v):
+                raise ValueError(f"{name} must be positive integers below steps={self.steps}, "
+                                 f"got {name}={v!r}")
+        for name in ("sweep_sigmas", "lr_sgd_grid", "lr_adaptive_grid", "lr_adagrad_grid",
+                     "dp2_lr_grid", "clip_grid", "clip2_grid", "eps_grid"):
+            v = getattr(self, name)
+            if not v or any(x <= 0 for x in v):
+                raise ValueError(f"{name} must be non-empty and positive, got {name}={v!r}")
+
+
+def _g(*xs):
+    return tuple(float(x) for x in xs)
+
+
+PRESETS: dict[str, Config] = {
+    # Smoke test only (seconds): the claims are not expected to hold at this size.
+    "tiny": Config(n=400, d=60, density=0.1, steps=40, batch_size=16, sigma=1.0,
+                   sweep_sigmas=_g(1.0, 2.0), s_grid=(4, 10), s_variants=(4,), s_nonprivate=5,
+                   lr_sgd_grid=_g(1, 10), lr_adaptive_grid=_g(0.01, 0.1), lr_adagrad_grid=_g(0.1, 1),
+                   dp2_lr_grid=_g(3), clip_grid=_g(0.5), clip2_grid=_g(1), eps_grid=_g(1e-3),
+                   tune_trials=1, trials=3, record_every=5),
+    # A laptop: about a minute on 2 cores.
+    "quick": Config(n=5000, d=1000, density=0.02, steps=800, batch_size=64, sigma=1.0,
+                    sweep_sigmas=_g(0.7, 1.0, 2.0), s_grid=(10, 25, 50, 100, 200),
+                    s_variants=(25, 100), s_nonprivate=50,
+                    lr_sgd_grid=_g(1, 3, 10, 30, 100, 300),
+                    lr_adaptive_grid=_g(0.001, 0.003, 0.01, 0.03, 0.1, 0.3),
+                    lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1, 3), dp2_lr_grid=_g(1, 10),
+                    clip_grid=_g(0.25, 1.0), clip2_grid=_g(0.5, 2.0), eps_grid=_g(1e-3, 1e-7),
+                    tune_trials=1, trials=8, record_every=20, np_trials=24),
+    # IMDB's sizes (n = 25,000 reviews, 10⁴-word vocabulary, b = 64, δ = 1e-5), s in steps ≈
+    # {0.025, 0.1, 0.5, 1, 2} epochs and subsets of the paper's grids (App. C.2); 20 epochs instead
+    # of the paper's 100 (cost): about 3 CPU-hours by extrapolation from quick (not run here).
+    "full": Config(n=25000, d=10000, density=0.013, steps=7800, batch_size=64, sigma=1.0,
+                   sweep_sigmas=_g(0.6, 0.8, 1.0, 1.5, 2.0), s_grid=(10, 39, 195, 390, 780),
+                   s_variants=(195, 780), s_nonprivate=195,
+                   lr_sgd_grid=_g(0.1, 0.3, 1, 3, 10, 30, 100),
+                   lr_adaptive_grid=_g(0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3),
+                   lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1, 3), dp2_lr_grid=_g(0.1, 1, 10),
+                   clip_grid=_g(0.1, 0.25, 0.5, 1), clip2_grid=_g(0.5, 2, 5),
+                   eps_grid=_g(1e-3, 1e-7), tune_trials=1, trials=5, record_every=78, np_trials=10),
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# Labels
+
+
+def sigma_tag(sigma: float) -> str:
+    return f"sig{float(sigma):g}"
+
+
+def parse_label(label: str) -> dict:
+    """``{"private", "sigma", "method", "s", "h"}`` of an evaluation label: ``np-<method>``,
+    ``sig<σ>-<method>[-s<s>][-h]`` or ``clip-<method>`` (σ = 0); ``-h``: the h(s) trace cells."""
+    head, rest = label.split("-", 1)
+    method, *suffix = rest.split("-")
+    s, h = None, False
+    for part in suffix:
+        if part == "h":
+            h = True
+        elif part.startswith("s") and part[1:].isdigit():
+            s = int(part[1:])
+        else:
+            raise ValueError(f"not a dp2_logistic label: {label!r}")
+    if head == "np":
+        return {"private": False, "sigma": None, "method": method, "s": s, "h": h}
+    if head == "clip":  # diagnostic: clipping without noise (σ = 0)
+        return {"private": True, "sigma": 0.0, "method": method, "s": s, "h": h}
+    if not head.startswith("sig"):
+        raise ValueError(f"not a dp2_logistic label: {label!r}")
+    return {"private": True, "sigma": float(head[3:]), "method": method, "s": s, "h": h}
+
+
+def delta_for(n: int) -> float:
+    """The paper's δ (§5): ``10^{-k}`` with the smallest integer ``k`` such that ``10^{-k} ≤ 1/n``."""
+    return 10.0 ** (-math.ceil(math.log10(n) - 1e-12))
+
+
+NONPRIVATE = ("sgd", "rmsprop", "delayed_rmsprop")
+MAIN = ("dp_sgd", "dp_rmsprop", "dp_adagrad", "dp2_extra_query", "dp2_noise_first", "dp2_adagrad",
+        "adadps")
+SWEEP = ("dp_sgd", "dp_rmsprop", "dp2_rmsprop")
+
+
+def _main_keys(config: Config) -> list[str]:
+    """Tuning keys of the main σ in dependency order (DP-SGD first: DP² reuses its clip)."""
+    sg = sigma_tag(config.sigma)
+    keys = [f"{sg}-dp_sgd", f"{sg}-dp_rmsprop", f"{sg}-dp_adagrad"]
+    keys += [f"{sg}-dp2_rmsprop-s{s}" for s in config.s_grid]
+    for m in ("dp2_extra_query", "dp2_noise_first", "dp2_adagrad"):
+        keys += [f"{sg}-{m}-s{s}" for s in config.s_variants]
+    keys.append(f"{sg}-adadps")
+    return keys
+
+
+def _sweep_keys(config: Config) -> list[str]:
+    return [f"{sigma_tag(sig)}-{m}" for sig in config.sweep_sigmas if sig != config.sigma
+            for m in SWEEP]
+
+
+DIAGNOSTIC = ("dp_sgd", "dp2_rmsprop")
+
+
+def _eval_keys(config: Config) -> list[str]:
+    sg = sigma_tag(config.sigma)
+    keys = [f"np-{m}" for m in NONPRIVATE] + [f"clip-{m}" for m in DIAGNOSTIC]
+    keys += [f"{sg}-{m}" for m in ("dp_sgd", "dp_rmsprop", "dp2_rmsprop") + MAIN[2:]]
+    keys += [f"{sg}-dp2_rmsprop-s{s}" for s in config.s_grid]
+    keys += [f"{sg}-dp2_rmsprop-s{s}-h" for s in config.s_grid]
+    keys += _sweep_keys(config)
+    return keys
+
+
+def cell_labels(config: Config) -> list[str]:
+    """Every cell label in index order (cell ``i`` is seeded with ``spawn_key=(i,)``)."""
+    tune = ([f"np-{m}" for m in NONPRIVATE] + _main_keys(config) + _sweep_keys(config)
+            + [f"clip-{m}" for m in DIAGNOSTIC])
+    return [f"tune-{k}" for k in tune] + _eval_keys(config)
+
+
+# ------------------------------------------------------------------------------------------------
+# Tuning helpers
+
+
+def _combos(grid: dict) -> tuple[list[str], list[tuple]]:
+    keys = list(grid)
+    return keys, list(itertools.product(*[tuple(grid[k]) for k in keys]))
+
+
+def _trial_hp(grid: dict, reps: int) -> dict:
+    """Per-trial hyperparameter lists (each combination repeated ``reps`` times); one-value axes
+    become scalars."""
+    keys, combos = _combos(grid)
+    out = {}
+    for i, k in enumerate(keys):
+        if len(grid[k]) == 1:
+            out[k] = float(grid[k][0])
+        else:
+            out[k] = [float(c[i]) for c in combos for _ in range(reps)]
+    return out
+
+
+def select(result, grid: dict, reps: int) -> tuple[dict, float, list[float]]:
+    """The rule: the grid point with the lowest mean final training loss over its ``reps`` trials.
+
+    Diverged trials (non-finite loss) count as ``inf``.  Returns ``(chosen hyperparameters, its
+    mean final loss, mean final loss of every grid point in :func:`itertools.product` order)``.
+    """
+    keys, combos = _combos(grid)
+    final = np.asarray(result.loss[-1], dtype=float)
+    final = np.where(np.isfinite(final), final, np.inf)
+    if final.size != len(combos) * reps:
+        raise ValueError(f"tuning result has {final.size} trials, expected {len(combos)} × {reps}")
+    means = final.reshape(len(combos), reps).mean(axis=1)
+    best = int(np.argmin(means))
+    return dict(zip(keys, (float(x) for x in combos[best]))), float(means[best]), means.tolist()
+
+
+def _edges(grid: dict, chosen: dict) -> list[str]:
+    return [k for k, v in grid.items() if len(v) > 1 and chosen[k] in (min(v), max(v))]
+
+
+# ------------------------------------------------------------------------------------------------
+# The experiment
+
+
+def run(config: Config, cache) -> dict:
+    """Tune every method, then evaluate the chosen settings; ``{label: Result}`` (see module doc)."""
+    problem = dpsim.problems.logistic_regression(
+        config.n, config.d, density=config.density, zipf=config.zipf, signal=config.signal,
+        reg=config.reg, seed=config.data_seed)
+    labels = cell_labels(config)
+    index = {lab: i for i, lab in enumerate(labels)}
+    T, b = config.steps, config.batch_size
+    common = dict(steps=T, batch_size=b, sampling=config.sampling, progress=cache.show_progress)
+    sg0 = sigma_tag(config.sigma)
+    reps = config.tune_trials
+    eps0 = config.eps_grid[0]
+
+    # -- the tuning plan: key -> (optimizer name, grid of per-trial values, fixed hyperparameters)
+    def tune_cell(key, opt_name, grid, fixed):
+        hp = _trial_hp(grid, reps)
+        R = len(_combos(grid)[1]) * reps
+
+        def compute(seed):
+            opt = dpsim.optimizers.get(opt_name, **fixed, **hp)
+            return dpsim.simulate(problem, opt, trials=R, seed=seed, record_every=T,
+                                  metrics=("loss",), **common)
+
+        return Cell(f"tune-{key}", index[f"tune-{key}"], compute)
+
+    chosen: dict[str, dict] = {}
+    notes_loss: dict[str, float] = {}
+    notes_grid: dict[str, dict] = {}
+    at_edge: dict[str, list] = {}
+
+    def tune(items, desc):
+        """``items``: [(key, opt_name, grid, fixed)]; runs the cells, records the choices."""
+        res = cache.run([tune_cell(*it) for it in items], desc=desc)
+        for key, opt_name, grid, fixed in items:
+            hp, loss, means = select(res[f"tune-{key}"], grid, reps)
+            chosen[key] = {"optimizer": opt_name, **fixed, **hp}
+            notes_loss[key] = loss
+            notes_grid[key] = {k: list(v) for k, v in grid.items()}
+            edge = _edges(grid, hp)
+            if edge:
+                at_edge[key] = edge
+
+    # Non-private (Fig. 2)
+    tune([
+        ("np-sgd", "sgd", {"lr": config.lr_sgd_grid}, {}),
+        ("np-rmsprop", "rmsprop", {"lr": config.lr_adaptive_grid}, {"eps": eps0, "beta": config.beta}),
+        ("np-delayed_rmsprop", "delayed_rmsprop",
+         {"lr": config.lr_sgd_grid, "lr2": config.lr_adaptive_grid},
+         {"s1": config.s_nonprivate, "eps": eps0, "beta": config.beta}),
+    ], "dp2_logistic: tune non-private")
+
+    # Private at the main σ: DP-SGD first (its clip is DP²'s SGD-phase clip)
+    sig = float(config.sigma)
+    tune([(f"{sg0}-dp_sgd", "dp_sgd", {"lr": config.lr_sgd_grid, "clip": config.clip_grid},
+           {"noise_multiplier": sig})], "dp2_logistic: tune DP-SGD")
+    c1 = chosen[f"{sg0}-dp_sgd"]["clip"]
+    items = [
+        (f"{sg0}-dp_rmsprop", "dp_rmsprop",
+         {"lr": config.lr_adaptive_grid, "clip": config.clip_grid, "eps": config.eps_grid},
+         {"noise_multiplier": sig, "beta": config.beta}),
+        (f"{sg0}-dp_adagrad", "dp_adagrad",
+         {"lr": config.lr_adagrad_grid, "clip": config.clip_grid, "eps": config.eps_grid},
+         {"noise_multiplier": sig}),
+    ]
+    dp2_grid = {"lr": config.dp2_lr_grid, "lr2": config.lr_adaptive_grid, "clip2": config.clip2_grid,
+                "eps": config.eps_grid}
+    for s in config.s_grid:
+        items.append((f"{sg0}-dp2_rmsprop-s{s}", "dp2_rmsprop", dp2_grid,
+                      {"s1": s, "clip": c1, "noise_multiplier": sig, "beta": config.beta}))
+    for s in config.s_variants:
+        items.append((f"{sg0}-dp2_extra_query-s{s}", "dp2_extra_query", dp2_grid,
+                      {"s1": s, "clip": c1, "noise_multiplier": sig, "beta": config.beta}))
+    for s in config.s_variants:
+        items.append((f"{sg0}-dp2_noise_first-s{s}", "dp2_noise_first",
+                      {"lr": config.dp2_lr_grid, "lr2": config.lr_adaptive_grid, "eps": config.eps_grid},
+                      {"s1": s, "clip": c1, "clip2": c1, "noise_multiplier": sig, "beta": config.beta}))
+    for s in config.s_variants:
+        items.append((f"{sg0}-dp2_adagrad-s{s}", "dp2_adagrad",
+                      {**dp2_grid, "lr2": config.lr_adagrad_grid},
+                      {"s1": s, "clip": c1, "noise_multiplier": sig}))
+    items.append((f"{sg0}-adadps", "adadps", {"lr": config.lr_adaptive_grid, "clip": config.clip2_grid},
+                  {"eps": eps0, "noise_multiplier": sig, "beta": config.beta,
+                   "public_fraction": config.public_fraction}))
+    tune(items, f"dp2_logistic: tune at σ={sig:g}")
+
+    def best_over_s(method, s_values):
+        losses = {s: notes_loss[f"{sg0}-{method}-s{s}"] for s in s_values}
+        s_best = min(losses, key=lambda s: (losses[s], s))
+        return s_best, chosen[f"{sg0}-{method}-s{s_best}"]
+
+    best = {}
+    for m, svals in (("dp2_rmsprop", config.s_grid), ("dp2_extra_query", config.s_variants),
+                     ("dp2_noise_first", config.s_variants), ("dp2_adagrad", config.s_variants)):
+        s_best, hp = best_over_s(m, svals)
+        best[m] = hp
+        if len(svals) > 1 and s_best in (min(svals), max(svals)):
+            at_edge.setdefault(f"{sg0}-{m}", []).append("s1")
+    for m in ("dp_sgd", "dp_rmsprop", "dp_adagrad", "adadps"):
+        best[m] = chosen[f"{sg0}-{m}"]
+
+    # ε sweep: re-tune the learning rates at each other σ
+    items = []
+    for sw in config.sweep_sigmas:
+        if sw == config.sigma:
+            continue
+        tg = sigma_tag(sw)
+        for m in SWEEP:
+            base = dict(best[m])
+            opt_name = base.pop("optimizer")
+            grid = {"lr": config.lr_sgd_grid if m == "dp_sgd" else
+                    (config.dp2_lr_grid if m == "dp2_rmsprop" else config.lr_adaptive_grid)}
+            if m == "dp2_rmsprop":
+                grid["lr2"] = config.lr_adaptive_grid
+            fixed = {k: v for k, v in base.items() if k not in grid}
+            fixed["noise_multiplier"] = float(sw)
+            items.append((f"{tg}-{m}", opt_name, grid, fixed))
+    if items:
+        tune(items, "dp2_logistic: tune the ε sweep")
+
+    # Diagnostic: the same clipping without noise (σ = 0), tuned the same way (DP² keeps s and C1)
+    d2 = {k: v for k, v in best["dp2_rmsprop"].items() if k not in dp2_grid}
+    tune([("clip-dp_sgd", "dp_sgd", {"lr": config.lr_sgd_grid}, {"clip": c1, "noise_multiplier": 0.0}),
+          ("clip-dp2_rmsprop", "dp2_rmsprop", dp2_grid,
+           {**{k: v for k, v in d2.items() if k != "optimizer"}, "noise_multiplier": 0.0})],
+         "dp2_logistic: tune the no-noise diagnostic")
+
+    cache.note("rule", "argmin over the grid of the mean final training loss of the tuning cell "
+                       f"({reps} trial(s) per grid point); DP² variants also over s")
+    cache.note("delta", delta_for(config.n))
+    cache.note("chosen", chosen)
+    cache.note("tune_best_final_loss", notes_loss)
+    cache.note("grids", notes_grid)
+    cache.note("chosen_s", {m: int(best[m]["s1"]) for m in best if "s1" in best[m]})
+    cache.note("at_grid_edge", at_edge)
+
+    # -- evaluation cells
+    def eval_cell(key, hp, *, h_traces=False):
+        hp = dict(hp)
+        opt_name = hp.pop("optimizer")
+        trials = config.np_trials if key.startswith("np-") and config.np_trials else config.trials
+
+        def compute(seed):
+            if h_traces:
+                s = int(hp.pop("s1"))
+                tr = _delay.record_h_traces(problem, s, steps=T, batch_size=b, trials=trials,
+                                            seed=seed, optimizer=opt_name, sampling=config.sampling,
+                                            metrics=("loss",), **hp)
+                return tr.result
+            opt = dpsim.optimizers.get(opt_name, **hp)
+            return dpsim.simulate(problem, opt, trials=trials, seed=seed,
+                                  record_every=config.record_every, metrics=("loss",), **common)
+
+        return Cell(key, index[key], compute)
+
+    cells = [eval_cell(f"np-{m}", chosen[f"np-{m}"]) for m in NONPRIVATE]
+    cells += [eval_cell(f"clip-{m}", chosen[f"clip-{m}"]) for m in DIAGNOSTIC]
+    cells += [eval_cell(f"{sg0}-{m}", best[m]) for m in ("dp_sgd", "dp_rmsprop", "dp2_rmsprop") + MAIN[2:]]
+    cells += [eval_cell(f"{sg0}-dp2_rmsprop-s{s}", chosen[f"{sg0}-dp2_rmsprop-s{s}"])
+              for s in config.s_grid]
+    cells += [eval_cell(f"{sg0}-dp2_rmsprop-s{s}-h", {**best["dp2_rmsprop"], "s1": s}, h_traces=True)
+              for s in config.s_grid]
+    cells += [eval_cell(k, chosen[k]) for k in _sweep_keys(config)]
+    return cache.run(cells, desc="dp2_logistic: evaluate")
+
+
+EXPERIMENT = Experiment(
+    name="dp2_logistic",
+    title="DP² (delayed preconditioners) vs DP-SGD, DP-RMSProp, ablations and AdaDPS on sparse "
+          "logistic regression (seed 000)",
+    presets=PRESETS,
+    run=run,
+    figures=("fig_dp2_delayed_vs_plain", "fig_dp2_h_of_s", "fig_dp2_curves", "fig_dp2_eps_sweep",
+             "fig_dp2_effect_of_s", "fig_dp2_ablations", "fig_dp2_adagrad", "fig_dp2_adadps"),
+    module=__name__,
+)
