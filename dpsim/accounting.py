@@ -431,7 +431,7 @@ def epsilon(noise_multiplier, sample_rate, steps, delta, *, accountant="pld",
     r = _check_releases_per_step(releases_per_step)
     _check_options(accountant, sampling)
     key = _normalize([((sigma,) * r, steps)])
-    return _epsilon_key(key, q, d, accountant, sampling)
+    return _epsilon_key(key, q, d, accountant, sampling, math.inf)  # same cache key as epsilon_from_releases
 
 
 def _check_releases_per_step(r) -> int:
@@ -470,7 +470,7 @@ def noise_multiplier(epsilon, delta, sample_rate, steps, *, accountant="pld",
 def _calibrate(target: float, delta: float, q: float, steps: int, accountant: str,
                sampling: str) -> float:
     def eps_at(s: float) -> float:
-        return _epsilon_key(((s, steps),), q, delta, accountant, sampling)
+        return _epsilon_key(((s, steps),), q, delta, accountant, sampling, math.inf)
 
     def describe() -> str:
         return (f"delta={delta}, sample_rate={q}, steps={steps}, accountant={accountant!r}, "
