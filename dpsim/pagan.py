@@ -86,9 +86,10 @@ __all__ = [
     "NOISES",
 ]
 
-#: Noise mechanisms accepted by the ``noise=`` hyperparameter (DP-MF correlated noise is wired in
-#: by a later change; until then anything else is a ``ValueError``).
-NOISES = ("gaussian",)
+#: Noise mechanisms accepted by the ``noise=`` hyperparameter: i.i.d. Gaussian, or correlated
+#: DP-MF noise (``"sqrt_toeplitz"``, ``"banded:<k>"``; see :class:`dpsim.privacy.NoiseSource`): the
+#: unit noise ``u_t = sens(M)(M⁻¹Z)_t`` replaces ``ξ`` before the ``A^{-1/2}`` scaling.
+NOISES = ("gaussian", "sqrt_toeplitz", "banded:<k>")
 
 _ALGORITHMS = ("pasan", "pagan")
 #: Exponent κ of the "optimal" scaling ``C_jj ∝ σ_j^{-κ}`` (seed 001 §3.1–3.2, Theorem 3).
@@ -277,13 +278,13 @@ class EllipsoidState(NamedTuple):
     radius: Any  # (M,) host float64: B per row of `a`
     noise_std: Any  # (M, d) backend array s/√a_j = σB/(b√C_jj), or None (no noise)
     projected: Any  # (R,) host float64: fraction of this step's examples with π_A(g_i) ≠ g_i
+    noise: Any = None  # noise-stream state (correlated noise)
 
 
 def _check_noise(noise):
-    if noise not in NOISES:
-        raise ValueError(
-            f"noise={noise!r} is not supported by PASAN/PAGAN yet; expected one of {NOISES} "
-            "(correlated DP-MF noise is not wired into the ellipsoid privatizer)")
+    from .privacy import NoiseSource
+
+    return NoiseSource(noise)  # ValueError naming a bad value
 
 
 def _check_scaling(scaling):
@@ -311,7 +312,7 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     the domain is a box (or absent).  Declares ``Release(noise_multiplier=σ)``.  A and the noise
     scale are fixed at the first step (``A_k = A`` for all k).
     """
-    _check_noise(noise)
+    src = _check_noise(noise)
     if algorithm not in _ALGORITHMS:
         raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got algorithm={algorithm!r}")
     sigma = T.as_hyper("noise_multiplier", noise_multiplier, nonneg=True)
@@ -390,13 +391,13 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
                      else np.asarray(to_numpy(batch.mask)).sum(axis=1))
             frac = (lam.reshape(R, bmax) > 0).sum(axis=1) / np.maximum(valid, 1)
         out = xp.sum(pg, axis=1) / float(batch.batch_size)
+        ns = state.noise
         if state.noise_std is not None:
-            z = ctx.backend.normal(out.shape)
+            z, ns = src.draw(ns, ctx, out.shape)
             out = out + z * state.noise_std
-        return out, state._replace(projected=frac)
+        return out, state._replace(projected=frac, noise=ns)
 
-    releases = (Release(noise_multiplier=sigma if isinstance(sigma, float)
-                        else tuple(float(s) for s in sigma)),)
+    releases = (src.release(sigma),)
     return GradientTransformation(init, update, releases)
 
 
