@@ -383,18 +383,10 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:
-        print(__doc__)
-        return 2
-    root = Path(argv[0])
-    out_dir = Path(argv[1]) if len(argv) > 1 else Path("paper_figures") / "out"
-    manifest = json.loads((root / "manifest.json").read_text())
-    results = {label: root / f"{label}.npz" for label in manifest["results"]}
-    for p in render(results, out_dir):
-        print(p)
-    print(json.dumps(evaluate(results), indent=1))
-    return 0
+    """``python -m paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    from .style import cli_main
+
+    return cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

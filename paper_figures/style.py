@@ -94,3 +94,23 @@ def save(fig, out_dir, name: str) -> list[Path]:
             fig.savefig(p, format=ext, metadata=meta)
             paths.append(p)
     return paths
+
+
+def cli_main(module, argv=None) -> int:
+    """Shared command line of the figure scripts: ``RESULTS_DIR [OUT_DIR]`` → render the figure
+    from the saved results listed in the cache manifest and print its claim evaluation."""
+    import json
+    import sys
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print(module.__doc__)
+        return 2
+    root = Path(argv[0])
+    out_dir = Path(argv[1]) if len(argv) > 1 else Path("paper_figures") / "out"
+    manifest = json.loads((root / "manifest.json").read_text())
+    results = {label: root / f"{label}.npz" for label in manifest["results"]}
+    for p in module.render(results, out_dir):
+        print(p)
+    print(json.dumps(module.evaluate(results), indent=1))
+    return 0
