@@ -683,7 +683,7 @@ def stp_fixed_point(second_moment, noise_multiplier, clip, batch_size, *, eps_sc
 # ================================================================================================
 # dpsim verify checks (family "seed 002 bias")
 # ================================================================================================
-from analysis.verify import CheckResult, check  # noqa: E402
+from dpsim.analysis.verify import CheckResult, check  # noqa: E402
 
 FAMILY = "seed 002 bias"
 

@@ -75,7 +75,7 @@ import math
 
 import numpy as np
 
-from analysis.verify import CheckResult, check
+from dpsim.analysis.verify import CheckResult, check
 
 __all__ = [
     "dp_bias", "second_moment_bias", "sgdm_equivalent_lr", "sgdm_equivalence_symbolic",

@@ -310,7 +310,7 @@ class HTraces:
         missing = [k for k in need if k not in res.records]
         if missing:
             raise ValueError(f"the result has no trace probe {missing[0]!r}; record it with "
-                             "analysis.delay.record_h_traces")
+                             "dpsim.analysis.delay.record_h_traces")
         T = int(res.config["steps"])
         if res.steps.shape[0] != T + 1 or np.any(res.steps != np.arange(T + 1)):
             raise ValueError("h(s) needs every step recorded (record_every=1), got record steps "
@@ -887,7 +887,7 @@ def theorem3_rhs(F1, alpha, T, L, clip, noise_multiplier, batch_size, s, d, tau,
 # ================================================================================================
 # dpsim verify checks (family "seed 000 delay")
 
-from analysis.verify import CheckResult, check  # noqa: E402
+from dpsim.analysis.verify import CheckResult, check  # noqa: E402
 
 _SRC = "seed 000"
 

@@ -941,7 +941,7 @@ def prop2_bound(sigma, d, n, epsilon):
 # dpsim verify rows (family "seed 001 moments")
 # ================================================================================================
 
-from analysis.verify import CheckResult, check  # noqa: E402
+from dpsim.analysis.verify import CheckResult, check  # noqa: E402
 
 FAMILY = "seed 001 moments"
 

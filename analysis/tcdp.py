@@ -186,4 +186,4 @@ def sinh_normal_for_tcdp(sensitivity, rho, omega) -> SinhNormal:
                          f"(1/(4 omega^2)={1.0 / (4.0 * omega ** 2):.6g})")
     return SinhNormal(8.0 * d * omega, d * math.sqrt(8.0 / rho))
 
-from analysis import tcdp_checks as _checks  # noqa: E402,F401  (registers dpsim verify rows)
+from dpsim.analysis import tcdp_checks as _checks  # noqa: E402,F401  (registers dpsim verify rows)

@@ -36,8 +36,8 @@ import math
 
 import numpy as np
 
-from analysis import tcdp as _t
-from analysis.verify import CheckResult, check
+from dpsim.analysis import tcdp as _t
+from dpsim.analysis.verify import CheckResult, check
 
 __all__ = ["bruteforce_tcdp_to_dp", "FAMILY"]
 

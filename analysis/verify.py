@@ -23,8 +23,8 @@ from typing import Callable
 __all__ = ["CheckResult", "check", "run", "MODULES", "SCALES"]
 
 SCALES = ("quick", "full")
-MODULES = ("analysis.tcdp", "analysis.concentration", "analysis.delay", "analysis.moments",
-           "analysis.bias")
+MODULES = ("dpsim.analysis.tcdp", "dpsim.analysis.concentration", "dpsim.analysis.delay", "dpsim.analysis.moments",
+           "dpsim.analysis.bias")
 VERDICTS = ("pass", "fail", "reported")
 
 

@@ -117,7 +117,7 @@ def _cmd_list() -> int:
     for name in optimizers.names():
         print(f"  {name}")
     try:
-        import experiments
+        from dpsim import experiments
     except ImportError:  # pragma: no cover
         return 0
     print("experiments:")
@@ -165,8 +165,7 @@ def _cmd_account(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
-    import experiments
-
+    from dpsim import experiments
     if not args.all and not args.names:
         raise ValueError("reproduce needs experiment names or --all")
     names = experiments.names() if args.all else args.names
@@ -175,7 +174,7 @@ def _cmd_reproduce(args) -> int:
 
 
 def _cmd_verify(args) -> int:
-    from analysis import verify
+    from dpsim.analysis import verify
 
     return verify.run(args.scale, args.out, seed=args.seed, only=args.only)
 

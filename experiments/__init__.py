@@ -1,6 +1,6 @@
 """Reproduced experiments: a registry and the one-command pipeline behind ``dpsim reproduce``.
 
-    import experiments
+    from dpsim import experiments
     experiments.names()                      # ['dpsgd_logistic', ...] in report order
     experiments.get("dpsgd_logistic")        # the Experiment spec (config presets, run, figures)
     experiments.reproduce(["dpsgd_logistic"], scale="quick")
@@ -29,12 +29,12 @@ __all__ = ["names", "get", "reproduce", "SCALES", "DEFAULT_OUT_DIR", "DEFAULT_RE
 
 # name -> module, in the order the report lists them.
 _REGISTRY: dict[str, str] = {
-    "dpsgd_logistic": "experiments.dpsgd_logistic",
-    "pagan_absreg": "experiments.pagan_absreg",
-    "dp2_logistic": "experiments.dp2_logistic",
-    "adambc": "experiments.adambc",
-    "design_space": "experiments.design_space",
-    "ctcdp_quadratic": "experiments.ctcdp_quadratic",
+    "dpsgd_logistic": "dpsim.experiments.dpsgd_logistic",
+    "pagan_absreg": "dpsim.experiments.pagan_absreg",
+    "dp2_logistic": "dpsim.experiments.dp2_logistic",
+    "adambc": "dpsim.experiments.adambc",
+    "design_space": "dpsim.experiments.design_space",
+    "ctcdp_quadratic": "dpsim.experiments.ctcdp_quadratic",
 }
 
 SCALES = ("tiny", "quick", "full")

@@ -67,7 +67,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import dpsim
-from analysis.concentration import dp_bias, sgdm_equivalent_lr
+from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
 
 from .pipeline import Cell, Experiment
 

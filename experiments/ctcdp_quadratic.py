@@ -79,7 +79,7 @@ from scipy.optimize import brentq
 
 import dpsim
 import dpsim.ctcdp  # noqa: F401  (registers dp_sgd_ctcdp; public module)
-from analysis import tcdp as tcdp_bounds
+from dpsim.analysis import tcdp as tcdp_bounds
 
 from .pipeline import Cell, Experiment
 

@@ -86,7 +86,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import dpsim
-from analysis import delay as _delay
+from dpsim.analysis import delay as _delay
 
 from .pipeline import Cell, Experiment
 

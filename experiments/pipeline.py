@@ -338,7 +338,7 @@ def render_figures(exp: Experiment, paths: Mapping[str, Path], out_dir: Path) ->
     """Render each figure of ``exp`` from saved results; one report entry per figure."""
     entries = []
     for fig_name in exp.figures:
-        mod = importlib.import_module(f"paper_figures.{fig_name}")
+        mod = importlib.import_module(f"dpsim.paper_figures.{fig_name}")
         files = [Path(p) for p in mod.render(paths, out_dir)]
         finding = mod.evaluate(paths)
         holds = finding.get("holds")

@@ -9,7 +9,7 @@ paper's in the sub-Gaussian branch), from :mod:`analysis.concentration`.  Dotted
 
 Standalone::
 
-    python -m paper_figures.fig_adambc_bounds results/adambc/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_adambc_bounds results/adambc/quick [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from analysis.concentration import prop3_bound, prop4_bound
+from dpsim.analysis.concentration import prop3_bound, prop4_bound
 
 from . import fig_adambc_common as common
 from . import stats, style

@@ -15,7 +15,7 @@ import numpy as np
 from scipy import stats as _st
 
 import dpsim
-from analysis.concentration import dp_bias
+from dpsim.analysis.concentration import dp_bias
 
 DELTA = 1e-5
 _LABEL = re.compile(r"^eps(?P<eps>[0-9.e+-]+?)-(?P<slot>[a-z0-9-]+)$")
@@ -137,7 +137,7 @@ def fmt(x: float, digits: int = 3) -> str:
 
 
 def main(module, argv=None) -> int:
-    """Standalone entry of a figure script: ``python -m paper_figures.<fig> RESULTS_DIR [OUT_DIR]``."""
+    """Standalone entry of a figure script: ``python -m dpsim.paper_figures.<fig> RESULTS_DIR [OUT_DIR]``."""
     import json
     import sys
     from pathlib import Path

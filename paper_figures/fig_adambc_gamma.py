@@ -9,7 +9,7 @@ optimizer has no Φ' override.
 
 Standalone::
 
-    python -m paper_figures.fig_adambc_gamma results/adambc/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_adambc_gamma results/adambc/quick [OUT_DIR]
 """
 
 from __future__ import annotations

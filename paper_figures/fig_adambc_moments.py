@@ -8,7 +8,7 @@ and ``Φ + mean v̂^c``.  ``evaluate`` gives the Table 2 analogue and the share 
 
 Standalone::
 
-    python -m paper_figures.fig_adambc_moments results/adambc/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_adambc_moments results/adambc/quick [OUT_DIR]
 """
 
 from __future__ import annotations

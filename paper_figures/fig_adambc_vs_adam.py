@@ -6,7 +6,7 @@ Bands: 95% CI of the mean.  Last panel: final excess loss against ε (error bars
 
 Standalone::
 
-    python -m paper_figures.fig_adambc_vs_adam results/adambc/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_adambc_vs_adam results/adambc/quick [OUT_DIR]
 """
 
 from __future__ import annotations

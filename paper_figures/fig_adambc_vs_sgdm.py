@@ -8,7 +8,7 @@ trial see the same batches and noise (paired).  Bands: 95% CI of the mean.
 
 Standalone::
 
-    python -m paper_figures.fig_adambc_vs_sgdm results/adambc/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_adambc_vs_sgdm results/adambc/quick [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Mapping
 
 import numpy as np
 
-from analysis.concentration import sgdm_equivalent_lr
+from dpsim.analysis.concentration import sgdm_equivalent_lr
 
 from . import fig_adambc_common as common
 from . import stats, style

@@ -10,7 +10,7 @@ by themselves when the budget is spent (flat tails); SGD-Adv runs end at their T
 Reads only saved results (``results`` maps labels ``"eps<ε>-<method>"`` to ``.npz`` files).
 Standalone::
 
-    python -m paper_figures.fig_ctcdp_eps_sweep results/ctcdp_quadratic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_ctcdp_eps_sweep results/ctcdp_quadratic/quick [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def _ac_over_zcdp(data) -> float:
 
 
 def main(argv=None) -> int:
-    """``python -m paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
     from .style import cli_main
 
     return cli_main(sys.modules[__name__], argv)

@@ -11,7 +11,7 @@ shared along a row so the size of the region each method wanders over can be com
 Reads only saved results (``results`` maps labels ``"eps<ε>-<method>"`` to ``.npz`` files).
 Standalone::
 
-    python -m paper_figures.fig_ctcdp_trajectories results/ctcdp_quadratic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_ctcdp_trajectories results/ctcdp_quadratic/quick [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from scipy.ndimage import gaussian_filter
 import dpsim
 import dpsim.ctcdp  # noqa: F401  (registers the "ctcdp" privacy-record accountant for Result.epsilon)
 
-from analysis import tcdp as tcdp_bounds
+from dpsim.analysis import tcdp as tcdp_bounds
 
 from . import stats, style
 
@@ -356,7 +356,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
     from .style import cli_main
 
     return cli_main(sys.modules[__name__], argv)

@@ -5,7 +5,7 @@ Cells: final population test loss ``E[ℓ(w_T)]`` (mean ± 95% Student-t CI over
 chosen (lr, eps_scale) grid point), per zero fraction and method; ε at δ = 1e-5 (RDP accountant,
 fixed-size sampling of one example per step).  Standalone::
 
-    python -m paper_figures.fig_design_adagrad_table results/design_space/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_design_adagrad_table results/design_space/quick [OUT_DIR]
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ moment ``v̂_t − Φ < 0`` under ``dp_adam_corrected`` vs the dimension d (seed
 analogue, RECONSTRUCTED), simulated on the optimistic instance (all per-example gradients equal,
 ``ḡ_j² = C²/d``) against ``analysis.bias.negative_fraction`` (optimistic and pessimistic).
 
-Standalone::  python -m paper_figures.fig_design_negative_fraction results/design_space/quick [OUT]
+Standalone::  python -m dpsim.paper_figures.fig_design_negative_fraction results/design_space/quick [OUT]
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Mapping
 
 import numpy as np
 
-from analysis import bias
+from dpsim.analysis import bias
 
 from . import fig_design_common as common
 from . import stats, style

@@ -2,7 +2,7 @@
 trajectories and loss of non-private Adam, post-processing DP-Adam, scale-then-privatize and the
 noiseless-preconditioner oracles, each at its tuned η (and ε_s).
 
-Standalone::  python -m paper_figures.fig_design_quadratic2d results/design_space/quick [OUT]
+Standalone::  python -m dpsim.paper_figures.fig_design_quadratic2d results/design_space/quick [OUT]
 """
 
 from __future__ import annotations

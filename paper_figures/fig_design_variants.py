@@ -2,7 +2,7 @@
 noiseless-preconditioner oracles with i.i.d. Gaussian and DP-BandMF noise (same σ), sparse
 logistic regression; the seed 002 Fig. 3 table analogue (RECONSTRUCTED setting).
 
-Standalone::  python -m paper_figures.fig_design_variants results/design_space/quick [OUT]
+Standalone::  python -m dpsim.paper_figures.fig_design_variants results/design_space/quick [OUT]
 """
 
 from __future__ import annotations

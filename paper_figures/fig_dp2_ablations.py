@@ -8,7 +8,7 @@ variant 2 ("noise first") privatizes the raw gradient and preconditions afterwar
 Each at its own tuned hyperparameters (delay included).  The table is rendered as a dot plot with
 95% confidence intervals beside the learning curves.  Reads only saved results.  Standalone::
 
-    python -m paper_figures.fig_dp2_ablations results/dp2_logistic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_dp2_ablations results/dp2_logistic/quick [OUT_DIR]
 """
 
 from __future__ import annotations

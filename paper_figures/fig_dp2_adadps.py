@@ -7,7 +7,7 @@ data, carved out and used without privacy; ε covers the private part only), and
 and DP-RMSProp.  Final excess training loss (mean, 95% CI) as a dot plot beside the learning curves;
 each method at its own tuned hyperparameters.  Reads only saved results.  Standalone::
 
-    python -m paper_figures.fig_dp2_adadps results/dp2_logistic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_dp2_adadps results/dp2_logistic/quick [OUT_DIR]
 """
 
 from __future__ import annotations

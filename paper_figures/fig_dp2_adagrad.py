@@ -6,7 +6,7 @@ vanilla DP-AdaGrad (and on DP-SGD) as DP²-RMSProp does on DP-RMSProp.  Final ex
 (mean, 95% CI) as a dot plot beside the learning curves; each method at its own tuned
 hyperparameters.  Reads only saved results.  Standalone::
 
-    python -m paper_figures.fig_dp2_adagrad results/dp2_logistic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_dp2_adagrad results/dp2_logistic/quick [OUT_DIR]
 """
 
 from __future__ import annotations

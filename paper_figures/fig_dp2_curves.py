@@ -10,7 +10,7 @@ Also the helpers shared by every ``fig_dp2_*`` script (loading, labels, ε, stat
 Reads only saved results (``results`` maps the experiment's labels to ``.npz`` files).
 Standalone::
 
-    python -m paper_figures.fig_dp2_curves results/dp2_logistic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_dp2_curves results/dp2_logistic/quick [OUT_DIR]
 """
 
 from __future__ import annotations

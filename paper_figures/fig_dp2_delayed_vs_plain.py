@@ -7,7 +7,7 @@ RMSProp steps) reaches about the training loss of plain RMSProp.  Mean excess tr
 ``F(w_t) − F*`` (log scale) over trials with a 95% confidence band; SGD for reference.  Each method
 at its tuned learning rate(s).  Reads only saved results.  Standalone::
 
-    python -m paper_figures.fig_dp2_delayed_vs_plain results/dp2_logistic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_dp2_delayed_vs_plain results/dp2_logistic/quick [OUT_DIR]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ its own tuned hyperparameters; mean and 95% CI over trials), with DP-SGD and DP-
 σ as bands (mean ± 95% CI).  Right: the learning curves per delay (means).  Reads only saved
 results.  Standalone::
 
-    python -m paper_figures.fig_dp2_effect_of_s results/dp2_logistic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_dp2_effect_of_s results/dp2_logistic/quick [OUT_DIR]
 """
 
 from __future__ import annotations

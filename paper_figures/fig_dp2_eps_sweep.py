@@ -8,7 +8,7 @@ confidence interval as error bars; log–log) at each noise multiplier of the sw
 hyperparameters (clip, ε_a, delay s) from the main σ.  Non-private RMSProp as a horizontal line.
 Reads only saved results.  Standalone::
 
-    python -m paper_figures.fig_dp2_eps_sweep results/dp2_logistic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_dp2_eps_sweep results/dp2_logistic/quick [OUT_DIR]
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ Left: ``h(s)`` with percentile-bootstrap 95% intervals over trials and the least
 ``c1 s + c2`` (:func:`analysis.delay.fit_h`).  Right: the per-step ratio before the max, on the
 adaptive steps.  Reads only saved results.  Standalone::
 
-    python -m paper_figures.fig_dp2_h_of_s results/dp2_logistic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_dp2_h_of_s results/dp2_logistic/quick [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Mapping
 import numpy as np
 from scipy import stats as _st
 
-from analysis import delay
+from dpsim.analysis import delay
 
 from . import style
 from .fig_dp2_curves import cli, eps_text, hp_text, load, main_sigma, problem_text

@@ -7,7 +7,7 @@ mean.  Private curves carry ε at δ = 1e-5 (``Result.epsilon``) and the chosen 
 Reads only saved results: ``results`` maps the experiment's labels (``"<problem>-<setting>"``) to
 ``.npz`` files written by ``Result.save``.  Standalone::
 
-    python -m paper_figures.fig_dpsgd_logistic results/dpsgd_logistic/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_dpsgd_logistic results/dpsgd_logistic/quick [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -172,7 +172,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
     from .style import cli_main
 
     return cli_main(sys.modules[__name__], argv)

@@ -12,7 +12,7 @@ Also the shared loading and statistics helpers of ``fig_pagan_absreg_curves``.  
 results (``results`` maps the experiment's labels to ``.npz`` files) and the experiment's
 ``manifest.json`` beside them (for the recorded ε and δ).  Standalone::
 
-    python -m paper_figures.fig_pagan_absreg results/pagan_absreg/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_pagan_absreg results/pagan_absreg/quick [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -383,7 +383,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
     from .style import cli_main
 
     return cli_main(sys.modules[__name__], argv)

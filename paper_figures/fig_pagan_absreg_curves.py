@@ -10,7 +10,7 @@ optimum, a linear program) shows the same ordering with the tail resolved.
 
 Reads only saved results and the experiment's manifest (see ``fig_pagan_absreg``).  Standalone::
 
-    python -m paper_figures.fig_pagan_absreg_curves results/pagan_absreg/quick [OUT_DIR]
+    python -m dpsim.paper_figures.fig_pagan_absreg_curves results/pagan_absreg/quick [OUT_DIR]
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
     from .style import cli_main
 
     return cli_main(sys.modules[__name__], argv)

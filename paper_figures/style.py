@@ -3,7 +3,7 @@
 Figures are built on :class:`matplotlib.figure.Figure` directly (no pyplot state, nothing to close)
 and rendered with the non-interactive Agg backend.  Use::
 
-    from paper_figures import style
+    from dpsim.paper_figures import style
     with style.context():                             # the rcParams below, for everything drawn
         fig, axes = style.figure(ncols=2)
         ...

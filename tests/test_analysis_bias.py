@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 import dpsim
-from analysis import bias as B
+from dpsim.analysis import bias as B
 from dpsim import mf, optimizers, problems
 
 Z4 = 4.0  # normal quantile of the per-example CIs below (two-sided 6e-5)
@@ -426,7 +426,7 @@ def test_stp_fixed_point_against_simulate(phi, C, bias, seed):
 # verify registry
 # ------------------------------------------------------------------------------------------------
 def test_checks_registered():
-    from analysis import verify
+    from dpsim.analysis import verify
 
     names = [k for k, (fam, _) in verify._CHECKS.items() if fam == B.FAMILY]
     for expected in ("seed002_negative_fraction_optimistic", "seed002_negative_fraction_pessimistic",
@@ -437,7 +437,7 @@ def test_checks_registered():
 
 
 def test_cheap_checks_pass():
-    from analysis import verify
+    from dpsim.analysis import verify
 
     for name in ("seed002_postprocessing_bias_iid", "seed002_postprocessing_bias_mf"):
         rows = verify._CHECKS[name][1]("quick", 0)

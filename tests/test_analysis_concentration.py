@@ -19,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from analysis import concentration as K
+from dpsim.analysis import concentration as K
 
 LEVEL = 1e-4  # two-sided miss probability of every statistical CI in this file
 N = 20000  # samples per simulated setting
@@ -638,7 +638,7 @@ def test_dp_adam_state_matches_eq2_and_prop4():
 @pytest.mark.parametrize("name", ["seed004_phi_eq3", "seed004_lemma1", "seed004_table3",
                                   "seed004_table4", "seed004_lemma3_sim"])
 def test_verify_rows(name):
-    from analysis.verify import CheckResult, _CHECKS
+    from dpsim.analysis.verify import CheckResult, _CHECKS
 
     family, fn = _CHECKS[name]
     rows = fn("quick", 0)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 
 import dpsim
-from analysis import delay as D
+from dpsim.analysis import delay as D
 
 
 def _z(level, m=1):
@@ -474,7 +474,7 @@ def test_theorem3_simulation(lr, s, sig, seed):
 
 
 def test_checks_registered_and_lemma1_check_passes():
-    from analysis.verify import _CHECKS
+    from dpsim.analysis.verify import _CHECKS
 
     for name in ["dp2_lemma1", "dp2_h_of_s", "dp2_theorem2", "dp2_theorem3"]:
         assert name in _CHECKS and _CHECKS[name][0] == "seed 000 delay"

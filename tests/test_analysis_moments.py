@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy.special import gammaln
 
 import dpsim
-from analysis import moments as M
+from dpsim.analysis import moments as M
 from dpsim.pagan import ellipsoid_radius, empirical_moment, scaling_diagonal
 
 POWER = lambda d: np.arange(1, d + 1, dtype=float) ** -1.5  # noqa: E731  σ_j = j^{-3/2} (§3.2, §6.1)
@@ -470,7 +470,7 @@ def test_lower_bounds_scale_like_one_over_n_epsilon(n, eps, d):
 
 
 def test_verify_rows_quick():
-    from analysis.verify import _CHECKS  # rows register at import of analysis.moments
+    from dpsim.analysis.verify import _CHECKS  # rows register at import of analysis.moments
 
     names = {k for k, (fam, _) in _CHECKS.items() if fam == M.FAMILY}
     assert {"seed001_theorem1_pasan", "seed001_theorem2_pagan", "seed001_alg3_theorem3",

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis import tcdp as T
-from analysis import tcdp_checks as K
+from dpsim.analysis import tcdp as T
+from dpsim.analysis import tcdp_checks as K
 
 rho_s = st.floats(1e-7, 20.0)
 omega_s = st.one_of(st.floats(1.001, 1e5), st.just(math.inf))
@@ -101,7 +101,7 @@ def test_oracle_detects_a_wrong_conversion():
 
 
 def test_verify_rows_pass_at_quick_scale():
-    from analysis.verify import _CHECKS  # rows register at import of analysis.tcdp
+    from dpsim.analysis.verify import _CHECKS  # rows register at import of analysis.tcdp
 
     names = [k for k, (fam, _) in _CHECKS.items() if fam == K.FAMILY]
     assert set(names) == {"seed003_tcdp_to_dp", "seed003_ctcdp_to_dp", "seed003_sinh_normal"}

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import dpsim
-import experiments
-from analysis.concentration import dp_bias, sgdm_equivalent_lr
-from experiments import adambc, pipeline
+from dpsim import experiments
+from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
+from dpsim.experiments import adambc, pipeline
 
 NAME = "adambc"
 FIGS = ("fig_adambc_moments", "fig_adambc_vs_sgdm", "fig_adambc_gamma", "fig_adambc_bounds",
@@ -22,7 +22,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     mp = pytest.MonkeyPatch()
-    mp.setitem(experiments._REGISTRY, NAME, f"experiments.{NAME}")
+    mp.setitem(experiments._REGISTRY, NAME, f"dpsim.experiments.{NAME}")
     tmp = tmp_path_factory.mktemp(NAME)
     try:
         report = experiments.reproduce([NAME], scale="tiny", out_dir=tmp / "out",
@@ -81,7 +81,7 @@ def test_manifest_records_settings_and_every_cell(tiny):
 
 def test_second_run_reuses_every_cell(tiny, monkeypatch):
     tmp, _ = tiny
-    monkeypatch.setitem(experiments._REGISTRY, NAME, f"experiments.{NAME}")
+    monkeypatch.setitem(experiments._REGISTRY, NAME, f"dpsim.experiments.{NAME}")
     calls = []
     real = dpsim.simulate
     monkeypatch.setattr(dpsim, "simulate", lambda *a, **k: calls.append(1) or real(*a, **k))

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import dpsim
-import experiments
-from analysis import tcdp as tcdp_bounds
-from experiments import ctcdp_quadratic as cq
-from experiments import pipeline
+from dpsim import experiments
+from dpsim.analysis import tcdp as tcdp_bounds
+from dpsim.experiments import ctcdp_quadratic as cq
+from dpsim.experiments import pipeline
 
 NAME = "ctcdp_quadratic"
 FIGS = ("fig_ctcdp_trajectories", "fig_ctcdp_eps_sweep")
@@ -23,7 +23,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     mp = pytest.MonkeyPatch()
-    mp.setitem(experiments._REGISTRY, NAME, f"experiments.{NAME}")
+    mp.setitem(experiments._REGISTRY, NAME, f"dpsim.experiments.{NAME}")
     tmp = tmp_path_factory.mktemp("ctcdp_quadratic")
     try:
         report = experiments.reproduce([NAME], scale="tiny", out_dir=tmp / "out",

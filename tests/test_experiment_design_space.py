@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-import experiments
-from experiments import design_space
+from dpsim import experiments
+from dpsim.experiments import design_space
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def test_design_space_tiny_end_to_end(tmp_path, monkeypatch):
-    monkeypatch.setitem(experiments._REGISTRY, "design_space", "experiments.design_space")
+    monkeypatch.setitem(experiments._REGISTRY, "design_space", "dpsim.experiments.design_space")
     report = experiments.reproduce(["design_space"], scale="tiny", out_dir=tmp_path / "out",
                                    results_dir=tmp_path / "results", progress=False, verbose=False)
     text = report.read_text()

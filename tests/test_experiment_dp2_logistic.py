@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import dpsim
-import experiments
-from experiments import dp2_logistic as X
-from paper_figures import fig_dp2_curves as F
+from dpsim import experiments
+from dpsim.experiments import dp2_logistic as X
+from dpsim.paper_figures import fig_dp2_curves as F
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAME = "dp2_logistic"
@@ -21,7 +21,7 @@ NAME = "dp2_logistic"
 def tiny(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dp2")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(experiments._REGISTRY, NAME, "experiments.dp2_logistic")
+        mp.setitem(experiments._REGISTRY, NAME, "dpsim.experiments.dp2_logistic")
         report = experiments.reproduce([NAME], scale="tiny", out_dir=tmp / "out",
                                        results_dir=tmp / "results", progress=False, verbose=False)
     root = tmp / "results" / NAME / "tiny"

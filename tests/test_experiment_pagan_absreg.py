@@ -11,9 +11,9 @@ import pytest
 from scipy import stats as st
 
 import dpsim
-import experiments
-from experiments import pagan_absreg, pipeline
-from paper_figures import fig_pagan_absreg as fig
+from dpsim import experiments
+from dpsim.experiments import pagan_absreg, pipeline
+from dpsim.paper_figures import fig_pagan_absreg as fig
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAME = "pagan_absreg"
@@ -27,7 +27,7 @@ def _fixed_version(module=None):
 def tiny(tmp_path_factory):
     """The experiment reproduced once at the tiny scale (registered for this module only)."""
     mp = pytest.MonkeyPatch()
-    mp.setitem(experiments._REGISTRY, NAME, "experiments.pagan_absreg")
+    mp.setitem(experiments._REGISTRY, NAME, "dpsim.experiments.pagan_absreg")
     # A fixed code version: the real one hashes every module of dpsim/ and experiments/, which
     # others may be editing while this module runs (invalidation is tested in test_experiments).
     mp.setattr(pipeline, "code_version", _fixed_version)
@@ -94,7 +94,7 @@ def test_manifest_records_tuning_privacy_and_results(tiny):
 
 def test_second_reproduce_reuses_cells_and_calibration(tiny, monkeypatch):
     tmp, _ = tiny
-    monkeypatch.setitem(experiments._REGISTRY, NAME, "experiments.pagan_absreg")
+    monkeypatch.setitem(experiments._REGISTRY, NAME, "dpsim.experiments.pagan_absreg")
     monkeypatch.setattr(pipeline, "code_version", _fixed_version)
 
     def boom(*a, **k):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from analysis import tcdp as T
+from dpsim.analysis import tcdp as T
 import dpsim.tcdp as core
 
 
