@@ -1,4 +1,4 @@
-"""Tests of dpsim.problems and its Numba kernels (dpsim._glm_kernels).
+"""Tests of dpsim.problems and its Numba kernels (dpsim.problems._glm_kernels).
 
 Oracles: central finite differences of the loss, naive per-example loops over materialized
 gradients, naive NumPy re-implementations of the fused kernels, an independent primal LP and a
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dpsim import _glm_kernels as K
+from dpsim.problems import _glm_kernels as K
 from dpsim import problems as P
 from dpsim.backend import Backend, to_numpy
 from dpsim.problems import Problem

@@ -21,7 +21,7 @@ sharing one per-trial body.  Everything is deterministic and also runs, slowly, 
 
 Arguments of the drivers
     idx (R, b) int64 row indices; W (R, d) parameters; y (n,) labels; kind 0 squared, 1 logistic,
-    2 absolute, 3 linear (see ``dpsim.problems._GLMProblem``); lam the L2 coefficient;
+    2 absolute, 3 linear (see ``dpsim.problems.glm._GLMProblem``); lam the L2 coefficient;
     S (R, d) scale (ignored unless want_scale); C (R,) clip norms (``inf`` = no clipping, which
     gives a factor of exactly 1.0); mask (R, b) bool (ignored unless want_mask);
     outputs out (R, d) and norms (R, b), overwritten.  Accumulation is in float64.

@@ -1,0 +1,94 @@
+"""Optimization problems for dpsim: empirical risks ``F(w) = (1/n) sum_i f(x_i; w)``.
+
+Contract
+--------
+Every factory returns a :class:`Problem` that the simulation engine drives through exactly these
+members (``R`` trials, ``b`` examples per batch, ``d`` parameters):
+
+========================================  ======================================================
+``name, n, d, config, has_domain``        identity; ``config`` is a JSON-serializable dict whose
+                                          ``"name"`` is the factory name and whose other keys are
+                                          the factory's arguments (``get(**config)`` rebuilds it)
+``optimum``                               ``(w_star (d,), F(w_star))`` as host NumPy float64, or
+                                          ``None``; computed lazily on first access and cached
+``on(backend)``                           the same problem with its data on ``backend.xp`` in
+                                          ``backend.dtype`` (cached per backend name and dtype)
+``loss(w) -> (R,)``                       full objective ``F`` over all ``n`` examples
+``grad(w) -> (R, d)``                     ``grad F``
+``per_example_grads(w, idx) -> (R,b,d)``  ``grad f(x_{idx[r,i]}; w_r)``; ``idx`` an int64 array
+``project(w) -> (R, d)``                  Euclidean projection onto the domain (identity if none)
+``clipped_grad_sum(w, idx, clip, *,       ``(S, norms)``: ``S_r = sum_{i: mask[r,i]}
+mask=None, scale=None)``                  clip(s_r * g_{r,i}, C_r)`` and ``norms[r,i] =
+                                          ||s_r * g_{r,i}||_2`` (0 where masked out)
+========================================  ======================================================
+
+``clip(g, C) = g * min(1, C / ||g||_2)``; ``C`` is a Python float, ``math.inf``, ``None`` (no
+clipping) or an ``(R,)`` backend array; a zero gradient stays zero.  With ``C`` ``None`` or
+``inf`` the clip factor is exactly ``1.0``, so those two calls are bit-identical (the engine relies
+on ``dp_sgd(noise=0, clip=inf)`` reproducing ``sgd``).  ``scale`` is ``None`` or an ``(R, d)``
+array ``s`` (scale-then-privatize / preconditioned clipping).  ``mask`` is ``None`` or an ``(R, b)``
+boolean array; masked entries (Poisson padding) hold a valid dummy index and contribute nothing.
+
+The base class implements everything with array-API calls only (it runs under
+``array_api_strict``); the default ``clipped_grad_sum`` materializes ``per_example_grads``.
+Generalized linear models (``least_squares``, ``logistic_regression``, ``absolute_regression``,
+``sparse_logistic_1d`` and the linear ``linear_box``) have ``g_i = c_i x_i + lam w`` with
+``c_i = l'(x_i . w, y_i)``; on the NumPy backend their ``clipped_grad_sum`` works from the margins
+``x_i . w_r`` with the Numba kernels of :mod:`dpsim.problems._glm_kernels` and never forms ``(R, b, d)``:
+``||s*(c x + lam w)||^2 = c^2 ||s*x||^2 + 2 c lam x.(s^2*w) + lam^2 ||s*w||^2`` and the clipped
+sum is ``s * (sum_i f_i c_i x_i + lam w sum_i f_i)`` with ``f_i`` the clip factors.  Sparse
+features (``scipy.sparse.csr_matrix``) stay sparse end to end.
+
+All factories are deterministic in ``seed`` (``numpy.random.default_rng(seed)``) and raise
+``ValueError`` naming the offending value.
+"""
+
+from __future__ import annotations
+
+from .base import Problem, _BoxDomain  # noqa: F401  (_BoxDomain: read by dpsim.pagan)
+from .glm import (_GLMProblem, absolute_regression, least_squares, linear_box,  # noqa: F401
+                  logistic_regression, sparse_logistic_1d)
+from .quadratic import quadratic_2d, random_quadratic
+
+__all__ = [
+    "Problem",
+    "least_squares",
+    "logistic_regression",
+    "absolute_regression",
+    "random_quadratic",
+    "sparse_logistic_1d",
+    "quadratic_2d",
+    "linear_box",
+    "FACTORIES",
+    "names",
+    "get",
+]
+
+
+# =============================================================================================
+# registry
+# =============================================================================================
+
+FACTORIES = {
+    "least_squares": least_squares,
+    "logistic_regression": logistic_regression,
+    "absolute_regression": absolute_regression,
+    "random_quadratic": random_quadratic,
+    "sparse_logistic_1d": sparse_logistic_1d,
+    "quadratic_2d": quadratic_2d,
+    "linear_box": linear_box,
+}
+
+
+def names() -> list[str]:
+    """Names of all problem factories."""
+    return list(FACTORIES)
+
+
+def get(name: str, **kwargs) -> Problem:
+    """Build a problem by factory name; ``get(**problem.config)`` rebuilds ``problem``."""
+    try:
+        factory = FACTORIES[name]
+    except KeyError:
+        raise ValueError(f"unknown problem {name!r}; expected one of {', '.join(FACTORIES)}") from None
+    return factory(**kwargs)

@@ -1,0 +1,233 @@
+"""The :class:`Problem` base class of :mod:`dpsim.problems`, its backend views, its box domain and
+the argument checks shared by the factories (the contract is in the package docstring)."""
+
+from __future__ import annotations
+
+import copy
+import math
+import numbers
+
+import numpy as np
+
+from ..backend import Backend
+
+_UNSET = object()
+
+
+# =============================================================================================
+# argument validation
+# =============================================================================================
+
+
+def _pos_int(name, v):
+    if isinstance(v, bool) or not isinstance(v, (numbers.Integral,)) or v <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+    return int(v)
+
+
+def _seed(v):
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+        raise ValueError(f"seed must be a non-negative integer, got seed={v!r}")
+    return int(v)
+
+
+def _real(name, v, *, lo=None, lo_open=False, hi=None, hi_open=False):
+    """Validate a finite real number in the given (half-)open/closed interval."""
+    ok = isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(float(v))
+    if ok:
+        x = float(v)
+        if lo is not None and (x < lo or (lo_open and x == lo)):
+            ok = False
+        if hi is not None and (x > hi or (hi_open and x == hi)):
+            ok = False
+    if not ok:
+        lb = "" if lo is None else f"{'(' if lo_open else '['}{lo}"
+        ub = "" if hi is None else f"{hi}{')' if hi_open else ']'}"
+        rng = f" in {lb or '(-inf'}, {ub or 'inf)'}" if (lo is not None or hi is not None) else ""
+        raise ValueError(f"{name} must be a finite number{rng}, got {name}={v!r}")
+    return float(v)
+
+
+def _scales(scales, d):
+    """Resolve ``scales`` ("power": sigma_j = j^{-3/2}; "ones"; or a length-d positive array)."""
+    if isinstance(scales, str):
+        if scales == "power":
+            return np.arange(1, d + 1, dtype=np.float64) ** -1.5, "power"
+        if scales == "ones":
+            return np.ones(d), "ones"
+        raise ValueError(f"scales must be 'power', 'ones' or an array of d positive numbers, got scales={scales!r}")
+    try:
+        s = np.asarray(scales, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"scales must be 'power', 'ones' or an array of d positive numbers, got scales={scales!r}") from None
+    if s.shape != (d,) or not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(
+            f"scales must be 'power', 'ones' or an array of d={d} positive finite numbers, got scales={scales!r}"
+        )
+    return s, [float(v) for v in s]
+
+
+def _is_scalar(c):
+    return isinstance(c, (numbers.Real, np.generic)) or (isinstance(c, np.ndarray) and c.ndim == 0)
+
+
+def _clip_factor(xp, norms, clip):
+    """Per-example clip factors ``min(1, C/||g||)`` of shape (R, b), or ``None`` for no clipping.
+
+    ``None`` and a scalar ``inf`` return ``None`` (factor exactly 1); an ``(R,)`` array with
+    ``inf`` entries gives factors exactly ``1.0`` there.  Zero norms get factor 1 (no 0/0).
+    """
+    if clip is None:
+        return None
+    ones = xp.ones_like(norms)
+    safe = xp.where(norms > 0, norms, ones)
+    if _is_scalar(clip):
+        C = float(clip)
+        if math.isnan(C) or C < 0:
+            raise ValueError(f"clip must be a non-negative number, math.inf or None, got clip={clip!r}")
+        if math.isinf(C):
+            return None
+        return xp.where(norms > C, C / safe, ones)
+    Cb = xp.expand_dims(clip, axis=-1)
+    return xp.where(norms > Cb, Cb / safe, ones)
+
+
+def _clip_per_trial(clip, R):
+    """Host (R,) float64 array of clip norms (``inf`` for ``None``/no clipping), validated."""
+    if clip is None:
+        return np.full(R, math.inf)
+    if _is_scalar(clip):
+        C = float(clip)
+        if math.isnan(C) or C < 0:
+            raise ValueError(f"clip must be a non-negative number, math.inf or None, got clip={clip!r}")
+        return np.full(R, C)
+    return np.asarray(clip, dtype=np.float64).reshape(R)
+
+
+def _stable_sigmoid(xp, t):
+    e = xp.exp(-xp.abs(t))
+    return xp.where(t >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+# =============================================================================================
+# base class
+# =============================================================================================
+
+
+class Problem:
+    """Finite-sum objective ``F(w) = (1/n) sum_i f(x_i; w)`` over ``w in R^d`` (see module doc).
+
+    Subclasses set their data arrays (host NumPy) in ``__init__``, list the names of the floating
+    arrays in ``_float_arrays`` (moved by :meth:`on`), and implement :meth:`loss`, :meth:`grad`,
+    :meth:`per_example_grads` and ``_compute_optimum``.
+    """
+
+    has_domain: bool = False
+    _float_arrays: tuple = ()
+
+    def __init__(self, *, name: str, n: int, d: int, config: dict):
+        self.name = name
+        self.n = int(n)
+        self.d = int(d)
+        self.config = config
+        self.xp = np
+        self.backend_name = "numpy"
+        self.dtype = "float64"
+        self._host = self
+        self._views = {}
+        self._optimum = _UNSET
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config.items() if k != "name")
+        where = "" if self.backend_name == "numpy" and self.dtype == "float64" else f" on {self.backend_name}/{self.dtype}"
+        return f"<Problem {self.name}({args}) n={self.n} d={self.d}{where}>"
+
+    # -- optimum ------------------------------------------------------------------------------
+    @property
+    def optimum(self):
+        """``(w_star, F(w_star))`` (host NumPy float64) or ``None``; lazy and cached."""
+        host = self._host
+        if host._optimum is _UNSET:
+            host._optimum = host._compute_optimum()
+        return host._optimum
+
+    def _compute_optimum(self):
+        return None
+
+    # -- backends -----------------------------------------------------------------------------
+    def on(self, backend) -> "Problem":
+        """This problem with its data on ``backend`` (a :class:`dpsim.backend.Backend` or a name)."""
+        if isinstance(backend, str):
+            backend = Backend(backend)
+        key = (backend.name, backend.dtype)
+        if key == (self.backend_name, self.dtype):
+            return self
+        host = self._host
+        if key == ("numpy", "float64"):
+            return host
+        view = host._views.get(key)
+        if view is None:
+            view = copy.copy(host)
+            view.xp = backend.xp
+            view.backend_name = backend.name
+            view.dtype = backend.dtype
+            view._views = None  # only the host keeps the cache
+            host._move_arrays(view, backend)
+            host._views[key] = view
+        return view
+
+    def _move_arrays(self, view, backend):
+        for attr in self._float_arrays:
+            v = getattr(self, attr)
+            if v is not None:
+                setattr(view, attr, backend.asarray(v))
+
+    # -- the interface ------------------------------------------------------------------------
+    def loss(self, w):
+        """Full objective ``F(w_r)`` for each row of ``w`` (R, d) -> (R,)."""
+        raise NotImplementedError
+
+    def grad(self, w):
+        """Full gradient (R, d).  Default: mean of all per-example gradients (small problems)."""
+        xp = self.xp
+        R = w.shape[0]
+        idx = xp.reshape(xp.arange(self.n, dtype=xp.int64), (1, self.n))
+        idx = xp.broadcast_to(idx, (R, self.n))
+        return xp.sum(self.per_example_grads(w, idx), axis=1) / self.n
+
+    def per_example_grads(self, w, idx):
+        """``g[r, i] = grad f(x_{idx[r, i]}; w_r)``: (R, d), (R, b) -> (R, b, d)."""
+        raise NotImplementedError
+
+    def loss_and_grad(self, w):
+        """``(loss(w), grad(w))``; problems override it to share work between the two."""
+        return self.loss(w), self.grad(w)
+
+    def project(self, w):
+        """Euclidean projection of each row onto the domain; ``w`` itself when there is none."""
+        return w
+
+    def clipped_grad_sum(self, w, idx, clip, *, mask=None, scale=None):
+        """``(S, norms)`` with ``S_r = sum_i clip(s_r * g_{r,i}, C_r)`` (generic, materializing)."""
+        xp = self.xp
+        g = self.per_example_grads(w, idx)
+        if scale is not None:
+            g = g * xp.expand_dims(scale, axis=1)
+        norms = xp.sqrt(xp.sum(g * g, axis=-1))
+        f = _clip_factor(xp, norms, clip)
+        if f is not None:
+            g = g * xp.expand_dims(f, axis=-1)
+        if mask is not None:
+            g = xp.where(xp.expand_dims(mask, axis=-1), g, xp.zeros_like(g))
+            norms = xp.where(mask, norms, xp.zeros_like(norms))
+        return xp.sum(g, axis=1), norms
+
+
+class _BoxDomain:
+    """Mixin: the box ``[-radius, radius]^d`` (seed 001's X_inf with radius 1)."""
+
+    has_domain = True
+    radius = 1.0
+
+    def project(self, w):
+        return self.xp.clip(w, -self.radius, self.radius)
