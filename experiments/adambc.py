@@ -26,7 +26,9 @@ Design
   there is no test split): DP-Adam over ``lr_grid_adam`` and DP-AdamBC over
   ``lr_grid_bc × γ'`` (``γ' = ratio·Φ``, ``ratio ∈ gamma_ratios``) in one *tuning* cell each
   (grids folded into the trial axis, ``tune_trials`` trials per setting).  Rule: the lowest mean
-  final training loss.  The chosen settings are then run in fresh *evaluation* cells.
+  final training loss (:mod:`experiments.tuning`).  The chosen settings are then run in fresh
+  *evaluation* cells; the selections are saved in the manifest's notes, and every cell's ε and
+  slot (and the γ' sweep's ratios) in its ``meta``.
 * Evaluation cells share randomness on purpose (common random numbers → paired comparisons):
   DP-AdamBC and DP-SGDM run with the seed of the DP-Adam evaluation cell, so trial ``r`` of each
   sees the same Poisson batches and the same Gaussian noise draws.
@@ -69,10 +71,10 @@ import numpy as np
 import dpsim
 from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
 
+from . import tuning
 from .pipeline import Cell, Experiment
 
-__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "SLOTS", "label", "select", "moment_probes",
-           "gamma_index"]
+__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "SLOTS", "label", "moment_probes"]
 
 SLOTS = ("tune-adam", "tune-adambc", "adam", "adambc", "sgdm-eq3", "gamma", "frozen-private",
          "frozen-clean")
@@ -183,50 +185,6 @@ def moment_probes(d: int) -> dict:
     return probes
 
 
-def select(result, keys: list[tuple], key_of) -> tuple[tuple, dict]:
-    """The rule: the setting with the lowest mean final training loss over its trials.
-
-    ``keys``: the settings in grid order; ``key_of(result) -> list`` gives the setting of each
-    trial.  Diverged trials (non-finite loss) count as ``inf``.  Returns ``(best key, {key: mean})``.
-    """
-    final = np.where(np.isfinite(result.loss[-1]), result.loss[-1], np.inf)
-    trial_keys = key_of(result)
-    means = {}
-    for k in keys:
-        sel = np.array([tk == k for tk in trial_keys])
-        means[k] = float(np.mean(final[sel])) if sel.any() else math.inf
-    best = min(keys, key=lambda k: (means[k], keys.index(k)))
-    return best, means
-
-
-def _hp(result, name):
-    return np.atleast_1d(np.asarray(result.config["hyperparameters"][name], dtype=float))
-
-
-def _lr_key(result):
-    return [(float(x),) for x in np.broadcast_to(_hp(result, "lr"), (result.trials,))]
-
-
-def gamma_index(result, ratios) -> np.ndarray:
-    """Per trial of a DP-AdamBC result, the index in ``ratios`` of its ``γ'/Φ`` (``Φ`` from the
-    result's own σ, C and batch size); ``ValueError`` if a trial matches no ratio."""
-    hp = result.config["hyperparameters"]
-    ph = float(dp_bias(float(hp["noise_multiplier"]), float(hp["clip"]), result.config["batch_size"]))
-    r = np.broadcast_to(_hp(result, "gamma_prime"), (result.trials,)) / ph
-    match = np.isclose(r[:, None], np.asarray(ratios, dtype=float)[None, :], rtol=1e-9, atol=0.0)
-    if not np.all(match.any(axis=1)):
-        raise ValueError(f"gamma_prime/phi values {sorted(set(r.tolist()))} not all in {ratios!r}")
-    return np.argmax(match, axis=1)
-
-
-def _lr_gamma_key(ratios):
-    def key_of(result):
-        lr = np.broadcast_to(_hp(result, "lr"), (result.trials,))
-        return [(float(a), int(b)) for a, b in zip(lr, gamma_index(result, ratios))]
-
-    return key_of
-
-
 def run(config: Config, cache) -> dict:
     """Tune, evaluate, sweep γ', and record frozen moments per ε; ``{label: Result}``."""
     cfg = config
@@ -262,15 +220,19 @@ def run(config: Config, cache) -> dict:
         partner = _PAIRED.get(slot)
         return own_seed if partner is None else cache.cell_seed(index(k, partner))
 
-    def cell(k, slot, compute):
+    def cell(k, slot, compute, **meta):
         eps = cfg.epsilons[k]
         return Cell(label(eps, slot), index(k, slot),
-                    lambda seed: compute(seed_of(k, slot, seed)))
+                    lambda seed: compute(seed_of(k, slot, seed)),
+                    {"epsilon": float(eps), "slot": slot, **meta})
 
     # -- tuning ------------------------------------------------------------------------------
+    grid_adam = {"lr": cfg.lr_grid_adam}
+    grid_bc = {"lr": cfg.lr_grid_bc, "gamma_ratio": cfg.gamma_ratios}
+
     def tune_adam(k):
         eps = cfg.epsilons[k]
-        lrs = [lr for lr in cfg.lr_grid_adam for _ in range(cfg.tune_trials)]
+        lrs = tuning.fold(grid_adam, cfg.tune_trials)["lr"]
 
         def compute(seed):
             opt = dpsim.optimizers.get("dp_adam", lr=lrs, eps=cfg.adam_eps,
@@ -282,15 +244,14 @@ def run(config: Config, cache) -> dict:
 
     def tune_bc(k):
         eps = cfg.epsilons[k]
-        grid = [(lr, g) for lr in cfg.lr_grid_bc for g in range(G) for _ in range(cfg.tune_trials)]
+        hp = tuning.fold(grid_bc, cfg.tune_trials)
 
         def compute(seed):
             ph = phi(eps)
             opt = dpsim.optimizers.get(
-                "dp_adam_bc", lr=[lr for lr, _ in grid],
-                gamma_prime=[cfg.gamma_ratios[g] * ph for _, g in grid],
+                "dp_adam_bc", lr=hp["lr"], gamma_prime=[r * ph for r in hp["gamma_ratio"]],
                 noise_multiplier=sigma(eps), **adam_hp)
-            return dpsim.simulate(problem(), opt, trials=len(grid), seed=seed,
+            return dpsim.simulate(problem(), opt, trials=len(hp["lr"]), seed=seed,
                                   record_every=cfg.steps, metrics=("loss",), **train)
 
         return cell(k, "tune-adambc", compute)
@@ -300,31 +261,15 @@ def run(config: Config, cache) -> dict:
                       desc="adambc: tune")
 
     chosen: dict = {}
-    tune_table: dict = {}
-    at_edge: list = []
+    selections: dict = {}
     gamma_best_lr: dict = {}
     for k, eps in enumerate(cfg.epsilons):
-        ra = tuned[label(eps, "tune-adam")]
-        (lr_a,), means_a = select(ra, [(lr,) for lr in cfg.lr_grid_adam], _lr_key)
-        rb = tuned[label(eps, "tune-adambc")]
-        keys_b = [(lr, g) for lr in cfg.lr_grid_bc for g in range(G)]
-        (lr_b, g_b), means_b = select(rb, keys_b, _lr_gamma_key(cfg.gamma_ratios))
-        per_gamma = {}
-        for g in range(G):
-            sub = [(lr, gg) for lr, gg in keys_b if gg == g]
-            best = min(sub, key=lambda kk: (means_b[kk], sub.index(kk)))
-            per_gamma[g] = best[0]
-        chosen[k] = {"adam_lr": lr_a, "adambc_lr": lr_b, "adambc_gamma_ratio": cfg.gamma_ratios[g_b]}
-        gamma_best_lr[k] = per_gamma
-        tune_table[f"eps{eps:g}"] = {
-            "dp_adam": {f"lr={lr:g}": means_a[(lr,)] for lr in cfg.lr_grid_adam},
-            "dp_adam_bc": {f"lr={lr:g},gamma/phi={cfg.gamma_ratios[g]:g}": means_b[(lr, g)]
-                           for lr, g in keys_b},
-        }
-        if len(cfg.lr_grid_adam) > 1 and lr_a in (min(cfg.lr_grid_adam), max(cfg.lr_grid_adam)):
-            at_edge.append(f"eps{eps:g}-adam")
-        if len(cfg.lr_grid_bc) > 1 and lr_b in (min(cfg.lr_grid_bc), max(cfg.lr_grid_bc)):
-            at_edge.append(f"eps{eps:g}-adambc")
+        sa = tuning.select(tuned[label(eps, "tune-adam")], grid_adam, cfg.tune_trials)
+        sb = tuning.select(tuned[label(eps, "tune-adambc")], grid_bc, cfg.tune_trials)
+        selections[f"eps{eps:g}-adam"], selections[f"eps{eps:g}-adambc"] = sa, sb
+        chosen[k] = {"adam_lr": sa.point["lr"], "adambc_lr": sb.point["lr"],
+                     "adambc_gamma_ratio": sb.point["gamma_ratio"]}
+        gamma_best_lr[k] = {g: sb.best(gamma_ratio=r)["lr"] for g, r in enumerate(cfg.gamma_ratios)}
 
     # -- evaluation ----------------------------------------------------------------------------
     rec = dict(record_every=cfg.record_every, metrics=("loss",), **train)
@@ -372,7 +317,8 @@ def run(config: Config, cache) -> dict:
                                        noise_multiplier=sigma(eps), **adam_hp)
             return dpsim.simulate(problem(), opt, trials=len(gs), seed=seed, **rec)
 
-        return cell(k, "gamma", compute)
+        return cell(k, "gamma", compute, gamma_ratios=list(cfg.gamma_ratios),
+                    trials_per_ratio=cfg.gamma_trials)
 
     evals = cache.run([c for k in range(K) for c in (eval_adam(k), eval_bc(k), eval_sgdm(k),
                                                       gamma_sweep(k))],
@@ -411,11 +357,9 @@ def run(config: Config, cache) -> dict:
             sgdm_lr_eq3=float(sgdm_equivalent_lr(chosen[k]["adam_lr"], cfg.beta1, np.inf, ph)),
             gamma_sweep_lr={f"{cfg.gamma_ratios[g]:g}": gamma_best_lr[k][g] for g in range(G)},
         )
-    cache.note("rule", "argmin of the mean final training loss over the tuning grid (DP-Adam: lr; "
-                       "DP-AdamBC: lr x gamma'); gamma' = ratio * Phi")
+    tuning.record(cache, selections, note="DP-Adam: lr; DP-AdamBC: lr x gamma', gamma' = "
+                                          "gamma_ratio * Phi")
     cache.note("settings", info)
-    cache.note("tune_final_loss", tune_table)
-    cache.note("lr_at_grid_edge", at_edge)
     cache.note("pairing", "adambc and sgdm-eq3 use the seed of adam; frozen-clean that of "
                           "frozen-private (same batches and noise draws per trial)")
     cache.note("eq3", "dp_sgdm with the constant t -> inf learning rate of Eq. 3 "

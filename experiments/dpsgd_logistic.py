@@ -10,12 +10,13 @@ Design
   bag-of-words features (``density`` ∈ [0.01, 0.05]); the data are fixed by ``data_seed`` and
   shared by every setting, so trials differ only in the algorithm's randomness (batches, noise).
 * Settings: ``sgd`` and ``dp_sgd`` (clip ``C``, Poisson sampling at rate ``b/n``) for each σ.
-* Learning rate: chosen per (problem, setting) by the rule *best final mean training loss* over
-  ``lr_grid``.  The grid is folded into the trial axis of one *tuning* cell (``tune_trials`` trials
-  per learning rate, one ``simulate`` call); the chosen rate is then run in a separate *evaluation*
-  cell with ``trials`` fresh trials (one ``simulate`` call), so the reported curves are not biased
-  by the selection (winner's curse).  Chosen rates, the tuning losses and any choice at the edge of
-  the grid are recorded in the manifest's ``notes``.
+* Learning rate: chosen per (problem, setting) over ``lr_grid`` by the rule of
+  :mod:`experiments.tuning` (lowest mean final training loss).  The grid is folded into the trial
+  axis of one *tuning* cell (``tune_trials`` trials per learning rate, one ``simulate`` call); the
+  chosen rate is then run in a separate *evaluation* cell with ``trials`` fresh trials (one
+  ``simulate`` call), so the reported curves are not biased by the selection (winner's curse).
+  The selections (chosen rate, every rate's score, choices at the edge of the grid) are saved in
+  the manifest's ``notes``, and every evaluation cell's problem, setting and σ in its ``meta``.
 * Cells and seeds: for problem ``p`` and setting ``s`` (``S`` settings), ``base = p·S + s``; the
   tuning cell has index ``2·base`` and the evaluation cell ``2·base + 1``; cell ``i`` runs with
   ``SeedSequence(config.seed, spawn_key=(i,))``.
@@ -26,16 +27,14 @@ problem ``dense``/``sparse`` and setting ``sgd`` or ``dpsgd-s<σ>`` (e.g. ``"spa
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-
-import numpy as np
 
 import dpsim
 
+from . import tuning
 from .pipeline import Cell, Experiment
 
-__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "select_lr", "settings", "problem_specs"]
+__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "settings", "problem_specs"]
 
 
 @dataclass(frozen=True)
@@ -113,22 +112,6 @@ def settings(config: Config) -> list[tuple[str, str, dict]]:
     return out
 
 
-def select_lr(result, lr_grid) -> tuple[float, list[float]]:
-    """The rule: the learning rate with the lowest mean final training loss over its trials.
-
-    ``result`` is a tuning cell (per-trial ``lr`` in its config).  Diverged trials (non-finite
-    loss) count as ``inf``.  Returns ``(chosen lr, mean final loss per grid value)``.
-    """
-    lrs = np.asarray(result.config["hyperparameters"]["lr"], dtype=float)
-    final = np.where(np.isfinite(result.loss[-1]), result.loss[-1], np.inf)
-    means = []
-    for lr in lr_grid:
-        sel = final[np.isclose(lrs, lr, rtol=1e-12, atol=0.0)]
-        means.append(float(np.mean(sel)) if sel.size else math.inf)
-    best = int(np.argmin(means))
-    return float(lr_grid[best]), means
-
-
 def run(config: Config, cache) -> dict:
     """Tune the learning rate per setting, then evaluate the chosen one; ``{label: Result}``."""
     built: dict[str, object] = {}
@@ -146,7 +129,7 @@ def run(config: Config, cache) -> dict:
     S = len(sets)
 
     def tune_cell(p, pname, pkw, s, slabel, opt_name, hp):
-        lrs = [lr for lr in config.lr_grid for _ in range(config.tune_trials)]
+        lrs = tuning.fold({"lr": config.lr_grid}, config.tune_trials)["lr"]
 
         def compute(seed):
             opt = dpsim.optimizers.get(opt_name, lr=lrs, **hp)
@@ -162,27 +145,20 @@ def run(config: Config, cache) -> dict:
             return dpsim.simulate(problem(pname, pkw), opt, trials=config.trials, seed=seed,
                                   record_every=config.record_every, **common)
 
-        return Cell(f"{pname}-{slabel}", 2 * (p * S + s) + 1, compute)
+        meta = {"problem": pname, "setting": slabel, "optimizer": opt_name,
+                "noise_multiplier": float(hp.get("noise_multiplier", 0.0))}
+        return Cell(f"{pname}-{slabel}", 2 * (p * S + s) + 1, compute, meta)
 
     grid = [(p, pname, pkw, s, slabel, opt_name, hp)
             for p, (pname, pkw) in enumerate(specs)
             for s, (slabel, opt_name, hp) in enumerate(sets)]
     tuned = cache.run([tune_cell(*g) for g in grid], desc="dpsgd_logistic: tune lr")
 
-    chosen, tune_losses, at_edge = {}, {}, []
-    for g in grid:
-        label = f"{g[1]}-{g[4]}"
-        lr, means = select_lr(tuned[f"{g[1]}-tune-{g[4]}"], config.lr_grid)
-        chosen[label] = lr
-        tune_losses[label] = dict(zip([f"{x:g}" for x in config.lr_grid], means))
-        if len(config.lr_grid) > 1 and lr in (min(config.lr_grid), max(config.lr_grid)):
-            at_edge.append(label)
-    cache.note("lr_rule", "argmin over lr_grid of the mean final training loss of the tuning cell")
-    cache.note("chosen_lr", chosen)
-    cache.note("tune_final_loss", tune_losses)
-    cache.note("lr_at_grid_edge", at_edge)
+    chosen = {f"{g[1]}-{g[4]}": tuning.select(tuned[f"{g[1]}-tune-{g[4]}"], {"lr": config.lr_grid},
+                                              config.tune_trials) for g in grid}
+    tuning.record(cache, chosen)
 
-    return cache.run([eval_cell(*g, chosen[f"{g[1]}-{g[4]}"]) for g in grid],
+    return cache.run([eval_cell(*g, chosen[f"{g[1]}-{g[4]}"].point["lr"]) for g in grid],
                      desc="dpsgd_logistic: evaluate")
 
 

@@ -8,11 +8,13 @@ the figure scripts in :mod:`paper_figures` that render its saved results.
 Cache layout (``results/<experiment>/<scale>/``)::
 
     manifest.json      key, config, seed, code version, package versions, one entry per cell
+                       (file, SHA-256, the cell's metadata), notes (the tuning selections, ...)
     <cell label>.npz   one dpsim.Result per sweep cell (Result.save), written as soon as it finishes
 
 A sweep *cell* is one :func:`dpsim.simulate` call (all trials of one setting, a hyperparameter grid
 folded into the trial axis).  The cache key is ``sha256(config as JSON, code version)``; the code
-version hashes the sources of the ``dpsim`` package, of this package's shared modules and of the
+version hashes the sources of the ``dpsim`` package, of this package's shared modules (``__init__``,
+``pipeline``, ``tuning``) and of the
 experiment's own module (other experiments' modules are excluded, so adding an experiment does not
 invalidate the others).  A cell is reused only when the manifest's key equals the current key and
 the file's SHA-256 matches the one recorded when it was written; otherwise it is recomputed.  Since
@@ -43,7 +45,7 @@ import numpy as np
 
 import dpsim
 
-__all__ = ["Experiment", "Cell", "Cache", "code_version", "package_versions"]
+__all__ = ["Experiment", "Cell", "Cache", "Saved", "code_version", "package_versions"]
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$")
 _MANIFEST = "manifest.json"
@@ -81,11 +83,14 @@ class Experiment:
 
 @dataclass(frozen=True)
 class Cell:
-    """One sweep cell: a label (file name), a stable index (seed) and ``compute(seed) -> Result``."""
+    """One sweep cell: a label (file name), a stable index (seed), ``compute(seed) -> Result`` and
+    ``meta``, JSON data describing the cell (e.g. its method and ε) that is saved in the manifest
+    so that figures read it instead of parsing the label."""
 
     label: str
     index: int
     compute: Callable[[np.random.SeedSequence], "dpsim.Result"]
+    meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -101,14 +106,14 @@ def code_version(experiment_module: str | None = None) -> str:
     """SHA-256 (16 hex digits) of the source files the results depend on.
 
     Hashes every ``.py`` file of the ``dpsim`` package and the shared modules of this
-    ``experiments`` package (``__init__``, ``pipeline``) plus ``experiment_module`` itself; other
+    ``experiments`` package (``__init__``, ``pipeline``, ``tuning``) plus ``experiment_module`` itself; other
     experiment modules, registered or not, do not affect an experiment's cache.
     """
     h = hashlib.sha256()
     dpsim_dir = Path(dpsim.__file__).resolve().parent
     exp_dir = Path(__file__).resolve().parent
     own = experiment_module.rsplit(".", 1)[-1] if experiment_module else None
-    shared = {"__init__", "pipeline"}
+    shared = {"__init__", "pipeline", "tuning"}
     others = {p.stem for p in _package_files(exp_dir)} - shared - {own}
     for root, files in ((dpsim_dir, _package_files(dpsim_dir)),
                         (exp_dir, _package_files(exp_dir, exclude=others))):
@@ -263,8 +268,13 @@ class Cache:
     def get(self, cell: Cell):
         """Load ``cell`` from the cache if valid, else compute and save it; returns the Result."""
         self._check(cell)
+        meta = json.loads(json.dumps(dict(cell.meta)))
         res = self._load_valid(cell)
         if res is not None:
+            entry = self.manifest["cells"][cell.label]
+            if entry.get("meta", {}) != meta:
+                entry["meta"] = meta
+                self._write()
             self.reused.append(cell.label)
             return res
         t0 = time.perf_counter()
@@ -278,7 +288,7 @@ class Cache:
         os.replace(tmp, path)
         self.manifest["cells"][cell.label] = {
             "index": int(cell.index), "file": path.name, "sha256": _sha256(path),
-            "wall_time_s": round(wall, 3), "finished": _now(),
+            "wall_time_s": round(wall, 3), "finished": _now(), "meta": meta,
         }
         self._write()
         self.computed.append(cell.label)
@@ -318,6 +328,92 @@ def _now() -> str:
 
 
 # ------------------------------------------------------------------------------------------------
+# Saved results, as figures read them
+
+
+class Saved(Mapping):
+    """The saved results of one experiment at one scale, as figures read them.
+
+    A mapping ``label -> .npz path`` (what ``render``/``evaluate`` receive) that also reads, once
+    per instance, each :class:`dpsim.Result` (:meth:`result`), the ``manifest.json`` beside the
+    files (:attr:`manifest`, :attr:`notes`), the metadata saved with every cell (:meth:`meta`) and
+    the tuning choices (:meth:`selection`, see :mod:`experiments.tuning`).  :func:`render_figures`
+    hands one instance to every figure of an experiment, so they share the loads; a figure called
+    with a plain mapping wraps it with :meth:`of`.
+    """
+
+    def __init__(self, results: Mapping[str, Any], manifest: Mapping | None = None):
+        self._paths = {str(k): Path(v) for k, v in results.items()}
+        self._manifest = None if manifest is None else dict(manifest)
+        self._results: dict = {}
+        self._memo: dict = {}
+
+    @classmethod
+    def of(cls, results) -> "Saved":
+        """``results`` itself if it is a :class:`Saved`, else a new one over the mapping."""
+        return results if isinstance(results, cls) else cls(results)
+
+    @classmethod
+    def from_dir(cls, root) -> "Saved":
+        """The results listed in ``root/manifest.json`` (a finished run's folder)."""
+        root = Path(root)
+        manifest = json.loads((root / _MANIFEST).read_text())
+        return cls({label: root / f"{label}.npz" for label in manifest["results"]}, manifest)
+
+    def __getitem__(self, label: str) -> Path:
+        return self._paths[label]
+
+    def __iter__(self):
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+    def result(self, label: str):
+        """The :class:`dpsim.Result` of ``label`` (loaded once)."""
+        if label not in self._results:
+            self._results[label] = dpsim.load(self._paths[label])
+        return self._results[label]
+
+    @property
+    def manifest(self) -> dict:
+        """The manifest beside the result files (``{}`` when there is none)."""
+        if self._manifest is None:
+            self._manifest = {}
+            for folder in sorted({p.parent for p in self._paths.values()}):
+                path = folder / _MANIFEST
+                if path.exists():
+                    self._manifest = json.loads(path.read_text())
+                    break
+        return self._manifest
+
+    @property
+    def notes(self) -> dict:
+        return self.manifest.get("notes", {})
+
+    def meta(self, label: str) -> dict:
+        """The metadata the experiment saved with cell ``label``; ``KeyError`` naming it if none."""
+        entry = self.manifest.get("cells", {}).get(label)
+        if entry is None or "meta" not in entry:
+            raise KeyError(f"no saved metadata for cell {label!r} (results written by an older "
+                           "dpsim? run `dpsim reproduce --force`)")
+        return entry["meta"]
+
+    def selection(self, key: str) -> dict:
+        """The tuning choice saved under ``key`` (:meth:`experiments.tuning.Selection.to_json`)."""
+        saved = self.notes.get("selection", {})
+        if key not in saved:
+            raise KeyError(f"no saved tuning selection {key!r}; saved: {sorted(saved)}")
+        return saved[key]
+
+    def memo(self, key, compute: Callable[[], Any]):
+        """``compute()``, evaluated once per ``key`` for this instance (e.g. an ε shared by figures)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+
+# ------------------------------------------------------------------------------------------------
 # Reproduce: experiments → figures → REPORT.md
 
 
@@ -337,10 +433,11 @@ def run_experiment(exp: Experiment, scale: str, *, results_dir, force=False, pro
 def render_figures(exp: Experiment, paths: Mapping[str, Path], out_dir: Path) -> list[dict]:
     """Render each figure of ``exp`` from saved results; one report entry per figure."""
     entries = []
+    saved = Saved(paths)
     for fig_name in exp.figures:
         mod = importlib.import_module(f"dpsim.paper_figures.{fig_name}")
-        files = [Path(p) for p in mod.render(paths, out_dir)]
-        finding = mod.evaluate(paths)
+        files = [Path(p) for p in mod.render(saved, out_dir)]
+        finding = mod.evaluate(saved)
         holds = finding.get("holds")
         entries.append({
             "figure": fig_name,

@@ -20,10 +20,11 @@ from typing import Mapping
 
 import numpy as np
 
+from dpsim.analysis import stats
 from dpsim.analysis.concentration import prop3_bound, prop4_bound
 
-from . import fig_adambc_common as common
-from . import stats, style
+from . import adambc_common as common
+from . import style
 
 NAME = "fig_adambc_bounds"
 SLOTS = ("frozen-private", "frozen-clean")
@@ -154,7 +155,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return common.main(sys.modules[__name__], argv)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

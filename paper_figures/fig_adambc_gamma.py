@@ -20,8 +20,10 @@ from typing import Mapping
 
 import numpy as np
 
-from . import fig_adambc_common as common
-from . import stats, style
+from dpsim.analysis import stats
+
+from . import adambc_common as common
+from . import style
 
 NAME = "fig_adambc_gamma"
 SLOTS = ("gamma", "adam")
@@ -30,14 +32,14 @@ CLAIM = ("The numerical floor γ' of DP-AdamBC affects its performance (seed 004
 BC_COLOR, ADAM_COLOR = "#1b9e77", "#7570b3"
 
 
-def _per_gamma(res):
-    ratios = common.gamma_ratios(res)
-    idx = common.gamma_index(res, ratios)
+def _per_gamma(res, meta):
+    """One row per γ'/Φ of the sweep cell (its trials are ratio-major, ``trials_per_ratio`` each)."""
     lr = np.broadcast_to(np.asarray(common.hp(res, "lr"), dtype=float), (res.trials,))
     frac = res.records.get("frac_above_floor")
+    k = int(meta["trials_per_ratio"])
     rows = []
-    for g, r in enumerate(ratios):
-        sel = idx == g
+    for g, r in enumerate(meta["gamma_ratios"]):
+        sel = slice(g * k, (g + 1) * k)
         rows.append(dict(ratio=float(r), lr=float(lr[sel][0]), final=res.excess_loss[-1][sel],
                          frac=None if frac is None else np.asarray(frac)[-1][sel]))
     return rows
@@ -46,13 +48,13 @@ def _per_gamma(res):
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
     data = common.need(common.load(results), SLOTS, NAME)
     with style.context():
-        return _render(data, out_dir)
+        return _render(data, common.gamma_sweep(results), out_dir)
 
 
-def _render(data, out_dir) -> list[Path]:
+def _render(data, sweeps, out_dir) -> list[Path]:
     fig, axes = style.figure(2, len(data), width=3.6, height=2.5, sharex="col")
     for j, (eps, d) in enumerate(data.items()):
-        rows = _per_gamma(d["gamma"])
+        rows = _per_gamma(d["gamma"], sweeps[eps])
         x = np.array([r["ratio"] for r in rows])
         m, h = zip(*(stats.mean_ci(r["final"]) for r in rows))
         ax = axes[0][j]
@@ -80,7 +82,7 @@ def _render(data, out_dir) -> list[Path]:
         ax.set_xscale("log")
         ax.set_xlabel(r"floor $\gamma'/\Phi$ (log scale)")
         ax.set_ylabel(r"fraction of coords with $\hat v-\Phi>\gamma'$ at $T$")
-    fig.suptitle(f"DP-AdamBC γ' sweep — mean over {data[next(iter(data))]['gamma'].trials // len(_per_gamma(data[next(iter(data))]['gamma']))} "
+    fig.suptitle(f"DP-AdamBC γ' sweep — mean over {sweeps[next(iter(data))]['trials_per_ratio']} "
                  "trials per γ', bars: 95% CI", fontsize=9)
     return style.save(fig, out_dir, NAME)
 
@@ -90,6 +92,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     Holds when at every ε the best and the worst γ' differ significantly (Welch 95% CI of the
     difference excludes 0); fails when they differ at no ε; otherwise inconclusive."""
     data = common.need(common.load(results), SLOTS, NAME)
+    sweeps = common.gamma_sweep(results)
     lines = [
         "Final excess training loss (mean ± 95% CI over trials), each γ' at its own tuned η; "
         "'above floor': mean fraction of coordinates with v̂ − Φ > γ' at step T.",
@@ -99,7 +102,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     ]
     verdicts, notes = [], []
     for eps, d in data.items():
-        rows = _per_gamma(d["gamma"])
+        rows = _per_gamma(d["gamma"], sweeps[eps])
         ph = common.phi(d["gamma"])
         fa = d["adam"].excess_loss[-1]
         for r in rows:
@@ -127,7 +130,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return common.main(sys.modules[__name__], argv)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

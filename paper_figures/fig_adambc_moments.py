@@ -19,8 +19,10 @@ from typing import Mapping
 
 import numpy as np
 
-from . import fig_adambc_common as common
-from . import stats, style
+from dpsim.analysis import stats
+
+from . import adambc_common as common
+from . import style
 
 NAME = "fig_adambc_moments"
 SLOTS = ("frozen-private", "frozen-clean", "adambc")
@@ -157,7 +159,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return common.main(sys.modules[__name__], argv)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ from typing import Mapping
 
 import numpy as np
 
-from . import fig_adambc_common as common
-from . import stats, style
+from dpsim.analysis import stats
+
+from . import adambc_common as common
+from . import style
 
 NAME = "fig_adambc_vs_adam"
 SLOTS = ("adam", "adambc")
@@ -94,7 +96,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
         fa, fb = a.excess_loss[-1], b.excess_loss[-1]
         ma, ha = stats.mean_ci(fa)
         mb, hb = stats.mean_ci(fb)
-        dm, dh = common.paired_ci(fb, fa)
+        dm, dh = map(float, stats.mean_ci(fb - fa))
         fr = b.records.get("frac_above_floor")
         frac = "—" if fr is None else f"{float(np.mean(np.asarray(fr)[-1])):.2f}"
         lines.append(f"| {common.eps_text(a)} | {float(common.hp(a, 'noise_multiplier')):.3g} | "
@@ -116,7 +118,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return common.main(sys.modules[__name__], argv)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

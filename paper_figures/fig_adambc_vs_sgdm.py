@@ -19,10 +19,11 @@ from typing import Mapping
 
 import numpy as np
 
+from dpsim.analysis import stats
 from dpsim.analysis.concentration import sgdm_equivalent_lr
 
-from . import fig_adambc_common as common
-from . import stats, style
+from . import adambc_common as common
+from . import style
 
 NAME = "fig_adambc_vs_sgdm"
 SLOTS = ("adam", "sgdm-eq3")
@@ -107,7 +108,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
         fa, fs = a.excess_loss[-1], s.excess_loss[-1]
         ma, ha = stats.mean_ci(fa)
         ms, hs = stats.mean_ci(fs)
-        dm, dh = common.paired_ci(fs, fa)
+        dm, dh = map(float, stats.mean_ci(fs - fa))
         r, rlo, rhi = 1 + dm / ma, 1 + (dm - dh) / ma, 1 + (dm + dh) / ma
         msd = float(np.mean((s.loss - a.loss) ** 2))
         lines.append(f"| {common.eps_text(a)} | {common.phi(a):.3g} | {float(common.hp(a, 'lr')):g} | "
@@ -129,7 +130,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return common.main(sys.modules[__name__], argv)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

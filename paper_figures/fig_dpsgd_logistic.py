@@ -12,7 +12,6 @@ Reads only saved results: ``results`` maps the experiment's labels (``"<problem>
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Mapping
 
 import numpy as np
 
-import dpsim
+from dpsim.experiments.pipeline import Saved
 
 from . import stats, style
 
@@ -32,16 +31,15 @@ PROBLEMS = ("dense", "sparse")
 
 
 def _load(results: Mapping[str, object]) -> dict:
-    """``{problem: [(sigma or 0.0 for SGD, label, Result), ...] sorted by sigma}``."""
+    """``{problem: [(sigma or 0.0 for SGD, label, Result), ...] sorted by sigma}`` (problem and σ
+    from the metadata the experiment saved with each cell)."""
+    saved = Saved.of(results)
     out: dict[str, list] = {p: [] for p in PROBLEMS}
-    for label, path in results.items():
-        prob = label.split("-", 1)[0]
-        if prob not in out:
+    for label in saved:
+        meta = saved.meta(label)
+        if meta["problem"] not in out:
             continue
-        res = dpsim.load(path)
-        hp = res.config["hyperparameters"]
-        sigma = float(hp["noise_multiplier"]) if res.config["optimizer"] == "dp_sgd" else 0.0
-        out[prob].append((sigma, label, res))
+        out[meta["problem"]].append((float(meta["noise_multiplier"]), label, saved.result(label)))
     for prob in out:
         out[prob].sort(key=lambda t: t[0])
     return {p: v for p, v in out.items() if v}
@@ -173,9 +171,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 def main(argv=None) -> int:
     """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
-    from .style import cli_main
-
-    return cli_main(sys.modules[__name__], argv)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

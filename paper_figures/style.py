@@ -12,6 +12,7 @@ and rendered with the non-interactive Agg backend.  Use::
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -97,20 +98,18 @@ def save(fig, out_dir, name: str) -> list[Path]:
 
 
 def cli_main(module, argv=None) -> int:
-    """Shared command line of the figure scripts: ``RESULTS_DIR [OUT_DIR]`` → render the figure
-    from the saved results listed in the cache manifest and print its claim evaluation."""
-    import json
-    import sys
+    """The command line of every figure script, ``python -m dpsim.paper_figures.<fig> RESULTS_DIR
+    [OUT_DIR]``: render the figure from the saved results listed in ``RESULTS_DIR/manifest.json``
+    into ``OUT_DIR`` (default ``paper_figures/out``) and print its claim evaluation as JSON."""
+    from dpsim.experiments.pipeline import Saved  # the figures' reader of a results folder
 
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print(module.__doc__)
         return 2
-    root = Path(argv[0])
+    results = Saved.from_dir(argv[0])
     out_dir = Path(argv[1]) if len(argv) > 1 else Path("paper_figures") / "out"
-    manifest = json.loads((root / "manifest.json").read_text())
-    results = {label: root / f"{label}.npz" for label in manifest["results"]}
     for p in module.render(results, out_dir):
         print(p)
-    print(json.dumps(module.evaluate(results), indent=1))
+    print(json.dumps(module.evaluate(results), indent=1, ensure_ascii=False))
     return 0
