@@ -49,6 +49,9 @@ import math
 
 import numpy as np
 
+from dpsim.analysis._validate import out as _out
+from dpsim.analysis._validate import real, steps
+
 __all__ = [
     "noise_variance",
     "ema_weights",
@@ -75,36 +78,13 @@ _W_RTOL = 1e-16
 # ------------------------------------------------------------------------------------------------
 # validation helpers
 # ------------------------------------------------------------------------------------------------
-def _arr(name, x, *, positive=False, nonneg=False, allow_inf=False, lt_one=False, integer=False):
-    a = np.asarray(x, dtype=float)
-    if a.size == 0:
-        raise ValueError(f"{name} must be non-empty, got {name}={x!r}")
-    if np.any(np.isnan(a)) or (not allow_inf and np.any(np.isinf(a))):
-        raise ValueError(f"{name} must be finite, got {name}={x!r}")
-    if positive and np.any(a <= 0):
-        raise ValueError(f"{name} must be positive, got {name}={x!r}")
-    if nonneg and np.any(a < 0):
-        raise ValueError(f"{name} must be non-negative, got {name}={x!r}")
-    if lt_one and np.any((a < 0) | (a >= 1)):
-        raise ValueError(f"{name} must lie in [0, 1), got {name}={x!r}")
-    if integer and np.any(a != np.round(a)):
-        raise ValueError(f"{name} must be an integer, got {name}={x!r}")
-    return a
+def _arr(name, x, **kw):
+    return real(name, x, nonempty=True, **kw)
 
 
 def _t_arr(t):
     """``t`` (1-based step) as a float array with ``inf`` for ``None`` (the large-t limit)."""
-    if t is None:
-        return np.asarray(np.inf)
-    a = _arr("t", t, allow_inf=True)
-    if np.any(a < 1) or np.any((a != np.round(a)) & np.isfinite(a)):
-        raise ValueError(f"t must be a positive integer (or None for t → ∞), got t={t!r}")
-    return a
-
-
-def _out(x, shape):
-    x = np.asarray(x, dtype=float).reshape(shape)
-    return float(x) if shape == () else x
+    return np.asarray(np.inf) if t is None else steps("t", t)
 
 
 def _regime(regime):
@@ -161,7 +141,7 @@ def ema_weights(beta2, t):
     Source: seed 002 §3.1 and App. A (reconstructed; standard Adam algebra).  Scalar ``beta2`` in
     ``[0, 1)`` and integer ``t ≥ 1``.
     """
-    b = float(_arr("beta2", beta2, lt_one=True))
+    b = float(_arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True))
     t = _t_arr(t)
     if t.ndim or math.isinf(float(t)):
         raise ValueError(f"ema_weights needs a scalar finite t, got t={t!r}")
@@ -181,7 +161,7 @@ def ema_weight_sq_sum(beta2, t=None):
     Derivation: ``Σ_j (1−β)² β^{2(t−j)} / (1−β^t)² = (1−β)² (1−β^{2t}) / ((1−β²)(1−β^t)²)`` and
     ``1−β^{2t} = (1−β^t)(1+β^t)``, ``1−β² = (1−β)(1+β)``.  Checked with sympy in the tests.
     """
-    b = _arr("beta2", beta2, lt_one=True)
+    b = _arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True)
     t = _t_arr(t)
     b, t = np.broadcast_arrays(b, t)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -260,13 +240,13 @@ def postprocessing_bias(noise_multiplier, clip, batch_size, *, beta2=None, t=Non
             strategy = None
     needs = raw or strategy is not None
     if not needs:  # Φ, for every t and β2 (validated, broadcast)
-        b2 = np.asarray(0.0) if beta2 is None else _arr("beta2", beta2, lt_one=True)
+        b2 = np.asarray(0.0) if beta2 is None else _arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True)
         tt = np.asarray(1.0) if t is None else _t_arr(t)
         phi, _, _ = np.broadcast_arrays(phi, b2, tt)
         return _out(phi, phi.shape)
     if beta2 is None:
         raise ValueError("beta2 is required for raw=True and for DP-MF strategies, got beta2=None")
-    b2 = _arr("beta2", beta2, lt_one=True)
+    b2 = _arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True)
     tt = _t_arr(t)
     if strategy is not None and (t is None or np.any(np.isinf(tt))):
         raise ValueError("a DP-MF strategy needs a finite step t (its noise is not stationary), got t=None")
@@ -495,7 +475,7 @@ def negative_probability(g, phi, beta2, *, t=None, method="exact"):
     _method(method)
     g = _arr("g", g)
     p = _arr("phi", phi, nonneg=True)
-    b = _arr("beta2", beta2, lt_one=True)
+    b = _arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True)
     tt = _t_arr(t)
     g, p, b, tt = np.broadcast_arrays(g, p, b, tt)
     out = np.empty(g.shape)
@@ -545,7 +525,7 @@ def negative_fraction(d, batch_size, noise_multiplier, beta2, *, clip=1.0, regim
     bs = _arr("batch_size", batch_size, positive=True)
     s = _arr("noise_multiplier", noise_multiplier, nonneg=True)
     _arr("clip", clip, positive=True)
-    b = _arr("beta2", beta2, lt_one=True)
+    b = _arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True)
     tt = _t_arr(t)
     _method(method)
     d, bs, s, b, tt = np.broadcast_arrays(d, bs, s, b, tt)
@@ -586,7 +566,7 @@ def max_dimension(batch_size, noise_multiplier, beta2, *, kappa=2.0, regime="opt
     _regime(regime)
     bs = _arr("batch_size", batch_size, positive=True)
     s = _arr("noise_multiplier", noise_multiplier, positive=True)
-    b = _arr("beta2", beta2, lt_one=True)
+    b = _arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True)
     tt = _t_arr(t)
     bs, s, b, tt = np.broadcast_arrays(bs, s, b, tt)
     num = bs * bs if regime == "optimistic" else bs * 1.0
@@ -678,417 +658,3 @@ def stp_fixed_point(second_moment, noise_multiplier, clip, batch_size, *, eps_sc
         return _out(hi, m.shape)
     lo = (m + phi * e * e) / (1.0 - phi)
     return _out(lo, m.shape), _out(hi, m.shape)
-
-
-# ================================================================================================
-# dpsim verify checks (family "seed 002 bias")
-# ================================================================================================
-from dpsim.analysis.verify import CheckResult, check  # noqa: E402
-
-FAMILY = "seed 002 bias"
-
-
-def _z(level: float) -> float:
-    from scipy.stats import norm
-
-    return float(norm.ppf(0.5 + level / 2.0))
-
-
-def _clopper_pearson(k: int, n: int, level: float):
-    from scipy.stats import beta
-
-    a = 1.0 - level
-    lo = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
-    return lo, hi
-
-
-def _adam_vhat_probe(beta2, fn):
-    """Probe on the Adam state (chain position 1 of dp_adam / dp_adam_corrected)."""
-
-    def probe(state, params, ctx):
-        xp = ctx.xp
-        a = state[1]
-        if a.count == 0:
-            return xp.zeros(params.shape[0], dtype=params.dtype)
-        vhat = a.v / (1.0 - beta2 ** a.count)
-        return fn(vhat, xp)
-
-    return probe
-
-
-def _clean_mean(problem, clip, batch_size):
-    """Clipped mean ``ḡ`` over all examples (host NumPy) when every step sees every example's
-    gradient set (identical examples, or a full batch)."""
-    from dpsim.privacy import clip_l2
-
-    w = np.zeros((1, problem.d))
-    idx = np.arange(problem.n, dtype=np.int64)[None, :]
-    g = np.asarray(problem.per_example_grads(w, idx))[0]
-    return np.asarray(clip_l2(g, clip)).mean(axis=0), g
-
-
-def _neg_fraction_runs(d_grid, *, b, sigma, beta2, steps, trials, seed, regime="optimistic", coords=None):
-    """dp_adam_corrected with lr = 0 on ``linear_box`` (gradients do not depend on the parameters),
-    fixed-size batches.  Optimistic: ``bias=1`` makes every example's gradient the same ±1 vector,
-    so the clipped mean is ``±C/√d`` in every coordinate (``||ḡ|| = C``).  Pessimistic: ``n = b``
-    examples with independent random signs (nearly orthogonal), each step the full batch, so the
-    clipped mean is constant with ``E||ḡ||² = C²/b``."""
-    import dpsim
-    from dpsim import optimizers, problems
-
-    C = 1.0
-    phi = (sigma * C / b) ** 2
-    out = []
-    for i, d in enumerate(d_grid):
-        R = trials if coords is None else max(4, int(coords) // int(d))
-        if regime == "optimistic":
-            prob = problems.linear_box(b, int(d), scales="ones", bias=1.0, seed=seed + i)
-        else:
-            prob = problems.linear_box(b, int(d), scales="ones", bias=0.0, seed=seed + i)
-        gbar, _ = _clean_mean(prob, C, b)
-        opt = optimizers.get("dp_adam_corrected", lr=0.0, beta2=beta2, clip=C, noise_multiplier=sigma)
-        g2 = gbar * gbar
-
-        def neg(vhat, xp):
-            return xp.sum(xp.astype(vhat - phi < 0, vhat.dtype), axis=1)
-
-        def dev1(vhat, xp, g2=g2):
-            return xp.sum(vhat - phi - xp.asarray(g2), axis=1)
-
-        def dev2(vhat, xp, g2=g2):
-            r = vhat - phi - xp.asarray(g2)
-            return xp.sum(r * r, axis=1)
-
-        res = dpsim.simulate(prob, opt, steps=steps, batch_size=b, trials=R, seed=seed + 1000 + i,
-                             sampling="fixed", record_every=steps, metrics=(),
-                             probes={"neg": _adam_vhat_probe(beta2, neg),
-                                     "dev1": _adam_vhat_probe(beta2, dev1),
-                                     "dev2": _adam_vhat_probe(beta2, dev2)})
-        out.append({"d": int(d), "gbar": gbar, "phi": phi, "trials": R,
-                    "neg": np.asarray(res.records["neg"])[-1],
-                    "dev1": np.asarray(res.records["dev1"])[-1],
-                    "dev2": np.asarray(res.records["dev2"])[-1]})
-    return out
-
-
-@check("seed002_negative_fraction_optimistic", family=FAMILY)
-def _check_negative_fraction_optimistic(scale, seed):
-    """Seed 002 Fig. 4 analogue: predicted vs simulated fraction of negative ``v̂ − Φ`` over a grid
-    of ``d`` (optimistic regime), through ``dpsim.simulate``."""
-    b, sigma, beta2 = 8, 2.0, 0.99
-    steps, coords = (300, 8192) if scale == "quick" else (1500, 131072)  # coordinates per grid point
-    d_grid = [32, 64, 128, 256, 512, 1024]
-    level = 1.0 - 0.01 / len(d_grid)  # 99% family-wise (Bonferroni over the grid)
-    runs = _neg_fraction_runs(d_grid, b=b, sigma=sigma, beta2=beta2, steps=steps, trials=None, seed=seed,
-                              coords=coords)
-    rows = []
-    for r in runs:
-        d = r["d"]
-        n = r["trials"] * d
-        k = int(round(float(r["neg"].sum())))
-        pred = negative_fraction(d, b, sigma, beta2, regime="optimistic", t=steps)
-        gauss = negative_fraction(d, b, sigma, beta2, regime="optimistic", t=steps, method="gaussian")
-        lo, hi = _clopper_pearson(k, n, level)
-        ok = lo <= pred <= hi
-        rows.append(CheckResult(
-            check=f"seed002_negative_fraction_optimistic[d={d}]",
-            source="seed 002 §4.4.1 Eq. 2 / Fig. 4 (reconstructed)", family=FAMILY,
-            bound=pred, estimate=k / n, ci=(lo, hi), relation="bound in CI(estimate)",
-            verdict="pass" if ok else "fail",
-            detail=(f"dp_adam_corrected, lr=0, linear_box(bias=1, n=b) ⇒ ḡ_j = ±C/√d; b={b}, σ={sigma}, "
-                    f"β2={beta2}, t={steps}, λ=b²/(σ²d)={b * b / (sigma ** 2 * d):.4g}; {n} coordinates; "
-                    f"Clopper–Pearson {level:.4f} (99% family-wise); exact (Imhof) prediction; "
-                    f"Gaussian approximation gives {gauss:.4g}")))
-    return rows
-
-
-@check("seed002_negative_fraction_pessimistic", family=FAMILY)
-def _check_negative_fraction_pessimistic(scale, seed):
-    """Pessimistic regime through ``dpsim.simulate``: ``n = b`` near-orthogonal random-sign examples,
-    full batch each step.  The prediction averages the exact per-coordinate probability over the
-    actual ``ḡ_j²``; the regime formula (uniform ``g_j² = C²/(bd)``) is reported beside it."""
-    b, sigma, beta2 = 16, 0.5, 0.99
-    steps, coords = (300, 8192) if scale == "quick" else (1500, 131072)
-    d_grid = [64, 256, 1024]
-    level = 1.0 - 0.01 / len(d_grid)
-    runs = _neg_fraction_runs(d_grid, b=b, sigma=sigma, beta2=beta2, steps=steps, trials=None,
-                              seed=seed + 77, regime="pessimistic", coords=coords)
-    rows = []
-    for r in runs:
-        d = r["d"]
-        n = r["trials"] * d
-        k = int(round(float(r["neg"].sum())))
-        g2 = np.round(r["gbar"] ** 2, 14)
-        uniq, counts = np.unique(g2, return_counts=True)
-        probs = negative_probability(np.sqrt(uniq), r["phi"], beta2, t=steps)
-        pred = float(np.dot(np.atleast_1d(probs), counts) / d)
-        regime_pred = negative_fraction(d, b, sigma, beta2, regime="pessimistic", t=steps)
-        lo, hi = _clopper_pearson(k, n, level)
-        ok = lo <= pred <= hi
-        rows.append(CheckResult(
-            check=f"seed002_negative_fraction_pessimistic[d={d}]",
-            source="seed 002 §4.4.1 Eq. 3 (reconstructed)", family=FAMILY,
-            bound=pred, estimate=k / n, ci=(lo, hi), relation="bound in CI(estimate)",
-            verdict="pass" if ok else "fail",
-            detail=(f"dp_adam_corrected, lr=0, linear_box(bias=0, n=b={b}) full batch; σ={sigma}, β2={beta2}, "
-                    f"t={steps}; b·||ḡ||²/C² = {b * float(r['gbar'] @ r['gbar']):.3f} (orthogonal: 1); "
-                    f"prediction = mean_j P(neg | λ_j = ḡ_j²/Φ) (exact); the regime formula with uniform "
-                    f"g_j² = C²/(bd) gives {regime_pred:.4g} (lower: non-uniform |ḡ_j| raise the fraction, "
-                    f"cf. seed 002 Fig. 6); Clopper–Pearson {level:.4f}")))
-    return rows
-
-
-@check("seed002_negative_fraction_threshold_mc", family=FAMILY)
-def _check_threshold_mc(scale, seed):
-    """Direct Monte Carlo of the bias-corrected EMA at the paper's β2 = 0.999 in both regimes, at
-    ``d = max_dimension(fraction=0.05)``: the simulated fraction must be 5% within its CI; the
-    paper-form threshold ``max_dimension(kappa=2)`` is reported alongside."""
-    beta2, p = 0.999, 0.05
-    t = 2000 if scale == "quick" else 6000
-    ncoord = 20000 if scale == "quick" else 100000
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 2002]))
-    rows = []
-    w = ema_weights(beta2, t)
-    level = 0.995  # two rows: 99% family-wise
-    for regime, b, sigma in (("optimistic", 64, 1.0), ("pessimistic", 256, 1.0)):
-        d = max_dimension(b, sigma, beta2, regime="pessimistic" if regime == "pessimistic" else "optimistic",
-                          t=t, fraction=p)
-        d_paper = max_dimension(b, sigma, beta2, regime=regime, t=t, kappa=2.0)
-        phi = (sigma / b) ** 2
-        g = math.sqrt(1.0 / d) if regime == "optimistic" else math.sqrt(1.0 / (b * d))
-        acc = np.zeros(ncoord)
-        for j in range(t):  # v̂_t = Σ_j w_j (g + z_j)²
-            z = rng.standard_normal(ncoord) * math.sqrt(phi)
-            acc += w[j] * (g + z) ** 2
-        k = int(np.sum(acc - phi < 0))
-        lo, hi = _clopper_pearson(k, ncoord, level)
-        rows.append(CheckResult(
-            check=f"seed002_negative_fraction_threshold_mc[{regime}]",
-            source=f"seed 002 §4.4.1 Eq. {2 if regime == 'optimistic' else 3} (reconstructed)", family=FAMILY,
-            bound=p, estimate=k / ncoord, ci=(lo, hi), relation="target fraction in CI(estimate)",
-            verdict="pass" if lo <= p <= hi else "fail",
-            detail=(f"direct Monte Carlo of the EMA, b={b}, σ={sigma}, β2={beta2}, t={t}: "
-                    f"d = max_dimension(fraction={p}) = {d:.4g}; paper form b^{2 if regime == 'optimistic' else 1}/(κ'σ²) "
-                    f"with κ=2 gives {d_paper:.4g}; Clopper–Pearson {level}")))
-    return rows
-
-
-@check("seed002_corrected_variance", family=FAMILY)
-def _check_corrected_variance(scale, seed):
-    """Simulated ``Var(v̂_t − Φ)`` (and mean ``g²``) of dp_adam_corrected with frozen parameters vs
-    :func:`corrected_variance` at finite ``t``; plus the sympy derivation."""
-    b, sigma, beta2 = 8, 2.0, 0.99
-    steps, trials = (300, 100) if scale == "quick" else (1200, 400)
-    d = 128
-    (r,) = _neg_fraction_runs([d], b=b, sigma=sigma, beta2=beta2, steps=steps, trials=trials, seed=seed + 5)
-    phi = r["phi"]
-    g = 1.0 / math.sqrt(d)
-    var_pred = corrected_variance(g, phi, beta2, t=steps)
-    per_trial_var = r["dev2"] / d  # mean over coordinates of (v̂ − Φ − g²)², per trial (iid trials)
-    est = float(per_trial_var.mean())
-    z = _z(0.99)
-    half = z * float(per_trial_var.std(ddof=1)) / math.sqrt(trials)
-    per_trial_mean = r["dev1"] / d
-    mean_est = float(per_trial_mean.mean())
-    mean_half = z * float(per_trial_mean.std(ddof=1)) / math.sqrt(trials)
-    ok_sym, msg = _sympy_variance_derivation()
-    rows = [
-        CheckResult(check="seed002_corrected_variance[simulate]",
-                    source="seed 002 §4.4.1 / App. C (reconstructed)", family=FAMILY,
-                    bound=var_pred, estimate=est, ci=half, relation="|estimate − bound| <= CI",
-                    verdict="pass" if abs(est - var_pred) <= half else "fail",
-                    detail=(f"dp_adam_corrected lr=0 on linear_box(bias=1), d={d}, b={b}, σ={sigma}, β2={beta2}, "
-                            f"t={steps}, {trials} trials; exact finite-t formula (2Φ²+4g²Φ)Σw²; large-t form "
-                            f"{corrected_variance(g, phi, beta2):.4g}; 99% normal CI over trials; unbiasedness: "
-                            f"mean(v̂−Φ−g²) = {mean_est:.3g} ± {mean_half:.2g}")),
-        CheckResult(check="seed002_corrected_variance[sympy]",
-                    source="seed 002 §4.4.1 / App. C (reconstructed)", family=FAMILY,
-                    bound=0.0, estimate=0.0 if ok_sym else 1.0, relation="symbolic identity",
-                    verdict="pass" if ok_sym else "fail", detail=msg),
-    ]
-    return rows
-
-
-def _sympy_variance_derivation():
-    """Symbolic check of :func:`corrected_variance`: ``Var((g+z)²) = 2Φ² + 4g²Φ`` and
-    ``E[(g+z)²] − Φ = g²`` for ``z ~ N(0, Φ)``; ``Σ_{j≤t} w_j²`` (summed by sympy) equals the closed
-    form ``((1−β)/(1+β))(1+β^t)/(1−β^t)`` for ``β ∈ [0, 1)``; its ``t → ∞`` limit is
-    ``(1−β)/(1+β)``.  Returns ``(ok, message)``."""
-    import sympy as sp
-    from sympy.stats import E, Normal, variance
-
-    g = sp.symbols("g", real=True)
-    phi, beta, x = sp.symbols("Phi beta x", positive=True)
-    t, k = sp.symbols("t k", integer=True, positive=True)
-    z = Normal("z", 0, sp.sqrt(phi))
-    v1 = sp.simplify(variance((g + z) ** 2) - (2 * phi ** 2 + 4 * g ** 2 * phi))
-    m1 = sp.simplify(E((g + z) ** 2) - phi - g ** 2)
-    # Σ_{j=1..t} w_j², w_j = (1−β)β^{t−j}/(1−β^t); with k = t − j a geometric sum in β²
-    geo = sp.summation(beta ** (2 * k), (k, 0, t - 1))
-    if isinstance(geo, sp.Piecewise):  # branches β² = 1 and "otherwise"; β ∈ [0, 1) is the latter
-        geo = geo.args[-1][0]
-    s2 = (1 - beta) ** 2 / (1 - beta ** t) ** 2 * geo
-    closed = (1 - beta) / (1 + beta) * (1 + beta ** t) / (1 - beta ** t)
-    diff = sp.simplify(sp.expand_power_exp(s2 - closed).subs(beta ** t, x))
-    lim = sp.simplify(sp.limit(closed.subs(beta ** t, x), x, 0) - (1 - beta) / (1 + beta))
-    # the code: corrected_variance at sample points equals the symbolic (2Φ²+4g²Φ)·Σ_j w_j²
-    sym = (2 * phi ** 2 + 4 * g ** 2 * phi) * s2
-    pts = [(0.3, 0.05, 0.9, 1), (0.01, 0.5, 0.999, 7), (1.5, 2.0, 0.5, 40), (0.0, 1.0, 0.99, 300)]
-    code_err = max(abs(corrected_variance(gv, pv, bv, t=tv) / float(sym.subs({g: gv, phi: pv, beta: bv, t: tv})) - 1.0)
-                   for gv, pv, bv, tv in pts)
-    ok = v1 == 0 and m1 == 0 and diff == 0 and lim == 0 and code_err < 1e-12
-    msg = (f"sympy: Var((g+z)²) − (2Φ²+4g²Φ) = {v1}; E[(g+z)²] − Φ − g² = {m1}; "
-           f"Σ_j w_j² − closed form = {diff}; limit (β^t → 0) − (1−β)/(1+β) = {lim}; "
-           f"max relative gap of corrected_variance to the symbolic value = {code_err:.2g}")
-    return ok, msg
-
-
-@check("seed002_postprocessing_bias_iid", family=FAMILY)
-def _check_postprocessing_bias_iid(scale, seed):
-    """E[v̂] − v̂_clean = Φ (bias-corrected) and E[v] − v_clean = (1−β2^t)Φ (raw; seed 004 Eq. 2)
-    for DP-Adam via post-processing (dp_adam, lr = 0) at a small and a large t."""
-    import dpsim
-    from dpsim import optimizers, problems
-
-    b, sigma, C, beta2, d = 4, 1.5, 0.5, 0.999, 64
-    trials = 200 if scale == "quick" else 2000
-    prob = problems.linear_box(b, d, scales="ones", bias=1.0, seed=seed)
-    gbar, _ = _clean_mean(prob, C, b)
-    g2 = gbar * gbar
-    opt = optimizers.get("dp_adam", lr=0.0, beta2=beta2, clip=C, noise_multiplier=sigma)
-
-    def raw_dev(state, params, ctx):
-        a = state[1]
-        xp = ctx.xp
-        vc = (1.0 - beta2 ** a.count) * xp.asarray(g2)  # clean raw v for a constant stream
-        return xp.mean(a.v - vc, axis=1)
-
-    rows = []
-    z = _z(0.995)
-    for steps in (5, 300):
-        res = dpsim.simulate(prob, opt, steps=steps, batch_size=b, trials=trials, seed=seed + steps,
-                             sampling="fixed", record_every=steps, metrics=(),
-                             probes={"dev": _adam_vhat_probe(beta2, lambda vh, xp: xp.mean(vh - xp.asarray(g2), axis=1)),
-                                     "raw": raw_dev})
-        for key, raw in (("dev", False), ("raw", True)):
-            x = np.asarray(res.records[key])[-1]
-            est, half = float(x.mean()), z * float(x.std(ddof=1)) / math.sqrt(trials)
-            bound = postprocessing_bias(sigma, C, b, beta2=beta2, t=steps, raw=raw)
-            rows.append(CheckResult(
-                check=f"seed002_postprocessing_bias_iid[{'raw v' if raw else 'v̂'}, t={steps}]",
-                source="seed 004 Eq. 2" if raw else "seed 002 §3.1 (reconstructed); seed 004 Eq. 2",
-                family=FAMILY, bound=bound, estimate=est, ci=half, relation="|estimate − bound| <= CI",
-                verdict="pass" if abs(est - bound) <= half else "fail",
-                detail=(f"dp_adam lr=0 on linear_box(bias=1): constant clean stream; b={b}, C={C}, σ={sigma}, "
-                        f"β2={beta2}, d={d}, {trials} trials; Φ={(sigma * C / b) ** 2:.4g}; 99.5% normal CI "
-                        f"(4 rows: 98% family-wise)")))
-    return rows
-
-
-def _mf_simulate(name, T, beta2, sigma, C, b, *, R, d, seed):
-    """dp_adam with correlated noise ``noise=name`` (DP-MF, horizon T = the run's steps), lr = 0, on
-    ``linear_box(bias=1)`` (constant clean mean); per-trial means over coordinates of
-    ``v̂_T − v̂_T^c``."""
-    import dpsim
-    from dpsim import optimizers, problems
-
-    prob = problems.linear_box(b, d, scales="ones", bias=1.0, seed=seed)
-    gbar, _ = _clean_mean(prob, C, b)
-    g2 = gbar * gbar
-    opt = optimizers.get("dp_adam", lr=0.0, beta2=beta2, clip=C, noise_multiplier=sigma, noise=name)
-    res = dpsim.simulate(prob, opt, steps=T, batch_size=b, trials=R, seed=seed + 17, sampling="fixed",
-                         record_every=T, metrics=(),
-                         probes={"dev": _adam_vhat_probe(beta2, lambda vh, xp: xp.mean(vh - xp.asarray(g2), axis=1))})
-    return np.asarray(res.records["dev"])[-1]
-
-
-@check("seed002_postprocessing_bias_mf", family=FAMILY)
-def _check_postprocessing_bias_mf(scale, seed):
-    """DP-MF bias ``Φ Σ_j w_j E[u_j²]`` (seed 002 App. A, reconstructed) vs ``dpsim.simulate`` of
-    DP-Adam via post-processing with correlated noise (``noise="sqrt_toeplitz"``, ``"banded:4"``)."""
-    beta2, T, sigma, C, b = 0.9, 48, 1.0, 1.0, 4
-    phi = (sigma * C / b) ** 2
-    R, d = (200, 100) if scale == "quick" else (1000, 200)
-    z = _z(0.995)  # two rows: 99% family-wise
-    rows = []
-    from dpsim import mf
-
-    for name in ("sqrt_toeplitz", "banded:4"):
-        x = _mf_simulate(name, T, beta2, sigma, C, b, R=R, d=d, seed=seed)
-        est, half = float(x.mean()), z * float(x.std(ddof=1)) / math.sqrt(R)
-        bound = postprocessing_bias(sigma, C, b, beta2=beta2, t=T, strategy=name)
-        # ALGORITHMS §4.3's literal shorthand Φ·sens²·Σ_j w_j (M⁻¹)_{Tj}² (row T of M⁻¹)
-        M = mf.strategy(name, T)
-        Minv = np.linalg.inv(M)
-        literal = phi * mf.sensitivity(M) ** 2 * float(np.dot(ema_weights(beta2, T), Minv[T - 1] ** 2))
-        rows.append(CheckResult(
-            check=f"seed002_postprocessing_bias_mf[{name}]",
-            source="seed 002 App. A (reconstructed)", family=FAMILY, bound=bound, estimate=est, ci=half,
-            relation="|estimate − bound| <= CI", verdict="pass" if abs(est - bound) <= half else "fail",
-            detail=(f"dp_adam(noise={name!r}) lr=0 on linear_box(bias=1), T={T} steps (the strategy's horizon), "
-                    f"β2={beta2}, Φ={phi:.4g}, {R} trials × d={d}, 99.5% normal CI over trials; i.i.d. noise "
-                    f"would give Φ={phi:.4g}; the literal shorthand Φ·sens²·Σ_j w_j (M⁻¹)_{{Tj}}² of "
-                    f"ALGORITHMS §4.3 = {literal:.4g} is {abs(literal - est) / (half / z):.0f} standard errors "
-                    f"away (rejected; the code uses the row norms Σ_k (M⁻¹)_{{jk}}²)")))
-    return rows
-
-
-@check("seed002_stp_fixed_point", family=FAMILY)
-def _check_stp_fixed_point(scale, seed):
-    """Scale-then-privatize: simulated stationary ``v`` of dp_adam_stp with frozen parameters vs
-    :func:`stp_fixed_point` in every coordinate (clipping verified inactive after burn-in)."""
-    import dpsim
-    from dpsim import optimizers, problems
-
-    b, sigma, C, beta2, eps_s = 16, 1.0, 10.0, 0.99, 1e-3
-    scales = np.array([1.0, 0.5, 0.25, 0.125])
-    d, n = scales.size, 1000
-    steps, burn, trials = (1600, 1000, 128) if scale == "quick" else (6000, 2000, 512)
-    prob = problems.linear_box(n, d, scales=scales, bias=0.5, seed=seed)
-    _, G = _clean_mean(prob, C, b)  # unclipped per-example gradients (||g_i|| = ||scales|| < C)
-    mean = G.mean(axis=0)
-    popvar = G.var(axis=0)
-    m2 = mean ** 2 + popvar / b  # E[ḡ_t²] for b examples drawn with replacement
-    phi = (sigma * C / b) ** 2
-    vstar = np.asarray(stp_fixed_point(m2, sigma, C, b, eps_scale=eps_s))
-    width = 2.0 * phi * eps_s * np.sqrt(vstar) / (1.0 - phi)  # v* − v_lo (fixed-point identity)
-    opt = optimizers.get("dp_adam_stp", lr=0.0, beta2=beta2, clip=C, noise_multiplier=sigma, eps_scale=eps_s)
-    sc = scales
-
-    def coord(j):
-        return lambda state, params, ctx: state[0].v[:, j]
-
-    def scaled_norm(state, params, ctx):  # ||s ⊙ g_i|| for the NEXT step (same for every example)
-        xp = ctx.xp
-        s = 1.0 / (xp.sqrt(xp.maximum(state[0].v, 0.0)) + eps_s)
-        return xp.sqrt(xp.sum((s * xp.asarray(sc)) ** 2, axis=1))
-
-    probes = {f"v{j}": coord(j) for j in range(d)}
-    probes["snorm"] = scaled_norm
-    res = dpsim.simulate(prob, opt, steps=steps, batch_size=b, trials=trials, seed=seed + 31, sampling="replacement",
-                         record_every=1, metrics=(), probes=probes)
-    st = np.asarray(res.steps)
-    keep = st >= burn
-    max_norm = float(np.asarray(res.records["snorm"])[keep].max())
-    z = _z(1.0 - 0.01 / d)  # 99% family-wise over the d coordinates
-    zs, ests, halves = [], [], []
-    for j in range(d):
-        per_trial = np.asarray(res.records[f"v{j}"])[keep].mean(axis=0)  # time average, per trial
-        est, half = float(per_trial.mean()), z * float(per_trial.std(ddof=1)) / math.sqrt(trials)
-        ests.append(est / m2[j])
-        halves.append(half / m2[j])
-        zs.append(abs(est - vstar[j]) <= half + width[j])
-    ok = all(zs) and max_norm <= C
-    worst = int(np.argmax([abs(e - vstar[j] / m2[j]) / h for j, (e, h) in enumerate(zip(ests, halves))]))
-    return CheckResult(
-        check="seed002_stp_fixed_point", source="seed 002 §4.3.1 / App. B (reconstructed)", family=FAMILY,
-        bound=float(vstar[worst] / m2[worst]), estimate=ests[worst], ci=halves[worst],
-        relation="|estimate − v*|/m <= CI + (v* − v_lo)/m, all coordinates",
-        verdict="pass" if ok else "fail",
-        detail=(f"dp_adam_stp lr=0 on linear_box(scales={[float(v) for v in sc]}, bias=0.5), b={b}, C={C}, σ={sigma} "
-                f"(Φ={phi:.4g}), β2={beta2}, ε_s={eps_s}, batches with replacement, {trials} trials, time average over steps "
-                f"{burn}..{steps}; v/m per coordinate = {[round(float(e), 4) for e in ests]} vs 1/(1−Φ) = "
-                f"{1 / (1 - phi):.4f} (proportional to the clean second moment; post-processing would give "
-                f"{[round(float(1 + phi / mm), 2) for mm in m2]}); max ||s⊙g_i|| after burn-in = {max_norm:.3g} "
-                f"≤ C={C} (clipping inactive); 99% family-wise normal CI over trials"))

@@ -75,7 +75,8 @@ import math
 
 import numpy as np
 
-from dpsim.analysis.verify import CheckResult, check
+from dpsim.analysis._validate import out as _out
+from dpsim.analysis._validate import real, steps
 
 __all__ = [
     "dp_bias", "second_moment_bias", "sgdm_equivalent_lr", "sgdm_equivalence_symbolic",
@@ -86,8 +87,6 @@ __all__ = [
     "sample_mean_moments", "TABLE3", "TABLE4", "EQ3_NUMBERS",
 ]
 
-FAMILY = "seed 004 concentration"
-_SRC = "seed 004"
 
 # ------------------------------------------------------------------------------------------------
 # Printed numbers (seed 004, App. C).  Keys: (C, alpha, t); B = 256, σ = 0.4, β2 = 0.999.
@@ -132,36 +131,12 @@ EQ3_NUMBERS = (
 # validation helpers
 
 
-def _arr(name, x, *, lo=None, lo_open=False, hi=None, hi_open=False, allow_inf=False):
-    a = np.asarray(x, dtype=float)
-    if np.any(np.isnan(a)) or (not allow_inf and np.any(np.isinf(a))):
-        raise ValueError(f"{name} must be finite, got {name}={x!r}")
-    if lo is not None and (np.any(a <= lo) if lo_open else np.any(a < lo)):
-        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo}, got {name}={x!r}")
-    if hi is not None and (np.any(a >= hi) if hi_open else np.any(a > hi)):
-        raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi}, got {name}={x!r}")
-    return a
-
-
 def _alpha(alpha):
-    return _arr("alpha", alpha, lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-
-
-def _steps(name, t):
-    a = _arr(name, t, lo=1.0, allow_inf=True)
-    fin = np.isfinite(a)
-    if np.any(a[fin] != np.round(a[fin])):
-        raise ValueError(f"{name} must be a positive integer (or inf), got {name}={t!r}")
-    return a
+    return real("alpha", alpha, lo=0.0, lo_open=True, hi=1.0, hi_open=True)
 
 
 def _beta(name, beta, *, lo_open=False):
-    return _arr(name, beta, lo=0.0, lo_open=lo_open, hi=1.0, hi_open=True)
-
-
-def _out(x):
-    x = np.asarray(x, dtype=float)
-    return float(x) if x.ndim == 0 else x
+    return real(name, beta, lo=0.0, lo_open=lo_open, hi=1.0, hi_open=True)
 
 
 def _bc(x, *like):
@@ -191,9 +166,9 @@ def dp_bias(noise_multiplier, clip, batch_size):
     ``C > 0``, ``B > 0`` (the nominal batch size the noisy sum is divided by).
     Example: ``dp_bias(0.4, 0.1, 256) = 2.441e-8`` (Table 2, Fig. 1).
     """
-    s = _arr("noise_multiplier", noise_multiplier, lo=0.0)
-    c = _arr("clip", clip, lo=0.0, lo_open=True)
-    b = _arr("batch_size", batch_size, lo=0.0, lo_open=True)
+    s = real("noise_multiplier", noise_multiplier, lo=0.0)
+    c = real("clip", clip, lo=0.0, lo_open=True)
+    b = real("batch_size", batch_size, lo=0.0, lo_open=True)
     return _out((s * c / b) ** 2)
 
 
@@ -205,9 +180,9 @@ def second_moment_bias(phi, beta2, t):
     ``v̂_t`` is ``Φ`` at every ``t``.  Assumptions: ``Φ ≥ 0``, ``0 ≤ β2 < 1``, ``t ≥ 1`` integer
     (``inf`` allowed).
     """
-    ph = _arr("phi", phi, lo=0.0)
+    ph = real("phi", phi, lo=0.0)
     b2 = _beta("beta2", beta2)
-    tt = _steps("t", t)
+    tt = steps("t", t)
     return _out((1.0 - b2 ** tt) * ph)
 
 
@@ -219,10 +194,10 @@ def sgdm_equivalent_lr(lr, beta, t, phi):
     it tends to ``η (1−β)/√Φ`` (pass ``t=np.inf``).  Assumptions: ``η ≥ 0``, ``0 ≤ β < 1``,
     ``t ≥ 1`` integer or inf, ``Φ > 0``.  The approximation itself needs ``Φ ≫ E[v̂^c]``.
     """
-    eta = _arr("lr", lr, lo=0.0)
+    eta = real("lr", lr, lo=0.0)
     b = _beta("beta", beta)
-    tt = _steps("t", t)
-    ph = _arr("phi", phi, lo=0.0, lo_open=True)
+    tt = steps("t", t)
+    ph = real("phi", phi, lo=0.0, lo_open=True)
     return _out(eta * (1.0 - b) / ((1.0 - b ** tt) * np.sqrt(ph)))
 
 
@@ -263,7 +238,7 @@ def lemma1_subexp(noise_multiplier, clip, batch_size, beta=1.0):
     it; the paper's "any ν ≥ √2 a" is not enough.)  Assumptions: ``σ ≥ 0``, ``C, B > 0``,
     ``0 ≤ β ≤ 1``.  Returns ``(nu, b)`` arrays (floats for scalar input).
     """
-    be = _arr("beta", beta, lo=0.0, hi=1.0)
+    be = real("beta", beta, lo=0.0, hi=1.0)
     a = be * np.asarray(dp_bias(noise_multiplier, clip, batch_size))
     return _out(2.0 * a), _out(4.0 * a)
 
@@ -321,8 +296,8 @@ def bernstein_deviation(alpha, nu, b, *, branch="auto", sides=2):
     Assumptions: ``0 < α < 1``, ``ν, b ≥ 0``.
     """
     a = _alpha(alpha)
-    nu = _arr("nu", nu, lo=0.0)
-    bb = _arr("b", b, lo=0.0)
+    nu = real("nu", nu, lo=0.0)
+    bb = real("b", b, lo=0.0)
     if branch not in _BRANCHES:
         raise ValueError(f"branch must be one of {', '.join(_BRANCHES)}, got branch={branch!r}")
     if sides not in (1, 2):
@@ -355,7 +330,7 @@ def prop3_parameters(t, noise_multiplier, clip, batch_size, beta2, *, nu="proof"
     """
     if nu not in _NU_CONV:
         raise ValueError(f"nu must be 'proof' or 'statement', got nu={nu!r}")
-    tt = _steps("t", t)
+    tt = steps("t", t)
     b2 = _beta("beta2", beta2)
     ph = np.asarray(dp_bias(noise_multiplier, clip, batch_size), dtype=float)
     k = 2.0 if nu == "proof" else 4.0
@@ -416,11 +391,11 @@ def prop4_parameters(t, noise_multiplier, clip, batch_size, beta2, *, convention
     """
     if convention not in _P4_CONV:
         raise ValueError(f"convention must be 'corrected' or 'paper', got convention={convention!r}")
-    tt = _steps("t", t)
+    tt = steps("t", t)
     b2 = _beta("beta2", beta2)
-    s = _arr("noise_multiplier", noise_multiplier, lo=0.0)
-    C = _arr("clip", clip, lo=0.0, lo_open=True)
-    B = _arr("batch_size", batch_size, lo=0.0, lo_open=True)
+    s = real("noise_multiplier", noise_multiplier, lo=0.0)
+    C = real("clip", clip, lo=0.0, lo_open=True)
+    B = real("batch_size", batch_size, lo=0.0, lo_open=True)
     ph = (s * C / B) ** 2
     nu = 2.0 * np.sqrt(_geom2(b2, tt)) * (ph + s * C * C / B)
     if convention == "paper":
@@ -474,9 +449,9 @@ def lemma3_parameters(t, clip, phi, beta2, *, variant="corrected"):
     """
     if variant not in _L3_VARIANTS:
         raise ValueError(f"variant must be 'corrected' or 'paper', got variant={variant!r}")
-    tt = _steps("t", t)
-    C = _arr("clip", clip, lo=0.0, lo_open=True)
-    ph = _arr("phi", phi, lo=0.0)
+    tt = steps("t", t)
+    C = real("clip", clip, lo=0.0, lo_open=True)
+    ph = real("phi", phi, lo=0.0)
     b2 = _beta("beta2", beta2, lo_open=True)
     geom = b2 * (1.0 - b2 ** tt) / (1.0 - b2)  # Σ_{j=1}^t β2^j
     if variant == "paper":
@@ -521,7 +496,7 @@ def corollary1_bound(alpha, T, clip, phi, beta2, *, variant="corrected"):
     ``δ(T)`` bounds every ``t ≤ T``).  ``variant`` as :func:`lemma3_bound`.
     """
     a = _alpha(alpha)
-    TT = _arr("T", T, lo=1.0)
+    TT = real("T", T, lo=1.0)
     if np.any(TT != np.round(TT)):
         raise ValueError(f"T must be a positive integer, got T={T!r}")
     return lemma3_bound(a / TT, TT, clip, phi, beta2, variant=variant)
@@ -539,8 +514,8 @@ def prop2_limit(mean_g, mean_g2):
     (:func:`prop2_error_bound` quantifies it).  Assumptions: ``E[ḡ²] > 0``,
     ``E[ḡ]² ≤ E[ḡ²]``.
     """
-    m = _arr("mean_g", mean_g)
-    m2 = _arr("mean_g2", mean_g2, lo=0.0, lo_open=True)
+    m = real("mean_g", mean_g)
+    m2 = real("mean_g2", mean_g2, lo=0.0, lo_open=True)
     if np.any(m * m > m2 * (1.0 + 1e-12)):
         raise ValueError(f"need mean_g**2 <= mean_g2, got mean_g={mean_g!r}, mean_g2={mean_g2!r}")
     return _out(m / np.sqrt(m2))
@@ -551,9 +526,9 @@ def dp_adam_limit(mean_g, mean_g2, phi):
 
     Not consistent for ``E[ḡ]/√E[ḡ²]`` when ``Φ > 0`` (the point of DP-AdamBC).
     """
-    ph = _arr("phi", phi, lo=0.0)
-    m = _arr("mean_g", mean_g)
-    m2 = _arr("mean_g2", mean_g2, lo=0.0)
+    ph = real("phi", phi, lo=0.0)
+    m = real("mean_g", mean_g)
+    m2 = real("mean_g2", mean_g2, lo=0.0)
     if np.any(m * m > m2 * (1.0 + 1e-12)) or np.any(m2 + ph <= 0):
         raise ValueError(f"need mean_g**2 <= mean_g2 and mean_g2 + phi > 0, got mean_g={mean_g!r}, "
                          f"mean_g2={mean_g2!r}, phi={phi!r}")
@@ -575,11 +550,11 @@ def prop2_moment_variances(beta1, beta2, t, var_g, var_g2, mean_g2, phi):
     """
     b1 = _beta("beta1", beta1)
     b2 = _beta("beta2", beta2)
-    tt = _steps("t", t)
-    vg = _arr("var_g", var_g, lo=0.0)
-    vg2 = _arr("var_g2", var_g2, lo=0.0)
-    mg2 = _arr("mean_g2", mean_g2, lo=0.0)
-    ph = _arr("phi", phi, lo=0.0)
+    tt = steps("t", t)
+    vg = real("var_g", var_g, lo=0.0)
+    vg2 = real("var_g2", var_g2, lo=0.0)
+    mg2 = real("mean_g2", mean_g2, lo=0.0)
+    ph = real("phi", phi, lo=0.0)
     vm = _ema_scale(b1, tt) ** 2 * _geom2(b1, tt) * (vg + ph)
     vv = _ema_scale(b2, tt) ** 2 * _geom2(b2, tt) * (vg2 + 4.0 * mg2 * ph + 2.0 * ph * ph)
     return _out(vm), _out(vv)
@@ -599,8 +574,8 @@ def prop2_error_bound(alpha, beta1, beta2, t, mean_g, var_g, mean_g2, var_g2, ph
     (``β1, β2 → 1``, ``t → ∞``), which is Prop. 2's consistency.
     """
     a_ = _alpha(alpha)
-    M = _arr("mean_g", mean_g)
-    V = _arr("mean_g2", mean_g2, lo=0.0, lo_open=True)
+    M = real("mean_g", mean_g)
+    V = real("mean_g2", mean_g2, lo=0.0, lo_open=True)
     if np.any(M * M > V * (1.0 + 1e-12)):
         raise ValueError(f"need mean_g**2 <= mean_g2, got mean_g={mean_g!r}, mean_g2={mean_g2!r}")
     vm, vv = prop2_moment_variances(beta1, beta2, t, var_g, var_g2, mean_g2, phi)
@@ -635,531 +610,3 @@ def sample_mean_moments(values, batch_size):
     ed4 = (m4 + 3.0 * (b - 1) * m2 * m2) / b ** 3
     var_sq = 4.0 * mu * mu * m2 / b + 4.0 * mu * m3 / b ** 2 + ed4 - var * var
     return _out(mu), _out(var), _out(mean_sq), _out(np.maximum(var_sq, 0.0))
-
-
-# ================================================================================================
-# Checks for ``dpsim verify`` (family "seed 004 concentration")
-#
-# Statistical rows use the simulator: ``dp_adam`` / ``dp_adam_bc`` on ``linear_box`` problems whose
-# per-example gradients do not depend on the parameters (a "fixed-in-advance" sequence of clipped
-# means, Props. 3–4, Lemma 3) or are i.i.d. across steps (Assumption 1, Prop. 2).  The paper's
-# (σ, C, B) are realized with batch size 1 and noise multiplier σ/B: the noise on the averaged
-# release, N(0, (σC/B)²), is the same.  Confidence intervals are exact binomial (order-statistic /
-# Clopper–Pearson) at two-sided level 99.8 % (one-sided 99.9 %) unless a row says otherwise.
-
-_Z999 = 3.290526731491926  # one-sided 99.95 % ≈ two-sided 99.9 % normal quantile
-_LEVEL = 2e-3  # two-sided miss probability of the binomial CIs
-
-
-def _sizes(scale):
-    if scale == "quick":
-        return {"trials_coord": 200, "d": 50, "t_paper": (10, 100, 1000), "tight_trials": 2000,
-                "l3_trials": 4000, "cor_trials": 1000, "p2_trials": 200,
-                "p2_settings": ((0.9, 0.99, 600), (0.99, 0.999, 4000))}
-    return {"trials_coord": 400, "d": 50, "t_paper": (10, 100, 1000, 10000), "tight_trials": 5000,
-            "l3_trials": 20000, "cor_trials": 4000, "p2_trials": 400,
-            "p2_settings": ((0.9, 0.99, 600), (0.99, 0.999, 4000), (0.999, 0.9999, 40000))}
-
-
-def _fixed_gradient_run(gbar, *, clip, noise_multiplier, beta2, steps, trials, record_every, seed,
-                        beta1=0.9):
-    """Raw Adam ``v`` of ``dp_adam`` (lr = 0) with the constant clipped mean ``−gbar ⊙ signs``.
-
-    ``linear_box(n=1, scales=gbar, bias=1)`` has the single per-example gradient ``−v ⊙ gbar``
-    (random signs ``v``); batch size 1.  Returns ``(steps (K,), V (K, R, d), gbar (d,))`` with the
-    exact clipped mean used by the privatizer.
-    """
-    import dpsim
-    from dpsim import optimizers, privacy, problems
-
-    gbar = np.asarray(gbar, dtype=float)
-    d = gbar.size
-    prob = problems.linear_box(n=1, d=d, scales=gbar, bias=1.0, seed=seed)
-    g1 = prob.per_example_grads(np.zeros((1, d)), np.zeros((1, 1), dtype=np.int64))[0, 0]
-    gc = np.asarray(privacy.clip_l2(g1[None, :], clip))[0]
-    opt = optimizers.get("dp_adam", lr=0.0, beta1=beta1, beta2=beta2, eps=1e-8, clip=clip,
-                         noise_multiplier=noise_multiplier)
-    probes = {f"v{j}": (lambda s, w, c, j=j: s[1].v[:, j]) for j in range(d)}
-    res = dpsim.simulate(prob, opt, steps=steps, batch_size=1, trials=trials, seed=seed,
-                         sampling="replacement", record_every=record_every, metrics=(),
-                         probes=probes)
-    V = np.stack([res.records[f"v{j}"] for j in range(d)], axis=-1)
-    return np.asarray(res.steps), V, gc
-
-
-def _quantile_ci(x, q, level=_LEVEL):
-    """Empirical ``q``-quantile of ``x`` with its distribution-free (order-statistic) CI."""
-    from scipy import stats
-
-    x = np.sort(np.asarray(x, dtype=float).ravel())
-    n = x.size
-    lo = int(stats.binom.ppf(level / 2, n, q))
-    hi = int(stats.binom.ppf(1 - level / 2, n, q)) + 1
-    return float(np.quantile(x, q)), (float(x[max(lo - 1, 0)]), float(x[min(hi - 1, n - 1)]))
-
-
-def _freq_ci(k, n, level=_LEVEL):
-    """Clopper–Pearson interval for a binomial proportion ``k/n``."""
-    from scipy import stats
-
-    lo = 0.0 if k == 0 else float(stats.beta.ppf(level / 2, k, n - k + 1))
-    hi = 1.0 if k == n else float(stats.beta.ppf(1 - level / 2, k + 1, n - k))
-    return k / n, (lo, hi)
-
-
-def _row(name, source, bound, estimate, ci=None, relation="", verdict="pass", detail=""):
-    # "∣" (U+2223) instead of "|": the relation is a cell of verify.md's Markdown table
-    return CheckResult(check=name, source=f"{_SRC} {source}", family=FAMILY, bound=float(bound),
-                       estimate=float(estimate), ci=ci, relation=relation.replace("|", "∣"),
-                       verdict=verdict, detail=detail)
-
-
-_TIGHT_MARGIN = 1.25
-
-
-def _gauss_ratio(alpha, phi, gbar, sides=2):
-    """Gaussian-limit value of ``ξ/quantile`` in the sub-Gaussian branch, from first principles.
-
-    Deviation ``Σ w_τ((ḡ + z_τ)² − ḡ² − Φ)`` has variance ``Σw² (2Φ² + 4ḡ²Φ)``; the bound is
-    ``√(Σw²) · 2(Φ + |ḡ|√Φ) · √(2 ln(2/α))`` (Prop. 4 / Lemma 3 with ``|ḡ| = C``; Prop. 3 with
-    ``ḡ = 0``).  Skewness makes the true ratio smaller; the rows allow ``_TIGHT_MARGIN`` above it.
-    """
-    from scipy import stats
-
-    L = math.log(2.0 / alpha)
-    return (2.0 * (phi + abs(gbar) * math.sqrt(phi)) * math.sqrt(2.0 * L)
-            / (math.sqrt(2.0 * phi * phi + 4.0 * gbar * gbar * phi)
-               * float(stats.norm.ppf(1.0 - alpha / sides))))
-
-
-def _quantile_row(name, source, dev_abs, alpha, bound, detail="", gauss_ratio=None,
-                  label="|dev|"):
-    """Row: empirical (1−α) quantile of |deviation| ≤ bound (fails when the CI's lower end is
-    above the bound, i.e. the exceedance frequency is significantly above α).  With
-    ``gauss_ratio`` (sub-Gaussian branch) it also fails when the bound is looser than
-    ``_TIGHT_MARGIN × gauss_ratio ×`` the CI's upper end (a bound made 2× looser is caught)."""
-    q, ci = _quantile_ci(dev_abs, 1.0 - alpha)
-    ok = ci[0] <= bound
-    relation = f"(1−α)-quantile of {label} <= ξ"
-    if gauss_ratio is not None:
-        ok = ok and bound <= _TIGHT_MARGIN * gauss_ratio * ci[1]
-        relation += f" <= {_TIGHT_MARGIN}·r_G·quantile"
-        detail += f" Gaussian-limit ratio r_G = {gauss_ratio:.3g}."
-    return _row(name, source, bound, q, ci, relation, "pass" if ok else "fail",
-                detail + f" n={np.size(dev_abs)}; ratio ξ/quantile={bound / q:.3g}.")
-
-
-def _in_subgaussian_branch(alpha, params):
-    nu, b, _ = (float(x) for x in params)
-    return nu * math.sqrt(2.0 * math.log(2.0 / alpha)) <= nu * nu / b
-
-
-# ------------------------------------------------------------------------------------------------
-# printed numbers
-
-
-@check("seed004_phi_eq3", family=FAMILY)
-def _check_phi_eq3(scale, seed):
-    rows = []
-    phi = dp_bias(0.4, 0.1, 256)
-    rows.append(_row("seed004_phi_eq3", "Eq. 2 / Table 2", 2.441e-8, phi, None,
-                     "Φ(σ=0.4, C=0.1, B=256) prints as 2.441e-08",
-                     "pass" if f"{phi:.3e}" == "2.441e-08" else "fail",
-                     "Φ = (σC/B)²; Table 2 and Fig. 1 print Φ ≈ 2.441e-8."))
-    for label, lr, beta, ph, printed, src in EQ3_NUMBERS:
-        ph = dp_bias(*ph) if isinstance(ph, tuple) else ph
-        val = sgdm_equivalent_lr(lr, beta, np.inf, ph)
-        digits = len(str(printed).split(".")[1].lstrip("0"))
-        ok = abs(val - printed) <= 0.5 * 10 ** (math.floor(math.log10(printed)) - digits + 1) + 1e-15
-        rows.append(_row("seed004_phi_eq3", f"Eq. 3, {src}", printed, val, None,
-                         "η(1−β)/√Φ rounds to the printed value", "pass" if ok else "fail",
-                         f"{label}: η={lr}, β={beta}, Φ={ph:.4g}."))
-    exact = sgdm_equivalent_lr(1e-3, 0.9, np.inf, phi)
-    rows.append(_row("seed004_phi_eq3", "§3 (Fig. 2 middle text)", 6.4, exact, None,
-                     "Eq. 3 asymptote with the stated η = 0.001", "reported",
-                     "§3 says DP-SGDM with η = 0.001 'follows Eq. 3, converging to ≈ 6.4'; Eq. 3 "
-                     f"gives {exact:.4g} for η = 0.001 (and 6.4 for η = 0.01, App. D's value). The "
-                     "code follows Eq. 3. Also: '≈ 0.645' uses Φ rounded to 2.4e-8; the exact Φ of "
-                     f"B=256, C=0.1, σ=0.4 gives {exact:.4g}."))
-    sym = sgdm_equivalence_symbolic(5)
-    rows.append(_row("seed004_phi_eq3", "Eq. 3 (sympy)", 0.0,
-                     float(sum(abs(float(r)) for r in sym["residuals"])), None,
-                     "η m̂_t/√Φ − η_SGDM(t) b_t ≡ 0 symbolically for t ≤ 5",
-                     "pass" if sym["ok"] else "fail", "Adam first moment vs heavy-ball buffer."))
-    return rows
-
-
-@check("seed004_lemma1", family=FAMILY)
-def _check_lemma1(scale, seed):
-    s = lemma1_symbolic()
-    # smallest ν/a with log E e^{u(X²−1)} = −u − ½log(1−2u) ≤ (ν/a)² u²/2 on 0 < |u| ≤ 1/4
-    u = np.concatenate([np.linspace(-0.25, -1e-4, 2000), np.linspace(1e-4, 0.25, 2000)])
-    nu_min = float(np.sqrt(np.max(2.0 * (-u - 0.5 * np.log1p(-2.0 * u)) / u ** 2)))
-    rows = [_row("seed004_lemma1", "App. C Lemma 1 (sympy)", 1.0, float(s["taylor_coefficient"]),
-                 None, "coefficient of (λa)² in the MGF = 1 (paper: 1 + a²λ²)",
-                 "pass" if s["taylor_coefficient"] == 1 else "fail", f"MGF = {s['mgf']}."),
-            _row("seed004_lemma1", "App. C Lemma 1 (sympy)", 0.0, 0.0 if s["ok_2a"] else 1.0, None,
-                 "h(u) = 2u² + u + ½log(1−2u) ≥ 0 on |u| ≤ 1/4 (ν = 2a, b = 4a valid)",
-                 "pass" if s["ok_2a"] else "fail", f"h'(u) = {s['h_prime']} has the sign of u."),
-            _row("seed004_lemma1", "App. C Lemma 1 (text)", math.sqrt(2.0), nu_min, None,
-                 "smallest ν/a valid on |λ| ≤ 1/(4a) vs the text's √2",
-                 "reported" if (s["sqrt2_fails"] and nu_min > math.sqrt(2.0)) else "fail",
-                 "The proof says the bound holds 'for any ν ≥ √2 a' (Taylor expansion at 0); at "
-                 f"ν = √2 a, h'(u) = {s['h_sqrt2_prime']} < 0 for u > 0, so it fails for every "
-                 f"λ > 0. With b = 4a the smallest valid ν is {nu_min:.4g} a (at λ = 1/(4a)); the "
-                 "lemma's choice ν = 2a, b = 4a is valid and the code uses it.")]
-    return rows
-
-
-def _table_rows(name, table, fn, label):
-    rows = []
-    bad = []
-    worst = 0.0
-    for (C, a, t), printed in sorted(table.items()):
-        val = fn(a, t, C)
-        if f"{val:.3e}" == f"{printed:.3e}":
-            worst = max(worst, abs(val / printed - 1.0))
-        else:
-            bad.append((C, a, t, printed, val))
-    n_ok = len(table) - len(bad)
-    rows.append(_row(name, label, len(table), n_ok, None,
-                     "cells reproduced to the printed 4 digits (the others: rows below)", "pass",
-                     f"{n_ok} of {len(table)} cells equal the printed value when rounded to 4 "
-                     f"significant digits (max relative difference {worst:.2g})."))
-    return rows, bad
-
-
-@check("seed004_table3", family=FAMILY)
-def _check_table3(scale, seed):
-    def stmt(a, t, C):
-        return prop3_bound(a, t, 0.4, C, 256, 0.999, nu="statement")
-
-    rows, bad = _table_rows("seed004_table3", TABLE3, stmt, "App. C Table 3 (nu='statement')")
-    for C, a, t, printed, val in bad:
-        sg = prop3_bound(a, t, 0.4, C, 256, 0.999, nu="statement", branch="subgaussian")
-        why = []
-        if f"{sg:.3e}" == f"{printed:.3e}":
-            why.append(f"the printed value is the sub-Gaussian formula ({sg:.4g}) used outside its "
-                       f"range (δ > ν²/b); the correct inversion gives {val:.4g}")
-        elif f"{sg / 10:.3e}" == f"{printed:.3e}":
-            why.append(f"the printed value is 1/10 of the sub-Gaussian formula ({sg:.4g}, a typo: "
-                       f"the row is 100× the C=0.1 row) and that formula is also outside its "
-                       f"range; the correct inversion gives {val:.4g}")
-        else:
-            why.append(f"unexplained (formula {val:.4g}, sub-Gaussian {sg:.4g})")
-        rows.append(_row("seed004_table3", "App. C Table 3", printed, val, None,
-                         f"cell C={C}, α={a}, t={t}", "fail" if "unexplained" in why[0] else "reported",
-                         "; ".join(why) + ". The code follows the correct inversion "
-                         "(branch='auto')."))
-    p, s = prop3_bound(0.05, 10000, 0.4, 0.1, 256, 0.999), prop3_bound(0.05, 10000, 0.4, 0.1, 256,
-                                                                       0.999, nu="statement")
-    rows.append(_row("seed004_table3", "Prop. 3 statement vs proof", s, p, None,
-                     "ξ with ν from the proof (code default) vs the statement/table",
-                     "reported",
-                     "The statement of Prop. 3 has ν = 4Φ√(…); its proof derives ν* = 2Φ√(…) from "
-                     "Lemma 1, which is correct. Table 3 and the §4 text (5.933e-09 at α=0.05, "
-                     f"t=10000) use the statement; the proof's ν gives {p:.4g}. The code defaults "
-                     "to nu='proof' and reproduces the table with nu='statement'."))
-    return rows
-
-
-@check("seed004_table4", family=FAMILY)
-def _check_table4(scale, seed):
-    rows = []
-    for conv in ("paper", "corrected"):
-        def fn(a, t, C, conv=conv):
-            return prop4_bound(a, t, 0.4, C, 256, 0.999, convention=conv)
-
-        r, bad = _table_rows("seed004_table4", TABLE4, fn, f"App. C Table 4 (convention='{conv}')")
-        rows += r
-        for C, a, t, printed, val in bad:
-            rows.append(_row("seed004_table4", "App. C Table 4", printed, val, None,
-                             f"cell C={C}, α={a}, t={t}", "fail", "not reproduced"))
-    nu, b, _ = prop4_parameters(10, 0.4, 0.1, 256, 0.999, convention="paper")
-    mu = 256 / 0.4
-    u = 0.2  # λa at which the paper's pair is checked (≤ 1/4 = the range its b = 4a claims)
-    lhs = 2 * u * u * mu * mu / (1 - 2 * u) - u - 0.5 * math.log(1 - 2 * u)
-    rhs = 2 * u * u * (1 + mu) ** 2
-    rows.append(_row("seed004_table4", "App. C Prop. 4 proof", rhs, lhs, None,
-                     "log-MGF of one term at λa = 0.2 vs λ²ν_k²/2 (must be ≤)", "reported",
-                     "With μ = C/√Φ = B/σ = 640 (Table 4's C = 0.1 rows) the exact non-central χ² "
-                     "log-MGF exceeds the claimed sub-exponential bound inside |λ| < 1/b: the "
-                     "paper's (ν, b = 4Φ) is not a valid pair. convention='corrected' (default) "
-                     "uses b = 4Φ(1+μ)²/(1+4μ); every Table 4 cell is in the sub-Gaussian branch, "
-                     "so both conventions reproduce the table. The label |v_t^p − E v_t^p| (no "
-                     "hat) on the C = 1.0 rows is a typo: the values are 100× the hatted C = 0.1 "
-                     "rows."))
-    return rows
-
-
-# ------------------------------------------------------------------------------------------------
-# simulation: Eq. 2, Prop. 3, Prop. 4
-
-
-def _paper_realization(sigma, C, B):
-    """Noise multiplier for batch size 1 with the same Φ = (σC/B)² and σC²/B."""
-    return sigma / B
-
-
-@check("seed004_prop3_sim", family=FAMILY)
-def _check_prop3_sim(scale, seed):
-    sz = _sizes(scale)
-    sigma, C, B, b2 = 0.4, 0.1, 256, 0.999
-    phi = dp_bias(sigma, C, B)
-    T = max(sz["t_paper"])
-    d = sz["d"]
-    steps, V, g = _fixed_gradient_run(np.full(d, 1e-12), clip=C,
-                                      noise_multiplier=_paper_realization(sigma, C, B),
-                                      beta2=b2, steps=T, trials=sz["trials_coord"],
-                                      record_every=10, seed=seed + 4001)
-    rows = []
-    for t in sz["t_paper"]:
-        k = int(np.flatnonzero(steps == t)[0])
-        vhat = V[k] / (1.0 - b2 ** t)
-        # Eq. 2: E[v_t] − v_t^c = (1 − β2^t)Φ
-        raw = V[k] - (1.0 - b2 ** t) * g * g
-        mean, se = float(raw.mean()), float(raw.std(ddof=1) / math.sqrt(raw.size))
-        bias = second_moment_bias(phi, b2, t)
-        rows.append(_row("seed004_prop3_sim", "Eq. 2", bias, mean, _Z999 * se,
-                         "|mean(v_t − v_t^c) − (1−β2^t)Φ| <= CI (99.9 %)",
-                         "pass" if abs(mean - bias) <= _Z999 * se else "fail",
-                         f"t={t}; dp_adam (lr=0) with Φ={phi:.4g}, β2={b2}, n={raw.size}."))
-        dev = np.abs(vhat - phi - g * g)
-        for a in (0.01, 0.05):
-            xi = prop3_bound(a, t, sigma, C, B, b2)
-            xs = prop3_bound(a, t, sigma, C, B, b2, nu="statement")
-            sg = _in_subgaussian_branch(a, prop3_parameters(t, sigma, C, B, b2))
-            rows.append(_quantile_row(
-                "seed004_prop3_sim", "Prop. 3", dev, a, xi,
-                f"paper setting σ=0.4, C=0.1, B=256, β2=0.999, ḡ≈0, t={t}, α={a}; bound with the "
-                f"proof's ν (the statement's ν gives {xs:.4g}).",
-                gauss_ratio=_gauss_ratio(a, phi, 0.0) if sg else None))
-    # drawn settings
-    rng = np.random.default_rng([seed, 4002])
-    for i in range(3):
-        s_ = float(rng.uniform(0.3, 3.0))
-        C_ = float(10 ** rng.uniform(-2, 0))
-        B_ = int(rng.choice([32, 64, 128, 256, 512, 1024]))
-        b2_ = float(rng.choice([0.9, 0.99, 0.999]))
-        t_ = int(rng.integers(20, 400))
-        a_ = float(rng.choice([0.01, 0.05]))
-        _, Vd, gd = _fixed_gradient_run(np.full(d, 1e-12 * C_), clip=C_,
-                                        noise_multiplier=_paper_realization(s_, C_, B_), beta2=b2_,
-                                        steps=t_, trials=sz["trials_coord"] // 2, record_every=t_,
-                                        seed=seed + 4010 + i)
-        ph = dp_bias(s_, C_, B_)
-        dev = np.abs(Vd[-1] / (1.0 - b2_ ** t_) - ph - gd * gd)
-        sg = _in_subgaussian_branch(a_, prop3_parameters(t_, s_, C_, B_, b2_))
-        rows.append(_quantile_row("seed004_prop3_sim", "Prop. 3", dev, a_,
-                                  prop3_bound(a_, t_, s_, C_, B_, b2_),
-                                  f"drawn σ={s_:.3g}, C={C_:.3g}, B={B_}, β2={b2_}, t={t_}, "
-                                  f"α={a_}, ḡ≈0.",
-                                  gauss_ratio=_gauss_ratio(a_, ph, 0.0) if sg else None))
-    return rows
-
-
-@check("seed004_prop4_sim", family=FAMILY)
-def _check_prop4_sim(scale, seed):
-    """Prop. 4 (and the scope of Prop. 3) with the worst case ḡ = C in one coordinate."""
-    sz = _sizes(scale)
-    rows = []
-    rng = np.random.default_rng([seed, 4003])
-    settings = [(0.4, 0.1, 256, 0.999, 1000, 0.05)]
-    for _ in range(3):
-        settings.append((float(rng.uniform(0.3, 3.0)), float(10 ** rng.uniform(-2, 0)),
-                         int(rng.choice([1, 4, 16, 64, 256])), float(rng.choice([0.9, 0.99, 0.999])),
-                         int(rng.integers(20, 400)), float(rng.choice([0.01, 0.05]))))
-    for i, (s_, C_, B_, b2_, t_, a_) in enumerate(settings):
-        steps, V, g = _fixed_gradient_run(np.array([C_]), clip=C_,
-                                          noise_multiplier=_paper_realization(s_, C_, B_),
-                                          beta2=b2_, steps=t_, trials=sz["tight_trials"],
-                                          record_every=t_, seed=seed + 4020 + i)
-        ph = dp_bias(s_, C_, B_)
-        dev = np.abs(V[-1] / (1.0 - b2_ ** t_) - ph - g * g)
-        desc = f"σ={s_:.3g}, C={C_:.3g}, B={B_}, β2={b2_}, t={t_}, α={a_}, ḡ = C (worst case)"
-        xi4 = prop4_bound(a_, t_, s_, C_, B_, b2_)
-        sg = _in_subgaussian_branch(a_, prop4_parameters(t_, s_, C_, B_, b2_))
-        rows.append(_quantile_row("seed004_prop4_sim", "Prop. 4", dev, a_, xi4,
-                                  desc + "; |v̂^p − E v̂^p| = |v̂^corr − v̂^c| for a fixed sequence.",
-                                  gauss_ratio=_gauss_ratio(a_, ph, C_) if sg else None))
-        if i == 0:
-            xi3 = prop3_bound(a_, t_, s_, C_, B_, b2_)
-            q, ci = _quantile_ci(dev, 1.0 - a_)
-            rows.append(_row("seed004_prop4_sim", "Prop. 3 (scope)", xi3, q, ci,
-                             "(1−α)-quantile of |v̂^corr − v̂^c| <= ξ (as stated)",
-                             "reported" if ci[0] > xi3 else "pass",
-                             desc + ". Prop. 3 states its bound for |v̂^corr − v̂^c| on any fixed "
-                             "sequence, but the proof drops the cross term 2ḡz; with ḡ = C the "
-                             f"deviation's quantile is {q / xi3:.3g}× the bound. The code documents "
-                             "Prop. 3 as the ḡ = 0 (noise-only) bound and uses Prop. 4 for |ḡ| ≤ C."))
-    return rows
-
-
-# ------------------------------------------------------------------------------------------------
-# simulation: Lemma 3 and Corollary 1
-
-
-@check("seed004_lemma3_sim", family=FAMILY)
-def _check_lemma3_sim(scale, seed):
-    sz = _sizes(scale)
-    sigma, C, B, b2, alpha = 0.4, 0.1, 256, 0.999, 0.05
-    phi = dp_bias(sigma, C, B)
-    T = 20
-    steps, V, _ = _fixed_gradient_run(np.array([C]), clip=C,
-                                      noise_multiplier=_paper_realization(sigma, C, B), beta2=b2,
-                                      steps=T, trials=sz["l3_trials"], record_every=1,
-                                      seed=seed + 4030)
-    vp = b2 * V[1:, :, 0] / (1.0 - b2)  # (T, R): v_t^p = Σ_j β2^j g̃²
-    t = steps[1:]
-    rows = []
-    lvl = _LEVEL / T  # Bonferroni over the T steps
-    for variant in ("corrected", "paper"):
-        delta = np.asarray(lemma3_bound(alpha, t, C, phi, b2, variant=variant))
-        k = (vp >= delta[:, None]).sum(axis=1)
-        n = vp.shape[1]
-        lows = [_freq_ci(int(kk), n, lvl)[1][0] for kk in k]
-        worst = int(np.argmax(k))
-        f, ci = _freq_ci(int(k[worst]), n, lvl)
-        ok = max(lows) <= alpha
-        verdict = "pass" if ok else ("reported" if variant == "paper" else "fail")
-        rows.append(_row("seed004_lemma3_sim", f"App. F Lemma 3 ({variant})", alpha, f, ci,
-                         "max_t P̂(v_t^p ≥ δ_t) <= α (CI Bonferroni over t ≤ 20)", verdict,
-                         f"∇f = C = {C} every step, Φ = {phi:.4g}, β2 = {b2}; worst t = {t[worst]}; "
-                         f"frequencies at t=1..5: {np.round(k[:5] / n, 3).tolist()}."
-                         + (" The printed lemma omits the 2Cz term of (C + z)² from ν* (and "
-                            "mis-sums ν*²): it fails at small t." if variant == "paper" else "")))
-    # tightness of the corrected lemma at t = T (sub-Gaussian branch; one-sided deviation)
-    mu, nu, b = (float(x) for x in lemma3_parameters(T, C, phi, b2))
-    if nu * math.sqrt(2.0 * math.log(2.0 / alpha)) <= nu * nu / b:
-        dev = float(lemma3_bound(alpha, T, C, phi, b2)) - mu
-        rows.append(_quantile_row("seed004_lemma3_sim", "App. F Lemma 3 (corrected)", vp[-1] - mu,
-                                  alpha, dev, f"t = {T}: v_t^p − μ* (= v_t^p − E v_t^p here) vs "
-                                  "the bound's deviation term δ − μ*.",
-                                  gauss_ratio=_gauss_ratio(alpha, phi, C, sides=1),
-                                  label="v_t^p − μ*"))
-    return rows
-
-
-@check("seed004_corollary1_sim", family=FAMILY)
-def _check_cor1_sim(scale, seed):
-    sz = _sizes(scale)
-    rows = []
-    for sigma, C, B, b2, T, alpha in ((0.4, 0.1, 256, 0.8, 400, 0.05), (1.0, 1.0, 16, 0.9, 200, 0.1)):
-        phi = dp_bias(sigma, C, B)
-        steps, V, _ = _fixed_gradient_run(np.array([C]), clip=C,
-                                          noise_multiplier=_paper_realization(sigma, C, B),
-                                          beta2=b2, steps=T, trials=sz["cor_trials"],
-                                          record_every=1, seed=seed + 4040 + T)
-        sup = (b2 * V[1:, :, 0] / (1.0 - b2)).max(axis=0)
-        for variant in ("corrected", "paper"):
-            delta = corollary1_bound(alpha, T, C, phi, b2, variant=variant)
-            k = int((sup >= delta).sum())
-            f, ci = _freq_ci(k, sup.size)
-            ok = ci[0] <= alpha
-            verdict = "pass" if ok else ("reported" if variant == "paper" else "fail")
-            q, _ = _quantile_ci(sup, 1.0 - alpha)
-            mu = lemma3_parameters(T, C, phi, b2, variant=variant)[0]
-            rows.append(_row("seed004_corollary1_sim", f"App. F Corollary 1 ({variant})", alpha, f,
-                             ci, "P̂(sup_t v_t^p ≥ δ) <= α", verdict,
-                             f"σ={sigma}, C={C}, B={B}, β2={b2}, T={T}, ∇f = C; δ − μ* = "
-                             f"{delta - mu:.4g}, empirical (1−α)-quantile of sup − μ* = "
-                             f"{q - mu:.4g}, n={sup.size}."))
-    return rows
-
-
-# ------------------------------------------------------------------------------------------------
-# simulation: Proposition 2
-
-
-def _prop2_problem(seed):
-    from dpsim import privacy, problems
-
-    d, n, clip = 8, 64, 1.0
-    prob = problems.linear_box(n=n, d=d, scales="ones", bias=0.5, seed=seed)
-    G = prob.per_example_grads(np.zeros((1, d)), np.arange(n, dtype=np.int64)[None, :])[0]
-    Gc = np.asarray(privacy.clip_l2(G, clip))
-    return prob, Gc, clip
-
-
-@check("seed004_prop2_sim", family=FAMILY)
-def _check_prop2_sim(scale, seed):
-    import dpsim
-    from dpsim import optimizers
-
-    sz = _sizes(scale)
-    b, sigma, alpha = 4, 1.0, 0.1
-    prob, Gc, clip = _prop2_problem(seed + 4050)
-    d = Gc.shape[1]
-    M, Vg, M2, Vg2 = sample_mean_moments(Gc, b)
-    phi = dp_bias(sigma, clip, b)
-    target = prop2_limit(M, M2)
-    adam_lim = dp_adam_limit(M, M2, phi)
-    rows = []
-    rms = []
-    for i, (b1, b2, T) in enumerate(sz["p2_settings"]):
-        opt = optimizers.get("dp_adam_bc", lr=0.0, beta1=b1, beta2=b2, gamma_prime=1e-300,
-                             clip=clip, noise_multiplier=sigma)
-        probes = {}
-        for j in range(d):
-            probes[f"m{j}"] = lambda s, w, c, j=j: s[1].m[:, j]
-            probes[f"v{j}"] = lambda s, w, c, j=j: s[1].v[:, j]
-        res = dpsim.simulate(prob, opt, steps=T, batch_size=b, trials=sz["p2_trials"],
-                             seed=seed + 4051 + i, sampling="replacement", record_every=T,
-                             metrics=(), probes=probes)
-        m_hat = np.stack([res.records[f"m{j}"][-1] for j in range(d)], axis=1) / (1 - b1 ** T)
-        v_hat = np.stack([res.records[f"v{j}"][-1] for j in range(d)], axis=1) / (1 - b2 ** T)
-        R = m_hat.shape[0]
-        vm, vv = (np.asarray(x) for x in prop2_moment_variances(b1, b2, T, Vg, Vg2, M2, phi))
-        desc = f"β1={b1}, β2={b2}, t={T}, Φ={phi:.3g}, d={d}, R={R}, batch {b} with replacement"
-        for what, x, var in (("m̂", m_hat, vm), ("v̂^corr", v_hat - phi, vv)):
-            s2 = x.var(axis=0, ddof=1)
-            c4 = ((x - x.mean(axis=0)) ** 4).mean(axis=0)
-            ratio = float(np.mean(s2 / var))
-            se = float(np.sqrt(np.sum((c4 - s2 ** 2) / R / var ** 2)) / d)
-            rows.append(_row("seed004_prop2_sim", "App. B (Prop. 2), exact variance", 1.0, ratio,
-                             _Z999 * se, f"mean_j Var̂({what})/formula = 1 within CI (99.9 %)",
-                             "pass" if abs(ratio - 1.0) <= _Z999 * se else "fail",
-                             desc + "."))
-            if i == len(sz["p2_settings"]) - 1 and what == "m̂":
-                bt = b1
-                printed = (1 - bt) ** 2 / (1 - bt ** T) * (Vg + phi)
-                rows.append(_row("seed004_prop2_sim", "App. B (printed variance)", 1.0,
-                                 float(np.mean(s2 / printed)), None,
-                                 "Var̂(m̂)/printed formula", "reported",
-                                 "App. B prints E[(m̂ − Eḡ)²] = (1−β1)²/(1−β1^t)(V[ḡ] + Φ) "
-                                 "(Σβ^{t−τ} where Σβ^{2(t−τ)} is due); the exact variance is "
-                                 "((1−β1)/(1−β1^t))²(1−β1^{2t})/(1−β1²)(V[ḡ]+Φ), which the code "
-                                 "uses (row above). Its Var v̂ also has 2Φ for 2Φ² and 4V[ḡ]Φ for "
-                                 "4E[ḡ²]Φ. The conclusion (→ 0) is unaffected."))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            u = m_hat / np.sqrt(np.maximum(v_hat - phi, 0.0))
-        err = np.where(np.isfinite(u), np.abs(u - target), np.inf)
-        eps = np.asarray(prop2_error_bound(alpha, b1, b2, T, M, Vg, M2, Vg2, phi))
-        k = int((err >= eps).sum())
-        f, ci = _freq_ci(k, err.size)
-        err_adam = np.abs(m_hat / np.sqrt(v_hat) - target)
-        rms.append(float(np.sqrt(np.mean(np.where(np.isfinite(err), err, 10.0) ** 2))))
-        rows.append(_row("seed004_prop2_sim", "Prop. 2 (finite-β bound)", alpha, f, ci,
-                         "P̂(|u − Eḡ/√Eḡ²| ≥ ε) <= α", "pass" if ci[0] <= alpha else "fail",
-                         desc + f"; median ε = {np.median(eps):.3g}, median |u − target| "
-                         f"(DP-AdamBC) = {np.median(err):.3g}, DP-Adam = {np.median(err_adam):.3g} "
-                         f"(its limit is off by {np.median(np.abs(adam_lim - target)):.3g})."))
-    # the finite-β bound is the exact worst case on the Chebyshev event (oracle row)
-    b1, b2, T = sz["p2_settings"][-1]
-    vm, vv = (np.asarray(x) for x in prop2_moment_variances(b1, b2, T, Vg, Vg2, M2, phi))
-    a_c, r_c = np.sqrt(2 * vm / alpha), np.sqrt(2 * vv / alpha)
-    corner = np.abs((M + np.sign(M) * a_c) / np.sqrt(M2 - r_c) - target)
-    eps = np.asarray(prop2_error_bound(alpha, b1, b2, T, M, Vg, M2, Vg2, phi))
-    gap = float(np.max(np.abs(eps / corner - 1.0)))
-    rows.append(_row("seed004_prop2_sim", "Prop. 2 (finite-β bound, worst case)", 0.0, gap, None,
-                     "max_j |ε / |u(M ± a, V − r) − target| − 1| = 0 (ε is attained)",
-                     "pass" if gap < 1e-9 else "fail",
-                     "Chebyshev at α/2 each: |m̂ − M| ≤ a = √(2Var m̂/α), |v̂^corr − V| ≤ r = "
-                     "√(2Var v̂/α); ε is the largest |u − M/√V| on that event."))
-    rows.append(_row("seed004_prop2_sim", "Prop. 2 (consistency)", rms[0], rms[-1], None,
-                     "RMS |u − Eḡ/√Eḡ²| decreases as β1, β2 → 1, t → ∞",
-                     "pass" if all(a > b_ for a, b_ in zip(rms, rms[1:])) else "fail",
-                     f"RMS error over the settings {[s[:2] for s in sz['p2_settings']]}: "
-                     f"{[round(r, 4) for r in rms]}; DP-Adam's limit stays "
-                     f"{float(np.sqrt(np.mean((adam_lim - target) ** 2))):.3g} away (RMS)."))
-    return rows

@@ -185,5 +185,3 @@ def sinh_normal_for_tcdp(sensitivity, rho, omega) -> SinhNormal:
         raise ValueError(f"Theorem A.2 needs 1/(4 omega^2) <= rho < 16, got rho={rho}, omega={omega} "
                          f"(1/(4 omega^2)={1.0 / (4.0 * omega ** 2):.6g})")
     return SinhNormal(8.0 * d * omega, d * math.sqrt(8.0 / rho))
-
-from dpsim.analysis import tcdp_checks as _checks  # noqa: E402,F401  (registers dpsim verify rows)

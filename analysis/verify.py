@@ -1,10 +1,11 @@
 """``dpsim verify``: every bound of the papers against simulation or an independent oracle.
 
 A check is a function ``fn(scale: str, rng_seed: int) -> CheckResult | list[CheckResult]``
-registered with :func:`check`.  Each analysis module registers its checks at import;
-:func:`run` imports the modules in :data:`MODULES`, runs every check, prints a table
-(check, source, bound, simulated estimate ± CI, verdict), writes ``verify.md`` and
-``verify.json``, and returns a non-zero exit code when a check fails.
+registered with :func:`dpsim.analysis.checks.base.check` in one module per paper
+(:data:`MODULES`).  :func:`run` imports those modules, runs every check, prints a table (check,
+source, bound, simulated estimate ± CI, verdict), writes ``verify.md`` and ``verify.json``, and
+returns a non-zero exit code when a check fails.  :func:`register` adds the ``verify`` command to
+``dpsim``'s command line (entry point group ``dpsim.commands``).
 
 Verdicts: ``"pass"``, ``"fail"``, or ``"reported"`` — a paper's printed number disagrees with its
 own formula; the row says which one the code follows and does not fail the run.
@@ -16,60 +17,24 @@ import importlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
-__all__ = ["CheckResult", "check", "run", "MODULES", "SCALES"]
+from dpsim.analysis.checks import base as _base
+from dpsim.analysis.checks.base import CheckResult, check
+
+__all__ = ["CheckResult", "check", "run", "registered", "register", "MODULES", "SCALES"]
 
 SCALES = ("quick", "full")
-MODULES = ("dpsim.analysis.tcdp", "dpsim.analysis.concentration", "dpsim.analysis.delay", "dpsim.analysis.moments",
-           "dpsim.analysis.bias")
-VERDICTS = ("pass", "fail", "reported")
-
-
-@dataclass
-class CheckResult:
-    """One row of the verification table.
-
-    ``bound``: the theorem's value (or the paper's number); ``estimate``: what simulation or the
-    oracle gives; ``ci``: half-width (or ``(lo, hi)``) of the estimate's confidence interval;
-    ``relation``: how bound and estimate must compare (e.g. ``"estimate <= bound"``).
-    """
-
-    check: str
-    source: str
-    family: str
-    bound: float
-    estimate: float
-    ci: object = None
-    relation: str = ""
-    verdict: str = "pass"
-    detail: str = ""
-    seconds: float = field(default=float("nan"))
-
-    def __post_init__(self):
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
-
-
-_CHECKS: dict[str, tuple[str, Callable]] = {}
-
-
-def check(name: str, family: str):
-    """Register ``fn(scale, seed) -> CheckResult | list[CheckResult]`` under ``name``."""
-
-    def deco(fn):
-        _CHECKS[name] = (family, fn)
-        return fn
-
-    return deco
+#: The check modules, one per paper; importing one registers its checks.
+MODULES = tuple(f"dpsim.analysis.checks.{key}" for key in ("l2p", "adambc", "dp2", "pagan", "design"))
 
 
 def registered() -> dict:
+    """``{name: (family, fn)}`` of every check of :data:`MODULES`, in their order."""
     for m in MODULES:
         importlib.import_module(m)
-    return dict(_CHECKS)
+    return _base.registered()
 
 
 def _fmt(x) -> str:
@@ -142,3 +107,17 @@ def run(scale: str = "quick", out_dir=None, *, seed: int = 0, only=None, echo=pr
     echo(f"{len(rows)} rows: {sum(r.verdict == 'pass' for r in rows)} pass, "
          f"{sum(r.verdict == 'reported' for r in rows)} reported, {n_fail} fail")
     return 1 if n_fail else 0
+
+
+def register(subparsers) -> None:
+    """Add ``verify`` to ``dpsim``'s subcommands (entry point group ``dpsim.commands``)."""
+    v = subparsers.add_parser("verify", help="check every bound of the papers against simulation")
+    v.add_argument("--scale", default="quick", help="quick (default) or full")
+    v.add_argument("--out", default=None, help="write verify.md and verify.json here")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--only", nargs="*", default=None, help="run only these checks")
+    v.set_defaults(handler=_handle)
+
+
+def _handle(args) -> int:
+    return run(args.scale, args.out, seed=args.seed, only=args.only)

@@ -22,6 +22,8 @@ from scipy import integrate, stats
 
 import dpsim
 from dpsim.analysis import bias as B
+from dpsim.analysis import verify
+from dpsim.analysis.checks import design as checks
 from dpsim import mf, optimizers, problems
 
 Z4 = 4.0  # normal quantile of the per-example CIs below (two-sided 6e-5)
@@ -126,7 +128,7 @@ def test_ema_weights_sum_to_one_and_sq_sum_closed_form():
 
 
 def test_corrected_variance_sympy_derivation():
-    ok, msg = B._sympy_variance_derivation()
+    ok, msg = checks._sympy_variance_derivation()
     assert ok, msg
 
 
@@ -426,9 +428,7 @@ def test_stp_fixed_point_against_simulate(phi, C, bias, seed):
 # verify registry
 # ------------------------------------------------------------------------------------------------
 def test_checks_registered():
-    from dpsim.analysis import verify
-
-    names = [k for k, (fam, _) in verify._CHECKS.items() if fam == B.FAMILY]
+    names = [k for k, (fam, _) in verify.registered().items() if fam == checks.FAMILY]
     for expected in ("seed002_negative_fraction_optimistic", "seed002_negative_fraction_pessimistic",
                      "seed002_negative_fraction_threshold_mc", "seed002_corrected_variance",
                      "seed002_postprocessing_bias_iid", "seed002_postprocessing_bias_mf",
@@ -437,8 +437,6 @@ def test_checks_registered():
 
 
 def test_cheap_checks_pass():
-    from dpsim.analysis import verify
-
     for name in ("seed002_postprocessing_bias_iid", "seed002_postprocessing_bias_mf"):
-        rows = verify._CHECKS[name][1]("quick", 0)
+        rows = verify.registered()[name][1]("quick", 0)
         assert rows and all(r.verdict == "pass" for r in rows), [(r.check, r.detail) for r in rows]

@@ -20,6 +20,9 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from dpsim.analysis import concentration as K
+from dpsim.analysis import verify
+from dpsim.analysis.checks import adambc as checks
+from dpsim.analysis.checks.base import CheckResult
 
 LEVEL = 1e-4  # two-sided miss probability of every statistical CI in this file
 N = 20000  # samples per simulated setting
@@ -638,10 +641,8 @@ def test_dp_adam_state_matches_eq2_and_prop4():
 @pytest.mark.parametrize("name", ["seed004_phi_eq3", "seed004_lemma1", "seed004_table3",
                                   "seed004_table4", "seed004_lemma3_sim"])
 def test_verify_rows(name):
-    from dpsim.analysis.verify import CheckResult, _CHECKS
-
-    family, fn = _CHECKS[name]
+    family, fn = verify.registered()[name]
     rows = fn("quick", 0)
-    assert family == K.FAMILY and rows and all(isinstance(r, CheckResult) for r in rows)
+    assert family == checks.FAMILY and rows and all(isinstance(r, CheckResult) for r in rows)
     assert not [r for r in rows if r.verdict == "fail"], [r.detail for r in rows]
     assert all(r.source.startswith("seed 004") for r in rows)

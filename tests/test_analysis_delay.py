@@ -18,6 +18,8 @@ from scipy.stats import norm
 
 import dpsim
 from dpsim.analysis import delay as D
+from dpsim.analysis import verify
+from dpsim.analysis.checks import dp2 as checks
 
 
 def _z(level, m=1):
@@ -74,7 +76,7 @@ def test_lemma1_proof_step_sympy():
 
 
 def _v_records(problem, *, C, sig, b, s, beta, cycles, R, seed, coords=(0,), **hp):
-    v, k = D._lemma1_run(problem, clip=C, sigma=sig, b=b, s=s, beta=beta, cycles=cycles, trials=R,
+    v, k = checks._lemma1_run(problem, clip=C, sigma=sig, b=b, s=s, beta=beta, cycles=cycles, trials=R,
                          seed=seed, coords=list(coords), **hp)
     return v, k
 
@@ -335,7 +337,7 @@ def test_corollary1_is_theorem2_up_to_constants():
 
 def _abs_problem(n, d, seed):
     p = dpsim.problems.absolute_regression(n, d, seed=seed)
-    C, R = D._abs_regression_constants(p)
+    C, R = checks._abs_regression_constants(p)
     return p, C, R
 
 
@@ -474,11 +476,10 @@ def test_theorem3_simulation(lr, s, sig, seed):
 
 
 def test_checks_registered_and_lemma1_check_passes():
-    from dpsim.analysis.verify import _CHECKS
-
+    registered = verify.registered()
     for name in ["dp2_lemma1", "dp2_h_of_s", "dp2_theorem2", "dp2_theorem3"]:
-        assert name in _CHECKS and _CHECKS[name][0] == "seed 000 delay"
-    rows = D._check_lemma1("quick", 0)
+        assert name in registered and registered[name][0] == "seed 000 delay"
+    rows = checks._check_lemma1("quick", 0)
     assert [r.verdict for r in rows] == ["pass", "pass"]
     assert rows[0].estimate <= rows[0].bound + rows[0].ci
 

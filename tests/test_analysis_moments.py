@@ -15,6 +15,9 @@ from scipy.special import gammaln
 
 import dpsim
 from dpsim.analysis import moments as M
+from dpsim.analysis import verify
+from dpsim.analysis.checks import pagan as checks
+from dpsim.analysis.stats import clopper_pearson, clopper_pearson_upper, mean_ci
 from dpsim.pagan import ellipsoid_radius, empirical_moment, scaling_diagonal
 
 POWER = lambda d: np.arange(1, d + 1, dtype=float) ** -1.5  # noqa: E731  σ_j = j^{-3/2} (§3.2, §6.1)
@@ -144,10 +147,10 @@ def test_lemma32_by_simulation_and_validation():
     z = rng.standard_normal((m, n, 10)) * s
     ghat = np.mean(np.sum(z * z, axis=-1) ** (p / 2), axis=1) ** (1 / p)
     k = int(np.sum(ghat > M.lemma32_bound(Gp, G2p)))
-    assert M._cp_upper(k, m) <= 1 / n  # P(violation) ≤ 1/n at 95% confidence
+    assert clopper_pearson_upper(k, m) <= 1 / n  # P(violation) ≤ 1/n at 95% confidence
     # without the G_2p slack the statement is false: Ĝ_p exceeds G_p about half the time
     k_tight = int(np.sum(ghat > Gp))
-    assert M._cp_interval(k_tight, m)[0] > 1 / n
+    assert clopper_pearson(k_tight, m)[0] > 1 / n
     with pytest.raises(ValueError, match="G_p must not exceed G_2p"):
         M.lemma32_bound(2.0, 1.0)
 
@@ -234,13 +237,13 @@ def test_explicit_bounds_hand_computed():
 
 def _avg_iterate_excess(alg, *, eps, scaling, seed, n=600, d=12, b=20, T=300, R=8):
     prob = dpsim.problems.absolute_regression(n, d, seed=seed)
-    X = M._lipschitz_rows(prob)
+    X = checks._lipschitz_rows(prob)
     C = scaling_diagonal(prob.scales, alg) if scaling == "optimal" else np.ones(d)
     sig = math.sqrt(math.log(1e5)) / eps
     B = ellipsoid_radius(C, X, n=n, noise_multiplier=sig, algorithm=alg)
     lr = 2 * math.sqrt(d) if alg == "pasan" else 2.0
     opt = dpsim.optimizers.get(alg, lr=lr, noise_multiplier=sig, radius=B, scaling=C)
-    _, avg, _ = M._simulate_average(prob, opt, steps=T, batch_size=b, trials=R, seed=seed + 1,
+    _, avg, _ = checks._simulate_average(prob, opt, steps=T, batch_size=b, trials=R, seed=seed + 1,
                                     sampling="replacement")
     ex = np.asarray(prob.loss(avg)) - prob.optimum[1]
     bound = (M.pasan_bound if alg == "pasan" else M.pagan_bound)(
@@ -253,13 +256,13 @@ def _avg_iterate_excess(alg, *, eps, scaling, seed, n=600, d=12, b=20, T=300, R=
        alg=st.sampled_from(["pasan", "pagan"]), scaling=st.sampled_from(["identity", "optimal"]))
 def test_simulated_average_iterate_below_explicit_bound(seed, eps, alg, scaling):
     ex, bound = _avg_iterate_excess(alg, eps=eps, scaling=scaling, seed=seed)
-    m, hw = M._mean_ci(ex)
+    m, hw = mean_ci(ex)
     assert m + hw <= bound
 
 
 def test_explicit_bound_is_not_vacuous_and_fails_when_weakened():
     ex, bound = _avg_iterate_excess("pagan", eps=8.0, scaling="optimal", seed=3, T=400)
-    m, hw = M._mean_ci(ex)
+    m, hw = mean_ci(ex)
     assert m + hw <= bound <= 12 * m   # within an order of magnitude of the simulated loss
     assert m - hw > bound / 12          # so dividing the bound by 12 is detected
 
@@ -378,7 +381,7 @@ def test_algorithm3_meets_theorem3_at_its_sample_size():
     rng = np.random.default_rng(2024)
     fails = 0
     for _ in range(6):
-        z = M._gaussian_data(rng, n, s)
+        z = checks._gaussian_data(rng, n, s)
         fails += not M.theorem3_guarantee(M.private_second_moment(z, r, eps, delta, seed=rng), s).all()
     assert fails == 0
 
@@ -387,7 +390,7 @@ def test_algorithm3_readings_that_break_theorem3():
     d, eps, delta = 10, 1.0, 1e-5
     s = POWER(d)
     rng = np.random.default_rng(5)
-    z = M._gaussian_data(rng, int(M.theorem3_sample_size(d, 1.5, eps, delta, 0.1)), s)
+    z = checks._gaussian_data(rng, int(M.theorem3_sample_size(d, 1.5, eps, delta, 0.1)), s)
     # ALGORITHMS.md's squared threshold: σ_2 = 0.35 frozen at 2^{-3} < σ_2/2; σ_j ≤ 0.19 never frozen
     sq = M.private_second_moment(z, 1.5, eps, delta, seed=1, rule="squared")
     ok = M.theorem3_guarantee(sq, s)
@@ -470,13 +473,12 @@ def test_lower_bounds_scale_like_one_over_n_epsilon(n, eps, d):
 
 
 def test_verify_rows_quick():
-    from dpsim.analysis.verify import _CHECKS  # rows register at import of analysis.moments
-
-    names = {k for k, (fam, _) in _CHECKS.items() if fam == M.FAMILY}
+    registered = verify.registered()
+    names = {k for k, (fam, _) in registered.items() if fam == checks.FAMILY}
     assert {"seed001_theorem1_pasan", "seed001_theorem2_pagan", "seed001_alg3_theorem3",
             "seed001_lower_bounds", "seed001_alg3_privacy", "seed001_example1_lemma32"} <= names
     for name in ("seed001_alg3_privacy", "seed001_example1_lemma32", "seed001_corollaries"):
-        rows = _CHECKS[name][1]("quick", 0)
+        rows = registered[name][1]("quick", 0)
         rows = rows if isinstance(rows, list) else [rows]
         assert rows and all(r.verdict in ("pass", "reported") for r in rows)
-        assert all(r.family == M.FAMILY and r.source.startswith("seed 001") for r in rows)
+        assert all(r.family == checks.FAMILY and r.source.startswith("seed 001") for r in rows)

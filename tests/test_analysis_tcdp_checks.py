@@ -1,4 +1,4 @@
-"""Property tests of the seed 003 tCDP verify rows (analysis.tcdp_checks) and the results they check.
+"""Property tests of the seed 003 tCDP verify rows (dpsim.analysis.checks.l2p) and the results they check.
 
 Hypothesis draws (ρ, ω, δ), (ρ, a) and sinh-normal parameters; the oracles are the brute-force
 minimization over Rényi orders and the quadrature Rényi divergence.
@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpsim.analysis import tcdp as T
-from dpsim.analysis import tcdp_checks as K
+from dpsim.analysis import verify
+from dpsim.analysis.checks import l2p as K
 
 rho_s = st.floats(1e-7, 20.0)
 omega_s = st.one_of(st.floats(1.001, 1e5), st.just(math.inf))
@@ -101,12 +102,11 @@ def test_oracle_detects_a_wrong_conversion():
 
 
 def test_verify_rows_pass_at_quick_scale():
-    from dpsim.analysis.verify import _CHECKS  # rows register at import of analysis.tcdp
-
-    names = [k for k, (fam, _) in _CHECKS.items() if fam == K.FAMILY]
+    registered = verify.registered()
+    names = [k for k, (fam, _) in registered.items() if fam == K.FAMILY]
     assert set(names) == {"seed003_tcdp_to_dp", "seed003_ctcdp_to_dp", "seed003_sinh_normal"}
     for name in names:
-        out = _CHECKS[name][1]("quick", 0)
+        out = registered[name][1]("quick", 0)
         rows = out if isinstance(out, list) else [out]
         for r in rows:
             assert r.verdict == "pass", (r.check, r.detail)

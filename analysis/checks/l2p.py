@@ -3,8 +3,8 @@
 Source ("seed 003"): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
 Constraints* (AAAI 2021), Appendix A (restating Bun, Dwork, Rothblum, Steinke, *Composable and
 Versatile Privacy via Truncated CDP*, STOC 2018).  The functions checked live in
-:mod:`analysis.tcdp` (re-exported from :mod:`dpsim.tcdp`); this module adds independent oracles
-and registers the rows when :mod:`analysis.tcdp` is imported.
+:mod:`dpsim.analysis.tcdp` (re-exported from :mod:`dpsim.tcdp`); this module adds independent
+oracles; :mod:`dpsim.analysis.verify` imports it to register the rows ([L2P]).
 
 Oracles
 -------
@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from dpsim.analysis import tcdp as _t
-from dpsim.analysis.verify import CheckResult, check
+from dpsim.analysis.checks.base import CheckResult, check
 
 __all__ = ["bruteforce_tcdp_to_dp", "FAMILY"]
 
