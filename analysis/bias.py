@@ -39,7 +39,8 @@ for scalar input; ``ValueError`` naming the value outside the assumptions):
 * :func:`max_dimension` — the thresholds ``d ≲ b²/(κ'σ²)`` and ``d ≲ b/(κ'σ²)``.
 * :func:`stp_fixed_point` — scale-then-privatize steady state of ``v`` (seed 002 §4.3.1, App. B).
 
-Checks registered with ``dpsim verify`` (family ``"seed 002 bias"``) are at the end of the module.
+The ``dpsim verify`` checks of these bounds (family ``"seed 002 bias"``) are in
+:mod:`dpsim.analysis.checks.design`.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ bias-corrected second moment is ``v̂_t = ((1−β2)/(1−β2^t)) Σ_τ β2^{t�
 ``v̂^c_t`` is the same sum over ``ḡ_τ``, and DP-AdamBC's is ``v̂^corr_t = v̂_t − Φ``.
 
 What the paper prints and what this module does about it (every item is also a row of
-``dpsim verify``, family ``"seed 004 concentration"``):
+``dpsim verify``, family ``"seed 004 concentration"``, in :mod:`dpsim.analysis.checks.adambc`):
 
 * **Prop. 3, ν.**  The statement (§4 and App. C) has ``ν = (4σ²C²/B²)√((1−β2^{2t})/(1−β2²))``;
   the proof derives ``ν* = (2σ²C²/B²)√(…)`` from Lemma 1 (``ν_τ = 2a_τ`` summed in quadrature),

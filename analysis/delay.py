@@ -27,8 +27,8 @@ Where the paper disagrees with itself (or with ALGORITHMS.md) — the code follo
 in each docstring; the list is in :data:`DISCREPANCIES`.  The paper prints no number for any of these
 bounds (Fig. 3 plots ``h(s)`` on IMDB without a table), so there are no printed values to reproduce.
 
-Checks registered with ``dpsim verify`` (family ``"seed 000 delay"``) run DP² through
-:func:`dpsim.simulate` on problems that meet the assumptions; see the ``_check_*`` functions.
+The ``dpsim verify`` checks (family ``"seed 000 delay"``, :mod:`dpsim.analysis.checks.dp2`) run
+DP² through :func:`dpsim.simulate` on problems that meet the assumptions.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ Lower bounds (§5):
 Gaussian mechanism helpers: :func:`gaussian_epsilon`, :func:`gaussian_mu` (exact (ε, δ) of a
 μ-GDP Gaussian mechanism, Balle & Wang 2018 / Dong, Roth & Su 2022).
 
-``dpsim verify`` rows (family "seed 001 moments", registered at import)
+``dpsim verify`` rows (family "seed 001 moments", in :mod:`dpsim.analysis.checks.pagan`)
     ``seed001_theorem1_pasan`` / ``seed001_theorem2_pagan`` (simulated average-iterate excess
     loss of PASAN/PAGAN with replacement sampling, ε ∈ {1, 4}, against Theorems 1/2),
     ``seed001_alg3_theorem3`` (Algorithm 3 meets condition (10) at Theorem 3's ``n``: binomial
@@ -783,6 +783,13 @@ def gaussian_moment_ratio(d):
     return _ret(np.reshape(out, np.shape(dd)))
 
 
+def _gaussian_delta(e, mu):
+    """``δ(ε)`` of a ``μ``-GDP Gaussian mechanism: ``Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``."""
+    from scipy.special import log_ndtr, ndtr
+
+    return float(ndtr(-e / mu + mu / 2) - math.exp(e + log_ndtr(-e / mu - mu / 2)))
+
+
 def gaussian_epsilon(mu, delta):
     """Exact ε of a ``μ``-GDP Gaussian mechanism at δ (Balle & Wang 2018, Dong–Roth–Su 2022)::
 
@@ -791,7 +798,6 @@ def gaussian_epsilon(mu, delta):
     solved for ``ε ≥ 0`` (``0`` when ``δ(0) ≤ δ``).  Vectorized.
     """
     from scipy.optimize import brentq
-    from scipy.special import log_ndtr, ndtr
 
     m = _pos("mu", mu)
     dl = _arr("delta", delta)
@@ -802,7 +808,7 @@ def gaussian_epsilon(mu, delta):
         mu_, d_ = float(m[idx]), float(dl[idx])
 
         def f(e, mu_=mu_, d_=d_):
-            return float(ndtr(-e / mu_ + mu_ / 2) - math.exp(e + log_ndtr(-e / mu_ - mu_ / 2))) - d_
+            return _gaussian_delta(e, mu_) - d_
 
         if f(0.0) <= 0:
             out[idx] = 0.0
@@ -821,7 +827,6 @@ def gaussian_mu(epsilon, delta):
     ``(ε, δ)`` take ``s = Δ / gaussian_mu(ε, δ)``.
     """
     from scipy.optimize import brentq
-    from scipy.special import log_ndtr, ndtr
 
     eps, dlt = _eps_delta(epsilon, delta)
     eps, dlt = np.broadcast_arrays(eps, dlt)
@@ -830,7 +835,7 @@ def gaussian_mu(epsilon, delta):
         e, d_ = float(eps[idx]), float(dlt[idx])
 
         def f(mu_, e=e, d_=d_):
-            return float(ndtr(-e / mu_ + mu_ / 2) - math.exp(e + log_ndtr(-e / mu_ - mu_ / 2))) - d_
+            return _gaussian_delta(e, mu_) - d_
 
         hi = 1.0
         while f(hi) < 0:

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from dpsim.analysis.checks.base import CheckResult, check
+from dpsim.analysis.checks.base import CheckResult, check, verdict
 from dpsim.analysis.stats import clopper_pearson, z_two_sided
 from dpsim.analysis.bias import (
     corrected_variance,
@@ -93,6 +93,15 @@ def _neg_fraction_runs(d_grid, *, b, sigma, beta2, steps, trials, seed, regime="
     return out
 
 
+def _fraction_row(name, source, target, k, n, level, relation, detail):
+    """Row: the predicted fraction ``target`` must lie in the Clopper–Pearson ``level`` interval of
+    the simulated fraction ``k/n``."""
+    lo, hi = clopper_pearson(k, n, level)
+    return CheckResult(check=name, source=source, family=FAMILY, bound=target, estimate=k / n,
+                       ci=(lo, hi), relation=relation, verdict=verdict(lo <= target <= hi),
+                       detail=detail)
+
+
 @check("seed002_negative_fraction_optimistic", family=FAMILY)
 def _check_negative_fraction_optimistic(scale, seed):
     """Seed 002 Fig. 4 analogue: predicted vs simulated fraction of negative ``v̂ − Φ`` over a grid
@@ -110,14 +119,10 @@ def _check_negative_fraction_optimistic(scale, seed):
         k = int(round(float(r["neg"].sum())))
         pred = negative_fraction(d, b, sigma, beta2, regime="optimistic", t=steps)
         gauss = negative_fraction(d, b, sigma, beta2, regime="optimistic", t=steps, method="gaussian")
-        lo, hi = clopper_pearson(k, n, level)
-        ok = lo <= pred <= hi
-        rows.append(CheckResult(
-            check=f"seed002_negative_fraction_optimistic[d={d}]",
-            source="seed 002 §4.4.1 Eq. 2 / Fig. 4 (reconstructed)", family=FAMILY,
-            bound=pred, estimate=k / n, ci=(lo, hi), relation="bound in CI(estimate)",
-            verdict="pass" if ok else "fail",
-            detail=(f"dp_adam_corrected, lr=0, linear_box(bias=1, n=b) ⇒ ḡ_j = ±C/√d; b={b}, σ={sigma}, "
+        rows.append(_fraction_row(
+            f"seed002_negative_fraction_optimistic[d={d}]",
+            "seed 002 §4.4.1 Eq. 2 / Fig. 4 (reconstructed)", pred, k, n, level, "bound in CI(estimate)",
+            (f"dp_adam_corrected, lr=0, linear_box(bias=1, n=b) ⇒ ḡ_j = ±C/√d; b={b}, σ={sigma}, "
                     f"β2={beta2}, t={steps}, λ=b²/(σ²d)={b * b / (sigma ** 2 * d):.4g}; {n} coordinates; "
                     f"Clopper–Pearson {level:.4f} (99% family-wise); exact (Imhof) prediction; "
                     f"Gaussian approximation gives {gauss:.4g}")))
@@ -145,14 +150,10 @@ def _check_negative_fraction_pessimistic(scale, seed):
         probs = negative_probability(np.sqrt(uniq), r["phi"], beta2, t=steps)
         pred = float(np.dot(np.atleast_1d(probs), counts) / d)
         regime_pred = negative_fraction(d, b, sigma, beta2, regime="pessimistic", t=steps)
-        lo, hi = clopper_pearson(k, n, level)
-        ok = lo <= pred <= hi
-        rows.append(CheckResult(
-            check=f"seed002_negative_fraction_pessimistic[d={d}]",
-            source="seed 002 §4.4.1 Eq. 3 (reconstructed)", family=FAMILY,
-            bound=pred, estimate=k / n, ci=(lo, hi), relation="bound in CI(estimate)",
-            verdict="pass" if ok else "fail",
-            detail=(f"dp_adam_corrected, lr=0, linear_box(bias=0, n=b={b}) full batch; σ={sigma}, β2={beta2}, "
+        rows.append(_fraction_row(
+            f"seed002_negative_fraction_pessimistic[d={d}]",
+            "seed 002 §4.4.1 Eq. 3 (reconstructed)", pred, k, n, level, "bound in CI(estimate)",
+            (f"dp_adam_corrected, lr=0, linear_box(bias=0, n=b={b}) full batch; σ={sigma}, β2={beta2}, "
                     f"t={steps}; b·||ḡ||²/C² = {b * float(r['gbar'] @ r['gbar']):.3f} (orthogonal: 1); "
                     f"prediction = mean_j P(neg | λ_j = ḡ_j²/Φ) (exact); the regime formula with uniform "
                     f"g_j² = C²/(bd) gives {regime_pred:.4g} (lower: non-uniform |ḡ_j| raise the fraction, "
@@ -183,13 +184,11 @@ def _check_threshold_mc(scale, seed):
             z = rng.standard_normal(ncoord) * math.sqrt(phi)
             acc += w[j] * (g + z) ** 2
         k = int(np.sum(acc - phi < 0))
-        lo, hi = clopper_pearson(k, ncoord, level)
-        rows.append(CheckResult(
-            check=f"seed002_negative_fraction_threshold_mc[{regime}]",
-            source=f"seed 002 §4.4.1 Eq. {2 if regime == 'optimistic' else 3} (reconstructed)", family=FAMILY,
-            bound=p, estimate=k / ncoord, ci=(lo, hi), relation="target fraction in CI(estimate)",
-            verdict="pass" if lo <= p <= hi else "fail",
-            detail=(f"direct Monte Carlo of the EMA, b={b}, σ={sigma}, β2={beta2}, t={t}: "
+        rows.append(_fraction_row(
+            f"seed002_negative_fraction_threshold_mc[{regime}]",
+            f"seed 002 §4.4.1 Eq. {2 if regime == 'optimistic' else 3} (reconstructed)", p, k, ncoord, level,
+            "target fraction in CI(estimate)",
+            (f"direct Monte Carlo of the EMA, b={b}, σ={sigma}, β2={beta2}, t={t}: "
                     f"d = max_dimension(fraction={p}) = {d:.4g}; paper form b^{2 if regime == 'optimistic' else 1}/(κ'σ²) "
                     f"with κ=2 gives {d_paper:.4g}; Clopper–Pearson {level}")))
     return rows
@@ -218,7 +217,7 @@ def _check_corrected_variance(scale, seed):
         CheckResult(check="seed002_corrected_variance[simulate]",
                     source="seed 002 §4.4.1 / App. C (reconstructed)", family=FAMILY,
                     bound=var_pred, estimate=est, ci=half, relation="|estimate − bound| <= CI",
-                    verdict="pass" if abs(est - var_pred) <= half else "fail",
+                    verdict=verdict(abs(est - var_pred) <= half),
                     detail=(f"dp_adam_corrected lr=0 on linear_box(bias=1), d={d}, b={b}, σ={sigma}, β2={beta2}, "
                             f"t={steps}, {trials} trials; exact finite-t formula (2Φ²+4g²Φ)Σw²; large-t form "
                             f"{corrected_variance(g, phi, beta2):.4g}; 99% normal CI over trials; unbiasedness: "
@@ -226,7 +225,7 @@ def _check_corrected_variance(scale, seed):
         CheckResult(check="seed002_corrected_variance[sympy]",
                     source="seed 002 §4.4.1 / App. C (reconstructed)", family=FAMILY,
                     bound=0.0, estimate=0.0 if ok_sym else 1.0, relation="symbolic identity",
-                    verdict="pass" if ok_sym else "fail", detail=msg),
+                    verdict=verdict(ok_sym), detail=msg),
     ]
     return rows
 
@@ -300,7 +299,7 @@ def _check_postprocessing_bias_iid(scale, seed):
                 check=f"seed002_postprocessing_bias_iid[{'raw v' if raw else 'v̂'}, t={steps}]",
                 source="seed 004 Eq. 2" if raw else "seed 002 §3.1 (reconstructed); seed 004 Eq. 2",
                 family=FAMILY, bound=bound, estimate=est, ci=half, relation="|estimate − bound| <= CI",
-                verdict="pass" if abs(est - bound) <= half else "fail",
+                verdict=verdict(abs(est - bound) <= half),
                 detail=(f"dp_adam lr=0 on linear_box(bias=1): constant clean stream; b={b}, C={C}, σ={sigma}, "
                         f"β2={beta2}, d={d}, {trials} trials; Φ={(sigma * C / b) ** 2:.4g}; 99.5% normal CI "
                         f"(4 rows: 98% family-wise)")))
@@ -346,7 +345,7 @@ def _check_postprocessing_bias_mf(scale, seed):
         rows.append(CheckResult(
             check=f"seed002_postprocessing_bias_mf[{name}]",
             source="seed 002 App. A (reconstructed)", family=FAMILY, bound=bound, estimate=est, ci=half,
-            relation="|estimate − bound| <= CI", verdict="pass" if abs(est - bound) <= half else "fail",
+            relation="|estimate − bound| <= CI", verdict=verdict(abs(est - bound) <= half),
             detail=(f"dp_adam(noise={name!r}) lr=0 on linear_box(bias=1), T={T} steps (the strategy's horizon), "
                     f"β2={beta2}, Φ={phi:.4g}, {R} trials × d={d}, 99.5% normal CI over trials; i.i.d. noise "
                     f"would give Φ={phi:.4g}; the literal shorthand Φ·sens²·Σ_j w_j (M⁻¹)_{{Tj}}² of "
@@ -406,7 +405,7 @@ def _check_stp_fixed_point(scale, seed):
         check="seed002_stp_fixed_point", source="seed 002 §4.3.1 / App. B (reconstructed)", family=FAMILY,
         bound=float(vstar[worst] / m2[worst]), estimate=ests[worst], ci=halves[worst],
         relation="|estimate − v*|/m <= CI + (v* − v_lo)/m, all coordinates",
-        verdict="pass" if ok else "fail",
+        verdict=verdict(ok),
         detail=(f"dp_adam_stp lr=0 on linear_box(scales={[float(v) for v in sc]}, bias=0.5), b={b}, C={C}, σ={sigma} "
                 f"(Φ={phi:.4g}), β2={beta2}, ε_s={eps_s}, batches with replacement, {trials} trials, time average over steps "
                 f"{burn}..{steps}; v/m per coordinate = {[round(float(e), 4) for e in ests]} vs 1/(1−Φ) = "

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from dpsim.analysis.checks.base import CheckResult, check
+from dpsim.analysis.checks.base import CheckResult, check, verdict
 from dpsim.analysis.stats import z_one_sided
 from dpsim.analysis.delay import (
     _find_dp2_state,
@@ -58,7 +58,7 @@ def _lemma1_row(name, v, M, level, detail):
     return CheckResult(
         check=name, source=f"{_SRC} Lemma 1", family=FAMILY, bound=float(M), estimate=est, ci=ci,
         relation=f"estimate - ci <= bound (one-sided {level:.1%}, Bonferroni over {m})",
-        verdict="pass" if ok else "fail", detail=detail)
+        verdict=verdict(ok), detail=detail)
 
 
 @check("dp2_lemma1", family=FAMILY)
@@ -123,7 +123,7 @@ def _check_h(scale, seed):
             check=f"dp2_h_of_s (s={s})", source=f"{_SRC} §4.1 h(s), App. A.2 Eqs. (53)-(56)",
             family=FAMILY, bound=bound, estimate=h, ci=(lo, hi),
             relation="estimate <= bound (A.2 drift bound, M' = max observed ||g^t - g^(t-1)||_1)",
-            verdict="pass" if h <= bound else "fail",
+            verdict=verdict(h <= bound),
             detail=(f"logistic_regression n=1000 d=50 density=0.1, b=32, T={T}, R={R}, {hp}; h in "
                     f"the appendix form E||g||_1/(E||G/s||_1 + d eps) maximized over RMSProp steps; "
                     f"95% bootstrap CI over trials; Eq. (57) as printed gives "
@@ -184,7 +184,7 @@ def _check_theorem2(scale, seed):
                 check=f"dp2_theorem2 ({form}, v={s / T:g})", source=f"{_SRC} Theorem 2 / Eq. (51)",
                 family=FAMILY, bound=rhs, estimate=est, ci=ci,
                 relation="estimate + ci <= bound (one-sided 99.9%)",
-                verdict="pass" if est + ci <= rhs else "fail",
+                verdict=verdict(est + ci <= rhs),
                 detail=(f"absolute_regression n={n} d={d} on [-1,1]^d (convex, Assumption 1 with "
                         f"R={Rad:.4g}, Assumption 2 with C=max||a_i||={C:.4g} = clip, no clipping: "
                         f"eps_a={eps} makes D >= 1), sigma={sig}, b={b} fixed, T={T}, s={s}, "
@@ -217,7 +217,7 @@ def _check_theorem3(scale, seed):
     return CheckResult(
         check="dp2_theorem3", source=f"{_SRC} Theorem 3 / Eq. (84)", family=FAMILY, bound=rhs,
         estimate=est, ci=ci, relation="estimate + ci <= bound (one-sided 99.9%)",
-        verdict="pass" if est + ci <= rhs else "fail",
+        verdict=verdict(est + ci <= rhs),
         detail=(f"logistic_regression n={n} d={d} reg=0 (unit-norm rows: ||g_i|| <= 1 = C = clip, "
                 f"L = 1/4, F >= 0, tau^2 = C^2 bounds the per-example variance), eps_a={eps} (no "
                 f"clipping in the adaptive phase), alpha={lr} (L alpha/eps = {L * lr / eps:g} <= 1), "

@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from dpsim.analysis import tcdp as _t
-from dpsim.analysis.checks.base import CheckResult, check
+from dpsim.analysis.checks.base import CheckResult, check, verdict
 
 __all__ = ["bruteforce_tcdp_to_dp", "FAMILY"]
 
@@ -131,7 +131,7 @@ def _check_tcdp_to_dp(scale, seed):
     return CheckResult(
         check="seed003_tcdp_to_dp", source="seed 003 Thm A.1", family=FAMILY, bound=1e-6,
         estimate=worst, ci=None, relation="max |closed form - brute force| / brute force <= 1e-6",
-        verdict="pass" if ok else "fail",
+        verdict=verdict(ok),
         detail=(f"{len(pts)} (ρ, ω, δ) points (both branches, 12 straddling log(1/δ)=(ω-1)²ρ); "
                 f"brute force: min over α ∈ (1, ω] of ρα + log(1/δ)/(α-1) (Mironov 2017 Prop. 3; "
                 f"20001-point geometric grid + bounded Brent). Worst at (ρ, ω, δ) = "
@@ -173,7 +173,7 @@ def _check_ctcdp_to_dp(scale, seed):
     return CheckResult(
         check="seed003_ctcdp_to_dp", source="seed 003 Lemma A.7 / Lemma A.1", family=FAMILY,
         bound=1e-6, estimate=worst, ci=None, relation="max relative discrepancy <= 1e-6",
-        verdict="pass" if worst <= 1e-6 else "fail",
+        verdict=verdict(worst <= 1e-6),
         detail=(f"(ε, δ) = ctcdp_to_dp(ρ, a) over {R.size} (ρ, a) points (aε < 700) against: "
                 + "; ".join(f"{k}: {float(v):.2e}" for k, v in errs.items())
                 + f" (worst: {worst_name}). Brute force as in seed003_tcdp_to_dp."))
@@ -203,7 +203,7 @@ def _check_sinh_normal(scale, seed):
     rows = [CheckResult(
         check="seed003_sinh_normal", source="seed 003 Thm A.2", family=FAMILY, bound=1.0,
         estimate=worst, ci=None, relation="max D_α / (ρα) over α < ω <= 1",
-        verdict="pass" if worst <= 1.0 else "fail",
+        verdict=verdict(worst <= 1.0),
         detail=(f"sinh-normal M(x) = f(x) + A arsinh(N(0,σ²)/A), A = 8Δω, σ² = 8Δ²/ρ, on "
                 f"{len(_sinh_grid(scale))} (Δ, ω, ρ) settings incl. the limit ρ = 1/(4ω²), "
                 f"{n_alpha} orders in (1, ω), shifts ±Δ; Rényi divergence by quadrature. Worst "
@@ -218,7 +218,7 @@ def _check_sinh_normal(scale, seed):
     rows.append(CheckResult(
         check="seed003_sinh_normal", source="seed 003 Thm A.2 (condition ρ ≥ 1/(4ω²))", family=FAMILY,
         bound=1.0, estimate=r_bad, ci=None, relation="max D_α / (ρα) > 1 when ρ < 1/(4ω²)",
-        verdict="pass" if r_bad > 1.0 else "fail",
+        verdict=verdict(r_bad > 1.0),
         detail=(f"Δ={D}, ω={omega}, ρ={rho} < 1/(4ω²)={1 / (4 * omega ** 2):.4g} with the theorem's "
                 f"A and σ: the quadrature finds D_α > ρα (ratio {r_bad:.3g}), so the condition is "
                 f"needed and the check above is not vacuous.")))

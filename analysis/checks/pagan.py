@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dpsim.analysis.checks.base import CheckResult, check
+from dpsim.analysis.checks.base import CheckResult, check, verdict
 from dpsim.analysis.stats import clopper_pearson, clopper_pearson_upper, mean_ci
 from dpsim.analysis.moments import (
     G_p,
@@ -113,7 +113,7 @@ def _theorem12_rows(scale, seed, algorithm):
         rows.append(CheckResult(
             check=f"seed001_theorem{'1_pasan' if algorithm == 'pasan' else '2_pagan'}", source=src,
             family=FAMILY, bound=float(bound), estimate=m, ci=hw, relation="estimate + ci <= bound",
-            verdict="pass" if ok else "fail",
+            verdict=verdict(ok),
             detail=(f"ε={eps}: {name} (optimal C, B={B:.4g} from the theorem, α = diam) on "
                     f"absolute_regression(n={n}, d={d}), b={b}, T=n²/b²={T}, with-replacement "
                     f"batches, σ=√log(1/δ)/ε={sig:.4g} (δ={delta}; the theorem's noise — Lemma 3.1's "
@@ -169,13 +169,24 @@ def _check_alg3(scale, seed):
     return CheckResult(
         check="seed001_alg3_theorem3", source="seed 001 Thm 3 / Alg. 3", family=FAMILY, bound=beta,
         estimate=fails / R, ci=(0.0, up), relation="P(fail) <= beta: one-sided 95% CP upper <= beta",
-        verdict="pass" if up <= beta else "fail",
+        verdict=verdict(up <= beta),
         detail=(f"Algorithm 3 (line 6 read as sqrt(σ̂²) >= 2^(-t-1)) on z ~ N(0, diag(j^-3/2)²), "
                 f"d={d}, r={r} (Gaussian moment ratio is {gaussian_moment_ratio(d):.3f} <= r), "
                 f"ε={eps}, δ={delta}, β={beta}, T={algorithm3_rounds(d)}; n={n} from Theorem 3's "
                 f"condition (reconstructed reading); {R} independent data sets and noise draws; "
                 f"one-sided 95% Clopper–Pearson upper limit {up:.3g}. Largest violation ratio "
                 f"max(σ̂/2σ, ½max(σ,d^-3/2)/σ̂) = {worst:.3g} (<= 1 means inside (10))."))
+
+
+def _alg3_failures(entropy, runs, n, sigma, r, eps, delta, **kw):
+    """In how many of ``runs`` independent data sets (``n`` Gaussian rows of scales ``sigma``) and
+    noise draws Algorithm 3's output misses condition (10)."""
+    fails = 0
+    for child in np.random.SeedSequence(entropy).spawn(runs):
+        rng = np.random.default_rng(child)
+        sh = private_second_moment(_gaussian_data(rng, n, sigma), r, eps, delta, seed=rng, **kw)
+        fails += int(not theorem3_guarantee(sh, sigma).all())
+    return fails
 
 
 @check("seed001_alg3_readings", family=FAMILY)
@@ -188,11 +199,7 @@ def _check_alg3_readings(scale, seed):
     # 1. ALGORITHMS.md's squared threshold
     r = 1.5
     n = int(theorem3_sample_size(d, r, eps, delta, beta))
-    fails = 0
-    for child in np.random.SeedSequence([seed, 3002]).spawn(R):
-        rng = np.random.default_rng(child)
-        sh = private_second_moment(_gaussian_data(rng, n, sigma), r, eps, delta, seed=rng, rule="squared")
-        fails += int(not theorem3_guarantee(sh, sigma).all())
+    fails = _alg3_failures([seed, 3002], R, n, sigma, r, eps, delta, rule="squared")
     rows.append(CheckResult(
         check="seed001_alg3_readings", source="seed 001 Alg. 3 line 6 vs ALGORITHMS.md §2.4", family=FAMILY,
         bound=beta, estimate=fails / R, ci=clopper_pearson(fails, R), relation="P(fail) <= beta",
@@ -206,12 +213,8 @@ def _check_alg3_readings(scale, seed):
     # 2. ρ_t = 4 r Δ log r with r close to 1
     r2 = 1.05
     n2 = int(theorem3_sample_size(d, r2, eps, delta, beta))
-    fails2 = 0
     R2 = R
-    for child in np.random.SeedSequence([seed, 3003]).spawn(R2):
-        rng = np.random.default_rng(child)
-        sh = private_second_moment(_gaussian_data(rng, n2, sigma), r2, eps, delta, seed=rng)
-        fails2 += int(not theorem3_guarantee(sh, sigma).all())
+    fails2 = _alg3_failures([seed, 3003], R2, n2, sigma, r2, eps, delta)
     rows.append(CheckResult(
         check="seed001_alg3_readings", source="seed 001 Alg. 3 line 4 / Thm 3", family=FAMILY,
         bound=beta, estimate=fails2 / R2, ci=clopper_pearson(fails2, R2), relation="P(fail) <= beta",
@@ -225,11 +228,7 @@ def _check_alg3_readings(scale, seed):
     r = 1.5
     sig3 = sigma.copy()
     sig3[-1] = d ** -1.5 / 10.0
-    fails3 = 0
-    for child in np.random.SeedSequence([seed, 3004]).spawn(R2):
-        rng = np.random.default_rng(child)
-        sh = private_second_moment(_gaussian_data(rng, n, sig3), r, eps, delta, seed=rng)
-        fails3 += int(not theorem3_guarantee(sh, sig3).all())
+    fails3 = _alg3_failures([seed, 3004], R2, n, sig3, r, eps, delta)
     rows.append(CheckResult(
         check="seed001_alg3_readings", source="seed 001 Thm 3, Eq. (10)", family=FAMILY,
         bound=beta, estimate=fails3 / R2, ci=clopper_pearson(fails3, R2), relation="P(fail) <= beta",
@@ -296,7 +295,7 @@ def _check_theorem3_pagan(scale, seed):
     return CheckResult(
         check="seed001_theorem3_pagan", source="seed 001 Thm 3 (Alg. 3 + PAGAN)", family=FAMILY,
         bound=bound2, estimate=m, ci=hw, relation="estimate + ci <= bound (given (10))",
-        verdict="pass" if ok else "fail",
+        verdict=verdict(ok),
         detail=(f"σ̂ from Algorithm 3 (r={r}, ε={eps}, δ={delta}) on an independent sample of "
                 f"Theorem 3's size n={n3} (condition (10) holds: {cond10}); PAGAN with "
                 f"Ĉ_j=(rσ̂_j)^(-4/3)/4, theorem radius, σ=√log(1/δ)/ε on absolute_regression(n={n}, "
@@ -323,7 +322,7 @@ def _check_example1_lemma32(scale, seed):
     rows.append(CheckResult(
         check="seed001_example1_lemma32", source="seed 001 Example 1 (Eq. (3))", family=FAMILY,
         bound=1.0, estimate=worst, ci=None, relation="max G_p(C) / bound <= 1",
-        verdict="pass" if worst <= 1 + 1e-9 else "fail",
+        verdict=verdict(worst <= 1 + 1e-9),
         detail=(f"Exact G_p(C) of z ~ N(0, diag σ²) (σ_j=j^-3/2, d={d}; C = σ^-κ, κ ∈ {{0, 1, 4/3}}; "
                 f"p ∈ {{1, …, 10}}) over the explicit bound μ + c_p√(Σ C_jj σ_j²), μ=0; worst at "
                 f"(κ, p) = {arg}. Equality at p = 2 (c_2 = 1 is exact for Gaussians).")))
@@ -340,7 +339,7 @@ def _check_example1_lemma32(scale, seed):
     rows.append(CheckResult(
         check="seed001_example1_lemma32", source="seed 001 Lemma 3.2", family=FAMILY, bound=1.0 / n,
         estimate=k / M, ci=(0.0, up), relation="P(Ĝ_p > G_p + G_2p) <= 1/n: one-sided 95% CP upper <= 1/n",
-        verdict="pass" if up <= 1.0 / n else "fail",
+        verdict=verdict(up <= 1.0 / n),
         detail=(f"{M} data sets of n={n} Gaussian points (σ_j=j^-3/2, d={d}, C=I, p={p}); "
                 f"G_p={Gp:.4g}, G_2p={G2p:.4g} exact; max Ĝ_p seen {float(Ghat.max()):.4g}. "
                 f"Chebyshev makes the lemma loose: violations are far rarer than 1/n.")))
@@ -354,7 +353,7 @@ def _check_example1_lemma32(scale, seed):
         check="seed001_example1_lemma32", source="seed 001 §3.2 (Hölder, σ_j = j^-3/2)", family=FAMILY,
         bound=0.0, estimate=errH, ci=None,
         relation="Σσ <= (Σσ^{2/3})^{3/2} <= √d Σσ and (Σσ^{2/3})^{3/2} = H_d^{3/2}",
-        verdict="pass" if okh and errH < 1e-12 else "fail",
+        verdict=verdict(okh and errH < 1e-12),
         detail="; ".join(f"d={dd}: (Σσ^(2/3))^(3/2)={v['pagan']:.4g}, Σσ={v['pasan']:.4g}, "
                          f"√dΣσ={v['sqrt_d_pasan']:.4g}" for dd, v in zip(ds, vals))
         + " — PAGAN's factor grows like (log d)^(3/2), PASAN's √d Σσ like √d ζ(3/2)."))
@@ -393,7 +392,7 @@ def _check_lower_bounds(scale, seed):
     rows.append(CheckResult(
         check="seed001_lower_bounds", source="seed 001 Prop. 1 / Thm 4", family=FAMILY, bound=lb,
         estimate=best, ci=best_hw, relation="bound <= estimate - ci",
-        verdict="pass" if lb <= best - best_hw else "fail",
+        verdict=verdict(lb <= best - best_hw),
         detail=(f"linear_box(n={n}, d={d}, σ_j=j^-3/2): best of PAGAN (optimal C), PASAN, DP-SGD "
                 f"over lr ∈ {lrs} (last iterate, {reps} trials each, 95% t-interval) is "
                 f"{best_name}; Poisson b={b}, T={T}, σ={sig}: ε={eps_ar:.3g} add/remove (PLD), "
@@ -426,7 +425,7 @@ def _check_lower_bounds(scale, seed):
         rows.append(CheckResult(
             check="seed001_lower_bounds", source=f"seed 001 {which}", family=FAMILY, bound=lbb,
             estimate=worst, ci=worst_hw, relation="bound <= estimate - ci (hardest of 5 data sets)",
-            verdict="pass" if lbb <= worst - worst_hw else "fail",
+            verdict=verdict(lbb <= worst - worst_hw),
             detail=(f"Unit ℓ2 ball, f(x)=-xᵀz̄, z from linear_box(n={n}, d={d}, scales={scales!r}) "
                     f"with bias ∈ {{0, .02, .05, .1, .3}} (hardest: {worst_bias}); method: "
                     f"Gaussian mechanism on z̄ (replace-one sensitivity 2||σ||/n, exact μ={mu:.4g} "
