@@ -36,9 +36,11 @@ and so are the claims' quantitative forms.**  Four parts (one figure each):
 
 Tuning rule (all parts but (b)): the hyperparameter grid (``lr``, and ``eps_scale`` for
 scale-then-privatize) is folded into the trial axis of ONE cell per setting (``tune_trials``
-trials per grid point); the setting with the lowest mean final *training* loss is chosen and its
-trials are reported (selection and report on the same trials: a small winner's-curse bias,
-documented).  The chosen values are recorded in the manifest's notes.
+trials per grid point); the setting with the lowest mean final *training* loss is chosen
+(:mod:`experiments.tuning`) and its trials are reported (selection and report on the same trials:
+a small winner's-curse bias, documented).  The selection of every cell (chosen values and the
+range of its trials) is saved in the manifest's notes under the cell's label, and each cell's part,
+method and setting in its ``meta``; the figures read both.
 
 Cells are enumerated in a fixed order (index = position); cell ``i`` runs with
 ``SeedSequence(config.seed, spawn_key=(i,))``.
@@ -46,7 +48,6 @@ Cells are enumerated in a fixed order (index = position); cell ``i`` runs with
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -54,10 +55,10 @@ import numpy as np
 
 import dpsim
 
+from . import tuning
 from .pipeline import Cell, Experiment
 
-__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "select", "ADA_METHODS", "VARIANTS",
-           "QUAD_METHODS"]
+__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "ADA_METHODS", "VARIANTS", "QUAD_METHODS"]
 
 # (label, optimizer name, fixed hyperparameters, tunes eps_scale)
 ADA_METHODS = (
@@ -193,40 +194,12 @@ PRESETS: dict[str, Config] = {
 
 
 # ------------------------------------------------------------------------------------------------
-# grids and selection
+# grids
 
 
-def _grid(lr_grid, eps_grid, tune_eps, reps):
-    """Per-trial ``lr`` (and ``eps_scale``) lists: every grid point repeated ``reps`` times."""
-    points = list(itertools.product(lr_grid, eps_grid if tune_eps else (None,)))
-    lrs = [float(lr) for lr, _ in points for _ in range(reps)]
-    hp = {"lr": lrs}
-    if tune_eps:
-        hp["eps_scale"] = [float(e) for _, e in points for _ in range(reps)]
-    return hp
-
-
-def select(result) -> tuple[np.ndarray, dict]:
-    """The rule: the grid point (``lr``, ``eps_scale``) with the lowest mean final training loss.
-
-    Diverged trials (non-finite loss) count as ``inf``.  Returns ``(mask of the chosen trials,
-    {"lr": ..., "eps_scale": ... or None, "at_edge": bool})``.
-    """
-    hp = result.config["hyperparameters"]
-    R = result.trials
-    lrs = np.broadcast_to(np.asarray(hp["lr"], dtype=float), (R,))
-    eps = hp.get("eps_scale")
-    tuned_eps = isinstance(eps, (list, tuple))
-    es = np.asarray(eps, dtype=float) if tuned_eps else np.zeros(R)
-    final = np.where(np.isfinite(result.loss[-1]), result.loss[-1], np.inf)
-    keys = sorted(set(zip(lrs.tolist(), es.tolist())))
-    means = [float(np.mean(final[(lrs == a) & (es == b)])) for a, b in keys]
-    best = int(np.argmin(means))
-    lr, e = keys[best]
-    mask = (lrs == lr) & (es == e)
-    ulr = sorted(set(lrs.tolist()))
-    at_edge = len(ulr) > 1 and lr in (ulr[0], ulr[-1])
-    return mask, {"lr": lr, "eps_scale": e if tuned_eps else None, "at_edge": bool(at_edge)}
+def _grid(lr_grid, eps_grid, tune_eps) -> dict:
+    """The tuning grid of one setting: ``lr`` (and ``eps_scale`` for scale-then-privatize)."""
+    return {"lr": lr_grid, "eps_scale": eps_grid} if tune_eps else {"lr": lr_grid}
 
 
 def var_sigma(config: Config) -> float:
@@ -264,16 +237,19 @@ def _xy_probe(j):
 def run(config: Config, cache) -> dict:
     """All four parts; ``{label: Result}``."""
     progress = cache.show_progress
-    cells: list[tuple[str, object]] = []  # (label, compute) in a fixed order
+    cells: list[tuple[str, object, dict]] = []  # (label, compute, meta) in a fixed order
+    grids: dict[str, tuple[dict, int]] = {}     # label -> (tuning grid, trials per point)
 
     # (a) 1-D AdaGrad table
     for zf in config.ada_zero_fractions:
         for mlabel, opt_name, fixed, tune_eps in ADA_METHODS:
-            def compute(seed, zf=zf, opt_name=opt_name, fixed=fixed, tune_eps=tune_eps):
+            grid = _grid(config.ada_lr_grid, config.ada_eps_scale_grid, tune_eps)
+            reps = config.ada_tune_trials
+
+            def compute(seed, zf=zf, opt_name=opt_name, fixed=fixed, grid=grid, reps=reps):
                 prob = dpsim.problems.sparse_logistic_1d(config.ada_n, zero_fraction=zf,
                                                          w_star=1.0, seed=config.data_seed)
-                hp = _grid(config.ada_lr_grid, config.ada_eps_scale_grid, tune_eps,
-                           config.ada_tune_trials)
+                hp = tuning.fold(grid, reps)
                 if opt_name != "adagrad":
                     hp.update(clip=config.ada_clip, noise_multiplier=config.ada_noise_multiplier)
                 opt = dpsim.optimizers.get(opt_name, **hp, **fixed)
@@ -282,7 +258,10 @@ def run(config: Config, cache) -> dict:
                                       record_every=config.ada_n, metrics=("loss",),
                                       probes={"test_loss": lambda s, w, c, p=prob: p.test_loss(w)},
                                       progress=progress)
-            cells.append((f"ada-z{zf:g}-{mlabel}", compute))
+            label = f"ada-z{zf:g}-{mlabel}"
+            grids[label] = (grid, reps)
+            cells.append((label, compute, {"part": "ada", "zero_fraction": float(zf),
+                                           "method": mlabel}))
 
     # (b) negative fraction vs d
     for d in config.neg_dims:
@@ -300,7 +279,7 @@ def run(config: Config, cache) -> dict:
                                       config.neg_noise_multiplier, config.neg_clip,
                                       config.neg_batch_size, config.neg_beta2)},
                                   progress=progress)
-        cells.append((f"neg-d{int(d)}", compute))
+        cells.append((f"neg-d{int(d)}", compute, {"part": "neg", "d": int(d)}))
 
     # (c) variants
     sigma = var_sigma(config)
@@ -309,12 +288,14 @@ def run(config: Config, cache) -> dict:
         for mlabel, opt_name, fixed, tune_eps in VARIANTS:
             var_settings.append((noise, mlabel, opt_name, {**fixed, "noise": noise}, tune_eps))
     for noise, mlabel, opt_name, fixed, tune_eps in var_settings:
-        def compute(seed, opt_name=opt_name, fixed=fixed, tune_eps=tune_eps):
+        grid = _grid(config.var_lr_grid, config.var_eps_scale_grid, tune_eps)
+        reps = config.var_tune_trials
+
+        def compute(seed, opt_name=opt_name, fixed=fixed, grid=grid, reps=reps):
             prob = dpsim.problems.logistic_regression(config.var_n, config.var_d,
                                                       density=config.var_density,
                                                       seed=config.data_seed)
-            hp = _grid(config.var_lr_grid, config.var_eps_scale_grid, tune_eps,
-                       config.var_tune_trials)
+            hp = tuning.fold(grid, reps)
             if opt_name != "adam":
                 hp.update(clip=config.var_clip, noise_multiplier=sigma)
             if opt_name != "dp_sgd":
@@ -325,15 +306,19 @@ def run(config: Config, cache) -> dict:
                                   seed=seed, sampling="poisson", record_every=config.var_steps,
                                   metrics=("loss",), progress=progress)
         tag = noise.replace(":", "")
-        cells.append((f"var-{tag}-{mlabel}", compute))
+        label = f"var-{tag}-{mlabel}"
+        grids[label] = (grid, reps)
+        cells.append((label, compute, {"part": "var", "noise": tag, "method": mlabel}))
 
     # (d) quadratic 2-D
     for mlabel, opt_name, fixed, tune_eps in QUAD_METHODS:
-        def compute(seed, opt_name=opt_name, fixed=fixed, tune_eps=tune_eps):
+        grid = _grid(config.quad_lr_grid, config.quad_eps_scale_grid, tune_eps)
+        reps = config.quad_tune_trials
+
+        def compute(seed, opt_name=opt_name, fixed=fixed, grid=grid, reps=reps):
             prob = dpsim.problems.quadratic_2d(config.quad_a, config.quad_b, noise=config.quad_noise,
                                                n=config.quad_n, seed=config.data_seed)
-            hp = _grid(config.quad_lr_grid, config.quad_eps_scale_grid, tune_eps,
-                       config.quad_tune_trials)
+            hp = tuning.fold(grid, reps)
             if opt_name != "adam":
                 hp.update(clip=config.quad_clip, noise_multiplier=config.quad_noise_multiplier)
             opt = dpsim.optimizers.get(opt_name, **hp, **fixed)
@@ -343,20 +328,16 @@ def run(config: Config, cache) -> dict:
                                   metrics=("loss",), init=np.asarray(config.quad_init, dtype=float),
                                   probes={"w1": _xy_probe(0), "w2": _xy_probe(1)},
                                   progress=progress)
-        cells.append((f"quad-{mlabel}", compute))
+        label = f"quad-{mlabel}"
+        grids[label] = (grid, reps)
+        cells.append((label, compute, {"part": "quad", "method": mlabel}))
 
-    results = cache.run([Cell(label, i, fn) for i, (label, fn) in enumerate(cells)],
+    results = cache.run([Cell(label, i, fn, meta) for i, (label, fn, meta) in enumerate(cells)],
                         desc="design_space")
 
-    chosen = {}
-    for label, res in results.items():
-        if label.startswith("neg-"):
-            continue
-        _, info = select(res)
-        chosen[label] = info
-    cache.note("rule", "per setting: argmin over the (lr, eps_scale) grid of the mean final training "
-                       "loss; reported trials are the chosen grid point's (same trials)")
-    cache.note("chosen", chosen)
+    tuning.record(cache, {label: tuning.select(results[label], grid, reps)
+                          for label, (grid, reps) in grids.items()},
+                  note="the reported trials are the chosen grid point's (the same trials)")
     cache.note("var_noise_multiplier", sigma)
     cache.note("reconstructed", "seed 002's formulas and most settings were lost in extraction; "
                                 "all settings here are reconstructions (ALGORITHMS.md §4.3, §5.4)")

@@ -1,40 +1,37 @@
-"""Shared loading and selection for the ``design_space`` figures (seed 002, RECONSTRUCTED settings)."""
+"""Shared loading for the ``design_space`` figures (seed 002, RECONSTRUCTED settings).
+
+Reads saved results only: each cell's part and setting from the metadata the experiment saved, and
+the tuning choice of every tuned cell (chosen grid point and its trials) from the saved selection.
+"""
 
 from __future__ import annotations
 
-import json
 import math
-import sys
-from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-import dpsim
+from dpsim.experiments.pipeline import Saved
 
 DELTA = 1e-5
 RECON = ("Seed 002's formulas and most settings were lost in extraction: the setting here is a "
          "reconstruction (ALGORITHMS.md §4.3, §5.4).")
 
 
-def load(results: Mapping[str, object], prefix: str) -> dict:
-    """``{label without prefix: Result}`` for labels starting with ``prefix``."""
-    return {lab[len(prefix):]: dpsim.load(p) for lab, p in results.items() if lab.startswith(prefix)}
+def load(results: Mapping[str, object], part: str) -> list[tuple[str, dict, object]]:
+    """``[(label, meta, Result)]`` of the cells of ``part`` (``"ada"``, ``"neg"``, ``"var"``,
+    ``"quad"``), in the experiment's cell order."""
+    saved = Saved.of(results)
+    return [(lab, saved.meta(lab), saved.result(lab)) for lab in saved
+            if saved.meta(lab)["part"] == part]
 
 
-def select(res):
-    """Chosen grid point (lowest mean final training loss); ``(mask, lr, eps_scale)``."""
-    hp = res.config["hyperparameters"]
-    R = res.trials
-    lrs = np.broadcast_to(np.asarray(hp["lr"], dtype=float), (R,))
-    eps = hp.get("eps_scale")
-    tuned = isinstance(eps, (list, tuple))
-    es = np.asarray(eps, dtype=float) if tuned else np.zeros(R)
-    final = np.where(np.isfinite(res.loss[-1]), res.loss[-1], np.inf)
-    keys = sorted(set(zip(lrs.tolist(), es.tolist())))
-    means = [float(np.mean(final[(lrs == a) & (es == b)])) for a, b in keys]
-    lr, e = keys[int(np.argmin(means))]
-    return (lrs == lr) & (es == e), lr, (e if tuned else None)
+def chosen(results: Mapping[str, object], label: str):
+    """The saved tuning choice of cell ``label``: ``(trials of the chosen point as a slice, lr,
+    eps_scale or None)``."""
+    sel = Saved.of(results).selection(label)
+    start, stop = sel["trials"]
+    return slice(start, stop), sel["point"]["lr"], sel["point"].get("eps_scale")
 
 
 def eps_of(res, accountant=None) -> float:
@@ -47,18 +44,3 @@ def eps_of(res, accountant=None) -> float:
 
 def eps_text(e: float) -> str:
     return "∞" if math.isinf(e) else f"{e:.3g}"
-
-
-def main(mod, argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv:
-        print(mod.__doc__)
-        return 2
-    root = Path(argv[0])
-    out_dir = Path(argv[1]) if len(argv) > 1 else Path("paper_figures") / "out"
-    manifest = json.loads((root / "manifest.json").read_text())
-    results = {label: root / f"{label}.npz" for label in manifest["results"]}
-    for p in mod.render(results, out_dir):
-        print(p)
-    print(json.dumps(mod.evaluate(results), indent=1))
-    return 0

@@ -10,13 +10,17 @@ fixed-size sampling of one example per step).  Standalone::
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-from . import fig_design_common as common
-from . import stats, style
+from dpsim.analysis import stats
+from dpsim.experiments.pipeline import Saved
+
+from . import design_common as common
+from . import style
 
 NAME = "fig_design_adagrad_table"
 CLAIM = ("1-D sparse logistic regression, AdaGrad, batch 1, one epoch (seed 002 §5.1): a better "
@@ -29,15 +33,17 @@ METHODS = (("adagrad", "AdaGrad (non-private)"), ("dp_adagrad", "DP-AdaGrad post
 
 
 def _table(results):
-    data = common.load(results, "ada-")
-    zfs = sorted({float(k.split("-", 1)[0][1:]) for k in data})
+    results = Saved.of(results)
+    data = {(meta["zero_fraction"], meta["method"]): (lab, res)
+            for lab, meta, res in common.load(results, "ada")}
+    zfs = sorted({zf for zf, _ in data})
     rows = {}
     for zf in zfs:
         for m, _ in METHODS:
-            res = data.get(f"z{zf:g}-{m}")
-            if res is None:
+            if (zf, m) not in data:
                 continue
-            mask, lr, es = common.select(res)
+            lab, res = data[(zf, m)]
+            mask, lr, es = common.chosen(results, lab)
             tl = res.records["test_loss"][-1][mask]
             eps = common.eps_of(res, accountant="rdp") if m != "adagrad" else float("inf")
             rows[(zf, m)] = dict(test=tl, lr=lr, eps_scale=es, eps=eps,
@@ -64,6 +70,7 @@ def markdown(results) -> str:
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
+    results = Saved.of(results)
     zfs, rows = _table(results)
     if not rows:
         raise ValueError(f"{NAME}: no ada- results among {sorted(results)}")
@@ -108,6 +115,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     """Holds when, for every zero fraction ≥ 0.5, scale-then-privatize or the oracle has a lower
     mean test loss than post-processing with the Welch 95% CI of the difference below 0; does not
     hold if post-processing is significantly better than both; else inconclusive."""
+    results = Saved.of(results)
     zfs, rows = _table(results)
     lines = ["Final population test loss, mean ± 95% CI (Student t) over the chosen grid point's "
              "trials. " + common.RECON, "", markdown(results), ""]
@@ -144,6 +152,10 @@ def evaluate(results: Mapping[str, object]) -> dict:
     return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": verdict}
 
 
+def main(argv=None) -> int:
+    """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    return style.cli_main(sys.modules[__name__], argv)
+
+
 if __name__ == "__main__":
-    import sys
-    raise SystemExit(common.main(sys.modules[__name__]))
+    raise SystemExit(main())

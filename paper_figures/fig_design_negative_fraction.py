@@ -8,15 +8,16 @@ Standalone::  python -m dpsim.paper_figures.fig_design_negative_fraction results
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-from dpsim.analysis import bias
+from dpsim.analysis import bias, stats
 
-from . import fig_design_common as common
-from . import stats, style
+from . import design_common as common
+from . import style
 
 NAME = "fig_design_negative_fraction"
 CLAIM = ("Bias-corrected second-moment estimates are rarely negative when d ≲ b²/σ² and a constant "
@@ -24,10 +25,9 @@ CLAIM = ("Bias-corrected second-moment estimates are rarely negative when d ≲ 
 
 
 def _data(results):
-    data = common.load(results, "neg-")
     rows = []
-    for key, res in data.items():
-        d = int(key[1:])
+    for _, meta, res in common.load(results, "neg"):
+        d = int(meta["d"])
         hp = res.config["hyperparameters"]
         fr = res.records["neg_fraction"]  # (K, R)
         t = int(res.steps[-1])
@@ -96,6 +96,10 @@ def evaluate(results: Mapping[str, object]) -> dict:
     return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": verdict}
 
 
+def main(argv=None) -> int:
+    """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    return style.cli_main(sys.modules[__name__], argv)
+
+
 if __name__ == "__main__":
-    import sys
-    raise SystemExit(common.main(sys.modules[__name__]))
+    raise SystemExit(main())

@@ -7,13 +7,17 @@ Standalone::  python -m dpsim.paper_figures.fig_design_quadratic2d results/desig
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-from . import fig_design_common as common
-from . import stats, style
+from dpsim.analysis import stats
+from dpsim.experiments.pipeline import Saved
+
+from . import design_common as common
+from . import style
 
 NAME = "fig_design_quadratic2d"
 CLAIM = ("Seed 002 §4.1–4.3: post-processing noise floors the preconditioner, so DP-Adam loses "
@@ -23,9 +27,11 @@ ORDER = ("adam", "dp_adam", "dp_adam_noiseless_v", "dp_adam_stp", "dp_adam_stp_n
 
 
 def _data(results):
+    results = Saved.of(results)
     out = {}
-    for m, res in common.load(results, "quad-").items():
-        mask, lr, es = common.select(res)
+    for lab, meta, res in common.load(results, "quad"):
+        m = meta["method"]
+        mask, lr, es = common.chosen(results, lab)
         out[m] = dict(res=res, mask=mask, lr=lr, es=es, eps=common.eps_of(res))
     return out
 
@@ -80,6 +86,10 @@ def evaluate(results: Mapping[str, object]) -> dict:
     return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": verdict}
 
 
+def main(argv=None) -> int:
+    """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    return style.cli_main(sys.modules[__name__], argv)
+
+
 if __name__ == "__main__":
-    import sys
-    raise SystemExit(common.main(sys.modules[__name__]))
+    raise SystemExit(main())

@@ -7,13 +7,17 @@ Standalone::  python -m dpsim.paper_figures.fig_design_variants results/design_s
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-from . import fig_design_common as common
-from . import stats, style
+from dpsim.analysis import stats
+from dpsim.experiments.pipeline import Saved
+
+from . import design_common as common
+from . import style
 
 NAME = "fig_design_variants"
 CLAIM = ("Seed 002 §5.2: scale-then-privatize beats post-processing DP-Adam, which beats independent "
@@ -24,11 +28,11 @@ ORDER = ("dp_sgd", "dp_adam", "dp_adam_corrected", "dp_adam_bc", "dp_adam_ime", 
 
 
 def _data(results):
-    data = common.load(results, "var-")
+    results = Saved.of(results)
     out = {}
-    for key, res in data.items():
-        noise, m = key.split("-", 1)
-        mask, lr, es = common.select(res)
+    for lab, meta, res in common.load(results, "var"):
+        noise, m = meta["noise"], meta["method"]
+        mask, lr, es = common.chosen(results, lab)
         fin = res.excess_loss[-1][mask] if res.excess_loss is not None else res.loss[-1][mask]
         out[(noise, m)] = dict(final=fin, lr=lr, eps_scale=es, eps=common.eps_of(res),
                                sigma=res.config["hyperparameters"].get("noise_multiplier"))
@@ -115,6 +119,10 @@ def evaluate(results: Mapping[str, object]) -> dict:
     return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": "; ".join(notes) + "."}
 
 
+def main(argv=None) -> int:
+    """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
+    return style.cli_main(sys.modules[__name__], argv)
+
+
 if __name__ == "__main__":
-    import sys
-    raise SystemExit(common.main(sys.modules[__name__]))
+    raise SystemExit(main())
