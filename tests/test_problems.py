@@ -642,3 +642,152 @@ def test_loss_and_grad_agrees_with_separate_calls(factory, kw):
     loss, grad = prob.loss_and_grad(w)
     np.testing.assert_array_equal(loss, prob.loss(w))
     np.testing.assert_array_equal(grad, prob.grad(w))
+
+
+# --------------------------------------------------------------------------------------------
+# public capabilities: domain, link, reg, features, scales, lipschitz_rows
+# --------------------------------------------------------------------------------------------
+
+# name -> (domain, link, reg, kind of features, has scales)
+CAPABILITIES = {
+    "least_squares": (None, "squared", 0.0, "dense", False),
+    "logistic_dense": (None, "logistic", 1e-4, "dense", False),
+    "logistic_sparse": (None, "logistic", 1e-4, "csr", False),
+    "absolute_regression": (P.Box(1.0), "absolute", 0.0, "dense", True),
+    "absolute_regression_free": (None, "absolute", 0.0, "dense", True),
+    "random_quadratic_3d": (None, None, 0.1, None, False),
+    "sparse_logistic_1d": (None, "logistic", 0.0, "dense", False),
+    "quadratic_2d": (None, None, 0.0, None, False),
+    "linear_box": (P.Box(1.0), "linear", 0.0, "dense", True),
+}
+
+
+def _views(p):
+    yield p
+    yield p.on(Backend("numpy", dtype="float32"))
+    try:
+        import array_api_strict  # noqa: F401, PLC0415
+    except ImportError:
+        return
+    if not sp.issparse(p.features):
+        yield p.on(Backend("array_api_strict"))
+
+
+@pytest.mark.parametrize("name", list(CAPABILITIES))
+def test_capabilities_on_problem_and_backend_views(name):
+    domain, link, reg, features, has_scales = CAPABILITIES[name]
+    p = small(name)
+    host_X = p.features
+    for q in _views(p):
+        assert q.domain == domain and q.has_domain == (domain is not None)
+        assert q.link == link
+        assert q.reg == reg and isinstance(q.reg, float)
+        if features is None:
+            assert q.features is None
+        else:
+            assert q.features is host_X  # the host matrix, also on a device/float32 view
+            assert (sp.isspmatrix_csr(q.features) if features == "csr"
+                    else type(q.features) is np.ndarray and q.features.dtype == np.float64)
+            assert q.features.shape == (p.n, p.d)
+        if has_scales:
+            assert type(q.scales) is np.ndarray and q.scales.shape == (p.d,)
+            np.testing.assert_array_equal(q.scales, np.arange(1, p.d + 1) ** -1.5)
+        else:
+            assert q.scales is None
+
+
+def test_features_are_the_data_the_losses_use():
+    p = small("logistic_dense")
+    w, _, _, _ = rand_inputs(p)
+    m = w @ p.features.T  # (R, n) margins
+    y = p.y
+    want = np.mean(np.logaddexp(0.0, -y * m), axis=1) + 0.5 * p.reg * np.sum(w * w, axis=1)
+    np.testing.assert_allclose(p.loss(w), want, rtol=1e-13)
+
+
+def test_capabilities_are_read_only():
+    p = P.absolute_regression(20, 3, seed=0)
+    for attr, value in [("domain", None), ("link", "squared"), ("reg", 1.0), ("features", None),
+                        ("scales", None), ("has_domain", False)]:
+        with pytest.raises(AttributeError):
+            setattr(p, attr, value)
+    with pytest.raises(ValueError):
+        p.scales[0] = 2.0
+    with pytest.raises(AttributeError):
+        p.domain.radius = 2.0
+
+
+@pytest.mark.parametrize("name", list(SMALL))
+def test_lipschitz_rows_bound_every_per_example_gradient(name):
+    p = small(name)
+    V = p.lipschitz_rows()
+    unit = p.link in ("logistic", "absolute", "linear") and p.reg == 0.0
+    if not unit:
+        assert V is None
+        return
+    assert V is p.features
+    w, idx, _, _ = rand_inputs(p, R=6, b=20)
+    w = 10.0 * w  # far from the data scale: saturated links too
+    G = np.asarray(p.per_example_grads(w, idx))
+    Vd = V.toarray() if sp.issparse(V) else V
+    assert np.all(np.abs(G) <= np.abs(Vd[idx]) * (1 + 1e-12))
+
+
+def test_unregularized_logistic_has_lipschitz_rows():
+    p = P.logistic_regression(30, 8, density=0.3, reg=0.0, seed=2)
+    assert p.lipschitz_rows() is p.features and sp.issparse(p.features)
+
+
+@pytest.mark.parametrize("domain_cls", [P.Box, P.Ball])
+def test_domain_projection_is_the_euclidean_projection(domain_cls):
+    rng = np.random.default_rng(3)
+    dom = domain_cls(0.7)
+    w = 2.0 * rng.standard_normal((50, 4))
+    w[0] = 0.0  # the origin stays put
+    got = dom.project(w)
+    for row, z in zip(w, got):
+        if domain_cls is P.Box:
+            want = np.array([min(max(v, -0.7), 0.7) for v in row])
+        else:
+            nrm = math.sqrt(float(row @ row))
+            want = row if nrm <= 0.7 else row * (0.7 / nrm)
+        np.testing.assert_allclose(z, want, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(dom.project(got), got, rtol=1e-14, atol=0)  # idempotent
+
+
+@pytest.mark.parametrize("radius", [0.0, -1.0, math.inf, math.nan, True, "1"])
+@pytest.mark.parametrize("domain_cls", [P.Box, P.Ball])
+def test_bad_domain_radius_raises_naming_the_value(domain_cls, radius):
+    with pytest.raises(ValueError, match=f"radius={radius!r}".replace("(", r"\(")):
+        domain_cls(radius)
+
+
+class _BallQuadratic(Problem):
+    """``f(w) = ||w - c||^2 / 2`` over the unit Euclidean ball (a user-defined problem)."""
+
+    def __init__(self):
+        super().__init__(name="ball_quadratic", n=1, d=3, config={"name": "ball_quadratic"},
+                         domain=P.Ball(1.0))
+        self.c = np.array([2.0, 0.0, 0.0])
+
+    def loss(self, w):
+        return 0.5 * np.sum((w - self.c) ** 2, axis=1)
+
+    def per_example_grads(self, w, idx):
+        return np.broadcast_to((w - self.c)[:, None, :], idx.shape + (self.d,)).copy()
+
+
+def test_user_problem_with_a_ball_domain_projects_onto_it():
+    p = _BallQuadratic()
+    assert p.has_domain and p.domain == P.Ball(1.0) and p.link is None and p.features is None
+    w = np.array([[3.0, 4.0, 0.0], [0.1, 0.2, 0.3]])
+    np.testing.assert_allclose(p.project(w), [[0.6, 0.8, 0.0], [0.1, 0.2, 0.3]], rtol=1e-15)
+    import dpsim  # noqa: PLC0415
+
+    res = dpsim.simulate(p, "sgd", steps=50, batch_size=1)
+    np.testing.assert_allclose(res.params, [[1.0, 0.0, 0.0]], atol=1e-6)
+
+
+def test_problem_rejects_an_unknown_domain():
+    with pytest.raises(ValueError, match="domain='box'"):
+        Problem(name="x", n=1, d=1, config={"name": "x"}, domain="box")

@@ -22,6 +22,38 @@ mask=None, scale=None)``                  clip(s_r * g_{r,i}, C_r)`` and ``norms
                                           ||s_r * g_{r,i}||_2`` (0 where masked out)
 ========================================  ======================================================
 
+Capabilities
+------------
+Read-only attributes that optimizers and analyses use instead of the implementation classes;
+they are the same on a problem and on each of its backend views ``problem.on(backend)``:
+
+=====================  ===============================================================================
+``domain``             :class:`Box` ``(radius)`` (``|w_j| <= radius``), :class:`Ball` ``(radius)``
+                       (``||w||_2 <= radius``) or ``None``; ``project`` is its Euclidean projection
+                       and ``has_domain`` is ``domain is not None``
+``link``               for a GLM ``f_i(w) = l(x_i . w, y_i) + (reg/2)||w||^2``: ``"squared"``,
+                       ``"logistic"``, ``"absolute"`` or ``"linear"``; ``None`` for other problems
+``reg``                the l2 regularization coefficient (float, ``0.0`` when there is none)
+``features``           a GLM's host feature matrix ``X`` (NumPy ``(n, d)`` or ``scipy.sparse`` CSR),
+                       else ``None``
+``scales``             host ``(d,)`` float64 coordinate scales ``sigma_j`` of the data
+                       (``absolute_regression``, ``linear_box``), else ``None``
+``lipschitz_rows()``   host ``(n, d)`` ``V`` with ``|grad f_i(w)_j| <= |V_ij|`` for all ``w``
+                       (unregularized GLMs with ``|l'| <= 1``: ``V = features``), else ``None``
+=====================  ===============================================================================
+
+=========================  ================  ==========  =========  ==================  ==========
+factory                    domain            link        reg        features            scales
+=========================  ================  ==========  =========  ==================  ==========
+``least_squares``          ``None``          squared     0.0        dense               ``None``
+``logistic_regression``    ``None``          logistic    ``reg``    dense or CSR        ``None``
+``absolute_regression``    ``Box(1.0)``/None absolute    0.0        dense               ``sigma``
+``linear_box``             ``Box(1.0)``      linear      0.0        dense               ``sigma``
+``sparse_logistic_1d``     ``None``          logistic    0.0        dense ``(n, 1)``    ``None``
+``random_quadratic``       ``None``          ``None``    ``reg``    ``None``            ``None``
+``quadratic_2d``           ``None``          ``None``    0.0        ``None``            ``None``
+=========================  ================  ==========  =========  ==================  ==========
+
 ``clip(g, C) = g * min(1, C / ||g||_2)``; ``C`` is a Python float, ``math.inf``, ``None`` (no
 clipping) or an ``(R,)`` backend array; a zero gradient stays zero.  With ``C`` ``None`` or
 ``inf`` the clip factor is exactly ``1.0``, so those two calls are bit-identical (the engine relies
@@ -45,13 +77,15 @@ All factories are deterministic in ``seed`` (``numpy.random.default_rng(seed)``)
 
 from __future__ import annotations
 
-from .base import Problem, _BoxDomain  # noqa: F401  (_BoxDomain: read by dpsim.pagan)
+from .base import Ball, Box, Problem, _BoxDomain  # noqa: F401  (_BoxDomain: read by dpsim.pagan)
 from .glm import (_GLMProblem, absolute_regression, least_squares, linear_box,  # noqa: F401
                   logistic_regression, sparse_logistic_1d)
 from .quadratic import quadratic_2d, random_quadratic
 
 __all__ = [
     "Problem",
+    "Box",
+    "Ball",
     "least_squares",
     "logistic_regression",
     "absolute_regression",

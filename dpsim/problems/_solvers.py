@@ -169,3 +169,45 @@ def _lad_optimum(A, b, radius):
         if radius is not None:
             best = np.clip(best, -radius, radius)
     return best, F(best)
+
+
+def _logistic_1d_newton(x, y):
+    """Minimizer of ``F(w) = (1/n) sum_i log(1 + exp(-y_i x_i w))`` over ``w in R`` (``n = len(x)``).
+
+    Only examples with ``x_i != 0`` move ``F``.  ``F'`` is increasing: the root is bracketed by
+    doubling ``[-1, 1]``, then found by Newton steps that fall back to bisection whenever they
+    leave the bracket, until ``|F'(w)| < 1e-15`` or the iterate stops moving.  The caller
+    guarantees a finite minimizer (the nonzero ``y_i x_i`` take both signs).
+    """
+    n = x.shape[0]
+    nz = x != 0
+    z = y[nz] * x[nz]  # f_i(w) = log(1 + exp(-z_i w)) on the nonzero examples
+
+    def d1(w):
+        return -np.sum(z * _stable_sigmoid(np, -z * w)) / n
+
+    def d2(w):
+        e = np.exp(-np.abs(z * w))
+        return np.sum(z * z * e / (1.0 + e) ** 2) / n
+
+    lo, hi = -1.0, 1.0
+    while d1(lo) > 0:
+        lo *= 2.0
+    while d1(hi) < 0:
+        hi *= 2.0
+    w = 0.0
+    for _ in range(200):
+        g = d1(w)
+        if abs(g) < 1e-15:
+            break
+        if g > 0:
+            hi = w
+        else:
+            lo = w
+        w_new = w - g / d2(w)
+        if not lo < w_new < hi:
+            w_new = 0.5 * (lo + hi)
+        if w_new == w:
+            break
+        w = w_new
+    return w

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -110,22 +111,84 @@ def _stable_sigmoid(xp, t):
 
 
 # =============================================================================================
+# domains
+# =============================================================================================
+
+
+def _radius(radius):
+    return _real("radius", radius, lo=0.0, lo_open=True)
+
+
+@dataclass(frozen=True)
+class Box:
+    """The box ``{w : |w_j| <= radius for every j}`` (the l_inf ball).
+
+    With ``radius = 1`` it is the constraint set ``X_inf = [-1, 1]^d`` of [PAGAN] §3.2 and §5.1.
+    The Euclidean projection clips every coordinate to ``[-radius, radius]``.
+    """
+
+    radius: float = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "radius", _radius(self.radius))
+
+    def project(self, w, xp=np):
+        """Euclidean projection of each row of ``w`` (array namespace ``xp``)."""
+        return xp.clip(w, -self.radius, self.radius)
+
+
+@dataclass(frozen=True)
+class Ball:
+    """The Euclidean ball ``{w : ||w||_2 <= radius}`` (the ``X_2`` set of [PAGAN] §5.2).
+
+    The Euclidean projection rescales a row of norm above ``radius`` to norm ``radius``.
+    """
+
+    radius: float = 1.0
+
+    def __post_init__(self):
+        object.__setattr__(self, "radius", _radius(self.radius))
+
+    def project(self, w, xp=np):
+        """Euclidean projection of each row of ``w`` (array namespace ``xp``)."""
+        nrm = xp.sqrt(xp.sum(w * w, axis=-1, keepdims=True))
+        outside = nrm > self.radius
+        return xp.where(outside, w * (self.radius / xp.where(outside, nrm, xp.ones_like(nrm))), w)
+
+
+# =============================================================================================
 # base class
 # =============================================================================================
 
 
 class Problem:
-    """Finite-sum objective ``F(w) = (1/n) sum_i f(x_i; w)`` over ``w in R^d`` (see module doc).
+    """Finite-sum objective ``F(w) = (1/n) sum_i f(x_i; w)`` over ``w in R^d`` (see package doc).
 
     Subclasses set their data arrays (host NumPy) in ``__init__``, list the names of the floating
     arrays in ``_float_arrays`` (moved by :meth:`on`), and implement :meth:`loss`, :meth:`grad`,
-    :meth:`per_example_grads` and ``_compute_optimum``.
+    :meth:`per_example_grads` and ``_compute_optimum``.  A subclass with a constraint set passes
+    ``domain=Box(r)`` or ``domain=Ball(r)`` to ``__init__``; :meth:`project` follows from it.
+
+    Read-only capabilities (the same on every backend view, see :meth:`on`):
+
+    * ``domain``: :class:`Box`, :class:`Ball` or ``None`` (unconstrained); ``has_domain`` is
+      ``domain is not None``.
+    * ``link``: for a generalized linear model ``f_i(w) = l(x_i . w, y_i) + (reg/2)||w||^2``
+      the name of ``l`` (``"squared"``, ``"logistic"``, ``"absolute"``, ``"linear"``), else ``None``.
+    * ``reg``: the l2 regularization coefficient of the factory (``0.0`` when there is none; where
+      it enters ``F`` is in the factory's docstring).
+    * ``features``: a GLM's host feature matrix ``X`` (NumPy ``(n, d)`` or ``scipy.sparse`` CSR;
+      do not modify it), else ``None``.
+    * ``scales``: host ``(d,)`` read-only float64 array of coordinate scales ``sigma_j`` when the
+      data are built from them (``absolute_regression``, ``linear_box``), else ``None``.
     """
 
-    has_domain: bool = False
     _float_arrays: tuple = ()
 
-    def __init__(self, *, name: str, n: int, d: int, config: dict):
+    def __init__(self, *, name: str, n: int, d: int, config: dict, domain=None, reg=0.0,
+                 scales=None):
+        if domain is not None and not isinstance(domain, (Box, Ball)):
+            raise ValueError(f"domain must be a Box, a Ball or None, got domain={domain!r}")
         self.name = name
         self.n = int(n)
         self.d = int(d)
@@ -136,11 +199,57 @@ class Problem:
         self._host = self
         self._views = {}
         self._optimum = _UNSET
+        self._domain = domain
+        self._reg = float(reg)
+        if scales is not None:
+            scales = np.asarray(scales, dtype=np.float64)
+            scales.flags.writeable = False
+        self._scales = scales
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.config.items() if k != "name")
         where = "" if self.backend_name == "numpy" and self.dtype == "float64" else f" on {self.backend_name}/{self.dtype}"
         return f"<Problem {self.name}({args}) n={self.n} d={self.d}{where}>"
+
+    # -- capabilities (class docstring) ---------------------------------------------------------
+    @property
+    def domain(self):
+        """The constraint set: :class:`Box`, :class:`Ball` or ``None``."""
+        return self._domain
+
+    @property
+    def has_domain(self) -> bool:
+        """Whether :meth:`project` constrains (``domain is not None``)."""
+        return self.domain is not None
+
+    @property
+    def link(self):
+        """The GLM link name, or ``None`` for a problem that is not a GLM."""
+        return None
+
+    @property
+    def reg(self) -> float:
+        """The l2 regularization coefficient (``0.0`` when none)."""
+        return self._reg
+
+    @property
+    def features(self):
+        """A GLM's host feature matrix (NumPy or ``scipy.sparse``), else ``None``."""
+        return None
+
+    @property
+    def scales(self):
+        """Host ``(d,)`` read-only coordinate scales, or ``None``."""
+        return self._scales
+
+    def lipschitz_rows(self):
+        """Host ``(n, d)`` matrix ``V`` with ``|grad f_i(w)_j| <= |V_ij|`` for every ``w``, or ``None``.
+
+        Known for unregularized GLMs whose link has ``|l'| <= 1`` (logistic, absolute, linear):
+        there ``grad f_i(w) = l'(x_i . w, y_i) x_i``, so ``V = features``.  Used for the
+        per-example Lipschitz constants ``G(z; C) = ||V_i||_C`` of [PAGAN] Thm. 1/2.
+        """
+        return None
 
     # -- optimum ------------------------------------------------------------------------------
     @property
@@ -204,8 +313,9 @@ class Problem:
         return self.loss(w), self.grad(w)
 
     def project(self, w):
-        """Euclidean projection of each row onto the domain; ``w`` itself when there is none."""
-        return w
+        """Euclidean projection of each row onto :attr:`domain`; ``w`` itself when there is none."""
+        domain = self.domain
+        return w if domain is None else domain.project(w, self.xp)
 
     def clipped_grad_sum(self, w, idx, clip, *, mask=None, scale=None):
         """``(S, norms)`` with ``S_r = sum_i clip(s_r * g_{r,i}, C_r)`` (generic, materializing)."""
@@ -224,10 +334,7 @@ class Problem:
 
 
 class _BoxDomain:
-    """Mixin: the box ``[-radius, radius]^d`` (seed 001's X_inf with radius 1)."""
+    """Marker of the problems built on ``Box(1.0)``; kept only for ``dpsim.pagan``'s ``isinstance``
+    check and ``.radius`` read (delete once it reads :attr:`Problem.domain`)."""
 
-    has_domain = True
     radius = 1.0
-
-    def project(self, w):
-        return self.xp.clip(w, -self.radius, self.radius)

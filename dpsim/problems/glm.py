@@ -8,8 +8,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _glm_kernels as _K
-from ._solvers import _lad_optimum, _logistic_newton
-from .base import (Problem, _BoxDomain, _clip_per_trial, _pos_int, _real, _scales, _seed,
+from ._solvers import _lad_optimum, _logistic_1d_newton, _logistic_newton
+from .base import (Box, Problem, _BoxDomain, _clip_per_trial, _pos_int, _real, _scales, _seed,
                    _stable_sigmoid)
 
 
@@ -17,7 +17,8 @@ from .base import (Problem, _BoxDomain, _clip_per_trial, _pos_int, _real, _scale
 # generalized linear models
 # =============================================================================================
 
-_GLM_KINDS = ("squared", "logistic", "absolute", "linear")
+_LINKS = ("squared", "logistic", "absolute", "linear")  # kernel codes 0..3 (_glm_kernels)
+_UNIT_LIPSCHITZ_LINKS = ("logistic", "absolute", "linear")  # |l'| <= 1
 
 
 class _GLMProblem(Problem):
@@ -33,13 +34,12 @@ class _GLMProblem(Problem):
 
     _float_arrays = ("y", "_rn2")
 
-    def __init__(self, *, name, X, y, kind, reg, config):
+    def __init__(self, *, name, X, y, link, reg, config, domain=None, scales=None):
         n, d = X.shape
-        super().__init__(name=name, n=n, d=d, config=config)
-        if kind not in _GLM_KINDS:  # pragma: no cover - internal
-            raise ValueError(f"unknown GLM kind {kind!r}")
-        self.kind = kind
-        self.reg = float(reg)
+        super().__init__(name=name, n=n, d=d, config=config, domain=domain, reg=reg, scales=scales)
+        if link not in _LINKS:  # pragma: no cover - internal
+            raise ValueError(f"unknown GLM link {link!r}")
+        self._link = link
         self.sparse = sp.issparse(X)
         if self.sparse:
             X = sp.csr_matrix(X, dtype=np.float64)
@@ -54,7 +54,7 @@ class _GLMProblem(Problem):
         self.X = X
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         # mean feature vector, used by the linear loss (F(w) = -w . xbar)
-        self._xbar = np.asarray(X.mean(axis=0)).reshape(d) if kind == "linear" else None
+        self._xbar = np.asarray(X.mean(axis=0)).reshape(d) if link == "linear" else None
 
     def _move_arrays(self, view, backend):
         super()._move_arrays(view, backend)
@@ -82,10 +82,32 @@ class _GLMProblem(Problem):
                 "(it has no sparse arrays); use 'numpy' or 'cupy', or a dense problem (density=1.0)"
             )
 
+    # -- capabilities (Problem docstring) ------------------------------------------------------
+    @property
+    def link(self):
+        """The name of ``l``: ``"squared"``, ``"logistic"``, ``"absolute"`` or ``"linear"``."""
+        return self._link
+
+    @property
+    def kind(self):
+        # old name of ``link``, read by dpsim.pagan; delete once it reads ``link``
+        return self._link
+
+    @property
+    def features(self):
+        """The host feature matrix ``X`` (NumPy ``(n, d)`` or ``scipy.sparse`` CSR), on every view."""
+        return self._host.X
+
+    def lipschitz_rows(self):
+        """``features`` when ``|l'| <= 1`` and ``reg == 0`` (see :meth:`Problem.lipschitz_rows`)."""
+        if self._link in _UNIT_LIPSCHITZ_LINKS and self.reg == 0.0:
+            return self.features
+        return None
+
     # -- the link functions (array-API generic; used by all backends) ---------------------------
     def _ell(self, m, y):
         xp = self.xp
-        k = self.kind
+        k = self._link
         if k == "squared":
             r = m - y
             return 0.5 * (r * r)
@@ -98,7 +120,7 @@ class _GLMProblem(Problem):
 
     def _dell(self, m, y):
         xp = self.xp
-        k = self.kind
+        k = self._link
         if k == "squared":
             return m - y
         if k == "logistic":
@@ -116,7 +138,7 @@ class _GLMProblem(Problem):
 
     def loss(self, w):
         xp = self.xp
-        if self.kind == "linear":
+        if self._link == "linear":
             out = -xp.sum(w * self._xbar, axis=1)
         else:
             M = self._margins_all(w)
@@ -130,7 +152,7 @@ class _GLMProblem(Problem):
 
     def loss_and_grad(self, w):
         """Loss and gradient from one ``X @ W.T`` product (the engine's records use this)."""
-        if self.kind == "linear":
+        if self._link == "linear":
             return self.loss(w), self.grad(w)
         xp = self.xp
         M = self._margins_all(w)
@@ -141,7 +163,7 @@ class _GLMProblem(Problem):
 
     def _grad_from_margins(self, w, M):
         xp = self.xp
-        if self.kind == "linear":
+        if self._link == "linear":
             G = xp.zeros_like(w) - self._xbar
         else:
             if M is None:
@@ -187,7 +209,7 @@ class _GLMProblem(Problem):
             scale = np.ascontiguousarray(scale, dtype=w.dtype)
         C = _clip_per_trial(clip, w.shape[0])
         X = self.X
-        kind = _GLM_KINDS.index(self.kind)
+        kind = _LINKS.index(self._link)
         if self.sparse:
             return _K.clip_sum_csr(X.data, X.indices, X.indptr, self._rn2, idx, w, self.y, kind,
                                    self.reg, C, scale, mask, self._avg_nnz)
@@ -238,7 +260,7 @@ def least_squares(n, d, *, condition=10.0, noise=0.1, rotate=True, seed=0) -> Pr
     y = X @ w_true + noise * rng.standard_normal(n)
     config = {"name": "least_squares", "n": n, "d": d, "condition": condition, "noise": noise,
               "rotate": rotate, "seed": seed}
-    p = _LeastSquares(name="least_squares", X=X, y=y, kind="squared", reg=0.0, config=config)
+    p = _LeastSquares(name="least_squares", X=X, y=y, link="squared", reg=0.0, config=config)
     p.w_true = w_true
     return p
 
@@ -304,9 +326,8 @@ def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, se
     ``P(y = 1 | x) = sigmoid(x . w_true)``, ``w_true ~ N(0, signal^2 I_d)``.
 
     * ``density = 1``: dense features, ``x_i ~ N(0, I_d)`` scaled to unit l2 norm.
-    * ``density < 1``: synthetic bag-of-words features standing in for the IMDB task of
-      *Differentially Private Adaptive Optimization with Delayed Preconditioners* (Li et al.,
-      ICLR 2023, §5): nonnegative, Zipf-like column popularity (exponent ``zipf``; column 0 is
+    * ``density < 1``: synthetic bag-of-words features standing in for the IMDB task of [DP2]
+      §5: nonnegative, Zipf-like column popularity (exponent ``zipf``; column 0 is
       the most frequent), about ``density * d`` nonzeros per row, log term counts, rows of unit
       l2 norm.  Stored as ``scipy.sparse.csr_matrix`` and never densified.
 
@@ -330,35 +351,23 @@ def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, se
     y = np.where(rng.random(n) < _stable_sigmoid(np, m), 1.0, -1.0)
     config = {"name": "logistic_regression", "n": n, "d": d, "density": density, "reg": reg,
               "zipf": zipf, "signal": signal, "seed": seed}
-    p = _Logistic(name="logistic_regression", X=X, y=y, kind="logistic", reg=reg, config=config)
+    p = _Logistic(name="logistic_regression", X=X, y=y, link="logistic", reg=reg, config=config)
     p.w_true = w_true
     return p
 
 
 # =============================================================================================
-# absolute regression (seed 001 §6.1)
+# absolute regression ([PAGAN] §6.1)
 # =============================================================================================
 
 
 class _AbsoluteRegression(_BoxDomain, _GLMProblem):
-    has_domain = True
-
-    def __init__(self, *, box, **kw):
-        super().__init__(**kw)
-        self.has_domain = bool(box)
-
-    def project(self, w):
-        return _BoxDomain.project(self, w) if self.has_domain else w
-
     def _compute_optimum(self):
-        return _lad_optimum(self.X, self.y, self.radius if self.has_domain else None)
+        return _lad_optimum(self.X, self.y, None if self.domain is None else self.domain.radius)
 
 
 def absolute_regression(n, d, *, scales="power", tau=0.01, domain="box", seed=0) -> Problem:
-    """Absolute-loss (least absolute deviations) regression of seed 001 §6.1.
-
-    Source: Asi, Duchi, Fallah, Javidbakht, Talwar, *Private Adaptive Gradient Methods for
-    Convex Optimization* (ICML 2021), §6.1, problem (11):
+    """Absolute-loss (least absolute deviations) regression of [PAGAN] §6.1, problem (11):
 
     ``f_i(x) = |a_i . x - b_i|``,  ``F(x) = (1/n) sum_i |a_i . x - b_i|``,
 
@@ -386,30 +395,29 @@ def absolute_regression(n, d, *, scales="power", tau=0.01, domain="box", seed=0)
     b = A @ x_true + xi
     config = {"name": "absolute_regression", "n": n, "d": d, "scales": scales_cfg, "tau": tau,
               "domain": domain, "seed": seed}
-    p = _AbsoluteRegression(name="absolute_regression", X=A, y=b, kind="absolute", reg=0.0,
-                            config=config, box=domain == "box")
+    p = _AbsoluteRegression(name="absolute_regression", X=A, y=b, link="absolute", reg=0.0,
+                            config=config, domain=Box(1.0) if domain == "box" else None,
+                            scales=sig)
     p.w_true = x_true
-    p.scales = sig
     return p
 
 
 # =============================================================================================
-# linear losses over the l_inf box (seed 001 §5.1)
+# linear losses over the l_inf box ([PAGAN] §5.1)
 # =============================================================================================
 
 
 class _LinearBox(_BoxDomain, _GLMProblem):
     def _compute_optimum(self):
         zbar = self._host._xbar
-        w = np.where(zbar >= 0, 1.0, -1.0) * self.radius
-        return w, float(-self.radius * np.abs(zbar).sum())
+        radius = self.domain.radius
+        w = np.where(zbar >= 0, 1.0, -1.0) * radius
+        return w, float(-radius * np.abs(zbar).sum())
 
 
 def linear_box(n, d, *, scales="power", bias=0.1, seed=0) -> Problem:
-    """Linear losses over the l_inf box: the lower-bound instance of seed 001 §5.1.
-
-    Source: Asi, Duchi, Fallah, Javidbakht, Talwar, *Private Adaptive Gradient Methods for
-    Convex Optimization* (ICML 2021), §5.1 (Proposition 1, Theorem 4):
+    """Linear losses over the l_inf box: the lower-bound instance of [PAGAN] §5.1 (Proposition 1,
+    Theorem 4):
 
     ``f(x; z_i) = -z_i . x``,  ``F(x) = -x . zbar``,  ``x in X_inf = [-1, 1]^d``,
 
@@ -429,51 +437,19 @@ def linear_box(n, d, *, scales="power", bias=0.1, seed=0) -> Problem:
     s = np.where(rng.random((n, d)) < 0.5 * (1.0 + bias * v), 1.0, -1.0)
     Z = s * sig
     config = {"name": "linear_box", "n": n, "d": d, "scales": scales_cfg, "bias": bias, "seed": seed}
-    p = _LinearBox(name="linear_box", X=Z, y=np.zeros(n), kind="linear", reg=0.0, config=config)
-    p.scales = sig
+    p = _LinearBox(name="linear_box", X=Z, y=np.zeros(n), link="linear", reg=0.0, config=config,
+                   domain=Box(1.0), scales=sig)
     return p
 
 
 # =============================================================================================
-# one-dimensional sparse logistic regression (seed 002 §5.1, reconstructed)
+# one-dimensional sparse logistic regression ([DESIGN] §5.1, reconstructed)
 # =============================================================================================
 
 
 class _SparseLogistic1D(_Logistic):
     def _compute_optimum(self):
-        x = self.X[:, 0]
-        nz = x != 0
-        z = self.y[nz] * x[nz]  # f_i(w) = log(1 + exp(-z_i w)) on the nonzero examples
-        n = self.n
-
-        def d1(w):
-            return -np.sum(z * _stable_sigmoid(np, -z * w)) / n
-
-        def d2(w):
-            e = np.exp(-np.abs(z * w))
-            return np.sum(z * z * e / (1.0 + e) ** 2) / n
-
-        # F' is increasing; bracket the root, then safeguarded Newton.
-        lo, hi = -1.0, 1.0
-        while d1(lo) > 0:
-            lo *= 2.0
-        while d1(hi) < 0:
-            hi *= 2.0
-        w = 0.0
-        for _ in range(200):
-            g = d1(w)
-            if abs(g) < 1e-15:
-                break
-            if g > 0:
-                hi = w
-            else:
-                lo = w
-            w_new = w - g / d2(w)
-            if not lo < w_new < hi:
-                w_new = 0.5 * (lo + hi)
-            if w_new == w:
-                break
-            w = w_new
+        w = _logistic_1d_newton(self.X[:, 0], self.y)
         wv = np.array([w])
         return wv, float(self.loss(wv[None, :])[0])
 
@@ -494,11 +470,8 @@ class _SparseLogistic1D(_Logistic):
 
 
 def sparse_logistic_1d(n=1000, *, zero_fraction=0.9, w_star=1.0, seed=0) -> Problem:
-    """One-dimensional sparse logistic regression of seed 002 §5.1 (**reconstructed**).
-
-    Source: Ganesh, McMahan, Thakurta, *On Design Principles for Private Adaptive Optimizers*
-    (2025), §5.1.  The paper's formulas were lost in extraction; this is the reconstruction of
-    the dpsim spec (ALGORITHMS.md §5.4):
+    """One-dimensional sparse logistic regression of [DESIGN] §5.1 (**reconstructed**: the
+    paper's formulas were lost in extraction; this is the reconstruction of ALGORITHMS §5.4):
 
     ``f_i(w) = log(1 + exp(-y_i x_i w))``, ``d = 1``, no regularization,
 
@@ -526,7 +499,7 @@ def sparse_logistic_1d(n=1000, *, zero_fraction=0.9, w_star=1.0, seed=0) -> Prob
         )
     config = {"name": "sparse_logistic_1d", "n": n, "zero_fraction": zero_fraction,
               "w_star": w_star, "seed": seed}
-    p = _SparseLogistic1D(name="sparse_logistic_1d", X=x[:, None], y=y, kind="logistic", reg=0.0,
+    p = _SparseLogistic1D(name="sparse_logistic_1d", X=x[:, None], y=y, link="logistic", reg=0.0,
                           config=config)
     p.w_star = w_star
     return p

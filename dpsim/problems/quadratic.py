@@ -8,7 +8,7 @@ from .base import Problem, _pos_int, _real, _seed
 
 
 # =============================================================================================
-# random quadratic (seed 003 App. C.1)
+# random quadratic ([L2P] App. C.1)
 # =============================================================================================
 
 
@@ -17,8 +17,8 @@ class _RandomQuadratic(Problem):
 
     def __init__(self, *, W, Y, reg, config):
         m, k, d = W.shape
-        super().__init__(name="random_quadratic", n=m, d=d, config=config)
-        self.W, self.Y, self.reg, self.k = W, Y, float(reg), k
+        super().__init__(name="random_quadratic", n=m, d=d, config=config, reg=reg)
+        self.W, self.Y, self.k = W, Y, k
         self._Wflat = W.reshape(m * k, d)
         self._Yflat = Y.reshape(m * k)
 
@@ -52,10 +52,7 @@ class _RandomQuadratic(Problem):
 
 
 def random_quadratic(m=60, d=2, *, reg=1e-3, seed=0) -> Problem:
-    """Random least-squares quadratic of seed 003 App. C.1.
-
-    Source: Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
-    Constraints* (AAAI 2021), Appendix C.1:
+    """Random least-squares quadratic of [L2P] App. C.1:
 
     ``min_theta  sum_{i=1}^{m} ||W_i theta - y_i||^2 + reg ||theta||^2``  (paper: ``m = 60``,
     ``reg = 0.001``, ``W_i in R^{2x2}``, "normally randomized" ``W`` and ``y``).
@@ -77,7 +74,7 @@ def random_quadratic(m=60, d=2, *, reg=1e-3, seed=0) -> Problem:
 
 
 # =============================================================================================
-# 2-D quadratic (seed 002 §4.1, reconstructed)
+# 2-D quadratic ([DESIGN] §4.1, reconstructed)
 # =============================================================================================
 
 
@@ -108,10 +105,8 @@ class _NoisyQuadratic(Problem):
 
 
 def quadratic_2d(a, b, *, noise=1.0, n=1000, noise_shape="hessian", seed=0) -> Problem:
-    """Two-dimensional noisy quadratic of seed 002 §4.1 (**reconstructed**).
-
-    Source: Ganesh, McMahan, Thakurta, *On Design Principles for Private Adaptive Optimizers*
-    (2025), §4.1 ("A Quadratic Example"); the formulas were lost in extraction.
+    """Two-dimensional noisy quadratic of [DESIGN] §4.1 ("A Quadratic Example"; **reconstructed**:
+    the paper's formulas were lost in extraction).
 
     ``F(w) = (a w_1^2 + b w_2^2) / 2``,  ``f_i(w) = (a w_1^2 + b w_2^2) / 2 + xi_i . w``,
 
