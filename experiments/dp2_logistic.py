@@ -33,7 +33,7 @@ Design
   IMDB setting is σ = 1, b = 64); the ε sweep re-runs DP-SGD, DP-RMSProp and DP² at
   ``sweep_sigmas``.
 * Hyperparameters, by the paper's rule (best *training* metric: lowest mean final training loss
-  over ``tune_trials`` trials per grid point), each grid folded into the trial axis of one tuning
+  over ``tune_trials`` trials per grid point, :mod:`experiments.tuning`), each grid folded into the trial axis of one tuning
   cell per (method, σ[, s]); the chosen setting is then run with ``trials`` fresh trials in an
   evaluation cell (no winner's curse).  Grids (the paper's are in App. C.2; ours are subsets):
 
@@ -58,8 +58,9 @@ Design
   ``s`` is shared by all trials of a run (the phase schedule), so each ``s`` is its own cell; the
   DP² setting with the lowest tuned loss over ``s_grid`` is the "DP²" of Figs. 4–5.  The ε sweep
   re-tunes the learning rates (lr; lr and lr2 for DP²) at each σ and keeps clip, ε_a and s from
-  the main σ.  Choices, the tuning losses, and choices on the edge of a grid are recorded in the
-  manifest's ``notes``.
+  the main σ.  The selections (:mod:`experiments.tuning`: choice, every grid point's score,
+  choices on the edge of a grid) are saved in the manifest's ``notes``, and each evaluation cell's
+  method, σ, delay and kind in its ``meta`` (:func:`cell_meta`), which the figures read.
 * Fig. 6: one evaluation cell per ``s ∈ s_grid`` at the setting tuned for that ``s``.
 * ``h(s)`` (Fig. 3): one cell per ``s ∈ s_grid`` at DP²'s chosen setting with only ``s`` changed
   (``h`` depends on ε_a, the clip and the step sizes, so they are held fixed across ``s``), run
@@ -79,19 +80,17 @@ preconditioned gradients from that of the noise.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
-
-import numpy as np
 
 import dpsim
 from dpsim.analysis import delay as _delay
 
+from . import tuning
 from .pipeline import Cell, Experiment
 
-__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "delta_for", "select",
-           "sigma_tag", "parse_label"]
+__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "delta_for",
+           "sigma_tag", "cell_meta"]
 
 
 @dataclass(frozen=True)
@@ -197,26 +196,12 @@ def sigma_tag(sigma: float) -> str:
     return f"sig{float(sigma):g}"
 
 
-def parse_label(label: str) -> dict:
-    """``{"private", "sigma", "method", "s", "h"}`` of an evaluation label: ``np-<method>``,
-    ``sig<σ>-<method>[-s<s>][-h]`` or ``clip-<method>`` (σ = 0); ``-h``: the h(s) trace cells."""
-    head, rest = label.split("-", 1)
-    method, *suffix = rest.split("-")
-    s, h = None, False
-    for part in suffix:
-        if part == "h":
-            h = True
-        elif part.startswith("s") and part[1:].isdigit():
-            s = int(part[1:])
-        else:
-            raise ValueError(f"not a dp2_logistic label: {label!r}")
-    if head == "np":
-        return {"private": False, "sigma": None, "method": method, "s": s, "h": h}
-    if head == "clip":  # diagnostic: clipping without noise (σ = 0)
-        return {"private": True, "sigma": 0.0, "method": method, "s": s, "h": h}
-    if not head.startswith("sig"):
-        raise ValueError(f"not a dp2_logistic label: {label!r}")
-    return {"private": True, "sigma": float(head[3:]), "method": method, "s": s, "h": h}
+def cell_meta(method: str, sigma: float | None, *, s: int | None = None, h: bool = False) -> dict:
+    """The metadata saved with an evaluation cell: ``private`` (False for the ``np-`` cells),
+    ``sigma`` (``None`` non-private, ``0.0`` for the clipping-only ``clip-`` diagnostic),
+    ``method``, the delay ``s`` of the per-delay DP² cells and ``h`` (the h(s) trace cells)."""
+    return {"private": sigma is not None, "sigma": None if sigma is None else float(sigma),
+            "method": method, "s": None if s is None else int(s), "h": bool(h)}
 
 
 def delta_for(n: int) -> float:
@@ -267,48 +252,6 @@ def cell_labels(config: Config) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------------
-# Tuning helpers
-
-
-def _combos(grid: dict) -> tuple[list[str], list[tuple]]:
-    keys = list(grid)
-    return keys, list(itertools.product(*[tuple(grid[k]) for k in keys]))
-
-
-def _trial_hp(grid: dict, reps: int) -> dict:
-    """Per-trial hyperparameter lists (each combination repeated ``reps`` times); one-value axes
-    become scalars."""
-    keys, combos = _combos(grid)
-    out = {}
-    for i, k in enumerate(keys):
-        if len(grid[k]) == 1:
-            out[k] = float(grid[k][0])
-        else:
-            out[k] = [float(c[i]) for c in combos for _ in range(reps)]
-    return out
-
-
-def select(result, grid: dict, reps: int) -> tuple[dict, float, list[float]]:
-    """The rule: the grid point with the lowest mean final training loss over its ``reps`` trials.
-
-    Diverged trials (non-finite loss) count as ``inf``.  Returns ``(chosen hyperparameters, its
-    mean final loss, mean final loss of every grid point in :func:`itertools.product` order)``.
-    """
-    keys, combos = _combos(grid)
-    final = np.asarray(result.loss[-1], dtype=float)
-    final = np.where(np.isfinite(final), final, np.inf)
-    if final.size != len(combos) * reps:
-        raise ValueError(f"tuning result has {final.size} trials, expected {len(combos)} × {reps}")
-    means = final.reshape(len(combos), reps).mean(axis=1)
-    best = int(np.argmin(means))
-    return dict(zip(keys, (float(x) for x in combos[best]))), float(means[best]), means.tolist()
-
-
-def _edges(grid: dict, chosen: dict) -> list[str]:
-    return [k for k, v in grid.items() if len(v) > 1 and chosen[k] in (min(v), max(v))]
-
-
-# ------------------------------------------------------------------------------------------------
 # The experiment
 
 
@@ -327,8 +270,8 @@ def run(config: Config, cache) -> dict:
 
     # -- the tuning plan: key -> (optimizer name, grid of per-trial values, fixed hyperparameters)
     def tune_cell(key, opt_name, grid, fixed):
-        hp = _trial_hp(grid, reps)
-        R = len(_combos(grid)[1]) * reps
+        hp = tuning.fold(grid, reps, scalars=True)
+        R = len(tuning.points(grid)) * reps
 
         def compute(seed):
             opt = dpsim.optimizers.get(opt_name, **fixed, **hp)
@@ -337,22 +280,15 @@ def run(config: Config, cache) -> dict:
 
         return Cell(f"tune-{key}", index[f"tune-{key}"], compute)
 
-    chosen: dict[str, dict] = {}
-    notes_loss: dict[str, float] = {}
-    notes_grid: dict[str, dict] = {}
-    at_edge: dict[str, list] = {}
+    chosen: dict[str, dict] = {}     # key -> the full setting run by the evaluation cell
+    selections: dict[str, tuning.Selection] = {}
 
     def tune(items, desc):
         """``items``: [(key, opt_name, grid, fixed)]; runs the cells, records the choices."""
         res = cache.run([tune_cell(*it) for it in items], desc=desc)
         for key, opt_name, grid, fixed in items:
-            hp, loss, means = select(res[f"tune-{key}"], grid, reps)
-            chosen[key] = {"optimizer": opt_name, **fixed, **hp}
-            notes_loss[key] = loss
-            notes_grid[key] = {k: list(v) for k, v in grid.items()}
-            edge = _edges(grid, hp)
-            if edge:
-                at_edge[key] = edge
+            sel = selections[key] = tuning.select(res[f"tune-{key}"], grid, reps)
+            chosen[key] = {"optimizer": opt_name, **fixed, **sel.point}
 
     # Non-private (Fig. 2)
     tune([
@@ -398,17 +334,17 @@ def run(config: Config, cache) -> dict:
     tune(items, f"dp2_logistic: tune at σ={sig:g}")
 
     def best_over_s(method, s_values):
-        losses = {s: notes_loss[f"{sg0}-{method}-s{s}"] for s in s_values}
+        losses = {s: selections[f"{sg0}-{method}-s{s}"].score for s in s_values}
         s_best = min(losses, key=lambda s: (losses[s], s))
         return s_best, chosen[f"{sg0}-{method}-s{s_best}"]
 
-    best = {}
+    best, s_at_edge = {}, []
     for m, svals in (("dp2_rmsprop", config.s_grid), ("dp2_extra_query", config.s_variants),
                      ("dp2_noise_first", config.s_variants), ("dp2_adagrad", config.s_variants)):
         s_best, hp = best_over_s(m, svals)
         best[m] = hp
         if len(svals) > 1 and s_best in (min(svals), max(svals)):
-            at_edge.setdefault(f"{sg0}-{m}", []).append("s1")
+            s_at_edge.append(f"{sg0}-{m}")
     for m in ("dp_sgd", "dp_rmsprop", "dp_adagrad", "adadps"):
         best[m] = chosen[f"{sg0}-{m}"]
 
@@ -438,23 +374,21 @@ def run(config: Config, cache) -> dict:
            {**{k: v for k, v in d2.items() if k != "optimizer"}, "noise_multiplier": 0.0})],
          "dp2_logistic: tune the no-noise diagnostic")
 
-    cache.note("rule", "argmin over the grid of the mean final training loss of the tuning cell "
-                       f"({reps} trial(s) per grid point); DP² variants also over s")
+    tuning.record(cache, selections, note="DP² variants: then the delay s with the lowest chosen "
+                                          "score (the smaller s on a tie)")
     cache.note("delta", delta_for(config.n))
     cache.note("chosen", chosen)
-    cache.note("tune_best_final_loss", notes_loss)
-    cache.note("grids", notes_grid)
     cache.note("chosen_s", {m: int(best[m]["s1"]) for m in best if "s1" in best[m]})
-    cache.note("at_grid_edge", at_edge)
+    cache.note("s_at_grid_edge", s_at_edge)
 
     # -- evaluation cells
-    def eval_cell(key, hp, *, h_traces=False):
+    def eval_cell(key, hp, meta):
         hp = dict(hp)
         opt_name = hp.pop("optimizer")
-        trials = config.np_trials if key.startswith("np-") and config.np_trials else config.trials
+        trials = config.np_trials if not meta["private"] and config.np_trials else config.trials
 
         def compute(seed):
-            if h_traces:
+            if meta["h"]:
                 s = int(hp.pop("s1"))
                 tr = _delay.record_h_traces(problem, s, steps=T, batch_size=b, trials=trials,
                                             seed=seed, optimizer=opt_name, sampling=config.sampling,
@@ -464,16 +398,18 @@ def run(config: Config, cache) -> dict:
             return dpsim.simulate(problem, opt, trials=trials, seed=seed,
                                   record_every=config.record_every, metrics=("loss",), **common)
 
-        return Cell(key, index[key], compute)
+        return Cell(key, index[key], compute, meta)
 
-    cells = [eval_cell(f"np-{m}", chosen[f"np-{m}"]) for m in NONPRIVATE]
-    cells += [eval_cell(f"clip-{m}", chosen[f"clip-{m}"]) for m in DIAGNOSTIC]
-    cells += [eval_cell(f"{sg0}-{m}", best[m]) for m in ("dp_sgd", "dp_rmsprop", "dp2_rmsprop") + MAIN[2:]]
-    cells += [eval_cell(f"{sg0}-dp2_rmsprop-s{s}", chosen[f"{sg0}-dp2_rmsprop-s{s}"])
-              for s in config.s_grid]
-    cells += [eval_cell(f"{sg0}-dp2_rmsprop-s{s}-h", {**best["dp2_rmsprop"], "s1": s}, h_traces=True)
-              for s in config.s_grid]
-    cells += [eval_cell(k, chosen[k]) for k in _sweep_keys(config)]
+    cells = [eval_cell(f"np-{m}", chosen[f"np-{m}"], cell_meta(m, None)) for m in NONPRIVATE]
+    cells += [eval_cell(f"clip-{m}", chosen[f"clip-{m}"], cell_meta(m, 0.0)) for m in DIAGNOSTIC]
+    cells += [eval_cell(f"{sg0}-{m}", best[m], cell_meta(m, sig))
+              for m in ("dp_sgd", "dp_rmsprop", "dp2_rmsprop") + MAIN[2:]]
+    cells += [eval_cell(f"{sg0}-dp2_rmsprop-s{s}", chosen[f"{sg0}-dp2_rmsprop-s{s}"],
+                        cell_meta("dp2_rmsprop", sig, s=s)) for s in config.s_grid]
+    cells += [eval_cell(f"{sg0}-dp2_rmsprop-s{s}-h", {**best["dp2_rmsprop"], "s1": s},
+                        cell_meta("dp2_rmsprop", sig, s=s, h=True)) for s in config.s_grid]
+    cells += [eval_cell(f"{sigma_tag(sw)}-{m}", chosen[f"{sigma_tag(sw)}-{m}"], cell_meta(m, sw))
+              for sw in config.sweep_sigmas if sw != config.sigma for m in SWEEP]
     return cache.run(cells, desc="dp2_logistic: evaluate")
 
 

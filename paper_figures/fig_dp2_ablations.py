@@ -13,11 +13,13 @@ Each at its own tuned hyperparameters (delay included).  The table is rendered a
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
-from .fig_dp2_curves import (METHOD_STYLE, better, cli, eps_text, finals, get, load, main_sigma,
-                             table_figure, table_lines)
+from . import style
+from .dp2_common import (METHOD_STYLE, better, eps_text, finals, get, load, main_sigma,
+                         table_figure, table_lines)
 
 NAME = "fig_dp2_ablations"
 CLAIM = ("DP² outperforms both ablations — variant 1, which queries the data twice on most steps "
@@ -59,7 +61,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return cli(argv, render, evaluate, __doc__)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

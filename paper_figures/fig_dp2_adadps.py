@@ -12,11 +12,13 @@ each method at its own tuned hyperparameters.  Reads only saved results.  Standa
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
-from .fig_dp2_curves import (METHOD_STYLE, better, cli, equivalent, finals, get, load, main_sigma,
-                             table_figure, table_lines)
+from . import style
+from .dp2_common import (METHOD_STYLE, better, equivalent, finals, get, load, main_sigma,
+                         table_figure, table_lines)
 
 NAME = "fig_dp2_adadps"
 CLAIM = ("DP²-RMSProp, without auxiliary data, performs comparably to AdaDPS-RMSProp, which "
@@ -79,7 +81,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return cli(argv, render, evaluate, __doc__)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

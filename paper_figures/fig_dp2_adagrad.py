@@ -11,11 +11,12 @@ hyperparameters.  Reads only saved results.  Standalone::
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
-from .fig_dp2_curves import (better, cli, finals, get, load, main_sigma, table_figure,
-                             table_lines)
+from . import style
+from .dp2_common import better, finals, get, load, main_sigma, table_figure, table_lines
 
 NAME = "fig_dp2_adagrad"
 CLAIM = ("DP²-AdaGrad improves on vanilla DP-AdaGrad (and DP-SGD), showing that DP² carries over "
@@ -53,7 +54,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return cli(argv, render, evaluate, __doc__)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -12,14 +12,15 @@ at its tuned learning rate(s).  Reads only saved results.  Standalone::
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
 from . import style
-from .fig_dp2_curves import (METHOD_STYLE, better, ci_text, cli, equivalent, finals, get, hp_text,
-                             legend_name, load, plot_curve, problem_text, set_log_limits, trials_text)
+from .dp2_common import (METHOD_STYLE, better, ci_text, equivalent, finals, get, hp_text,
+                         legend_name, load, plot_curve, problem_text, set_log_limits, trials_text)
 
 NAME = "fig_dp2_delayed_vs_plain"
 CLAIM = ("Without privacy, RMSProp with delayed preconditioners (DP²'s schedule: s SGD steps, then "
@@ -94,7 +95,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return cli(argv, render, evaluate, __doc__)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -13,14 +13,17 @@ results.  Standalone::
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-from . import stats, style
-from .fig_dp2_curves import (METHOD_STYLE, better, ci_text, cli, eps_text, finals, get, hp_text,
-                             load, main_sigma, problem_text, set_log_limits)
+from dpsim.analysis import stats
+
+from . import style
+from .dp2_common import (METHOD_STYLE, better, ci_text, eps_text, finals, get, hp_text, load,
+                         main_sigma, problem_text, set_log_limits)
 
 NAME = "fig_dp2_effect_of_s"
 CLAIM = ("The delay s trades staleness against noise: too small or too large an s is worse than a "
@@ -123,7 +126,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return cli(argv, render, evaluate, __doc__)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

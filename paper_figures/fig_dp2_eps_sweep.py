@@ -13,14 +13,17 @@ Reads only saved results.  Standalone::
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-from . import stats, style
-from .fig_dp2_curves import (METHOD_STYLE, better, ci_text, cli, delta_of, eps_of, finals, get,
-                             hp_text, load, plain_log_ticks, problem_text)
+from dpsim.analysis import stats
+
+from . import style
+from .dp2_common import (METHOD_STYLE, better, ci_text, delta_of, eps_of, finals, get, hp_text,
+                         load, plain_log_ticks, problem_text)
 
 NAME = "fig_dp2_eps_sweep"
 CLAIM = ("DP²-RMSProp achieves a better privacy/utility trade-off than DP-SGD and DP-RMSProp at "
@@ -115,7 +118,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return cli(argv, render, evaluate, __doc__)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ adaptive steps.  Reads only saved results.  Standalone::
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Mapping
 
@@ -30,7 +31,7 @@ from scipy import stats as _st
 from dpsim.analysis import delay
 
 from . import style
-from .fig_dp2_curves import cli, eps_text, hp_text, load, main_sigma, problem_text
+from .dp2_common import eps_text, hp_text, load, main_sigma, problem_text
 
 NAME = "fig_dp2_h_of_s"
 CLAIM = ("h(s) — the ratio of current gradient ℓ1 norms to the delayed, averaged private gradients "
@@ -151,7 +152,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 
 def main(argv=None) -> int:
-    return cli(argv, render, evaluate, __doc__)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,244 @@
+"""Helpers shared by the ``dp2_logistic`` figures (seed 000, ``fig_dp2_*.py``): loading the saved
+results with their metadata, ε at the paper's δ, comparisons with 95% confidence intervals,
+legend texts and the common plot pieces.  Not a figure itself (no ``render``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from dpsim.analysis import stats
+from dpsim.experiments.pipeline import Saved
+
+from . import style
+
+#: method → (legend name, colour, line style, marker)
+METHOD_STYLE = {
+    "sgd": ("SGD", "0.55", "--", None),
+    "rmsprop": ("RMSProp", style.BASELINE_COLOR, "--", None),
+    "delayed_rmsprop": ("RMSProp, delayed preconditioner", "#bcbd22", "-", None),
+    "dp_sgd": ("DP-SGD", "#1f77b4", "-", "o"),
+    "dp_rmsprop": ("DP-RMSProp", "#ff7f0e", "-", "s"),
+    "dp2_rmsprop": ("DP²-RMSProp", "#d62728", "-", "D"),
+    "dp_adagrad": ("DP-AdaGrad", "#9467bd", "-", "v"),
+    "dp2_adagrad": ("DP²-AdaGrad", "#8c564b", "-", "P"),
+    "dp2_extra_query": ("Ablation 1 (extra query)", "#e377c2", "-", "^"),
+    "dp2_noise_first": ("Ablation 2 (noise first)", "#17becf", "-", "v"),
+    "adadps": ("AdaDPS-RMSProp (1% public data)", "#2ca02c", "-", "X"),
+}
+
+
+@dataclass
+class Entry:
+    label: str
+    private: bool
+    sigma: float | None
+    method: str
+    s: int | None
+    h: bool
+    res: Any
+
+
+def load(results: Mapping[str, object]) -> dict[str, Entry]:
+    """``{label: Entry}`` for every result, described by the metadata the experiment saved with
+    it (:func:`experiments.dp2_logistic.cell_meta`)."""
+    saved = Saved.of(results)
+    out = {label: Entry(label=label, res=saved.result(label), **saved.meta(label)) for label in saved}
+    if not out:
+        raise ValueError(f"no dp2_logistic results among {sorted(results)}")
+    return out
+
+
+def main_sigma(entries: Mapping[str, Entry]) -> float:
+    """The σ of the main comparisons (the one with the per-s DP² cells)."""
+    sig = {e.sigma for e in entries.values() if e.s is not None and not e.h}
+    if len(sig) != 1:
+        raise ValueError(f"expected one σ with per-delay DP² results, got {sorted(sig)}")
+    return sig.pop()
+
+
+def get(entries, method, sigma=None, s=None, private=True, h=False) -> Entry | None:
+    for e in entries.values():
+        if e.method == method and e.private == private and e.s == s and e.h == h and (
+                not private or math.isclose(e.sigma, sigma)):
+            return e
+    return None
+
+
+def delta_of(res) -> float:
+    """The paper's δ (§5): ``10^{-k}`` with the smallest ``k`` such that ``10^{-k} ≤ 1/n``."""
+    n = int(res.config["problem"]["n"])
+    return 10.0 ** (-math.ceil(math.log10(n) - 1e-12))
+
+
+def eps_of(res) -> float:
+    return float(np.max(res.epsilon(delta_of(res))))
+
+
+def eps_text(res) -> str:
+    e = eps_of(res)
+    return "∞" if math.isinf(e) else f"{e:.2g}"
+
+
+def finals(res) -> np.ndarray:
+    """Final excess training loss per trial (non-finite → NaN is kept, so it shows)."""
+    if res.excess_loss is None:
+        raise ValueError("result has no excess loss (problem without F*)")
+    return np.asarray(res.excess_loss[-1], dtype=float)
+
+
+def ci_text(x) -> str:
+    m, h = stats.mean_ci(np.asarray(x, dtype=float))
+    return f"{float(m):.4f} ± {float(h):.4f}"
+
+
+def better(a, b) -> tuple[bool | None, str]:
+    """Is ``a`` (final losses) lower than ``b``?  True / False (significantly higher) / None, with
+    the effect text: ratio of means and the Welch 95% CI of ``mean(a) − mean(b)``."""
+    d, lo, hi = stats.diff_ci(a, b)
+    ratio = float(np.mean(a) / np.mean(b))
+    txt = f"{ratio:.2f}× (difference {d:+.4f}, 95% CI [{lo:+.4f}, {hi:+.4f}])"
+    if hi < 0:
+        return True, txt
+    if lo > 0:
+        return False, txt
+    return None, txt
+
+
+def equivalent(a, b, margin=0.25) -> tuple[bool | None, str]:
+    """Is ``mean(a)`` within ``±margin·mean(b)`` of ``mean(b)``?  True when the Welch 95% CI of the
+    relative difference lies inside the margin, False when it lies outside, else None."""
+    mb = float(np.mean(b))
+    d, lo, hi = stats.diff_ci(a, b)
+    txt = (f"relative difference {d / mb:+.1%} (95% CI [{lo / mb:+.1%}, {hi / mb:+.1%}]; "
+           f"margin ±{margin:.0%})")
+    if -margin * mb < lo and hi < margin * mb:
+        return True, txt
+    if lo > margin * mb or hi < -margin * mb:
+        return False, txt
+    return None, txt
+
+
+_HP_ORDER = ("lr", "lr2", "clip", "clip2", "eps", "s1")
+_HP_SYM = {"lr": "η", "lr2": "η₂", "clip": "C", "clip2": "C₂", "eps": "ε_a", "s1": "s"}
+
+
+def hp_text(res) -> str:
+    hp = res.config["hyperparameters"]
+    parts = []
+    for k in _HP_ORDER:
+        shared_clip = k == "clip2" and res.config["optimizer"] == "dp2_noise_first"
+        if k in hp and hp[k] is not None and not shared_clip:
+            parts.append(f"{_HP_SYM[k]}={style.fmt_float(float(hp[k]))}")
+    return ", ".join(parts)
+
+
+def legend_name(e: Entry, *, with_eps=True, with_hp=False) -> str:
+    name = METHOD_STYLE[e.method][0]
+    if e.s is not None:
+        name += f" (s={e.s})"
+    bits = []
+    if e.private and e.sigma == 0.0:
+        bits.append("clipping, no noise")
+    elif e.private and with_eps:
+        bits.append(f"ε={eps_text(e.res)}")
+    elif not e.private:
+        bits.append("non-private")
+    if with_hp:
+        bits.append(hp_text(e.res))
+    return name + (": " + ", ".join(bits) if bits else "")
+
+
+def plot_curve(ax, e: Entry, *, label=None, color=None, ls=None, band=True, z=2):
+    """Mean excess loss vs step with a 95% CI band."""
+    name, c, l, _ = METHOD_STYLE[e.method]
+    color = color or c
+    ex = e.res.excess_loss
+    mean, half = stats.mean_ci(ex, axis=1)
+    if band:
+        floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
+        style.band(ax, e.res.steps, np.maximum(mean - half, floor), mean + half, color)
+    ax.plot(e.res.steps, mean, color=color, linestyle=ls or l, label=label or legend_name(e), zorder=z)
+    return mean
+
+
+def set_log_limits(ax, means):
+    lo = min(float(np.nanmin(m[m > 0])) for m in means if np.any(m > 0))
+    hi = max(float(np.nanmax(m)) for m in means)
+    if lo > 0 and np.isfinite(hi):
+        ax.set_ylim(lo / 1.6, hi * 1.6)
+    plain_log_ticks(ax.yaxis)
+
+
+def problem_text(res) -> str:
+    pc = res.config["problem"]
+    return (f"sparse logistic regression, n={pc['n']}, d={pc['d']}, "
+            f"{100 * pc['density']:g}% nonzero; b={res.config['batch_size']}, T={res.config['steps']}")
+
+
+def trials_text(entries) -> str:
+    return "/".join(str(r) for r in sorted({e.res.trials for e in entries}))
+
+
+def plain_log_ticks(axis):
+    """Log axis with ticks at 1, 2, 3, 5 × 10^k labelled as plain numbers (no overlapping minor
+    labels)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def table_figure(rows, *, name, title, out_dir, note=None) -> list[Path]:
+    """A table rendered as a figure: (a) final excess loss per method, mean and 95% CI (dots with
+    error bars, log scale), each labelled with ε and its tuned hyperparameters; (b) the learning
+    curves (means, 95% bands)."""
+    with style.context():
+        fig, axes = style.figure(1, 2, width=3.9, height=3.3)
+        ax = axes[0][0]
+        ys = np.arange(len(rows))[::-1]
+        ends = []
+        for y, e in zip(ys, rows):
+            m, h = stats.mean_ci(finals(e.res))
+            nm, color, _, marker = METHOD_STYLE[e.method]
+            ax.errorbar([m], [y], xerr=[[h], [h]], color=color, marker=marker or "o", capsize=3)
+            ends += [m - h, m + h]
+        ends = [x for x in ends if np.isfinite(x) and x > 0]
+        if ends:
+            ax.set_xlim(min(ends) / 1.25, max(ends) * 1.25)
+        ax.set_ylim(-0.5, len(rows) - 0.5)
+        ax.set_yticks(ys)
+        ax.set_yticklabels([legend_name(e) + "\n" + hp_text(e.res) for e in rows], fontsize=6.5)
+        ax.set_xscale("log")
+        plain_log_ticks(ax.xaxis)
+        ax.set_xlabel(r"final excess training loss $F(w_T) - F^\star$")
+        ax.set_title("(a) final loss, mean ± 95% CI", fontsize=8.5)
+        ax.grid(True, axis="x", which="both", alpha=0.3)
+        ax2 = axes[0][1]
+        means = [plot_curve(ax2, e, label=legend_name(e)) for e in rows]
+        ax2.set_yscale("log")
+        set_log_limits(ax2, means)
+        ax2.set_xlim(rows[0].res.steps[0], rows[0].res.steps[-1])
+        ax2.set_xlabel("step t")
+        ax2.set_ylabel(r"mean excess training loss $F(w_t) - F^\star$")
+        ax2.set_title("(b) learning curves, band: 95% CI", fontsize=8.5)
+        ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1,
+                   title=f"ε at δ = {style.fmt_float(delta_of(rows[0].res))}"
+                         + (f"; {note}" if note else ""), title_fontsize=7)
+        fig.suptitle(f"{title} — {problem_text(rows[0].res)}; {trials_text(rows)} trials", fontsize=8.5)
+        return style.save(fig, out_dir, name)
+
+
+def table_lines(rows, header: str) -> list[str]:
+    lines = [header, "", "| method | ε | tuned hyperparameters | trials | final excess loss |",
+             "|---|---|---|---|---|"]
+    for e in rows:
+        lines.append(f"| {legend_name(e, with_eps=False)} | {eps_text(e.res)} | {hp_text(e.res)} | "
+                     f"{e.res.trials} | {ci_text(finals(e.res))} |")
+    return lines
