@@ -53,10 +53,12 @@ Setup (choices the paper leaves open are documented here and in the report)
   paper's ``(√n+10)/n`` violates Lemma A.6's ``q ≤ 0.1``, so b = 6).
 * Tuning (the paper tunes non-privately): per (method, ε), every (T, step size[, p]) combination is
   run with ``tune_trials`` trials (grids folded into the trial axis, one ``simulate`` call per T)
-  and the one with the lowest mean final training loss is chosen (the paper: "the lowest loss when
-  their privacy budgets are used up").  The chosen setting is then run in a separate evaluation cell
-  with ``trials`` fresh trials (paper: 100 repeats), so reported numbers carry no selection bias.
-  Choices, the tuning losses and choices at a grid edge are recorded in the manifest's ``notes``.
+  and the one with the lowest mean final training loss is chosen (:mod:`experiments.tuning`; the
+  paper: "the lowest loss when their privacy budgets are used up").  The chosen setting is then run
+  in a separate evaluation cell with ``trials`` fresh trials (paper: 100 repeats), so reported
+  numbers carry no selection bias.  The selections (choice, every combination's score, choices at a
+  grid edge) are saved in the manifest's ``notes``, each evaluation cell's ε and method in its
+  ``meta``.
 * Evaluation cells record every step (loss and θ via probes ``theta0``, ``theta1``).  ctCDP runs
   are simulated for ``max(steps_grid)`` steps with ``planned_steps = T``: each trial stops by
   itself once its budget is spent (flat tail), which the figures show.
@@ -81,10 +83,11 @@ import dpsim
 import dpsim.ctcdp  # noqa: F401  (registers dp_sgd_ctcdp; public module)
 from dpsim.analysis import tcdp as tcdp_bounds
 
+from . import tuning
 from .pipeline import Cell, Experiment
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "METHODS", "PAPER_LR_GRID",
-           "sgd_adv_noise_multiplier", "select", "make_problem", "initial_point", "label"]
+           "sgd_adv_noise_multiplier", "make_problem", "initial_point", "label"]
 
 #: The paper's step-size grid for SGD-Adv (App. C.1: "from 0.001 to 0.02 with 20 choices").
 PAPER_LR_GRID = tuple(round(0.001 * k, 3) for k in range(1, 21))
@@ -256,29 +259,6 @@ def _spec(config: Config, method: str, eps: float, T: int, lr, p, *, steps: int 
     return opt, dict(steps=int(T if steps is None else steps), batch_size=b)
 
 
-def select(results_by_T: dict, lr_grid, param_grid, tune_trials: int):
-    """The rule: lowest mean final training loss over (T, step size[, p]).
-
-    ``results_by_T`` maps T → tuning Result whose trials are ordered ``(p, lr, repeat)``.
-    Diverged trials count as ``inf``.  Returns ``(T, lr, p, best mean, table)`` with ``table``
-    ``{T: array (len(param_grid), len(lr_grid)) of mean final losses}``.
-    """
-    best = (math.inf, None, None, None)
-    table = {}
-    P, L = len(param_grid), len(lr_grid)
-    for T, res in sorted(results_by_T.items()):
-        final = np.asarray(res.loss[-1], dtype=float)
-        final = np.where(np.isfinite(final), final, np.inf).reshape(P, L, tune_trials)
-        means = final.mean(axis=2)
-        table[T] = means
-        i, j = np.unravel_index(int(np.argmin(means)), means.shape)
-        if means[i, j] < best[0]:
-            best = (float(means[i, j]), int(T), float(lr_grid[j]), param_grid[i])
-    if best[1] is None:
-        raise ValueError("no tuning result to select from")
-    return best[1], best[2], best[3], best[0], table
-
-
 def _theta_probe(j):
     return lambda state, params, ctx: params[:, j]
 
@@ -295,8 +275,8 @@ def run(config: Config, cache) -> dict:
     for e, eps in enumerate(config.epsilons):
         for k, method in enumerate(config.methods):
             pgrid = _param_grid(config, method)
-            lrs = [lr for _p in pgrid for lr in config.lr_grid for _ in range(config.tune_trials)]
-            ps = [_p for _p in pgrid for _lr in config.lr_grid for _ in range(config.tune_trials)]
+            hp = tuning.fold({"schedule_param": pgrid, "lr": config.lr_grid}, config.tune_trials)
+            lrs, ps = hp["lr"], hp["schedule_param"]
             for j, T in enumerate(config.steps_grid):
                 if METHODS[method][1] == "dp_sgd_ctcdp" and _ctcdp_batch(config, eps, T) is None:
                     infeasible.append(f"{label(eps, method)}-T{T}")
@@ -320,33 +300,19 @@ def run(config: Config, cache) -> dict:
                 groups.setdefault((eps, method), {})[T] = lab
     tuned = cache.run(tune_cells, desc="ctcdp_quadratic: tune")
 
-    chosen, tables, at_edge = {}, {}, []
+    chosen, selections = {}, {}
     for (eps, method), by_T in groups.items():
-        pgrid = _param_grid(config, method)
-        T, lr, p, best, table = select({T: tuned[lab] for T, lab in by_T.items()},
-                                       config.lr_grid, pgrid, config.tune_trials)
         lab = label(eps, method)
-        chosen[lab] = {"steps": T, "lr": lr, "schedule_param": p, "tune_mean_final_loss": best}
-        tables[lab] = {f"T{t}": {(f"p{pp:g}" if pp is not None else "-"): dict(
-            zip([f"{x:g}" for x in config.lr_grid], [float(v) for v in row]))
-            for pp, row in zip(pgrid, tab)} for t, tab in table.items()}
-        edges = []
-        if len(config.lr_grid) > 1 and lr in (min(config.lr_grid), max(config.lr_grid)):
-            edges.append("lr")
         feasible_T = sorted(by_T)
-        if len(feasible_T) > 1 and T in (feasible_T[0], feasible_T[-1]):
-            edges.append("T")
-        if p is not None and len(pgrid) > 1 and p in (min(pgrid), max(pgrid)):
-            edges.append("schedule_param")
-        if edges:
-            at_edge.append(f"{lab}: {', '.join(edges)}")
-    cache.note("rule", "argmin over (T, lr[, schedule_param]) of the mean final training loss of "
-                       "the tuning trials; evaluated on fresh trials")
+        grid = {"steps": feasible_T, "schedule_param": _param_grid(config, method),
+                "lr": config.lr_grid}
+        sel = selections[lab] = tuning.select(
+            tuning.final_losses(*(tuned[by_T[T]] for T in feasible_T)), grid, config.tune_trials)
+        chosen[lab] = sel.point
+    tuning.record(cache, selections, note="(T, schedule_param, lr): one tuning cell per feasible T; "
+                                          "evaluated on fresh trials")
     cache.note("lr_grid_note", "m x the paper's grid 0.001..0.02 (20 values): the paper's objective is "
                                "m times dpsim's")
-    cache.note("chosen", chosen)
-    cache.note("tune_final_loss", tables)
-    cache.note("at_grid_edge", at_edge)
     cache.note("infeasible", infeasible)
     cache.note("initial_point", [float(v) for v in w0])
     cache.note("sgd_adv_noise_multiplier", {
@@ -372,7 +338,7 @@ def run(config: Config, cache) -> dict:
                                       init=w0, record_every=1, metrics=("loss",), probes=probes,
                                       progress=progress, **kw)
 
-            eval_cells.append(Cell(lab, e * K + k, compute))
+            eval_cells.append(Cell(lab, e * K + k, compute, {"epsilon": float(eps), "method": method}))
     return cache.run(eval_cells, desc="ctcdp_quadratic: evaluate")
 
 

@@ -15,7 +15,6 @@ Standalone::
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -23,8 +22,10 @@ from typing import Mapping
 
 import numpy as np
 
-from . import stats, style
-from .fig_ctcdp_trajectories import COLORS, DELTA, DISPLAY, SHORT, info, load, setting_text
+from dpsim.analysis import stats
+
+from . import style
+from .ctcdp_common import COLORS, DELTA, DISPLAY, SHORT, info, load, setting_text
 
 NAME = "fig_ctcdp_eps_sweep"
 CLAIM = ("Over ε ∈ {0.05, …, 1.6} at δ = 1e-8, budget-constrained private training reaches a lower "
@@ -225,9 +226,7 @@ def _ac_over_zcdp(data) -> float:
 
 def main(argv=None) -> int:
     """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
-    from .style import cli_main
-
-    return cli_main(sys.modules[__name__], argv)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":

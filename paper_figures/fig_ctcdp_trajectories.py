@@ -16,7 +16,6 @@ Standalone::
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -25,116 +24,18 @@ from typing import Mapping
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-import dpsim
-import dpsim.ctcdp  # noqa: F401  (registers the "ctcdp" privacy-record accountant for Result.epsilon)
-
+from dpsim.analysis import stats
 from dpsim.analysis import tcdp as tcdp_bounds
 
-from . import stats, style
+from . import style
+from .ctcdp_common import (CTCDP, DELTA, DISPLAY, ORDER, SHORT, final_distance, info, load, path_of,
+                           problem_of, setting_text)
 
 NAME = "fig_ctcdp_trajectories"
-DELTA = 1e-8  # seed 003 App. C.1
-ORDER = ("sgd_adv", "sgd_adv_ac", "uniform", "linear", "exponential")
-DISPLAY = {
-    "sgd_adv": "SGD-Adv (zCDP calibration)",
-    "sgd_adv_ac": "SGD-Adv (advanced composition)",
-    "uniform": "ctCDP, uniform schedule",
-    "linear": "ctCDP, linear schedule",
-    "exponential": "ctCDP, exponential schedule",
-}
-SHORT = {"sgd_adv": "SGD-Adv (zCDP)", "sgd_adv_ac": "SGD-Adv (adv. comp.)", "uniform": "ctCDP uniform",
-         "linear": "ctCDP linear", "exponential": "ctCDP exponential"}
-COLORS = {"sgd_adv": "0.2", "sgd_adv_ac": "0.55", "uniform": "#1f77b4", "linear": "#2ca02c",
-          "exponential": "#d62728"}
-CTCDP = ("uniform", "linear", "exponential")
 CLAIM = ("At (0.05, 1e-8)-DP, budget-constrained (ctCDP) training spends exactly its budget and "
          "stops before the optimum, while SGD-Adv random-walks over a larger region than the "
          "budget-constrained methods (paper: than L2P; here its non-learned uniform/parametric-"
          "schedule counterparts).")
-
-
-# ---------------------------------------------------------------------------------------------
-# Loading (shared with fig_ctcdp_eps_sweep)
-
-
-def parse_label(label: str):
-    """``"eps0.05-uniform"`` → ``(0.05, "uniform")``; ``None`` for other labels."""
-    if not label.startswith("eps") or "-" not in label:
-        return None
-    e, method = label[3:].split("-", 1)
-    try:
-        return float(e), method
-    except ValueError:
-        return None
-
-
-def load(results: Mapping[str, object]) -> dict:
-    """``{ε: {method: Result}}`` sorted by ε, methods in :data:`ORDER`."""
-    out: dict[float, dict] = {}
-    for label, path in results.items():
-        parsed = parse_label(label)
-        if parsed is None:
-            continue
-        eps, method = parsed
-        out.setdefault(eps, {})[method] = dpsim.load(path)
-    return {e: {m: out[e][m] for m in ORDER if m in out[e]} for e in sorted(out)}
-
-
-def info(method: str, res, *, spent: bool = True) -> dict:
-    """Chosen T, η, p, steps taken, ρ ratio and (``spent``) ε spent at :data:`DELTA` of one result."""
-    hp = res.config["hyperparameters"]
-    out = {"lr": float(hp["lr"]), "p": None}
-    if res.config["optimizer"] == "dp_sgd":
-        out["T"] = int(res.steps[-1])
-        out["steps_taken"] = np.full(res.trials, out["T"])
-        out["rho_ratio"] = None
-        out["eps_spent"] = float(np.max(res.epsilon(DELTA, accountant="rdp"))) if spent else None
-        out["noise_multiplier"] = float(hp["noise_multiplier"])
-    else:
-        p = res.privacy
-        out["T"] = int(p["planned_steps"])
-        out["steps_taken"] = np.asarray(p["steps_taken"], dtype=int)
-        out["rho_ratio"] = np.asarray(p["rho_spent"], dtype=float) / float(np.max(p["rho_tot"]))
-        out["eps_spent"] = np.asarray(res.epsilon(DELTA), dtype=float).reshape(-1) if spent else None
-        if method in ("linear", "exponential"):
-            out["p"] = float(hp["schedule_param"])
-    return out
-
-
-def setting_text(method: str, inf: dict) -> str:
-    s = f"T={inf['T']}, η={inf['lr']:g}"
-    if inf["p"] is not None:
-        s += f", p={inf['p']:g}"
-    return s
-
-
-def path_of(res):
-    """``(K, R, 2)`` θ along the run (records ``theta0``, ``theta1``)."""
-    return np.stack([res.records["theta0"], res.records["theta1"]], axis=-1)
-
-
-def final_distance(res):
-    """``‖θ_final − θ*‖`` per trial."""
-    w_star = np.asarray(_problem(res).optimum[0], dtype=float)
-    return np.linalg.norm(np.asarray(res.params, dtype=float) - w_star, axis=1)
-
-
-_PROBLEMS: dict = {}
-
-
-def _problem(res):
-    cfg = res.config["problem"]
-    key = json.dumps(cfg, sort_keys=True)
-    if key not in _PROBLEMS:
-        if cfg.get("name") != "random_quadratic":
-            raise ValueError(f"{NAME}: expected a random_quadratic result, got problem {cfg!r}")
-        _PROBLEMS[key] = dpsim.problems.random_quadratic(m=cfg["m"], d=cfg["d"], reg=cfg["reg"],
-                                                         seed=cfg["seed"])
-    return _PROBLEMS[key]
-
-
-# ---------------------------------------------------------------------------------------------
-# Figure
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
@@ -168,7 +69,7 @@ def _render(data, eps_rows, out_dir) -> list[Path]:
     for r, eps in enumerate(eps_rows):
         row = data[eps]
         any_res = next(iter(row.values()))
-        prob = _problem(any_res)
+        prob = problem_of(any_res)
         w_star = np.asarray(prob.optimum[0], dtype=float)
         w0 = path_of(any_res)[0, 0]
         x0, x1, y0, y1 = _row_limits(row, w_star, w0)
@@ -270,7 +171,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
         for method, res in row.items():
             inf = info(method, res)
             P = path_of(res)
-            w_star = np.asarray(_problem(res).optimum[0], dtype=float)
+            w_star = np.asarray(problem_of(res).optimum[0], dtype=float)
             maxd = np.nanmax(np.linalg.norm(P - w_star, axis=-1), axis=0)
             d, dh = stats.mean_ci(final_distance(res))
             md, mh = stats.mean_ci(maxd)
@@ -342,7 +243,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     # std per coordinate of one replace-one full-batch release of the mean clipped gradient spending
     # all of rho_a, in units of the clip C (the largest possible norm of that mean)
     noise_ratio = 2.0 / (n * math.sqrt(2.0 * rho))
-    w_star = np.asarray(_problem(any_res).optimum[0], dtype=float)
+    w_star = np.asarray(problem_of(any_res).optimum[0], dtype=float)
     d0 = float(np.linalg.norm(path_of(any_res)[0, 0] - w_star))
     farther = [SHORT[m] for m, r in row.items() if np.mean(final_distance(r)) > d0]
     chosen = "; ".join(f"{SHORT[m]}: {setting_text(m, info(m, r, spent=False))}" for m, r in row.items())
@@ -357,9 +258,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 def main(argv=None) -> int:
     """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
-    from .style import cli_main
-
-    return cli_main(sys.modules[__name__], argv)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":
