@@ -19,9 +19,10 @@ from typing import Mapping
 
 import numpy as np
 
+from dpsim.analysis import stats
 from dpsim.experiments.pipeline import Saved
 
-from . import stats, style
+from . import style
 
 NAME = "fig_dpsgd_logistic"
 DELTA = 1e-5
