@@ -56,8 +56,10 @@ Design
   is tuned instead.  For ``A = I`` every ``B`` below the smallest gradient norm gives
   the same iterates (both step rules are invariant to a common scale of ``ĝ``), so the lower end
   of the grid is not a real edge.  The grid is folded into the trial axis of one tuning cell per
-  (method, ε); the chosen values are then run in an evaluation cell with ``trials`` fresh
-  trials (no winner's curse).  Tuning is non-private, as in the paper.
+  (method, ε) and the rule of :mod:`experiments.tuning` applied with the median statistic; the
+  chosen values are then run in an evaluation cell with ``trials`` fresh trials (no winner's
+  curse).  Tuning is non-private, as in the paper.  The selections are saved in the manifest's
+  notes, each evaluation cell's method and target ε in its ``meta``.
 * The paper reports the average iterate; dpsim records the last iterate.  Curves: median
   training loss over trials with a 95% confidence band (figures).
 * Cells and seeds: setting ``s`` (in the order of :func:`settings`) has tuning cell ``2s`` and
@@ -76,9 +78,10 @@ import numpy as np
 
 import dpsim
 
+from . import tuning
 from .pipeline import Cell, Experiment
 
-__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "settings", "select", "PAPER_LR_GRID",
+__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "settings", "PAPER_LR_GRID",
            "METHODS", "PRIVATE_METHODS"]
 
 #: The paper's step-size grid (seed 001 §6.1).
@@ -206,26 +209,10 @@ def settings(config: Config, sigmas: dict | None = None) -> list[dict]:
     return out
 
 
-def _tune_grid(config: Config, st: dict) -> list[tuple[float, float | None]]:
+def _tune_grid(config: Config, st: dict) -> dict:
+    """The tuning grid of a setting: ``lr`` and its tuned companion (radius or clip), if any."""
     name, values = st["grid"]
-    companions = list(values) if name else [None]
-    return [(lr, c) for lr in config.lr_grid for c in companions]
-
-
-def select(result, points, tune_trials) -> tuple[int, list[float]]:
-    """The rule: the grid point with the lowest *median* final training loss over its trials.
-
-    ``result`` is a tuning cell whose trials are ``points`` (in order), each repeated
-    ``tune_trials`` times.  Diverged trials (non-finite loss) count as ``inf``.
-    Returns ``(index of the chosen point, median final loss per point)``.
-    """
-    final = np.asarray(result.loss[-1], dtype=float)
-    final = np.where(np.isfinite(final), final, np.inf)
-    if final.size != len(points) * tune_trials:
-        raise ValueError(f"tuning cell has {final.size} trials, expected "
-                         f"{len(points)} points × {tune_trials} trials")
-    med = np.median(final.reshape(len(points), tune_trials), axis=1)
-    return int(np.argmin(med)), [float(m) for m in med]
+    return {"lr": config.lr_grid, name: values} if name else {"lr": config.lr_grid}
 
 
 def _theorem_radius(problem, st, config) -> float | None:
@@ -264,16 +251,12 @@ def run(config: Config, cache) -> dict:
     sets = settings(config, sigmas)
 
     def tune_cell(s, st):
-        points = _tune_grid(config, st)
-        lrs = [lr for lr, _ in points for _ in range(config.tune_trials)]
-        extra = {}
-        if st["grid"][0]:
-            extra[st["grid"][0]] = [c for _, c in points for _ in range(config.tune_trials)]
+        hp = tuning.fold(_tune_grid(config, st), config.tune_trials)
 
         def compute(seed):
-            opt = dpsim.optimizers.get(st["optimizer"], lr=lrs, **extra, **st["fixed"])
+            opt = dpsim.optimizers.get(st["optimizer"], **hp, **st["fixed"])
             # Only the final loss matters for the rule: record steps 0 and T only.
-            return dpsim.simulate(problem(), opt, trials=len(lrs), seed=seed,
+            return dpsim.simulate(problem(), opt, trials=len(hp["lr"]), seed=seed,
                                   record_every=max(config.steps, 1), **common)
 
         return Cell(f"tune-{st['label']}", 2 * s, compute)
@@ -288,31 +271,18 @@ def run(config: Config, cache) -> dict:
             return dpsim.simulate(problem(), opt, trials=config.trials, seed=seed,
                                   record_every=config.record_every, **common)
 
-        return Cell(st["label"], 2 * s + 1, compute)
+        meta = {"method": st["method"], "epsilon": st["eps"] if math.isfinite(st["eps"]) else None}
+        return Cell(st["label"], 2 * s + 1, compute, meta)
 
     tuned = cache.run([tune_cell(s, st) for s, st in enumerate(sets)],
                       desc="pagan_absreg: tune (step size, radius)")
 
-    chosen, tune_losses, at_edge = {}, {}, []
-    for st in sets:
-        points = _tune_grid(config, st)
-        i, med = select(tuned[f"tune-{st['label']}"], points, config.tune_trials)
-        lr, comp = points[i]
-        gname = st["grid"][0]
-        chosen[st["label"]] = {"lr": lr, **({gname: comp} if gname else {})}
-        tune_losses[st["label"]] = {
-            (f"lr={p[0]:g}" + (f",{gname}={p[1]:g}" if gname else "")): m for p, m in zip(points, med)}
-        if len(config.lr_grid) > 1 and lr in (min(config.lr_grid), max(config.lr_grid)):
-            at_edge.append(f"{st['label']}: lr={lr:g}")
-        if gname and len(st["grid"][1]) > 1 and comp in (min(st["grid"][1]), max(st["grid"][1])):
-            at_edge.append(f"{st['label']}: {gname}={comp:g}")
-
+    selections = {st["label"]: tuning.select(tuned[f"tune-{st['label']}"], _tune_grid(config, st),
+                                             config.tune_trials, stat="median") for st in sets}
+    chosen = {label: sel.point for label, sel in selections.items()}
     notes = cache.manifest["notes"]
-    cache.note("rule", "per (method, ε): argmin over lr_grid × (radius_grid or pdp_clip_grid) of "
-                       "the median final training loss of the tuning cell (tune_trials per point)")
-    cache.note("chosen", chosen)
-    cache.note("tune_final_loss", tune_losses)
-    cache.note("at_grid_edge", at_edge)
+    tuning.record(cache, selections, note="per (method, ε) over lr_grid x (radius_grid or "
+                                          "pdp_clip_grid), with the median statistic")
     privacy = notes.get("privacy") or {}
     for st in sets:
         if math.isfinite(st["eps"]) and "epsilon" not in privacy.get(st["label"], {}):

@@ -15,7 +15,6 @@ Reads only saved results and the experiment's manifest (see ``fig_pagan_absreg``
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -23,8 +22,8 @@ from typing import Mapping
 import numpy as np
 
 from . import style
-from .fig_pagan_absreg import (METHOD_STYLE, PRIVATE, boot_ratio, epsilon_of, eps_note, fmt_ratio,
-                               hp_text, load, median_ci)
+from .pagan_common import (METHOD_STYLE, PRIVATE, boot_ratio, epsilon_of, eps_note, fmt_ratio,
+                           hp_text, load, median_ci)
 
 NAME = "fig_pagan_absreg_curves"
 CLAIM = ("At ε = 0.1 every private method is worse than the non-private ones; as ε grows PAGAN "
@@ -178,9 +177,10 @@ def evaluate(results: Mapping[str, object]) -> dict:
     if fail_vs:
         verdict += (f" — (a) fails because at ε = {e0:g} " + ", ".join(fail_vs)
                      + " is significantly better than non-private SGD")
-        edge = [x for x in data["notes"].get("at_grid_edge", []) if x.startswith("sgd:")]
-        if edge:
-            verdict += (f" (SGD's tuned step size is at the top of the paper's grid, {edge[0][5:]}, "
+        sgd = data["notes"].get("selection", {}).get("sgd")
+        if sgd is not None and "lr" in sgd["at_edge"]:
+            verdict += (f" (SGD's tuned step size is at the top of the paper's grid, "
+                        f"lr={sgd['point']['lr']:g}, "
                         "so the non-private SGD reference may be under-tuned; SGD with one step "
                         "size for all coordinates is slow on this ill-conditioned problem)")
         verdict += "; against non-private AdaGrad every private method is " + (
@@ -196,9 +196,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
 def main(argv=None) -> int:
     """``python -m dpsim.paper_figures.<this> RESULTS_DIR [OUT_DIR]``: render from saved results."""
-    from .style import cli_main
-
-    return cli_main(sys.modules[__name__], argv)
+    return style.cli_main(sys.modules[__name__], argv)
 
 
 if __name__ == "__main__":
