@@ -1,5 +1,6 @@
-"""The :class:`Problem` base class of :mod:`dpsim.problems`, its backend views, its box domain and
-the argument checks shared by the factories (the contract is in the package docstring)."""
+"""The :class:`Problem` base class of :mod:`dpsim.problems` (backend views, capabilities), the
+domains :class:`Box` and :class:`Ball`, and the argument checks shared by the factories (the
+contract is in the package docstring)."""
 
 from __future__ import annotations
 
@@ -49,25 +50,6 @@ def _real(name, v, *, lo=None, lo_open=False, hi=None, hi_open=False):
     return float(v)
 
 
-def _scales(scales, d):
-    """Resolve ``scales`` ("power": sigma_j = j^{-3/2}; "ones"; or a length-d positive array)."""
-    if isinstance(scales, str):
-        if scales == "power":
-            return np.arange(1, d + 1, dtype=np.float64) ** -1.5, "power"
-        if scales == "ones":
-            return np.ones(d), "ones"
-        raise ValueError(f"scales must be 'power', 'ones' or an array of d positive numbers, got scales={scales!r}")
-    try:
-        s = np.asarray(scales, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"scales must be 'power', 'ones' or an array of d positive numbers, got scales={scales!r}") from None
-    if s.shape != (d,) or not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise ValueError(
-            f"scales must be 'power', 'ones' or an array of d={d} positive finite numbers, got scales={scales!r}"
-        )
-    return s, [float(v) for v in s]
-
-
 def _is_scalar(c):
     return isinstance(c, (numbers.Real, np.generic)) or (isinstance(c, np.ndarray) and c.ndim == 0)
 
@@ -91,18 +73,6 @@ def _clip_factor(xp, norms, clip):
         return xp.where(norms > C, C / safe, ones)
     Cb = xp.expand_dims(clip, axis=-1)
     return xp.where(norms > Cb, Cb / safe, ones)
-
-
-def _clip_per_trial(clip, R):
-    """Host (R,) float64 array of clip norms (``inf`` for ``None``/no clipping), validated."""
-    if clip is None:
-        return np.full(R, math.inf)
-    if _is_scalar(clip):
-        C = float(clip)
-        if math.isnan(C) or C < 0:
-            raise ValueError(f"clip must be a non-negative number, math.inf or None, got clip={clip!r}")
-        return np.full(R, C)
-    return np.asarray(clip, dtype=np.float64).reshape(R)
 
 
 def _stable_sigmoid(xp, t):

@@ -4,18 +4,51 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
 from . import _glm_kernels as _K
 from ._solvers import _lad_optimum, _logistic_1d_newton, _logistic_newton
-from .base import (Box, Problem, _BoxDomain, _clip_per_trial, _pos_int, _real, _scales, _seed,
-                   _stable_sigmoid)
+from .base import Box, Problem, _BoxDomain, _is_scalar, _pos_int, _real, _seed, _stable_sigmoid
 
 
 # =============================================================================================
 # generalized linear models
 # =============================================================================================
+
+
+def _scales(scales, d):
+    """Resolve ``scales`` ("power": sigma_j = j^{-3/2}; "ones"; or a length-d positive array)."""
+    if isinstance(scales, str):
+        if scales == "power":
+            return np.arange(1, d + 1, dtype=np.float64) ** -1.5, "power"
+        if scales == "ones":
+            return np.ones(d), "ones"
+        raise ValueError(f"scales must be 'power', 'ones' or an array of d positive numbers, got scales={scales!r}")
+    try:
+        s = np.asarray(scales, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"scales must be 'power', 'ones' or an array of d positive numbers, got scales={scales!r}") from None
+    if s.shape != (d,) or not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(
+            f"scales must be 'power', 'ones' or an array of d={d} positive finite numbers, got scales={scales!r}"
+        )
+    return s, [float(v) for v in s]
+
+
+def _clip_per_trial(clip, R):
+    """Host (R,) float64 array of clip norms (``inf`` for ``None``/no clipping), validated."""
+    if clip is None:
+        return np.full(R, math.inf)
+    if _is_scalar(clip):
+        C = float(clip)
+        if math.isnan(C) or C < 0:
+            raise ValueError(f"clip must be a non-negative number, math.inf or None, got clip={clip!r}")
+        return np.full(R, C)
+    return np.asarray(clip, dtype=np.float64).reshape(R)
+
 
 _LINKS = ("squared", "logistic", "absolute", "linear")  # kernel codes 0..3 (_glm_kernels)
 _UNIT_LIPSCHITZ_LINKS = ("logistic", "absolute", "linear")  # |l'| <= 1
