@@ -2,28 +2,31 @@
 
     import dpsim
     prob = dpsim.problems.logistic_regression(2000, 50, seed=0)
-    opt = dpsim.optimizers.get("dp_sgd", lr=0.5, clip=1.0, noise_multiplier=1.0)
+    opt = dpsim.optimizers.dp_sgd(lr=0.5, clip=1.0, noise_multiplier=1.0)
     res = dpsim.simulate(prob, opt, steps=500, batch_size=64, trials=100, seed=0)
     res.loss            # (K, R) full objective per record and trial
-    res.epsilon(1e-5)   # privacy spent, from the optimizer's declared releases
+    res.epsilon(1e-5)   # privacy spent, from the optimizer's declared privacy events
 
-See README.md and the API contract for the full surface.
+Layers (each imports only those below it): ``backend``, ``sampling``, ``_validate`` →
+``problems`` → ``privacy.events`` → ``transforms`` → ``privacy`` (privatizers, noise, tCDP, DP-MF)
+→ ``accounting`` → ``optimizers`` → ``engine``/``results`` → ``cli``.  See docs/ARCHITECTURE.md.
 """
 
 __version__ = "0.1.0"
 
 import importlib as _importlib
 
-from .engine import Result, load, simulate  # noqa: E402
+from .engine import simulate  # noqa: E402
+from .results import Result, load  # noqa: E402
 
-__all__ = ["simulate", "load", "Result", "problems", "optimizers", "privacy", "accounting",
-           "backend", "transforms", "sampling", "__version__"]
+_SUBMODULES = ("problems", "optimizers", "privacy", "accounting", "backend", "transforms", "sampling",
+               "engine", "results", "cli")
 
-_LAZY = {"problems", "optimizers", "privacy", "accounting", "backend", "transforms", "sampling"}
+__all__ = ["simulate", "load", "Result", "__version__", *_SUBMODULES]
 
 
 def __getattr__(name):
-    if name in _LAZY:
+    if name in _SUBMODULES:
         mod = _importlib.import_module(f".{name}", __name__)
         globals()[name] = mod
         return mod

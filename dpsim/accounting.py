@@ -102,6 +102,16 @@ sampling           accountant      what is computed
 
 Results are cached (``functools.lru_cache`` on the normalized arguments), since a simulator asks
 for the same ε many times.
+
+Runs: events → record → ε
+-------------------------
+This module is the only consumer of the privacy events optimizers declare
+(:mod:`dpsim.privacy.events`).  After a run, :func:`privacy_record` resolves them into a JSON-able
+record (``Result.privacy``): the Gaussian releases become per-trial *step types* (the σ's released
+on a step, and how many steps release exactly those), correlated-noise releases become whole-run
+unamplified Gaussian mechanisms (noise multiplier ``σ·sens(M)/worst_sens(M)``), a ctCDP budget is
+read from the final state of the piece that declared it, and any ``NonPrivate`` event makes the
+run non-private.  :func:`epsilon_of_record` turns a record into ε.
 """
 
 from __future__ import annotations
@@ -133,6 +143,8 @@ __all__ = [
     "effective_noise_multiplier",
     "make_event",
     "rdp_curve",
+    "privacy_record",
+    "epsilon_of_record",
 ]
 
 ACCOUNTANTS = ("pld", "rdp")
@@ -582,3 +594,143 @@ def rdp_curve(releases, sample_rate, *, sampling="poisson") -> tuple[np.ndarray,
     with _quiet_absl():
         _compose(acc, _event(key, q, sampling))
     return acc.orders, acc.rdp
+
+
+# ---------------------------------------------------------------------------------------------
+# Runs: privacy events -> record -> epsilon
+
+RECORD_FORMAT = "dpsim-privacy-2"
+
+
+def _state_at(state, path):
+    for key in path:
+        state = state[key]
+    return state
+
+
+def _per_trial(sigma, i):
+    return sigma if isinstance(sigma, float) else sigma[i]
+
+
+def _describe(event, steps: int) -> dict:
+    from .privacy import events as ev
+
+    out = {"type": type(event).__name__, "piece": "/".join(map(str, event.path))}
+    if isinstance(event, (ev.GaussianRelease, ev.CorrelatedRelease)):
+        s = event.noise_multiplier
+        out.update(noise_multiplier=s if isinstance(s, float) else list(s),
+                   sensitivity=event.sensitivity, steps=int(ev.schedule_mask(event, steps).sum()))
+        if isinstance(event, ev.CorrelatedRelease):
+            out["strategy"] = event.strategy
+    elif isinstance(event, ev.NonPrivate):
+        out["reason"] = event.reason
+    return out
+
+
+def privacy_record(events, final_state, *, steps: int, sample_rate: float, sampling: str,
+                   trials: int) -> dict:
+    """Resolve the privacy ``events`` of a finished run into a JSON-able record.
+
+    ``final_state``: the optimizer's state after the last step (state-dependent events, e.g. a
+    :class:`~dpsim.privacy.events.TcdpBudget`, read their piece's state at ``event.path``).  Keys:
+    ``private``; ``events`` (each event described); for Gaussian releases ``sampling``,
+    ``sample_rate``, ``steps``, ``step_types`` (per trial ``[[σ of each release on the step],
+    count]``) and, with correlated noise, ``unamplified`` (per trial, the whole-run noise
+    multipliers) and ``note``; for a ctCDP budget its fields (``kind="ctcdp"``, ``rho_spent``,
+    ``steps_taken``, ``rho_tot``, ``a``, ``omega_a``, ...).
+    """
+    from .privacy import events as ev
+    from .privacy.mf import noise_stream
+
+    events = tuple(events)
+    if not events:
+        raise ValueError("no privacy event declared: nothing to account (an optimizer must declare "
+                         "its releases or NonPrivate)")
+    rec = {"format": RECORD_FORMAT, "events": [_describe(e, steps) for e in events]}
+    reasons = [e.reason for e in events if isinstance(e, ev.NonPrivate)]
+    if reasons:
+        rec.update(private=False, note="; ".join(dict.fromkeys(reasons)))
+        return rec
+    budgets = [e for e in events if isinstance(e, ev.TcdpBudget)]
+    if budgets:
+        if len(budgets) != len(events):
+            raise UnsupportedAccountingError("a ctCDP budget composed with other releases is not supported")
+        if len(budgets) > 1:
+            raise UnsupportedAccountingError("more than one ctCDP budget in one optimizer is not supported")
+        b = budgets[0]
+        rec.update(b.budget)
+        rec.update(b.spend(_state_at(final_state, b.path)))
+        rec.update(private=True, sampling=sampling, sample_rate=float(sample_rate), steps=int(steps))
+        if rec.get("planned_steps") is None:
+            rec["planned_steps"] = int(steps)
+        return rec
+    releases = [e for e in events if isinstance(e, ev.GaussianRelease)]
+    correlated = [e for e in events if isinstance(e, ev.CorrelatedRelease)]
+    masks = [ev.schedule_mask(e, steps) for e in releases]
+    pats, counts = [], []
+    if masks and steps:  # the release pattern of each step is shared by all trials
+        pats, counts = np.unique(np.stack(masks, axis=1), axis=0, return_counts=True)
+    unamplified = [[] for _ in range(trials)]
+    if correlated and steps:
+        for e in correlated:
+            if not np.any(ev.schedule_mask(e, steps)):
+                continue
+            st = noise_stream(e.strategy, steps)
+            for i in range(trials):
+                unamplified[i].append(st.equivalent_noise_multiplier(_per_trial(e.noise_multiplier, i),
+                                                                     participation="any"))
+    step_types = []
+    for i in range(trials):
+        sig = [_per_trial(e.noise_multiplier, i) for e in releases]
+        groups: dict[tuple, int] = {}
+        for pat, c in zip(pats, counts):
+            key = tuple(s for s, a in zip(sig, pat) if a)
+            if key:
+                groups[key] = groups.get(key, 0) + int(c)
+        step_types.append([[list(k), c] for k, c in groups.items()])
+    rec.update(private=True, sampling=sampling, sample_rate=sample_rate, steps=steps,
+               step_types=step_types)
+    if correlated:
+        rec["unamplified"] = unamplified
+        rec["note"] = ("correlated noise (DP-MF) is accounted as one Gaussian mechanism per release "
+                       "sequence with noise multiplier sigma*sens(M)/worst_sens(M), without "
+                       "amplification by sampling")
+    return rec
+
+
+def _tcdp_epsilon(record: dict, delta: float):
+    """Each trial is ``(ρ_spent, ω_a)``-tCDP ([L2P] Thm B.1 with Lemma A.2); Theorem A.1 gives ε at
+    the requested δ (any δ ∈ (0, 1)); ``ρ_spent = 0`` gives 0."""
+    from .privacy import tcdp
+
+    rho = np.asarray(record["rho_spent"], dtype=float)
+    om = np.broadcast_to(np.asarray(record["omega_a"], dtype=float), rho.shape)
+    return np.asarray(tcdp.tcdp_to_dp(rho, om, float(delta)), dtype=float).reshape(rho.shape)
+
+
+def epsilon_of_record(record: dict, delta: float, *, accountant: str = "pld"):
+    """ε at ``delta`` of a run's privacy record (:func:`privacy_record`).
+
+    ``inf`` for a non-private run.  Returns a float when every trial spent the same, else an
+    ``(R,)`` array (per-trial noise multipliers or budgets).  A ctCDP record converts each trial's
+    spend with [L2P] Thm A.1 (``accountant`` does not apply).
+    """
+    d = _check_delta(delta)
+    if not record.get("private"):
+        return math.inf
+    if record.get("kind") == "ctcdp":
+        out = _tcdp_epsilon(record, d)
+    else:
+        types = record["step_types"]
+        unamp = record.get("unamplified") or [[] for _ in types]
+        out = np.empty(len(types))
+        for i, st in enumerate(types):
+            if not st and not unamp[i]:
+                out[i] = 0.0
+            else:
+                out[i] = epsilon_from_releases([(tuple(s), c) for s, c in st], record["sample_rate"], d,
+                                               accountant=accountant, sampling=record["sampling"],
+                                               unamplified=tuple(unamp[i]))
+    if out.size and np.all(out == out.flat[0]):
+        return float(out.flat[0])
+    return out

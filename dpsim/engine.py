@@ -1,4 +1,4 @@
-"""The vectorized simulation engine: :func:`simulate` and :class:`Result`.
+"""The vectorized simulation engine: :func:`simulate` (the loop; results in :mod:`dpsim.results`).
 
 One call runs ``R`` independent trials of one optimizer on one problem as a single array program:
 parameters are ``(R, d)``, hyperparameters scalars or ``(R,)``; Python overhead is paid once per
@@ -11,23 +11,19 @@ noise sees exactly the batches of its non-private base for the same seed.
 
 from __future__ import annotations
 
-import json
-import math
 import platform
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from . import __version__
+from . import __version__, accounting, optimizers
 from .backend import Backend, to_numpy
+from .results import METRICS, Result
 from .sampling import Sampler, check_sampling
-from .transforms import Batch, StepContext
+from .transforms.base import Batch, StepContext
 
-__all__ = ["simulate", "Result", "load"]
-
-_METRICS = ("loss", "excess_loss", "grad_norm_sq", "dist_to_opt")
+__all__ = ["simulate"]
 
 
 def _versions() -> dict:
@@ -60,13 +56,15 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
              sampling: str = "poisson", backend: str = "numpy", record_every: int | None = None,
              progress: bool = False, dtype: str = "float64", init=None,
              probes: dict[str, Callable] | None = None,
-             metrics=("loss", "grad_norm_sq", "dist_to_opt")) -> "Result":
+             metrics=("loss", "grad_norm_sq", "dist_to_opt")) -> Result:
     """Run ``trials`` independent trials of ``optimizer`` on ``problem`` for ``steps`` steps.
 
     Parameters
     ----------
     problem : a :mod:`dpsim.problems` problem.
-    optimizer : an :class:`dpsim.optimizers.Optimizer` (or its name, built with defaults).
+    optimizer : an :class:`dpsim.optimizers.Optimizer` (or its name, built with defaults).  With
+        ``optimizer.public_fraction > 0`` a seeded random public split of that fraction of the
+        training data is carved out (never sampled for private batches; ε covers the rest).
     steps, batch_size, trials : T, nominal batch size b, number of trials R.
     seed : int or ``SeedSequence``; the run is a deterministic function of (config, seed).
     sampling : ``"poisson"`` (rate b/n; default), ``"fixed"`` or ``"replacement"``.
@@ -85,18 +83,14 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     Every record holds the full objective ``F(w)``, the excess ``F(w) − F*`` (when the problem
     knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.
     """
-    from . import optimizers as _opt
-
     if isinstance(optimizer, str):
-        optimizer = _opt.get(optimizer)
+        optimizer = optimizers.get(optimizer)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got steps={steps!r}")
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise ValueError(f"trials must be a positive integer, got trials={trials!r}")
-    public_fraction = optimizer.hyperparameters.get("public_fraction") or 0.0
-    if not (0.0 <= float(public_fraction) < 1.0):
-        raise ValueError(f"public_fraction must be in [0, 1), got public_fraction={public_fraction}")
-    n_public = int(round(float(public_fraction) * problem.n)) if public_fraction else 0
+    public_fraction = optimizer.public_fraction
+    n_public = int(round(public_fraction * problem.n)) if public_fraction else 0
     if public_fraction and n_public < 1:
         raise ValueError(f"public_fraction={public_fraction} leaves no public example (n={problem.n})")
     check_sampling(sampling, problem.n - n_public, batch_size)
@@ -157,7 +151,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     f_star = float(opt[1]) if opt is not None else None
 
     K = rec_steps.size
-    rec = {k: np.full((K, trials), np.nan) for k in _METRICS}
+    rec = {k: np.full((K, trials), np.nan) for k in METRICS}
     prec = {k: np.full((K, trials), np.nan) for k in all_probes}
 
     def record(k):
@@ -224,12 +218,11 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         "record_every": int(rec_steps[1] - rec_steps[0]) if K > 1 else None,
         "versions": _versions(),
     }
-    if optimizer.private and optimizer.ledger is not None:
-        privacy = dict(optimizer.ledger(state, steps=steps, sample_rate=batch_size / n_private,
-                                        sampling=sampling, trials=trials))
-        privacy.setdefault("private", True)
-    else:
-        privacy = _privacy_declaration(optimizer, sampling, batch_size / n_private, steps, trials)
+    privacy = accounting.privacy_record(optimizer.events, state, steps=steps,
+                                        sample_rate=batch_size / n_private, sampling=sampling,
+                                        trials=trials)
+    if optimizer.note:
+        privacy.setdefault("note", optimizer.note)
     if n_public:
         privacy["public_examples"] = n_public
         privacy["note"] = ("ε covers the private part only; the public split "
@@ -257,172 +250,3 @@ def _seed_config(seed):
         return {"entropy": int(ent) if not isinstance(ent, (list, tuple, np.ndarray)) else [int(e) for e in ent],
                 "spawn_key": [int(k) for k in seed.spawn_key]}
     return int(seed)
-
-
-def _privacy_declaration(optimizer, sampling, sample_rate, steps, trials) -> dict:
-    """Per-trial step types ``[[σ of each release on that step], count]`` from the declaration,
-    plus, per trial, the noise multipliers of correlated-noise (DP-MF) releases, each one
-    whole-run Gaussian mechanism accounted without amplification."""
-    if not optimizer.private:
-        return {"private": False, "note": optimizer.note}
-    releases = [r for r in optimizer.releases if r.mf is None]
-    mf_releases = [r for r in optimizer.releases if r.mf is not None]
-    masks = []
-    for r in releases:
-        m = np.ones(steps, dtype=bool) if r.when is None else np.asarray(r.when(steps), dtype=bool)
-        if m.shape != (steps,):
-            raise ValueError(f"release schedule has shape {m.shape}, expected ({steps},)")
-        masks.append(m)
-    pats, counts = [], []
-    if masks and steps:  # the release pattern of each step is shared by all trials
-        pats, counts = np.unique(np.stack(masks, axis=1), axis=0, return_counts=True)
-    unamplified = [[] for _ in range(trials)]
-    if mf_releases and steps:
-        from .mf import noise_stream
-
-        for r in mf_releases:
-            if r.when is not None and not np.any(r.when(steps)):
-                continue
-            st = noise_stream(r.mf, steps)
-            for i in range(trials):
-                s = r.noise_multiplier if isinstance(r.noise_multiplier, float) else r.noise_multiplier[i]
-                unamplified[i].append(st.equivalent_noise_multiplier(s, participation="any"))
-    per_trial = []
-    for i in range(trials):
-        sig = [r.noise_multiplier if isinstance(r.noise_multiplier, float) else r.noise_multiplier[i]
-               for r in releases]
-        groups: dict[tuple, int] = {}
-        for pat, c in zip(pats, counts):
-            key = tuple(s for s, a in zip(sig, pat) if a)
-            if key:
-                groups[key] = groups.get(key, 0) + int(c)
-        per_trial.append([[list(k), c] for k, c in groups.items()])
-    out = {"private": True, "sampling": sampling, "sample_rate": sample_rate, "steps": steps,
-           "step_types": per_trial}
-    if mf_releases:
-        out["unamplified"] = unamplified
-        out["note"] = ("correlated noise (DP-MF) is accounted as one Gaussian mechanism per release "
-                       "sequence with noise multiplier sigma*sens(M)/worst_sens(M), without "
-                       "amplification by sampling")
-    return out
-
-
-@dataclass
-class Result:
-    """Recorded trajectories of one :func:`simulate` call (NumPy arrays).
-
-    ``steps`` (K,) record step indices; ``loss``, ``excess_loss``, ``grad_norm_sq``, ``dist_to_opt``
-    (K, R); ``records`` probe name → (K, R); ``params`` (R, d) final parameters; ``config`` plain
-    dict; ``privacy`` the declared releases per trial (what :meth:`epsilon` accounts).
-    """
-
-    steps: np.ndarray
-    loss: np.ndarray
-    excess_loss: np.ndarray | None
-    grad_norm_sq: np.ndarray
-    dist_to_opt: np.ndarray | None
-    records: dict
-    params: np.ndarray
-    config: dict
-    privacy: dict
-    wall_time: float = float("nan")
-    mean_batch_size: Any = None
-    _eps_cache: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def trials(self) -> int:
-        return self.loss.shape[1]
-
-    def epsilon(self, delta: float, *, accountant: str = "pld"):
-        """(ε, δ) privacy spent by the run, from the optimizer's declared releases and the sampler.
-
-        Returns a float when every trial spent the same, else an ``(R,)`` array (per-trial noise
-        multipliers).  Non-private optimizers and non-private oracles return ``inf``.
-        """
-        from . import accounting
-
-        if not (0.0 < float(delta) < 1.0):
-            raise ValueError(f"delta must be in (0, 1), got delta={delta}")
-        p = self.privacy
-        if not p.get("private"):
-            return math.inf
-        kind = p.get("kind", "releases")
-        if kind != "releases":
-            return _epsilon_of_ledger(p, float(delta))
-        out = np.empty(len(p["step_types"]))
-        unamp = p.get("unamplified") or [[] for _ in p["step_types"]]
-        for i, st in enumerate(p["step_types"]):
-            key = (json.dumps(st), json.dumps(unamp[i]), float(delta), accountant)
-            if key not in self._eps_cache:
-                if not st and not unamp[i]:
-                    self._eps_cache[key] = 0.0
-                else:
-                    self._eps_cache[key] = accounting.epsilon_from_releases(
-                        [(tuple(s), c) for s, c in st], p["sample_rate"], float(delta),
-                        accountant=accountant, sampling=p["sampling"], unamplified=tuple(unamp[i]))
-            out[i] = self._eps_cache[key]
-        if np.all(out == out[0]):
-            return float(out[0])
-        return out
-
-    def to_xarray(self):
-        """Labelled ``xarray.Dataset`` with dims ``step`` × ``trial`` (and ``dim`` for params);
-        per-trial hyperparameters become ``trial`` coordinates; config in ``attrs``."""
-        import xarray as xr
-
-        data = {k: (("step", "trial"), getattr(self, k)) for k in _METRICS if getattr(self, k) is not None}
-        for k, v in self.records.items():
-            data[f"probe_{k}"] = (("step", "trial"), v)
-        data["params"] = (("trial", "dim"), self.params)
-        coords = {"step": self.steps, "trial": np.arange(self.trials)}
-        for k, v in self.config.get("hyperparameters", {}).items():
-            if isinstance(v, list) and len(v) == self.trials:
-                coords[k] = ("trial", np.asarray(v, dtype=float))
-        attrs = {"config": json.dumps(self.config), "privacy": json.dumps(self.privacy)}
-        return xr.Dataset(data, coords=coords, attrs=attrs)
-
-    def save(self, path) -> None:
-        """Write the result to ``path`` (NumPy ``.npz`` with the config as JSON); see :func:`load`."""
-        arrays = {"steps": self.steps, "loss": self.loss, "params": self.params}
-        if self.grad_norm_sq is not None:
-            arrays["grad_norm_sq"] = self.grad_norm_sq
-        if self.excess_loss is not None:
-            arrays["excess_loss"] = self.excess_loss
-        if self.dist_to_opt is not None:
-            arrays["dist_to_opt"] = self.dist_to_opt
-        for k, v in self.records.items():
-            arrays[f"probe__{k}"] = v
-        if self.mean_batch_size is not None:
-            arrays["mean_batch_size"] = np.asarray(self.mean_batch_size)
-        meta = {"config": self.config, "privacy": self.privacy, "wall_time": self.wall_time,
-                "format": "dpsim-result-1"}
-        with open(path, "wb") as fh:
-            np.savez_compressed(fh, __meta__=np.array(json.dumps(meta)), **arrays)
-
-
-# Privacy records other than per-step Gaussian releases: kind -> f(privacy_dict, delta) -> ε
-LEDGER_KINDS: dict[str, Callable] = {}
-
-
-def _epsilon_of_ledger(p: dict, delta: float):
-    from . import optimizers  # noqa: F401  (importing the optimizers registers their ledger kinds)
-
-    kind = p["kind"]
-    if kind not in LEDGER_KINDS:
-        raise ValueError(f"no accountant registered for privacy record kind {kind!r}")
-    return LEDGER_KINDS[kind](p, delta)
-
-
-def load(path) -> Result:
-    """Read a :class:`Result` written by :meth:`Result.save`."""
-    with np.load(path, allow_pickle=False) as z:
-        meta = json.loads(str(z["__meta__"]))
-        if meta.get("format") != "dpsim-result-1":
-            raise ValueError(f"{path} is not a dpsim result file")
-        get = lambda k: np.array(z[k]) if k in z.files else None  # noqa: E731
-        records = {k[len("probe__"):]: np.array(z[k]) for k in z.files if k.startswith("probe__")}
-        return Result(steps=get("steps"), loss=get("loss"), excess_loss=get("excess_loss"),
-                      grad_norm_sq=get("grad_norm_sq"), dist_to_opt=get("dist_to_opt"),
-                      records=records, params=get("params"), config=meta["config"],
-                      privacy=meta["privacy"], wall_time=meta.get("wall_time", float("nan")),
-                      mean_batch_size=get("mean_batch_size"))

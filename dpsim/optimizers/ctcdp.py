@@ -74,14 +74,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import tcdp
-from .backend import to_numpy
-from .engine import LEDGER_KINDS
-from .optimizers import register
-from .transforms import GradientTransformation, as_hyper, chain, scale
+from .._validate import hyper
+from ..backend import to_numpy
+from ..privacy import tcdp
+from ..privacy.events import TcdpBudget
+from ..transforms.base import GradientTransformation, named_chain
+from ._registry import Optimizer, optimizer, register
+from .baselines import learning_rate
 
-__all__ = ["plan", "noise_schedule", "CtcdpState", "ctcdp_privatizer", "SCHEDULES", "ROUNDING_GUARD",
-           "epsilon_of_record"]
+__all__ = ["dp_sgd_ctcdp", "plan", "noise_schedule", "CtcdpState", "ctcdp_privatizer", "SCHEDULES",
+           "ROUNDING_GUARD"]
 
 SCHEDULES = ("uniform", "linear", "exponential")
 #: Relative inflation of every σ_t that absorbs float rounding in Σ ρ_t (see module docstring).
@@ -178,23 +180,15 @@ def ctcdp_privatizer(clip, epsilon, delta, *, schedule="uniform", schedule_param
     """The budget-constrained Gaussian privatizer of ``dp_sgd_ctcdp`` (see the module docstring).
 
     Emits ``g̃ = (1/b)(Σ clip(g_i, C) + σ_t ξ)`` for the trials whose step fits the budget and
-    zeros for stopped trials.  Declares no :class:`~dpsim.transforms.Release`: its spend depends
-    on the run and is reported by the optimizer's ledger (``dp_sgd_ctcdp``).  Its state is the
-    first element of the chain state, a :class:`CtcdpState`.
+    zeros for stopped trials.  Declares a :class:`~dpsim.privacy.events.TcdpBudget`: its spend
+    depends on the run and is read from its final :class:`CtcdpState`.
     """
-    return _build(clip, epsilon, delta, schedule=schedule, schedule_param=schedule_param,
-                  noise_norm=noise_norm, planned_steps=planned_steps, sample_rate=sample_rate)[0]
-
-
-def _build(clip, epsilon, delta, *, schedule, schedule_param, noise_norm, planned_steps, sample_rate):
-    clip = as_hyper("clip", clip, positive=True)
-    eps = as_hyper("epsilon", epsilon, positive=True)
-    dlt = as_hyper("delta", delta, positive=True)
-    if np.any(np.asarray(dlt) >= 1):
-        raise ValueError(f"delta must be in (0, 1), got delta={delta!r}")
+    clip = hyper("clip", clip, "(0, inf)")
+    eps = hyper("epsilon", epsilon, "(0, inf)")
+    dlt = hyper("delta", delta, "(0, 1)")
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
-    p = as_hyper("schedule_param", schedule_param)
+    p = hyper("schedule_param", schedule_param)
     if schedule == "linear" and np.any(np.abs(np.asarray(p)) >= 1):
         raise ValueError(f"schedule 'linear' needs |schedule_param| < 1, got schedule_param={schedule_param!r}")
     if not isinstance(noise_norm, (bool, np.bool_)):
@@ -293,11 +287,17 @@ def _build(clip, epsilon, delta, *, schedule, schedule_param, noise_norm, planne
         )
         return g * mask, new_state
 
-    tx = GradientTransformation(init, update, ())
-    tx_info = {"rho_tot": rho_tot_all, "epsilon": eps_a, "delta": dlt_a,
-               "a": -np.log(dlt_a) / eps_a, "omega_a": np.asarray(tcdp.omega_a(eps_a, dlt_a)),
-               "planned_steps": planned_steps}
-    return tx, tx_info
+    budget = {"kind": "ctcdp", "rho_tot": _plain(rho_tot_all), "a": _plain(-np.log(dlt_a) / eps_a),
+              "omega_a": _plain(tcdp.omega_a(eps_a, dlt_a)), "epsilon_budget": _plain(eps_a),
+              "delta_budget": _plain(dlt_a), "schedule": schedule, "noise_norm": bool(noise_norm),
+              "planned_steps": None if planned_steps is None else int(planned_steps),
+              "adjacency": "replace-one"}
+    return GradientTransformation(init, update, (TcdpBudget(spend=_spend, budget=budget),))
+
+
+def _spend(state: CtcdpState) -> dict:
+    return {"rho_spent": [float(v) for v in state.rho_spent],
+            "steps_taken": [int(v) for v in state.steps_taken]}
 
 
 def _plain(x):
@@ -305,75 +305,25 @@ def _plain(x):
     return float(x) if x.ndim == 0 else [float(v) for v in x]
 
 
-def _make_ledger(info, schedule, noise_norm):
-    def ledger(final_state, *, steps, sample_rate, sampling, trials):
-        st = final_state[0]
-        rec = {
-            "kind": "ctcdp",
-            "private": True,
-            "rho_spent": [float(v) for v in st.rho_spent],
-            "steps_taken": [int(v) for v in st.steps_taken],
-            "rho_tot": _plain(info["rho_tot"]),
-            "a": _plain(info["a"]),
-            "omega_a": _plain(info["omega_a"]),
-            "epsilon_budget": _plain(info["epsilon"]),
-            "delta_budget": _plain(info["delta"]),
-            "schedule": schedule,
-            "noise_norm": bool(noise_norm),
-            "sampling": sampling,
-            "sample_rate": float(sample_rate),
-            "steps": int(steps),
-            "planned_steps": int(info["planned_steps"] or steps),
-            "adjacency": "replace-one",
-        }
-        return rec
-
-    return ledger
+def _probe(field):
+    return lambda state, params, ctx: np.asarray(getattr(state["privatizer"], field), dtype=float)
 
 
-def epsilon_of_record(record: dict, delta: float):
-    """ε at ``delta`` of a ``"ctcdp"`` privacy record (registered as ``LEDGER_KINDS["ctcdp"]``).
+@register
+def dp_sgd_ctcdp(lr=0.1, clip=1.0, epsilon=1.0, delta=1e-5, schedule="uniform", schedule_param=0.5,
+                 noise_norm=False, planned_steps=None, sample_rate=None) -> Optimizer:
+    """Budget-constrained DP-SGD under (ρ, a)-ctCDP ([L2P] Alg. 1 and 3, Thm B.1; module docstring).
 
-    Each trial is ``(ρ_spent, ω_a)``-tCDP (Thm B.1 with Lemma A.2); Theorem A.1 gives its ε at the
-    requested δ (any δ ∈ (0, 1)); ``ρ_spent = 0`` gives 0.  Returns a float when all trials agree,
-    else an ``(R,)`` array.  See the module docstring for why no δ is refused.
+    ``w ← w − η g̃`` with ``g̃ = (1/b)(Σ clip(g_i, C) + σ_t ξ)`` while the step fits the budget;
+    the trial stops once it does not.  Pieces ``"privatizer"`` (:class:`CtcdpState`) and ``"lr"``.
+    Probes ``rho_spent``, ``steps_taken``, ``sigma`` (and ``noisy_norm_sq`` with ``noise_norm``).
+    Ranges: ``lr`` ∈ [0, ∞); ``clip`` ∈ (0, ∞); ``epsilon`` ∈ (0, ∞); ``delta`` ∈ (0, 1);
+    ``schedule`` ∈ {uniform, linear, exponential}; ``schedule_param`` real (``|p| < 1`` for
+    linear); ``planned_steps`` a positive integer or None; ``sample_rate`` ∈ (0, 1] or None.
     """
-    rho = np.asarray(record["rho_spent"], dtype=float)
-    om = np.broadcast_to(np.asarray(record["omega_a"], dtype=float), rho.shape)
-    eps = np.asarray(tcdp.tcdp_to_dp(rho, om, float(delta)), dtype=float).reshape(rho.shape)
-    if eps.size and np.all(eps == eps.flat[0]):
-        return float(eps.flat[0])
-    return eps
-
-
-LEDGER_KINDS["ctcdp"] = epsilon_of_record
-
-
-@register("dp_sgd_ctcdp")
-def _dp_sgd_ctcdp(lr=0.1, clip=1.0, epsilon=1.0, delta=1e-5, schedule="uniform", schedule_param=0.5,
-                  noise_norm=False, planned_steps=None, sample_rate=None):
-    lr = as_hyper("lr", lr, nonneg=True)
-    priv, info = _build(clip, epsilon, delta, schedule=schedule, schedule_param=schedule_param,
-                                  noise_norm=noise_norm, planned_steps=planned_steps,
-                                  sample_rate=sample_rate)
-    neg = -lr if isinstance(lr, float) else _ro(-np.asarray(lr))
-    probes = {
-        "rho_spent": lambda state, params, ctx: state[0].rho_spent,
-        "steps_taken": lambda state, params, ctx: state[0].steps_taken.astype(float),
-        "sigma": lambda state, params, ctx: state[0].sigma,
-    }
-    if noise_norm:
-        probes["noisy_norm_sq"] = lambda state, params, ctx: state[0].noisy_norm_sq
-    return {
-        "transform": chain(priv, scale(neg)),
-        "private": True,
-        "probes": probes,
-        "ledger": _make_ledger(info, schedule, noise_norm),
-        "note": "budget-constrained DP-SGD under (rho, a)-ctCDP (seed 003); replace-one adjacency",
-    }
-
-
-def _ro(a):
-    a = np.array(a, dtype=float)
-    a.setflags(write=False)
-    return a
+    priv = ctcdp_privatizer(clip, epsilon, delta, schedule=schedule, schedule_param=schedule_param,
+                            noise_norm=noise_norm, planned_steps=planned_steps, sample_rate=sample_rate)
+    fields = ("rho_spent", "steps_taken", "sigma") + (("noisy_norm_sq",) if noise_norm else ())
+    return optimizer(named_chain(("privatizer", priv), learning_rate(lr)),
+                     probes={f: _probe(f) for f in fields},
+                     note="budget-constrained DP-SGD under (rho, a)-ctCDP ([L2P]); replace-one adjacency")

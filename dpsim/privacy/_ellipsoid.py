@@ -47,7 +47,7 @@ import math
 import numba
 import numpy as np
 
-from .backend import array_namespace, to_numpy
+from ..backend import array_namespace, to_numpy
 
 __all__ = ["project_ellipsoid", "MAX_ITER"]
 

@@ -5,65 +5,62 @@ A transform is a pair of pure functions::
     init(params)                        -> state          # params: (R, d)
     update(grads, state, params, ctx)   -> (updates, state)
 
-over explicit ``NamedTuple`` states, plus a *declaration* of the privacy it spends
-(:class:`Release` entries).  ``chain(t1, t2, ...)`` feeds the updates of one transform into the next
-and concatenates the declarations, so the accountant never inspects the code that follows a
-privatizer.
+over explicit ``NamedTuple`` states, plus the *privacy events* it declares
+(:mod:`dpsim.privacy.events`).  :func:`chain` and :func:`named_chain` feed the updates of one
+transform into the next and collect the declarations, so the accountant never inspects the code
+that follows a privatizer.
 
 The first transform of every optimizer consumes a :class:`Batch` — the per-example gradient oracle of
-the current step — and emits an ``(R, d)`` array: either :func:`mean_gradient` (non-private) or a
-privatizer from :mod:`dpsim.privacy`.  All later transforms see ``(R, d)`` arrays.  The engine adds
-the final updates to the parameters (``w ← proj_X(w + u)``), so the last transform of an optimizer
-is typically ``scale(-lr)``.
+the current step — and emits an ``(R, d)`` array: either :func:`mean_gradient` (non-private: it
+declares :class:`~dpsim.privacy.events.NonPrivate`) or a privatizer from
+:mod:`dpsim.privacy.privatizers`.  All later transforms see ``(R, d)`` arrays.  The engine adds the
+final updates to the parameters (``w ← proj_X(w + u)``), so the last piece of an optimizer is the
+learning rate, ``("lr", scale(-lr))``.
 
-Hyperparameters may be Python scalars or one value per trial; :meth:`StepContext.hp` turns them into
-a scalar or an ``(R, 1)`` backend column that broadcasts against ``(R, d)`` state.
+Named state: :func:`named_chain` keeps its state as a dict keyed by piece name; read a piece's state
+with ``state["preconditioner"]`` or, from anywhere in nested combinator states, with
+:func:`lookup`.  A transform with a named state lists its names in ``names``; :func:`named_chain`
+splices such a transform in (its names join the chain's), so combinators compose without nesting.
+
+Hyperparameters may be Python scalars or one value per trial (validated by
+:func:`dpsim._validate.hyper`); :meth:`StepContext.hp` turns them into a scalar or an ``(R, 1)``
+backend column that broadcasts against ``(R, d)`` state.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple
 
-import numpy as np
+from ..privacy.events import NonPrivate, at
 
 __all__ = [
-    "Release",
     "GradientTransformation",
     "StepContext",
     "Batch",
     "chain",
+    "named_chain",
+    "lookup",
+    "replace_piece",
     "mean_gradient",
     "scale",
     "trace",
     "EmptyState",
     "TraceState",
-    "as_hyper",
 ]
 
 
-class Release(NamedTuple):
-    """One Gaussian release per active step, declared by a privatizer.
+class GradientTransformation(NamedTuple):
+    """``init(params) -> state``; ``update(grads, state, params, ctx) -> (updates, state)``.
 
-    noise_multiplier : σ — noise std divided by the release's ℓ2 sensitivity; a float or a
-        per-trial tuple of floats.
-    when : ``None`` (every step) or a function ``T -> bool array (T,)`` marking the steps
-        (1-based step ``t`` at index ``t-1``) on which the release happens.
-    mf : ``None`` for i.i.d. noise (a subsampled Gaussian per step), or the correlated-noise name;
-        then the whole sequence of this release is one Gaussian mechanism with noise multiplier
-        ``σ·sens(M)/worst_sens(M)`` (:meth:`dpsim.mf.NoiseStream.equivalent_noise_multiplier`),
-        composed without amplification by sampling.
+    ``privacy``: the privacy events (:mod:`dpsim.privacy.events`) the transform declares, located in
+    its state by their ``path``.  ``names``: for a transform whose state is a dict of named pieces,
+    those names (empty otherwise).
     """
 
-    noise_multiplier: Any
-    when: Callable[[int], np.ndarray] | None = None
-    mf: str | None = None  # correlated noise (DP-MF strategy name): accounted without amplification
-
-
-class GradientTransformation(NamedTuple):
     init: Callable
     update: Callable
-    releases: tuple = ()  # tuple[Release, ...]
+    privacy: tuple = ()
+    names: tuple = ()
 
 
 class EmptyState(NamedTuple):
@@ -72,37 +69,6 @@ class EmptyState(NamedTuple):
 
 class TraceState(NamedTuple):
     trace: Any  # (R, d) momentum buffer b_t
-
-
-def as_hyper(name: str, value, *, positive=False, nonneg=False, allow_inf=False):
-    """Validate a hyperparameter: a finite scalar, or a 1-D sequence with one value per trial.
-
-    Returns a Python float or a read-only float64 NumPy array.
-    """
-    arr = np.asarray(value, dtype=float) if not isinstance(value, (int, float)) else None
-    if arr is None:
-        v = float(value)
-        vals = np.array([v])
-    else:
-        if arr.ndim == 0:
-            v = float(arr)
-            vals = arr.reshape(1)
-            arr = None
-        elif arr.ndim == 1 and arr.size > 0:
-            vals = arr
-        else:
-            raise ValueError(f"{name} must be a scalar or a 1-D sequence (one per trial), got {value!r}")
-    if np.any(np.isnan(vals)) or (not allow_inf and np.any(np.isinf(vals))):
-        raise ValueError(f"{name} must be finite, got {name}={value!r}")
-    if positive and np.any(vals <= 0):
-        raise ValueError(f"{name} must be positive, got {name}={value!r}")
-    if nonneg and np.any(vals < 0):
-        raise ValueError(f"{name} must be non-negative, got {name}={value!r}")
-    if arr is None:
-        return v
-    arr = arr.copy()
-    arr.setflags(write=False)
-    return arr
 
 
 class StepContext:
@@ -157,26 +123,39 @@ class Batch:
     ``idx`` (R, b_max) example indices, ``mask`` (R, b_max) validity (``None``: all valid; Poisson
     batches have varying sizes and are padded), ``batch_size`` the nominal b that every average
     divides by (also under Poisson sampling — an unbiased estimate of the mean gradient).
+    ``scale`` (``None`` or ``(R, d)``): a coordinate-wise preconditioner applied to every
+    per-example gradient before clipping (:meth:`scaled`; scale-then-privatize).
     """
 
-    def __init__(self, problem, params, idx, mask, batch_size: int, public_idx=None):
+    def __init__(self, problem, params, idx, mask, batch_size: int, public_idx=None, scale=None):
         self.problem = problem
         self.params = params
         self.idx = idx
         self.mask = mask
         self.batch_size = batch_size
         self.public_idx = public_idx  # (m,) indices of the public split, or None
-        self.norms = None  # (R, b_max) per-example norms of the last clipped_sum call
+        self.scale = scale
+
+    def scaled(self, s) -> "Batch":
+        """The same batch with every per-example gradient multiplied by ``s`` ((R, d))."""
+        if self.scale is not None:
+            raise ValueError("this batch is already scaled")
+        return Batch(self.problem, self.params, self.idx, self.mask, self.batch_size,
+                     self.public_idx, scale=s)
 
     def clipped_sum(self, clip=None, scale=None):
-        """``Σ_i clip(s ⊙ g_i, C)`` over the batch, shape (R, d); ``clip=None``: plain sum."""
-        total, self.norms = self.problem.clipped_grad_sum(
-            self.params, self.idx, clip, mask=self.mask, scale=scale
-        )
+        """``Σ_i clip(s ⊙ g_i, C)`` over the batch, shape (R, d); ``clip=None``: plain sum.
+        ``s`` is ``scale`` if given, else the batch's own :attr:`scale` (one of the two)."""
+        if scale is not None and self.scale is not None:
+            raise ValueError("this batch is already scaled")
+        total, _ = self.problem.clipped_grad_sum(self.params, self.idx, clip, mask=self.mask,
+                                                 scale=self.scale if scale is None else scale)
         return total
 
     def per_example(self):
         """Materialized per-example gradients (R, b_max, d), zero in padded slots."""
+        if self.scale is not None:
+            raise ValueError("per_example() of a scaled batch is not supported")
         g = self.problem.per_example_grads(self.params, self.idx)
         if self.mask is not None:
             xp = _xp_of(g)
@@ -186,8 +165,9 @@ class Batch:
     def public_per_example(self):
         """Per-example gradients on the whole public split at the current parameters (R, m, d).
 
-        Only for optimizers that declare ``public_fraction`` (the engine then carves the public
-        split out of the training data and never samples it for the private batches)."""
+        Only for optimizers built with ``Optimizer.public_fraction > 0`` (the engine then carves
+        the public split out of the training data and never samples it for the private
+        batches)."""
         if self.public_idx is None:
             raise ValueError("this optimizer needs public data: give it public_fraction > 0")
         xp = _xp_of(self.params)
@@ -202,13 +182,13 @@ class Batch:
 
 
 def _xp_of(a):
-    from .backend import array_namespace
+    from ..backend import array_namespace
 
     return array_namespace(a)
 
 
 def chain(*transforms: GradientTransformation) -> GradientTransformation:
-    """Compose transforms left to right; states are a tuple, declarations are concatenated."""
+    """Compose transforms left to right; the state is a tuple, the declarations are collected."""
 
     def init(params):
         return tuple(t.init(params) for t in transforms)
@@ -220,12 +200,95 @@ def chain(*transforms: GradientTransformation) -> GradientTransformation:
             new_state.append(s)
         return grads, tuple(new_state)
 
-    releases = tuple(r for t in transforms for r in t.releases)
-    return GradientTransformation(init, update, releases)
+    privacy = tuple(at(e, i) for i, t in enumerate(transforms) for e in t.privacy)
+    return GradientTransformation(init, update, privacy)
+
+
+def named_chain(*pieces) -> GradientTransformation:
+    """Compose named pieces left to right; the state is a dict ``{name: piece state}``.
+
+    Each piece is ``(name, transform)``, or a transform with a named state (``transform.names``,
+    e.g. :func:`~dpsim.transforms.combinators.scale_then_privatize`), whose names are spliced into
+    the chain's.  Names must be unique.
+    """
+    steps = []  # (name or None, transform, names it owns)
+    names: list[str] = []
+    for p in pieces:
+        if isinstance(p, GradientTransformation):
+            if not p.names:
+                raise ValueError("named_chain takes (name, transform) pairs or transforms with a named "
+                                 "state; give this piece a name")
+            steps.append((None, p, p.names))
+            names.extend(p.names)
+        else:
+            name, tx = p
+            if not isinstance(name, str) or not isinstance(tx, GradientTransformation):
+                raise ValueError(f"named_chain piece must be (name, transform), got {p!r}")
+            steps.append((name, tx, (name,)))
+            names.append(name)
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"named_chain has duplicate piece names {dup}")
+
+    def init(params):
+        state = {}
+        for name, tx, _ in steps:
+            if name is None:
+                state.update(tx.init(params))
+            else:
+                state[name] = tx.init(params)
+        return state
+
+    def update(grads, state, params, ctx):
+        new = dict(state)
+        for name, tx, own in steps:
+            if name is None:
+                grads, sub = tx.update(grads, {k: new[k] for k in own}, params, ctx)
+                new.update(sub)
+            else:
+                grads, new[name] = tx.update(grads, new[name], params, ctx)
+        return grads, new
+
+    privacy = tuple(e if name is None else at(e, name) for name, tx, _ in steps for e in tx.privacy)
+    return GradientTransformation(init, update, privacy, tuple(names))
+
+
+def _children(state):
+    if isinstance(state, dict):
+        return list(state.values())
+    if isinstance(state, tuple) and not hasattr(state, "_fields"):
+        return list(state)
+    return []
+
+
+def lookup(state, name: str):
+    """The state of the piece called ``name``, searched depth-first through named and plain chain
+    states (and the named states of combinators).  ``KeyError`` naming the pieces found when no
+    piece has that name."""
+    stack = [state]
+    seen: list[str] = []
+    while stack:
+        s = stack.pop(0)
+        if isinstance(s, dict):
+            if name in s:
+                return s[name]
+            seen.extend(s)
+        stack[0:0] = _children(s)
+    raise KeyError(f"no piece named {name!r} in this state; named pieces: {', '.join(seen) or 'none'}")
+
+
+def replace_piece(state: dict, name: str, piece_state) -> dict:
+    """A copy of a named state with piece ``name`` replaced (top level only)."""
+    if name not in state:
+        raise KeyError(f"no piece named {name!r}; pieces: {', '.join(state)}")
+    out = dict(state)
+    out[name] = piece_state
+    return out
 
 
 def mean_gradient() -> GradientTransformation:
-    """Non-private gradient estimate: ``g = (1/b) Σ_{i∈B} ∇f(x_i; w)``."""
+    """Non-private gradient estimate: ``g = (1/b) Σ_{i∈B} ∇f(x_i; w)``.  Declares
+    :class:`~dpsim.privacy.events.NonPrivate`."""
 
     def init(params):
         return EmptyState()
@@ -233,7 +296,8 @@ def mean_gradient() -> GradientTransformation:
     def update(batch, state, params, ctx):
         return batch.mean(), state
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(init, update, (NonPrivate("no privatizer: the minibatch mean "
+                                                            "gradient is used as is"),))
 
 
 def scale(factor) -> GradientTransformation:
@@ -249,7 +313,7 @@ def scale(factor) -> GradientTransformation:
 
 
 def trace(beta) -> GradientTransformation:
-    """Heavy-ball momentum buffer (seed 004 §3): ``b_t = β b_{t−1} + g_t``, emits ``b_t``."""
+    """Heavy-ball momentum buffer ([ADAMBC] §3): ``b_t = β b_{t−1} + g_t``, emits ``b_t``."""
 
     def init(params):
         return TraceState(trace=params * 0.0)
@@ -259,14 +323,3 @@ def trace(beta) -> GradientTransformation:
         return b, TraceState(trace=b)
 
     return GradientTransformation(init, update)
-
-
-def is_finite_scalar(x) -> bool:
-    return isinstance(x, float) and math.isfinite(x)
-
-
-def per_trial_values(value, trials: int) -> Sequence[float]:
-    """Expand a validated hyperparameter to a list of R floats."""
-    if isinstance(value, float):
-        return [value] * trials
-    return [float(v) for v in value]

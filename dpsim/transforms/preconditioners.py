@@ -1,35 +1,42 @@
-"""Adaptive preconditioning transforms: AdaGrad, RMSProp, Yogi, Adam and its DP corrections.
+"""Adaptive preconditioning: each moment recursion once, and the pieces built from it.
 
-All rules are coordinate-wise (ALGORITHMS §1):
+Recursions (coordinate-wise; ALGORITHMS §1), written once in this module:
 
-* AdaGrad:  ``v ← v + g²``,                              ``u = g / (√v + ε_a)``
-* RMSProp:  ``v ← β v + (1−β) g²``,                      ``u = g / (√v + ε_a)``
-* Yogi:     ``v ← v − (1−β) sign(v − g²) g²``  (Zaheer et al. 2018; seed 000 App. D prints a
-  garbled form, the standard rule is used), ``u = g / (√v + ε_a)``
-* Adam:     ``m ← β1 m + (1−β1) g``, ``v ← β2 v + (1−β2) g²``, ``m̂ = m/(1−β1^t)``,
-  ``v̂ = v/(1−β2^t)``, ``u = m̂ / (√v̂ + ε_a)``
+* EMA (RMSProp's second moment, both of Adam's moments): ``x ← β x + (1−β) y``  (:func:`ema`)
+* AdaGrad:  ``v ← v + g²``
+* Yogi:     ``v ← v − (1−β) sign(v − g²) g²``  (Zaheer et al. 2018; [DP2] App. D prints a garbled
+  form, the standard rule is used)
 
-Bias corrections of the second moment for DP noise (``Φ = (σC/b)²``, seed 004 Eq. 2):
+A :class:`Preconditioner` bundles a recursion with the denominator it gives (``√max(v, 0) + ε_a``;
+PAGAN's ``max(√v, ε)``) and the statistic it is fed (``g²``, or ``||g||²`` for PASAN's step size).
+Pieces:
 
-* DP-AdamBC (seed 004 Alg. 1, Eq. 4): ``u = m̂ / √max(v̂ − Φ, γ')`` — no additive ε_a.
-* Corrected DP-Adam (seed 002 Alg. 7, reconstructed): ``v_t − (1−β2^t)Φ`` before Adam's own
-  correction, positive part, then ``√· + ε_a``; equivalently ``u = m̂ / (√max(v̂ − Φ, 0) + ε_a)``.
+* :func:`precondition` ``(P)``: post-processing ``v ← P(v, g²)``, emit ``g / D(v)``;
+  ``delayed=True`` only divides by ``D(v)`` (the moment is fed elsewhere: DP²'s refresh).
+* :func:`scale_by_adam`: ``m ← ema(m, g, β1)``, ``v ← ema(v, g², β2)``, ``m̂ = m/(1−β1^t)``,
+  ``v̂ = v/(1−β2^t)``, ``u = m̂ / (√v̂ + ε_a)``; with the DP bias corrections (``Φ = (σC/b)²``,
+  [ADAMBC] Eq. 2): DP-AdamBC ([ADAMBC] Alg. 1, Eq. 4) ``m̂ / √max(v̂ − Φ, γ')`` (``floor=γ',
+  eps=0``); corrected DP-Adam ([DESIGN] Alg. 7, reconstructed) ``m̂ / (√max(v̂ − Φ, 0) + ε_a)``.
+  :func:`adam_v_hat` reads the bias-corrected ``v̂`` from its state.
+* DP²'s delayed preconditioner ([DP2] Alg. 1): :class:`DelayedState` ``(v, G)`` shared by
+  :func:`accumulate` (``G ← G + g``), :func:`apply_delayed` (``g / D(v)``) and :func:`refresh`
+  (``v ← P(v, (G/s)² [− σ²C²/(s b²)])``, ``G ← 0``).
 
-Both are one transform, :func:`scale_by_adam` with ``phi`` and ``floor``.
-
-A transform may receive :class:`MomentInputs` instead of a plain array: then the first moment is
-fed with ``.g`` and the second moment with ``.sq`` (a separately released or noiseless square
-statistic — independent moment estimation and the noiseless-preconditioner oracles of seed 002).
+A piece may receive :class:`MomentInputs` instead of a plain array: then the first moment / step
+direction is ``.g`` and the second moment is fed ``.sq`` (a separately released or noiseless square
+statistic — independent moment estimation and the noiseless-preconditioner oracles of [DESIGN]).
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
-from .transforms import GradientTransformation
+from .._validate import hyper
+from .base import GradientTransformation
 
-__all__ = ["MomentInputs", "second_moment_update", "scale_by_precondition", "scale_by_adam",
-           "PreconditionState", "AdamState", "RULES"]
+__all__ = ["MomentInputs", "ema", "Preconditioner", "adagrad", "rmsprop", "yogi", "by_rule", "RULES",
+           "PreconditionState", "precondition", "scale_by_precondition", "AdamState", "scale_by_adam",
+           "adam_v_hat", "DelayedState", "accumulate", "apply_delayed", "refresh"]
 
 RULES = ("adagrad", "rmsprop", "yogi")
 
@@ -45,38 +52,121 @@ def _split(u):
     return u, u * u
 
 
-def second_moment_update(rule: str, v, sq, beta, xp):
-    """One step of the second-moment recursion ``rule`` with input ``sq`` (≈ g²)."""
+def ema(x, y, beta):
+    """Exponential moving average ``β x + (1−β) y`` (RMSProp's v, Adam's m and v)."""
+    return x * beta + y * (1.0 - beta)
+
+
+class Preconditioner(NamedTuple):
+    """A second-moment recursion and the denominator it gives.
+
+    ``init(params) -> v``; ``square(g, xp) -> statistic`` (``g²``, or ``||g||²`` per row);
+    ``accumulate(v, sq, ctx) -> v``; ``denominator(v, ctx) -> D``.
+    """
+
+    init: Callable
+    square: Callable
+    accumulate: Callable
+    denominator: Callable
+
+
+def _zeros(params):
+    return params * 0.0
+
+
+def _coordinate_square(g, xp):
+    return g * g
+
+
+def _norm_square(g, xp):
+    return xp.sum(g * g, axis=1, keepdims=True)
+
+
+def _add_eps(eps):
+    def denominator(v, ctx):
+        return ctx.xp.sqrt(ctx.xp.maximum(v, 0.0)) + ctx.hp(eps)
+
+    return denominator
+
+
+def adagrad(eps=1e-8, *, guard="add", per="coordinate") -> Preconditioner:
+    """AdaGrad ``v ← v + g²``.  ``guard="add"``: ``D = √max(v, 0) + ε``; ``guard="max"``:
+    ``D = max(√v, ε)`` (PAGAN, [PAGAN] Alg. 2).  ``per="norm"``: one accumulator per trial fed
+    ``||g||²`` (PASAN's step size, [PAGAN] Alg. 1)."""
+    if guard == "add":
+        eps = hyper("eps", eps, "[0, inf)")
+        den = _add_eps(eps)
+    elif guard == "max":
+        eps = hyper("eps", eps, "(0, inf)")
+
+        def den(v, ctx):
+            return ctx.xp.maximum(ctx.xp.sqrt(v), ctx.hp(eps))
+    else:
+        raise ValueError(f"guard must be 'add' or 'max', got guard={guard!r}")
+    if per == "coordinate":
+        init, square = _zeros, _coordinate_square
+    elif per == "norm":
+        init, square = (lambda params: params[:, :1] * 0.0), _norm_square
+    else:
+        raise ValueError(f"per must be 'coordinate' or 'norm', got per={per!r}")
+    return Preconditioner(init, square, lambda v, sq, ctx: v + sq, den)
+
+
+def rmsprop(beta=0.9, eps=1e-8) -> Preconditioner:
+    """RMSProp ``v ← β v + (1−β) g²``, ``D = √max(v, 0) + ε``."""
+    beta = hyper("beta", beta, "[0, 1)")
+    eps = hyper("eps", eps, "[0, inf)")
+    return Preconditioner(_zeros, _coordinate_square, lambda v, sq, ctx: ema(v, sq, ctx.hp(beta)),
+                          _add_eps(eps))
+
+
+def yogi(beta=0.9, eps=1e-8) -> Preconditioner:
+    """Yogi ``v ← v − (1−β) sign(v − g²) g²``, ``D = √max(v, 0) + ε``."""
+    beta = hyper("beta", beta, "[0, 1)")
+    eps = hyper("eps", eps, "[0, inf)")
+
+    def accumulate(v, sq, ctx):
+        return v - (1.0 - ctx.hp(beta)) * ctx.xp.sign(v - sq) * sq
+
+    return Preconditioner(_zeros, _coordinate_square, accumulate, _add_eps(eps))
+
+
+def by_rule(rule: str, beta=0.9, eps=1e-8) -> Preconditioner:
+    """The preconditioner named ``rule`` (``adagrad`` ignores ``beta``)."""
     if rule == "adagrad":
-        return v + sq
+        return adagrad(eps)
     if rule == "rmsprop":
-        return v * beta + sq * (1.0 - beta)
+        return rmsprop(beta, eps)
     if rule == "yogi":
-        return v - (1.0 - beta) * xp.sign(v - sq) * sq
+        return yogi(beta, eps)
     raise ValueError(f"unknown second-moment rule {rule!r}; expected one of {', '.join(RULES)}")
 
 
 class PreconditionState(NamedTuple):
-    v: Any  # (R, d) second-moment accumulator
+    v: Any  # (R, d) second-moment accumulator ((R, 1) for a per-norm accumulator)
+
+
+def precondition(P: Preconditioner) -> GradientTransformation:
+    """Post-processing preconditioning: ``v ← P(v, square(g))`` (or ``.sq`` of
+    :class:`MomentInputs`), emit ``g / D(v)``."""
+
+    def init(params):
+        return PreconditionState(v=P.init(params))
+
+    def update(u, state, params, ctx):
+        if isinstance(u, MomentInputs):
+            g, sq = u
+        else:
+            g, sq = u, P.square(u, ctx.xp)
+        v = P.accumulate(state.v, sq, ctx)
+        return g / P.denominator(v, ctx), PreconditionState(v=v)
+
+    return GradientTransformation(init, update)
 
 
 def scale_by_precondition(rule: str, beta=0.9, eps=1e-8) -> GradientTransformation:
-    """AdaGrad / RMSProp / Yogi preconditioning: update ``v`` with ``g²`` (or ``.sq``), emit
-    ``g / (√max(v, 0) + ε_a)`` (the positive part only matters for noisy ``.sq`` inputs)."""
-    if rule not in RULES:
-        raise ValueError(f"unknown second-moment rule {rule!r}; expected one of {', '.join(RULES)}")
-
-    def init(params):
-        return PreconditionState(v=params * 0.0)
-
-    def update(u, state, params, ctx):
-        xp = ctx.xp
-        g, sq = _split(u)
-        v = second_moment_update(rule, state.v, sq, ctx.hp(beta), xp)
-        vpos = v if not isinstance(u, MomentInputs) else xp.maximum(v, 0.0)
-        return g / (xp.sqrt(vpos) + ctx.hp(eps)), PreconditionState(v=v)
-
-    return GradientTransformation(init, update)
+    """AdaGrad / RMSProp / Yogi preconditioning (:func:`precondition` of :func:`by_rule`)."""
+    return precondition(by_rule(rule, beta, eps))
 
 
 class AdamState(NamedTuple):
@@ -85,15 +175,25 @@ class AdamState(NamedTuple):
     count: int  # number of updates so far (t)
 
 
+def adam_v_hat(adam_state: AdamState, beta2):
+    """Bias-corrected second moment ``v̂ = v / (1 − β2^count)`` of an :class:`AdamState`
+    (``beta2`` a float or a per-trial column, e.g. ``ctx.hp(beta2)``)."""
+    return adam_state.v / (1.0 - beta2 ** adam_state.count)
+
+
 def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> GradientTransformation:
     """Adam with optional subtraction of the DP noise variance from the bias-corrected ``v̂``.
 
     ``phi=None``: plain Adam ``m̂/(√v̂ + ε)``.  ``phi`` given (scalar, per trial, or a function
     of the step context, e.g. ``Φ = (σC/b)²`` needs the batch size):
     ``m̂ / (√max(v̂ − Φ, floor) + ε)``; DP-AdamBC is ``floor=γ', eps=0``, the corrected DP-Adam of
-    seed 002 is ``floor=0``.  With ``MomentInputs`` the positive part ``max(v̂, 0)`` is taken
+    [DESIGN] is ``floor=0``.  With ``MomentInputs`` the positive part ``max(v̂, 0)`` is taken
     before the square root (a noisy second-moment statistic can drive ``v`` negative).
+    ``beta1``, ``beta2`` in [0, 1); ``eps`` ≥ 0.
     """
+    beta1 = hyper("beta1", beta1, "[0, 1)")
+    beta2 = hyper("beta2", beta2, "[0, 1)")
+    eps = hyper("eps", eps, "[0, inf)")
 
     def init(params):
         z = params * 0.0
@@ -104,10 +204,10 @@ def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> 
         g, sq = _split(u)
         b1, b2 = ctx.hp(beta1), ctx.hp(beta2)
         t = state.count + 1
-        m = state.m * b1 + g * (1.0 - b1)
-        v = state.v * b2 + sq * (1.0 - b2)
+        m = ema(state.m, g, b1)
+        v = ema(state.v, sq, b2)
         m_hat = m / (1.0 - b1 ** t)
-        v_hat = v / (1.0 - b2 ** t)
+        v_hat = adam_v_hat(AdamState(m, v, t), b2)
         if phi is not None:
             ph = phi(ctx) if callable(phi) else ctx.hp(phi)
             v_hat = xp.maximum(v_hat - ph, ctx.hp(floor if floor is not None else 0.0))
@@ -118,3 +218,52 @@ def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> 
         return m_hat / denom, AdamState(m=m, v=v, count=t)
 
     return GradientTransformation(init, update)
+
+
+# ------------------------------------------------------------------------------------------------
+# DP²'s delayed preconditioner ([DP2] Alg. 1): one state, three pieces
+
+
+class DelayedState(NamedTuple):
+    v: Any  # (R, d) delayed second moment (changes only at a refresh)
+    G: Any  # (R, d) sum of the statistics accumulated since the last refresh
+
+
+def _delayed_init(params):
+    z = params * 0.0
+    return DelayedState(v=z, G=z * 1.0)
+
+
+def accumulate(then_refresh: Callable | None = None) -> GradientTransformation:
+    """Emit ``g`` unchanged and add it to ``G``; ``then_refresh`` (a :func:`refresh`) runs right
+    after, in the same step."""
+
+    def update(u, state, params, ctx):
+        state = DelayedState(state.v, state.G + u)
+        if then_refresh is not None:
+            state = then_refresh(state, ctx)
+        return u, state
+
+    return GradientTransformation(_delayed_init, update)
+
+
+def apply_delayed(P: Preconditioner) -> GradientTransformation:
+    """Emit ``g / D(v)`` with the delayed ``v`` (no moment update)."""
+
+    def update(u, state, params, ctx):
+        return u / P.denominator(state.v, ctx), state
+
+    return GradientTransformation(_delayed_init, update)
+
+
+def refresh(P: Preconditioner, delay: int, bias=None) -> Callable:
+    """``(state, ctx) -> state``: ``v ← P(v, (G/s)² − bias/(s b²))`` with ``s = delay`` (``bias``
+    ``σ²C²``, or ``None``: no unbiasing, [DP2] §3.2), ``G ← 0``."""
+
+    def fn(state: DelayedState, ctx) -> DelayedState:
+        avg_sq = (state.G / float(delay)) ** 2
+        if bias is not None:
+            avg_sq = avg_sq - ctx.hp(bias) / (float(delay) * float(ctx.batch_size) ** 2)
+        return DelayedState(P.accumulate(state.v, avg_sq, ctx), state.G * 0.0)
+
+    return fn

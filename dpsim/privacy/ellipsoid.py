@@ -11,7 +11,7 @@ and ``A = C / B²`` diagonal.  Privacy: every ``π_A(g_i)`` lies in ``E_A``, so 
 variables ``x ↦ A^{1/2} x`` the per-example contributions lie in the unit ball (ℓ2 sensitivity 1
 under add/remove, 2 under replace-one) and the whitened noise ``b s A^{1/2} ξ`` is ``N(0, σ² I)``:
 one release of the subsampled Gaussian mechanism with noise multiplier ``σ``.  The privatizer
-declares exactly that (``Release(noise_multiplier=σ)``).  The paper writes
+declares exactly that (a Gaussian release with noise multiplier ``σ``).  The paper writes
 ``s = √log(1/δ) / (b ε)`` (its Lemma 3.1 calibration with ``T = c n²/b²``); in dpsim ``σ`` is the
 ``noise_multiplier`` hyperparameter, calibrated by :mod:`dpsim.accounting` for a target (ε, δ).
 
@@ -67,10 +67,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import transforms as T
+from .._validate import hyper
+from ..backend import to_numpy
+from ..problems import Box
+from ..transforms.base import GradientTransformation
 from ._ellipsoid import _project_flat, project_ellipsoid
-from .backend import to_numpy
-from .transforms import GradientTransformation, Release
+from .noise import NoiseSource
 
 __all__ = [
     "project_ellipsoid",
@@ -78,22 +80,14 @@ __all__ = [
     "ellipsoid_radius",
     "empirical_moment",
     "scaling_diagonal",
-    "adaptive_stepsize",
-    "diagonal_adagrad",
     "EllipsoidState",
-    "PasanState",
-    "PaganState",
-    "NOISES",
+    "OPTIMAL_EXPONENT",
 ]
 
-#: Noise mechanisms accepted by the ``noise=`` hyperparameter: i.i.d. Gaussian, or correlated
-#: DP-MF noise (``"sqrt_toeplitz"``, ``"banded:<k>"``; see :class:`dpsim.privacy.NoiseSource`): the
-#: unit noise ``u_t = sens(M)(M⁻¹Z)_t`` replaces ``ξ`` before the ``A^{-1/2}`` scaling.
-NOISES = ("gaussian", "sqrt_toeplitz", "banded:<k>")
-
-_ALGORITHMS = ("pasan", "pagan")
-#: Exponent κ of the "optimal" scaling ``C_jj ∝ σ_j^{-κ}`` (seed 001 §3.1–3.2, Theorem 3).
+ALGORITHMS = ("pasan", "pagan")
+#: Exponent κ of the "optimal" scaling ``C_jj ∝ σ_j^{-κ}`` ([PAGAN] §3.1–3.2, Theorem 3).
 OPTIMAL_EXPONENT = {"pasan": 1.0, "pagan": 4.0 / 3.0}
+
 
 
 # ------------------------------------------------------------------------------------------------
@@ -126,8 +120,8 @@ def scaling_diagonal(sigma, algorithm):
 
     ``sigma``: positive ``(d,)`` or ``(R, d)``; returns the same shape.
     """
-    if algorithm not in _ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got algorithm={algorithm!r}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got algorithm={algorithm!r}")
     s = _positive_array("sigma", sigma)
     kappa = OPTIMAL_EXPONENT[algorithm]
     return (s / s.max(axis=-1, keepdims=True)) ** (-kappa)
@@ -205,8 +199,8 @@ def ellipsoid_radius(C_diag, grads, *, n, noise_multiplier=None, epsilon=None, d
 
     Returns a float, or an ``(M,)`` array when ``C_diag`` is 2-D or σ is per-trial.
     """
-    if algorithm not in _ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got algorithm={algorithm!r}")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got algorithm={algorithm!r}")
     if domain not in ("box", "ball"):
         raise ValueError(f"domain must be 'box' or 'ball', got domain={domain!r}")
     C = _positive_array("C_diag", C_diag)
@@ -273,18 +267,12 @@ def ellipsoid_radius(C_diag, grads, *, n, noise_multiplier=None, epsilon=None, d
 
 
 class EllipsoidState(NamedTuple):
-    ready: bool  # A set up (at the first step: it may depend on the problem)
-    a: Any  # (M, d) host float64: diag(A) = C/B² (M = 1 shared or R); 0-rows: no projection
+    a: Any  # (M, d) host float64: diag(A) = C/B² (M = 1 shared or R; None before the first step,
+    #         which sets A up from the problem); 0-rows: no projection
     radius: Any  # (M,) host float64: B per row of `a`
     noise_std: Any  # (M, d) backend array s/√a_j = σB/(b√C_jj), or None (no noise)
     projected: Any  # (R,) host float64: fraction of this step's examples with π_A(g_i) ≠ g_i
     noise: Any = None  # noise-stream state (correlated noise)
-
-
-def _check_noise(noise):
-    from .privacy import NoiseSource
-
-    return NoiseSource(noise)  # ValueError naming a bad value
 
 
 def _check_scaling(scaling):
@@ -309,15 +297,15 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     formula, module docstring); ``scaling`` ``"identity" | "optimal" | C_diag``; ``sigma_hat``
     coordinate scales for ``"optimal"`` (default: ``problem.scales``); ``algorithm`` ``"pasan"`` or
     ``"pagan"`` selects the optimal exponent and the radius formula, and for ``"pagan"`` checks that
-    the domain is a box (or absent).  Declares ``Release(noise_multiplier=σ)``.  A and the noise
+    the domain is a box (or absent).  Declares a release with noise multiplier σ.  A and the noise
     scale are fixed at the first step (``A_k = A`` for all k).
     """
-    src = _check_noise(noise)
-    if algorithm not in _ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got algorithm={algorithm!r}")
-    sigma = T.as_hyper("noise_multiplier", noise_multiplier, nonneg=True)
+    src = NoiseSource(noise)  # ValueError naming a bad value
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got algorithm={algorithm!r}")
+    sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
     if radius is not None:
-        radius = T.as_hyper("radius", radius, positive=True, allow_inf=True)
+        radius = hyper("radius", radius, "(0, inf]")
         if np.ndim(radius) and np.ndim(sigma) and np.shape(radius) != np.shape(sigma):
             raise ValueError(f"radius has {np.size(radius)} values but noise_multiplier has "
                              f"{np.size(sigma)}; per-trial hyperparameters need one value per trial")
@@ -333,7 +321,7 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     noiseless = isinstance(sigma, float) and sigma == 0.0
 
     def init(params):
-        return EllipsoidState(ready=False, a=None, radius=None, noise_std=None,
+        return EllipsoidState(a=None, radius=None, noise_std=None,
                               projected=np.zeros(params.shape[0]))
 
     def setup(batch, params, ctx):
@@ -369,10 +357,10 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
             if np.all(std_h == std_h[:1]):
                 std_h = std_h[:1]
             std = ctx.backend.asarray(np.ascontiguousarray(std_h))
-        return EllipsoidState(ready=True, a=a, radius=B, noise_std=std, projected=None)
+        return EllipsoidState(a=a, radius=B, noise_std=std, projected=None)
 
     def update(batch, state, params, ctx):
-        if not state.ready:
+        if state.a is None:
             state = setup(batch, params, ctx)
         xp = ctx.xp
         g = batch.per_example()  # (R, b_max, d), zero in padded slots
@@ -397,18 +385,11 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
             out = out + z * state.noise_std
         return out, state._replace(projected=frac, noise=ns)
 
-    releases = (src.release(sigma),)
-    return GradientTransformation(init, update, releases)
-
-
-def _host_problem(problem):
-    return getattr(problem, "_host", problem)
+    return GradientTransformation(init, update, (src.event(sigma),))
 
 
 def _is_box(problem) -> bool:
-    from .problems import _BoxDomain  # noqa: PLC0415
-
-    return isinstance(problem, _BoxDomain)
+    return isinstance(problem.domain, Box)
 
 
 def _check_pagan_domain(problem):
@@ -427,7 +408,7 @@ def _scaling_rows(scaling, sigma_hat, problem, algorithm, R, d):
         if sigma_hat is not None:
             s, what = sigma_hat, "sigma_hat"
         else:
-            s = getattr(_host_problem(problem), "scales", None)
+            s = problem.scales
             what = "problem.scales"
             if s is None:
                 raise ValueError(
@@ -446,17 +427,13 @@ def _scaling_rows(scaling, sigma_hat, problem, algorithm, R, d):
 
 def _auto_radius(problem, C, sigma, n, algorithm, R):
     """Theorem 1/2 radius from the problem (module docstring); ``(M,)``."""
-    host = _host_problem(problem)
-    from .problems import _GLMProblem  # noqa: PLC0415
-
-    lipschitz_link = (isinstance(host, _GLMProblem) and host.kind in ("absolute", "linear", "logistic")
-                      and host.reg == 0.0)
-    if not lipschitz_link:
+    rows = problem.lipschitz_rows()  # (n, d) host, or None
+    if rows is None:
         raise ValueError(
             f"radius=None uses the Theorem 1/2 formula, which needs the per-example Lipschitz "
             f"constants G(z; C); dpsim knows them only for unregularized GLMs with a 1-Lipschitz "
             f"link, not for problem {problem.name!r}: pass radius=B")
-    if not (host.has_domain and _is_box(host)):
+    if not _is_box(problem):
         raise ValueError(
             f"radius=None uses the Theorem 1/2 formula, which needs a bounded (box) domain; "
             f"problem {problem.name!r} has none: pass radius=B")
@@ -464,92 +441,12 @@ def _auto_radius(problem, C, sigma, n, algorithm, R):
     if C.shape[0] == 1 and sig.size > 1 and np.all(sig == sig[0]):
         sig = sig[:1]
     if C.shape[0] == 1 and sig.size == 1:
-        B = ellipsoid_radius(C[0], host.X, n=n, noise_multiplier=float(sig[0]),
-                             algorithm=algorithm, domain="box", domain_radius=host.radius)
+        B = ellipsoid_radius(C[0], rows, n=n, noise_multiplier=float(sig[0]),
+                             algorithm=algorithm, domain="box", domain_radius=problem.domain.radius)
         return np.array([B])
     Cb = np.broadcast_to(C, (R, C.shape[1]))
-    return np.asarray(ellipsoid_radius(Cb, host.X, n=n, noise_multiplier=np.broadcast_to(sig, (R,)),
+    return np.asarray(ellipsoid_radius(Cb, rows, n=n, noise_multiplier=np.broadcast_to(sig, (R,)),
                                        algorithm=algorithm, domain="box",
-                                       domain_radius=host.radius), dtype=np.float64)
+                                       domain_radius=problem.domain.radius), dtype=np.float64)
 
 
-# ------------------------------------------------------------------------------------------------
-# Step rules
-
-
-class PasanState(NamedTuple):
-    sumsq: Any  # (R, 1) Σ_{i≤k} ||ĝ^i||²
-
-
-class PaganState(NamedTuple):
-    sumsq: Any  # (R, d) Σ_{i≤k} (ĝ^i_j)²  = (α H_k)²
-
-
-def adaptive_stepsize(lr, eps=1e-12) -> GradientTransformation:
-    """PASAN step (seed 001 Alg. 1, lines 7–8): ``u = −α ĝ / max(√(Σ_{i≤k} ||ĝ^i||²), eps)``."""
-    lr = T.as_hyper("lr", lr, nonneg=True)
-    eps = T.as_hyper("eps", eps, positive=True)
-
-    def init(params):
-        return PasanState(sumsq=params[:, :1] * 0.0)
-
-    def update(u, state, params, ctx):
-        xp = ctx.xp
-        s = state.sumsq + xp.sum(u * u, axis=1, keepdims=True)
-        den = xp.maximum(xp.sqrt(s), ctx.hp(eps))
-        return u * (-ctx.hp(lr)) / den, PasanState(sumsq=s)
-
-    return GradientTransformation(init, update)
-
-
-def diagonal_adagrad(lr, eps=1e-12) -> GradientTransformation:
-    """PAGAN step (seed 001 Alg. 2, lines 7–8), coordinate-wise:
-    ``u = −H_k⁻¹ ĝ = −α ĝ / max(√(Σ_{i≤k} (ĝ^i)²), eps)`` with ``H_k = diag(Σ ĝ^i ĝ^{iᵀ})^{1/2}/α``."""
-    lr = T.as_hyper("lr", lr, nonneg=True)
-    eps = T.as_hyper("eps", eps, positive=True)
-
-    def init(params):
-        return PaganState(sumsq=params * 0.0)
-
-    def update(u, state, params, ctx):
-        xp = ctx.xp
-        v = state.sumsq + u * u
-        den = xp.maximum(xp.sqrt(v), ctx.hp(eps))
-        return u * (-ctx.hp(lr)) / den, PaganState(sumsq=v)
-
-    return GradientTransformation(init, update)
-
-
-# ------------------------------------------------------------------------------------------------
-# Registered optimizers
-
-
-def _projected_probe(state, params, ctx):
-    return state[0].projected
-
-
-def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise):
-    priv = ellipsoid_privatizer(noise_multiplier, radius=radius, scaling=scaling,
-                                sigma_hat=sigma_hat, algorithm=algorithm, noise=noise)
-    step = adaptive_stepsize(lr, eps) if algorithm == "pasan" else diagonal_adagrad(lr, eps)
-    return {"transform": T.chain(priv, step), "private": True,
-            "probes": {"projected_fraction": _projected_probe}}
-
-
-def _register():
-    from .optimizers import register  # noqa: PLC0415  (optimizers imports this module at its end)
-
-    @register("pasan")
-    def _pasan(lr=0.1, noise_multiplier=1.0, radius=None, scaling="identity", sigma_hat=None,
-               eps=1e-12, noise="gaussian"):
-        """PASAN (seed 001 Alg. 1): ellipsoid privatizer + ``α/√(Σ||ĝ||²)`` step size."""
-        return _build("pasan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)
-
-    @register("pagan")
-    def _pagan(lr=0.1, noise_multiplier=1.0, radius=None, scaling="identity", sigma_hat=None,
-               eps=1e-12, noise="gaussian"):
-        """PAGAN (seed 001 Alg. 2): ellipsoid privatizer + diagonal AdaGrad step."""
-        return _build("pagan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)
-
-
-_register()

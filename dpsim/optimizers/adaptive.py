@@ -1,0 +1,135 @@
+"""Adaptive rules and their post-processing private versions; DP-AdamBC.
+
+Update rules (coordinate-wise; the recursions are in :mod:`dpsim.transforms.preconditioners`):
+
+* ``adagrad``: ``v ← v + g²``; ``rmsprop``: ``v ← β v + (1−β) g²``; ``yogi``:
+  ``v ← v − (1−β) sign(v − g²) g²``; all step ``w ← w − η g / (√v + ε)``.
+* ``adam``: ``m ← β1 m + (1−β1) g``, ``v ← β2 v + (1−β2) g²``, ``w ← w − η m̂ / (√v̂ + ε)`` with
+  ``m̂ = m/(1−β1^t)``, ``v̂ = v/(1−β2^t)``.
+* ``dp_adagrad``, ``dp_rmsprop``, ``dp_adam``: the same rule fed the privatized gradient
+  ``g̃ = (1/b)(Σ clip(g_i, C) + N(0, σ²C²I))`` ([DP2] §2, [DESIGN] §3.1) — post-processing.
+* ``dp_adam_bc`` ([ADAMBC] Alg. 1): ``w ← w − η m̂ / √max(v̂ − Φ, γ')``, ``Φ = (σC/b)²``.
+
+Pieces: ``"privatizer"``/``"gradient"``, ``"preconditioner"`` (``PreconditionState(v)``, or
+``AdamState(m, v, count)`` with the raw ``v``), ``"lr"``.
+
+Hyperparameter ranges: ``lr`` ∈ [0, ∞); ``beta``, ``beta1``, ``beta2`` ∈ [0, 1); ``eps`` ∈ [0, ∞);
+``gamma_prime`` ∈ (0, ∞); ``clip`` ∈ (0, ∞] (``inf`` only with σ = 0); ``noise_multiplier`` ∈
+[0, ∞); ``noise`` ``"gaussian" | "sqrt_toeplitz" | "banded:<k>"``.
+"""
+
+from __future__ import annotations
+
+from .._validate import any_inf, hyper
+from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
+from ..transforms.base import mean_gradient, named_chain
+from ..transforms.preconditioners import (adam_v_hat, adagrad as adagrad_rule, precondition,
+                                          rmsprop as rmsprop_rule, scale_by_adam, yogi as yogi_rule)
+from ._registry import Optimizer, optimizer, register
+from .baselines import learning_rate
+
+__all__ = ["adagrad", "rmsprop", "yogi", "adam", "dp_adagrad", "dp_rmsprop", "dp_adam", "dp_adam_bc",
+           "noise_variance"]
+
+
+def _gradient():
+    return ("gradient", mean_gradient())
+
+
+def _private(clip, noise_multiplier, noise):
+    return ("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise))
+
+
+@register
+def adagrad(lr=0.1, eps=1e-8) -> Optimizer:
+    """AdaGrad: ``v ← v + g²``, ``w ← w − η g / (√v + ε)``.  Not private."""
+    return optimizer(named_chain(_gradient(), ("preconditioner", precondition(adagrad_rule(eps))),
+                                 learning_rate(lr)))
+
+
+@register
+def rmsprop(lr=0.01, beta=0.9, eps=1e-8) -> Optimizer:
+    """RMSProp: ``v ← β v + (1−β) g²``, ``w ← w − η g / (√v + ε)``.  Not private."""
+    return optimizer(named_chain(_gradient(), ("preconditioner", precondition(rmsprop_rule(beta, eps))),
+                                 learning_rate(lr)))
+
+
+@register
+def yogi(lr=0.01, beta=0.9, eps=1e-8) -> Optimizer:
+    """Yogi (Zaheer et al. 2018): ``v ← v − (1−β) sign(v − g²) g²``, ``w ← w − η g / (√v + ε)``.
+    Not private."""
+    return optimizer(named_chain(_gradient(), ("preconditioner", precondition(yogi_rule(beta, eps))),
+                                 learning_rate(lr)))
+
+
+@register
+def adam(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8) -> Optimizer:
+    """Adam: ``w ← w − η m̂ / (√v̂ + ε)`` (module docstring).  Not private."""
+    return optimizer(named_chain(_gradient(), ("preconditioner", scale_by_adam(beta1, beta2, eps)),
+                                 learning_rate(lr)))
+
+
+@register
+def dp_adagrad(lr=0.1, eps=1e-8, clip=1.0, noise_multiplier=1.0, noise="gaussian") -> Optimizer:
+    """DP-AdaGrad: AdaGrad on the privatized gradient ``g̃`` (post-processing)."""
+    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
+                                 ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr)))
+
+
+@register
+def dp_rmsprop(lr=0.01, beta=0.9, eps=1e-8, clip=1.0, noise_multiplier=1.0, noise="gaussian") -> Optimizer:
+    """DP-RMSProp: RMSProp on the privatized gradient ``g̃`` (post-processing)."""
+    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
+                                 ("preconditioner", precondition(rmsprop_rule(beta, eps))),
+                                 learning_rate(lr)))
+
+
+@register
+def dp_adam(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
+            noise="gaussian") -> Optimizer:
+    """DP-Adam: Adam on the privatized gradient ``g̃`` (post-processing; [DESIGN] §3.1)."""
+    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
+                                 ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr)))
+
+
+def noise_variance(clip, noise_multiplier):
+    """``Φ = (σC/b)²`` ([ADAMBC] Eq. 2), the per-coordinate variance of the privatized gradient's
+    noise, as a function of the step context (``b`` is its batch size)."""
+    c, s = check_clip_sigma(clip, noise_multiplier)
+    if any_inf(c):  # only valid with σ = 0: no noise, Φ = 0
+        return lambda ctx: 0.0
+
+    def phi(ctx):
+        return (ctx.hp(s) * ctx.hp(c) / float(ctx.batch_size)) ** 2
+
+    return phi
+
+
+def _above_floor_probe(phi, gamma, beta2):
+    """Fraction of coordinates with ``v̂ − Φ > γ'`` (DP-AdamBC diagnostic, [ADAMBC] §4)."""
+
+    def probe(state, params, ctx):
+        xp = ctx.xp
+        adam_state = state["preconditioner"]
+        if adam_state.count == 0:
+            return xp.zeros(params.shape[0], dtype=params.dtype)
+        above = (adam_v_hat(adam_state, ctx.hp(beta2)) - phi(ctx)) > ctx.hp(gamma)
+        return xp.mean(xp.astype(above, params.dtype), axis=1)
+
+    return probe
+
+
+@register
+def dp_adam_bc(lr=0.01, beta1=0.9, beta2=0.999, gamma_prime=1e-8, clip=1.0, noise_multiplier=1.0,
+               noise="gaussian") -> Optimizer:
+    """DP-AdamBC ([ADAMBC] Alg. 1, Eq. 4): DP-Adam with the noise variance removed from the
+    second moment, ``w ← w − η m̂ / √max(v̂ − Φ, γ')`` with ``Φ = (σC/b)²`` and no additive ε.
+
+    Probe ``frac_above_floor``: fraction of coordinates with ``v̂ − Φ > γ'``."""
+    phi = noise_variance(clip, noise_multiplier)
+    gamma = hyper("gamma_prime", gamma_prime, "(0, inf)")
+    b2 = hyper("beta2", beta2, "[0, 1)")
+    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
+                                 ("preconditioner", scale_by_adam(beta1, b2, 0.0, phi=phi, floor=gamma)),
+                                 learning_rate(lr)),
+                     probes={"frac_above_floor": _above_floor_probe(phi, gamma, b2)})

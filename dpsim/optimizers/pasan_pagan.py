@@ -1,0 +1,70 @@
+"""PASAN and PAGAN ([PAGAN] Algorithms 1 and 2): ellipsoid privatizer + adaptive steps.
+
+The privatizer, its privacy argument and the Theorem 1/2 radius helpers are in
+:mod:`dpsim.privacy.ellipsoid` (re-exported here).  Update rules (``x ← proj_X(·)`` is applied by
+the engine after every step):
+
+* PASAN (Alg. 1, lines 7–8): ``α_k = α / max(√(Σ_{i≤k} ||ĝ^i||²), ε)``, ``x ← proj_X(x − α_k ĝ^k)``
+  — AdaGrad on the squared norm (one accumulator per trial).
+* PAGAN (Alg. 2, lines 7–8): ``H_k = diag(Σ_{i≤k} ĝ^i ĝ^{iᵀ})^{1/2} / α``,
+  ``x ← proj_X^{H_k}(x − H_k^{-1} ĝ^k)``, i.e. ``x_j ← x_j − α ĝ_j / max(√(Σ_{i≤k} (ĝ_j^i)²), ε)``
+  — diagonal AdaGrad.  The ``H_k``-norm projection onto a box is coordinate-wise clipping, the
+  engine's Euclidean box projection; for other domains the two differ and PAGAN raises
+  ``ValueError``.
+
+The guard ``max(·, ε)`` (default ``1e-12``) only avoids ``0/0``: the sums include the current
+``ĝ``, so a zero sum means a zero numerator.  The paper returns the average iterate; like every
+dpsim optimizer these record the last iterate.
+
+Pieces: ``"privatizer"`` (:class:`~dpsim.privacy.ellipsoid.EllipsoidState`, with ``.projected``),
+``"preconditioner"`` (``PreconditionState(v)``: ``Σ ||ĝ||²`` of shape ``(R, 1)`` for PASAN,
+``Σ ĝ²`` for PAGAN), ``"lr"``.  Probe ``projected_fraction``: fraction of the step's examples
+moved by the projection.
+
+Ranges: ``lr`` ∈ [0, ∞); ``noise_multiplier`` ∈ [0, ∞); ``radius`` ∈ (0, ∞] or ``None`` (Theorem
+1/2 formula); ``scaling`` ``"identity" | "optimal" |`` positive ``(d,)``/``(R, d)`` array;
+``sigma_hat`` positive ``(d,)`` (with ``scaling="optimal"``); ``eps`` ∈ (0, ∞); ``noise``
+``"gaussian" | "sqrt_toeplitz" | "banded:<k>"``.
+"""
+
+from __future__ import annotations
+
+from ..privacy.ellipsoid import (OPTIMAL_EXPONENT, EllipsoidState, ellipsoid_privatizer,  # noqa: F401
+                                 ellipsoid_radius, empirical_moment, project_ellipsoid,
+                                 scaling_diagonal)
+from ..transforms.base import named_chain
+from ..transforms.preconditioners import adagrad, precondition
+from ._registry import Optimizer, optimizer, register
+from .baselines import learning_rate
+
+__all__ = ["pasan", "pagan", "ellipsoid_privatizer", "ellipsoid_radius", "empirical_moment",
+           "scaling_diagonal", "project_ellipsoid", "EllipsoidState", "OPTIMAL_EXPONENT"]
+
+_PER_COORDINATE = ("scaling", "sigma_hat")
+
+
+def _projected_probe(state, params, ctx):
+    return state["privatizer"].projected
+
+
+def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise):
+    priv = ellipsoid_privatizer(noise_multiplier, radius=radius, scaling=scaling, sigma_hat=sigma_hat,
+                                algorithm=algorithm, noise=noise)
+    per = "norm" if algorithm == "pasan" else "coordinate"
+    step = precondition(adagrad(eps, guard="max", per=per))
+    return optimizer(named_chain(("privatizer", priv), ("preconditioner", step), learning_rate(lr)),
+                     probes={"projected_fraction": _projected_probe})
+
+
+@register(per_coordinate=_PER_COORDINATE)
+def pasan(lr=0.1, noise_multiplier=1.0, radius=None, scaling="identity", sigma_hat=None, eps=1e-12,
+          noise="gaussian") -> Optimizer:
+    """PASAN ([PAGAN] Alg. 1): ellipsoid privatizer + ``α/√(Σ||ĝ||²)`` step size."""
+    return _build("pasan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)
+
+
+@register(per_coordinate=_PER_COORDINATE)
+def pagan(lr=0.1, noise_multiplier=1.0, radius=None, scaling="identity", sigma_hat=None, eps=1e-12,
+          noise="gaussian") -> Optimizer:
+    """PAGAN ([PAGAN] Alg. 2): ellipsoid privatizer + diagonal AdaGrad step."""
+    return _build("pagan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)

@@ -1,0 +1,65 @@
+"""Where a privatizer's noise comes from, and the event that describes it.
+
+:class:`NoiseSource` draws unit noise for one release per step: ``"gaussian"`` (i.i.d. ``N(0, I)``
+per step, DP-SGD) or correlated noise (DP-MF, [DESIGN] §2.1): ``"sqrt_toeplitz"`` or
+``"banded:<k>"``, streamed by :func:`dpsim.privacy.mf.noise_stream` as ``u_t = sens(M)·(M⁻¹Z)_t``.
+:meth:`NoiseSource.event` is the matching declaration: a
+:class:`~dpsim.privacy.events.GaussianRelease` for i.i.d. noise, a
+:class:`~dpsim.privacy.events.CorrelatedRelease` (one Gaussian mechanism with noise multiplier
+``σ·sens(M)/worst_sens(M)`` for the whole sequence, no amplification by sampling) otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from . import mf
+from .events import CorrelatedRelease, GaussianRelease
+from .._validate import is_zero
+
+__all__ = ["NoiseSource", "StreamState", "add_noise"]
+
+
+class StreamState(NamedTuple):
+    stream: Any  # the run's dpsim.privacy.mf.NoiseStream (built at the first draw, for T steps)
+    state: Any  # its streaming state
+
+
+class NoiseSource:
+    """Unit noise of one release per step; ``noise`` is ``"gaussian"`` or a DP-MF strategy name."""
+
+    def __init__(self, noise: str = "gaussian"):
+        kind, _ = mf.parse_noise(noise)  # ValueError naming a bad value
+        self.noise = noise
+        self.correlated = kind != "identity"
+
+    def draw(self, nstate, ctx, shape):
+        """``(u, nstate)``: one step of unit noise of ``shape`` (``nstate`` None before step 1)."""
+        if not self.correlated:
+            return ctx.backend.normal(shape), None
+        if nstate is None:
+            st = mf.noise_stream(self.noise, ctx.num_steps)
+            nstate = StreamState(st, st.init(shape, ctx.backend))
+        u, inner = nstate.stream.next(nstate.state, ctx.backend)
+        return u, StreamState(nstate.stream, inner)
+
+    def event(self, sigma, schedule=None, sensitivity=None):
+        """The privacy event of this source releasing with noise multiplier ``sigma`` (a validated
+        hyperparameter) on the steps of ``schedule`` (``None``: every step)."""
+        s = sigma if isinstance(sigma, float) else tuple(float(x) for x in sigma)
+        kw = {} if sensitivity is None else {"sensitivity": sensitivity}
+        if self.correlated:
+            return CorrelatedRelease(noise_multiplier=s, strategy=self.noise, schedule=schedule, **kw)
+        return GaussianRelease(noise_multiplier=s, schedule=schedule, **kw)
+
+
+def add_noise(total, std, b: float, ctx, src: NoiseSource, nstate=None):
+    """``((total + std · u) / b, nstate)`` with unit noise ``u`` from ``src``, in place on the fresh
+    noise array; ``std`` ``None`` or scalar 0: no noise is drawn."""
+    if std is None or is_zero(std):
+        return total / b, nstate
+    z, nstate = src.draw(nstate, ctx, total.shape)
+    z *= ctx.hp(std)
+    z += total
+    z /= b
+    return z, nstate

@@ -1,0 +1,103 @@
+"""Results of :func:`dpsim.simulate`: :class:`Result`, its file format and :func:`load`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Result", "load", "FORMAT", "METRICS"]
+
+#: File format written by :meth:`Result.save` (2: privacy records resolved from typed events).
+FORMAT = "dpsim-result-2"
+METRICS = ("loss", "excess_loss", "grad_norm_sq", "dist_to_opt")
+
+
+@dataclass
+class Result:
+    """Recorded trajectories of one :func:`simulate` call (NumPy arrays).
+
+    ``steps`` (K,) record step indices; ``loss``, ``excess_loss``, ``grad_norm_sq``, ``dist_to_opt``
+    (K, R); ``records`` probe name → (K, R); ``params`` (R, d) final parameters; ``config`` plain
+    dict; ``privacy`` the resolved privacy record (what :meth:`epsilon` accounts,
+    :func:`dpsim.accounting.privacy_record`).
+    """
+
+    steps: np.ndarray
+    loss: np.ndarray
+    excess_loss: np.ndarray | None
+    grad_norm_sq: np.ndarray
+    dist_to_opt: np.ndarray | None
+    records: dict
+    params: np.ndarray
+    config: dict
+    privacy: dict
+    wall_time: float = float("nan")
+    mean_batch_size: Any = None
+
+    @property
+    def trials(self) -> int:
+        return self.loss.shape[1]
+
+    def epsilon(self, delta: float, *, accountant: str = "pld"):
+        """(ε, δ) privacy spent by the run, from the optimizer's declared privacy events and the
+        sampler (:func:`dpsim.accounting.epsilon_of_record` of :attr:`privacy`).
+
+        Returns a float when every trial spent the same, else an ``(R,)`` array (per-trial noise
+        multipliers).  Runs whose optimizer declares ``NonPrivate`` return ``inf``.
+        """
+        from . import accounting
+
+        return accounting.epsilon_of_record(self.privacy, delta, accountant=accountant)
+
+    def to_xarray(self):
+        """Labelled ``xarray.Dataset`` with dims ``step`` × ``trial`` (and ``dim`` for params);
+        per-trial hyperparameters become ``trial`` coordinates; config in ``attrs``."""
+        import xarray as xr
+
+        data = {k: (("step", "trial"), getattr(self, k)) for k in METRICS if getattr(self, k) is not None}
+        for k, v in self.records.items():
+            data[f"probe_{k}"] = (("step", "trial"), v)
+        data["params"] = (("trial", "dim"), self.params)
+        coords = {"step": self.steps, "trial": np.arange(self.trials)}
+        for k, v in self.config.get("hyperparameters", {}).items():
+            if isinstance(v, list) and len(v) == self.trials:
+                coords[k] = ("trial", np.asarray(v, dtype=float))
+        attrs = {"config": json.dumps(self.config), "privacy": json.dumps(self.privacy)}
+        return xr.Dataset(data, coords=coords, attrs=attrs)
+
+    def save(self, path) -> None:
+        """Write the result to ``path`` (NumPy ``.npz`` with the config as JSON); see :func:`load`."""
+        arrays = {"steps": self.steps, "loss": self.loss, "params": self.params}
+        if self.grad_norm_sq is not None:
+            arrays["grad_norm_sq"] = self.grad_norm_sq
+        if self.excess_loss is not None:
+            arrays["excess_loss"] = self.excess_loss
+        if self.dist_to_opt is not None:
+            arrays["dist_to_opt"] = self.dist_to_opt
+        for k, v in self.records.items():
+            arrays[f"probe__{k}"] = v
+        if self.mean_batch_size is not None:
+            arrays["mean_batch_size"] = np.asarray(self.mean_batch_size)
+        meta = {"config": self.config, "privacy": self.privacy, "wall_time": self.wall_time,
+                "format": FORMAT}
+        with open(path, "wb") as fh:
+            np.savez_compressed(fh, __meta__=np.array(json.dumps(meta)), **arrays)
+
+
+def load(path) -> Result:
+    """Read a :class:`Result` written by :meth:`Result.save`."""
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["__meta__"]))
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path} is not a dpsim result file of format {FORMAT!r} "
+                             f"(found {meta.get('format')!r}); rerun to regenerate it")
+        get = lambda k: np.array(z[k]) if k in z.files else None  # noqa: E731
+        records = {k[len("probe__"):]: np.array(z[k]) for k in z.files if k.startswith("probe__")}
+        return Result(steps=get("steps"), loss=get("loss"), excess_loss=get("excess_loss"),
+                      grad_norm_sq=get("grad_norm_sq"), dist_to_opt=get("dist_to_opt"),
+                      records=records, params=get("params"), config=meta["config"],
+                      privacy=meta["privacy"], wall_time=meta.get("wall_time", float("nan")),
+                      mean_batch_size=get("mean_batch_size"))
