@@ -77,9 +77,8 @@ All factories are deterministic in ``seed`` (``numpy.random.default_rng(seed)``)
 
 from __future__ import annotations
 
-from .base import Ball, Box, Problem, _BoxDomain  # noqa: F401  (_BoxDomain: read by dpsim.pagan)
-from .glm import (_GLMProblem, absolute_regression, least_squares, linear_box,  # noqa: F401
-                  logistic_regression, sparse_logistic_1d)
+from .base import Ball, Box, Problem
+from .glm import absolute_regression, least_squares, linear_box, logistic_regression, sparse_logistic_1d
 from .quadratic import quadratic_2d, random_quadratic
 
 __all__ = [

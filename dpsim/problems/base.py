@@ -301,10 +301,3 @@ class Problem:
             g = xp.where(xp.expand_dims(mask, axis=-1), g, xp.zeros_like(g))
             norms = xp.where(mask, norms, xp.zeros_like(norms))
         return xp.sum(g, axis=1), norms
-
-
-class _BoxDomain:
-    """Marker of the problems built on ``Box(1.0)``; kept only for ``dpsim.pagan``'s ``isinstance``
-    check and ``.radius`` read (delete once it reads :attr:`Problem.domain`)."""
-
-    radius = 1.0

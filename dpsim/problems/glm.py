@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from . import _glm_kernels as _K
 from ._solvers import _lad_optimum, _logistic_1d_newton, _logistic_newton
-from .base import Box, Problem, _BoxDomain, _is_scalar, _pos_int, _real, _seed, _stable_sigmoid
+from .base import Box, Problem, _is_scalar, _pos_int, _real, _seed, _stable_sigmoid
 
 
 # =============================================================================================
@@ -119,11 +119,6 @@ class _GLMProblem(Problem):
     @property
     def link(self):
         """The name of ``l``: ``"squared"``, ``"logistic"``, ``"absolute"`` or ``"linear"``."""
-        return self._link
-
-    @property
-    def kind(self):
-        # old name of ``link``, read by dpsim.pagan; delete once it reads ``link``
         return self._link
 
     @property
@@ -394,7 +389,7 @@ def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, se
 # =============================================================================================
 
 
-class _AbsoluteRegression(_BoxDomain, _GLMProblem):
+class _AbsoluteRegression(_GLMProblem):
     def _compute_optimum(self):
         return _lad_optimum(self.X, self.y, None if self.domain is None else self.domain.radius)
 
@@ -440,7 +435,7 @@ def absolute_regression(n, d, *, scales="power", tau=0.01, domain="box", seed=0)
 # =============================================================================================
 
 
-class _LinearBox(_BoxDomain, _GLMProblem):
+class _LinearBox(_GLMProblem):
     def _compute_optimum(self):
         zbar = self._host._xbar
         radius = self.domain.radius
