@@ -13,8 +13,9 @@ from hypothesis import given, strategies as st
 from scipy import stats
 
 import dpsim
-import dpsim.ctcdp as C  # registers dp_sgd_ctcdp (until dpsim.optimizers imports it)
-from dpsim import problems, tcdp
+from dpsim.optimizers import ctcdp as C
+from dpsim import problems
+from dpsim.privacy import tcdp
 from dpsim.backend import Backend
 from dpsim.transforms import StepContext
 

@@ -181,7 +181,7 @@ def test_records_shapes_and_values(lsq):
 
 
 def test_probe_hook_records_state_statistics(logreg):
-    probe = {"momentum_norm": lambda state, params, ctx: ctx.xp.linalg.vector_norm(state[1].trace, axis=1)}
+    probe = {"momentum_norm": lambda state, params, ctx: ctx.xp.linalg.vector_norm(state["momentum"].trace, axis=1)}
     res = dpsim.simulate(logreg, optimizers.get("momentum", lr=0.1), steps=20, batch_size=8,
                          trials=2, record_every=5, probes=probe)
     assert res.records["momentum_norm"].shape == (5, 2)

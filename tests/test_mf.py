@@ -11,7 +11,7 @@ import pytest
 from scipy.optimize import approx_fprime, minimize
 from scipy.signal import lfilter
 
-from dpsim import mf
+from dpsim.privacy import mf
 from dpsim.backend import Backend, to_numpy
 
 NAMES = ["identity", "sqrt_toeplitz", "banded:1", "banded:2", "banded:3", "banded:4"]

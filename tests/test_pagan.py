@@ -24,12 +24,13 @@ from scipy import stats
 from scipy.optimize import brentq
 
 import dpsim
-import dpsim.pagan as P  # registers "pasan" / "pagan" (also imported by dpsim.optimizers later)
+from dpsim.privacy import ellipsoid as P
 from dpsim import accounting, optimizers, problems
-from dpsim._ellipsoid import project_ellipsoid
+from dpsim.privacy._ellipsoid import project_ellipsoid
 from dpsim.backend import Backend
 from dpsim.privacy import clip_l2
-from dpsim.transforms import Batch, StepContext
+from dpsim.transforms import Batch, StepContext, named_chain
+from dpsim.transforms.preconditioners import adagrad, precondition
 
 from naive import example_grad, streams
 
@@ -205,7 +206,7 @@ def test_kernel_without_jit_gives_same_result():
     """NUMBA_DISABLE_JIT=1: the kernel runs as plain Python and gives the jitted bits."""
     code = (
         "import numpy as np, json, sys\n"
-        "from dpsim._ellipsoid import project_ellipsoid\n"
+        "from dpsim.privacy._ellipsoid import project_ellipsoid\n"
         "rng = np.random.default_rng(7)\n"
         "g = rng.standard_normal((3, 6, 9)) * 4; g[1, 2] = 0\n"
         "a = 10 ** rng.uniform(-3, 3, (3, 1, 9))\n"
@@ -227,7 +228,7 @@ def test_kernel_without_jit_gives_same_result():
 
 
 def test_parallel_and_serial_kernels_agree_bitwise():
-    from dpsim import _ellipsoid as E
+    from dpsim.privacy import _ellipsoid as E
 
     rng = np.random.default_rng(4)
     G = rng.standard_normal((64, 40)) * 3
@@ -352,7 +353,7 @@ def test_noise_variance_matches_declared_scale(absreg, sigma, radius, b):
     ctx = StepContext(be, R, b, 1, n=absreg.n, sampling="replacement")
     noisy = P.ellipsoid_privatizer(sigma, radius=radius, scaling="optimal", algorithm="pagan")
     clean = P.ellipsoid_privatizer(0.0, radius=radius, scaling="optimal", algorithm="pagan")
-    assert noisy.releases[0].noise_multiplier == sigma
+    assert noisy.privacy[0].noise_multiplier == sigma
     w = np.zeros((R, d))
     idx = np.random.default_rng(0).integers(0, absreg.n, size=(R, b))
     batch = Batch(absreg, w, idx, None, b)
@@ -423,7 +424,7 @@ def test_registered_and_validated():
 def test_correlated_noise_in_the_ellipsoid_privatizer(noise):
     """DP-MF noise replaces ξ: ĝ − g̃ = (σ/b)·B/√C ⊙ sens(M)(M⁻¹Z)_t, accounted unamplified."""
     import dpsim
-    from dpsim import mf
+    from dpsim.privacy import mf
 
     prob = problems.absolute_regression(300, 4, seed=2)
     T, sig, b, B = 6, 0.7, 10, 5.0
@@ -479,8 +480,10 @@ def test_explicit_scaling_array_and_sigma_hat():
                  P.ellipsoid_privatizer(0.5, radius=0.7, scaling=C, algorithm="pagan"),
                  P.ellipsoid_privatizer(0.5, radius=0.7, scaling="optimal", algorithm="pagan",
                                         sigma_hat=3.0 * prob.scales)):
-        opt = optimizers.Optimizer(name="pagan", hyperparameters={}, private=True,
-                                   transform=dpsim.transforms.chain(priv, P.diagonal_adagrad(0.2)))
+        step = precondition(adagrad(guard="max", eps=1e-12))
+        opt = optimizers.Optimizer(name="pagan", hyperparameters={},
+                                   transform=named_chain(("privatizer", priv), ("preconditioner", step),
+                                                         ("lr", dpsim.transforms.scale(-0.2))))
         outs.append(dpsim.simulate(prob, opt, **kw).params)
     np.testing.assert_allclose(outs[1], outs[0], rtol=0, atol=1e-14)
     np.testing.assert_allclose(outs[2], outs[0], rtol=0, atol=1e-14)

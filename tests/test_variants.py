@@ -32,7 +32,7 @@ def _table_setup(name, prob):
     if name in ("pasan", "pagan"):
         opt_kw = dict(radius=1e3)
     if name == "dp_sgd_ctcdp":
-        from dpsim import ctcdp
+        from dpsim.optimizers import ctcdp
 
         plan = ctcdp.plan(epsilon=1.0, delta=1e-5, steps=60, n=prob.n, clip=1.0)
         sim_kw = dict(sampling="fixed", batch_size=plan["batch_size"])
@@ -191,7 +191,7 @@ def test_dp_adam_second_moment_is_shifted_by_phi(logreg):
     phi = (sigma * C / b) ** 2
 
     def mean_vhat(state, params, ctx):
-        st = state[1]
+        st = state["preconditioner"]
         if st.count == 0:
             return ctx.xp.zeros(params.shape[0])
         return ctx.xp.mean(st.v / (1 - beta2 ** st.count), axis=1)
@@ -287,7 +287,7 @@ def test_gaussian_noise_keyword_is_the_default(logreg):
 @pytest.mark.parametrize("noise", ["banded:3", "sqrt_toeplitz"])
 def test_correlated_noise_is_sens_times_inverse_strategy(logreg, noise):
     """The noise dp_sgd adds at step t is (σC/b)·sens(M)·(M⁻¹Z)_t with Z the backend's draws."""
-    from dpsim import mf
+    from dpsim.privacy import mf
     from dpsim.backend import Backend
     from dpsim.transforms import Batch, StepContext
 
@@ -313,7 +313,8 @@ def test_correlated_noise_is_sens_times_inverse_strategy(logreg, noise):
 
 
 def test_correlated_noise_accounting_is_unamplified_gaussian(logreg):
-    from dpsim import accounting, mf
+    from dpsim import accounting
+    from dpsim.privacy import mf
 
     T, sigma = 30, 2.0
     res = dpsim.simulate(logreg, optimizers.get("dp_sgd", noise_multiplier=sigma, noise="banded:4"),
