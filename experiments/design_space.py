@@ -48,7 +48,6 @@ Cells are enumerated in a fixed order (index = position); cell ``i`` runs with
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np

@@ -3,65 +3,38 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
+from experiment_fixtures import check_figures_and_report, tiny_run
 
 import dpsim
-from dpsim import experiments
 from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
-from dpsim.experiments import adambc, pipeline
+from dpsim.experiments import adambc, pipeline, tuning
 
 NAME = "adambc"
-FIGS = ("fig_adambc_moments", "fig_adambc_vs_sgdm", "fig_adambc_gamma", "fig_adambc_bounds",
-        "fig_adambc_vs_adam")
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setitem(experiments._REGISTRY, NAME, f"dpsim.experiments.{NAME}")
-    tmp = tmp_path_factory.mktemp(NAME)
-    try:
-        report = experiments.reproduce([NAME], scale="tiny", out_dir=tmp / "out",
-                                       results_dir=tmp / "results", progress=False, verbose=False)
-        yield tmp, report
-    finally:
-        mp.undo()
-
-
-def _manifest(tmp):
-    root = tmp / "results" / NAME / "tiny"
-    return root, json.loads((root / "manifest.json").read_text())
+tiny = tiny_run(NAME)
 
 
 def test_figures_and_report_section(tiny):
-    tmp, report = tiny
-    for fig in FIGS:
-        png, pdf = tmp / "out" / f"{fig}.png", tmp / "out" / f"{fig}.pdf"
-        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
-        assert pdf.read_bytes()[:5] == b"%PDF-"
-    text = report.read_text()
-    assert f"## {NAME}:" in text
-    for fig in FIGS:
-        assert f"![{fig}]({fig}.png)" in text
-    entry = json.loads((tmp / "out" / "report.json").read_text())[NAME]
-    assert [f["figure"] for f in entry["figures"]] == list(FIGS)
-    for f in entry["figures"]:
-        assert f["claim"] and f["measured"] and f["holds"] in (True, False, None) and f["verdict"]
-    assert "95% CI" in text and "Φ' override" in text
+    check_figures_and_report(tiny)
 
 
 def test_manifest_records_settings_and_every_cell(tiny):
-    tmp, _ = tiny
-    root, m = _manifest(tmp)
+    root, m = tiny.root, tiny.manifest
     cfg = adambc.PRESETS["tiny"]
     assert m["complete"] and m["config"] == pipeline.config_json(cfg)
     assert set(m["results"]) == {adambc.label(e, s) for e in cfg.epsilons for s in adambc.SLOTS}
     for e in cfg.epsilons:
+        for slot in adambc.SLOTS:  # the metadata the figures read instead of parsing labels
+            assert m["cells"][adambc.label(e, slot)]["meta"]["slot"] == slot
         st = m["notes"]["settings"][f"eps{e:g}"]
+        # the saved selection is the rule applied to the saved tuning cell
+        sel = tuning.select(dpsim.load(root / f"{adambc.label(e, 'tune-adambc')}.npz"),
+                            {"lr": cfg.lr_grid_bc, "gamma_ratio": cfg.gamma_ratios}, cfg.tune_trials)
+        assert m["notes"]["selection"][f"eps{e:g}-adambc"]["point"] == sel.point
+        assert (st["adambc_lr"], st["adambc_gamma_ratio"]) == (sel.point["lr"], sel.point["gamma_ratio"])
         assert st["adam_lr"] in cfg.lr_grid_adam and st["adambc_lr"] in cfg.lr_grid_bc
         assert st["adambc_gamma_ratio"] in cfg.gamma_ratios
         phi = dp_bias(st["noise_multiplier"], cfg.clip, cfg.batch_size)
@@ -80,12 +53,10 @@ def test_manifest_records_settings_and_every_cell(tiny):
 
 
 def test_second_run_reuses_every_cell(tiny, monkeypatch):
-    tmp, _ = tiny
-    monkeypatch.setitem(experiments._REGISTRY, NAME, f"dpsim.experiments.{NAME}")
     calls = []
     real = dpsim.simulate
     monkeypatch.setattr(dpsim, "simulate", lambda *a, **k: calls.append(1) or real(*a, **k))
-    cache, _ = pipeline.run_experiment(adambc.EXPERIMENT, "tiny", results_dir=tmp / "results")
+    cache, _ = pipeline.run_experiment(adambc.EXPERIMENT, "tiny", results_dir=tiny.tmp / "results")
     assert calls == [] and len(cache.reused) == len(adambc.SLOTS) * len(adambc.PRESETS["tiny"].epsilons)
 
 
@@ -111,14 +82,7 @@ def test_clean_counterpart_matches_noiseless_v_oracle_and_pairing():
     np.testing.assert_allclose(sgdm.records["b0"][1:], priv.records["m0"][1:] / (1 - 0.9), rtol=1e-9)
 
 
-def test_select_rule_and_config_validation():
-    class R:  # minimal stand-in for a tuning result
-        trials = 4
-        loss = np.array([[0, 0, 0, 0], [3.0, 1.0, np.nan, 2.0]])
-        config = {"hyperparameters": {"lr": [0.1, 0.1, 1.0, 1.0]}}
-
-    best, means = adambc.select(R(), [(0.1,), (1.0,)], adambc._lr_key)
-    assert best == (0.1,) and means[(1.0,)] == np.inf and means[(0.1,)] == 2.0
+def test_config_validation():
     cfg = adambc.PRESETS["tiny"]
     with pytest.raises(ValueError, match="gamma_ratios"):
         dataclasses.replace(cfg, gamma_ratios=())

@@ -8,67 +8,39 @@ import math
 
 import numpy as np
 import pytest
+from experiment_fixtures import check_figures_and_report, tiny_run
 
 import dpsim
-from dpsim import experiments
 from dpsim.analysis import tcdp as tcdp_bounds
 from dpsim.experiments import ctcdp_quadratic as cq
-from dpsim.experiments import pipeline
+from dpsim.experiments import pipeline, tuning
 
 NAME = "ctcdp_quadratic"
-FIGS = ("fig_ctcdp_trajectories", "fig_ctcdp_eps_sweep")
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setitem(experiments._REGISTRY, NAME, f"dpsim.experiments.{NAME}")
-    tmp = tmp_path_factory.mktemp("ctcdp_quadratic")
-    try:
-        report = experiments.reproduce([NAME], scale="tiny", out_dir=tmp / "out",
-                                       results_dir=tmp / "results", progress=False, verbose=False)
-        yield tmp, report
-    finally:
-        mp.undo()
-
-
-def _manifest(tmp):
-    root = tmp / "results" / NAME / "tiny"
-    return root, json.loads((root / "manifest.json").read_text())
+tiny = tiny_run(NAME)
 
 
 def test_figures_and_report_section(tiny):
-    tmp, report = tiny
-    for fig in FIGS:
-        png, pdf = tmp / "out" / f"{fig}.png", tmp / "out" / f"{fig}.pdf"
-        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
-        assert pdf.read_bytes()[:5] == b"%PDF-"
-    text = report.read_text()
-    assert f"## {NAME}:" in text
-    for fig in FIGS:
-        assert f"![{fig}]({fig}.png)" in text
-    entry = json.loads((tmp / "out" / "report.json").read_text())[NAME]
-    assert [f["figure"] for f in entry["figures"]] == list(FIGS)
-    for f in entry["figures"]:
-        assert f["claim"] and f["measured"] and f["holds"] in (True, False, None) and f["verdict"]
-    assert "95% CI" in text and "δ = 1e-8" in text
+    check_figures_and_report(tiny)
 
 
 def test_manifest_records_choices_and_every_method_per_eps(tiny):
-    tmp, _ = tiny
-    root, m = _manifest(tmp)
+    root, m = tiny.root, tiny.manifest
     cfg = cq.PRESETS["tiny"]
     assert m["complete"] and m["config"] == pipeline.config_json(cfg)
     expected = {cq.label(e, k) for e in cfg.epsilons for k in cfg.methods}
     assert set(m["results"]) == expected
     notes = m["notes"]
-    assert set(notes["chosen"]) == expected
+    assert set(notes["selection"]) == expected
     # eps=1.6 with T=10 has no feasible ctCDP batch for n=60 (Algorithm 3): recorded, not run
     assert "eps1.6-uniform-T10" in notes["infeasible"]
+    assert notes["selection"]["eps1.6-uniform"]["grid"]["steps"] == [
+        T for T in cfg.steps_grid if T != 10]
     for lab in m["results"]:
         res = dpsim.load(root / f"{lab}.npz")
-        c = notes["chosen"][lab]
+        c = notes["selection"][lab]["point"]
+        assert m["cells"][lab]["meta"] == {"epsilon": float(lab[3:].split("-")[0]),
+                                           "method": lab.split("-", 1)[1]}
         hp = res.config["hyperparameters"]
         assert hp["lr"] == c["lr"] and c["lr"] in cfg.lr_grid
         assert res.trials == cfg.trials
@@ -82,8 +54,7 @@ def test_manifest_records_choices_and_every_method_per_eps(tiny):
 
 
 def test_uniform_ctcdp_runs_spend_exactly_their_budget_then_stop(tiny):
-    tmp, _ = tiny
-    root, m = _manifest(tmp)
+    root = tiny.root
     import dpsim.ctcdp  # noqa: F401  (ledger accountant)
 
     past = 0
@@ -128,18 +99,18 @@ def test_sgd_adv_advanced_composition_calibration():
         cq.sgd_adv_noise_multiplier(1e4, delta, 1, "advanced")
 
 
-def test_select_picks_lowest_mean_final_loss_over_T_lr_and_p():
+def test_selection_over_T_p_and_lr_concatenates_the_T_cells():
     class Fake:
         def __init__(self, final):
             self.loss = np.array([np.zeros_like(final), final])
 
-    lr_grid, pgrid, reps = (0.1, 0.2), (-0.5, 0.5), 2
-    # trials ordered (p, lr, repeat)
+    grid = {"steps": (10, 20), "schedule_param": (-0.5, 0.5), "lr": (0.1, 0.2)}
+    # one cell per T, trials ordered (p, lr, repeat)
     a = Fake(np.array([5.0, 5.0, 4.0, 4.0, 3.0, 3.0, 6.0, 6.0]))
     b = Fake(np.array([9.0, 9.0, 9.0, 9.0, 1.0, np.nan, 2.5, 2.5]))   # NaN counts as inf
-    T, lr, p, best, table = cq.select({10: a, 20: b}, lr_grid, pgrid, reps)
-    assert (T, lr, p, best) == (20, 0.2, 0.5, 2.5)
-    assert table[10].shape == (2, 2) and table[20][1, 0] == np.inf
+    sel = tuning.select(tuning.final_losses(a, b), grid, 2)
+    assert sel.point == {"steps": 20, "schedule_param": 0.5, "lr": 0.2} and sel.score == 2.5
+    assert sel.scores[6] == np.inf and sel.at_edge == ["steps", "schedule_param", "lr"]
 
 
 def test_config_validation_names_bad_values():

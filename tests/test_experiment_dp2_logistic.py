@@ -2,66 +2,40 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pytest
+from experiment_fixtures import check_figures_and_report, tiny_run
 
 import dpsim
-from dpsim import experiments
 from dpsim.experiments import dp2_logistic as X
-from dpsim.paper_figures import fig_dp2_curves as F
+from dpsim.experiments import tuning
+from dpsim.paper_figures import dp2_common
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAME = "dp2_logistic"
 
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("dp2")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(experiments._REGISTRY, NAME, "dpsim.experiments.dp2_logistic")
-        report = experiments.reproduce([NAME], scale="tiny", out_dir=tmp / "out",
-                                       results_dir=tmp / "results", progress=False, verbose=False)
-    root = tmp / "results" / NAME / "tiny"
-    return tmp, report, root, json.loads((root / "manifest.json").read_text())
+tiny = tiny_run(NAME)
 
 
-def test_figures_are_written_as_png_and_pdf(tiny):
-    tmp, _, _, _ = tiny
-    for fig in X.EXPERIMENT.figures:
-        png, pdf = tmp / "out" / f"{fig}.png", tmp / "out" / f"{fig}.pdf"
-        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000, fig
-        assert pdf.read_bytes()[:5] == b"%PDF-", fig
-
-
-def test_report_has_a_section_per_figure_with_claim_and_verdict(tiny):
-    tmp, report, _, _ = tiny
-    text = report.read_text()
-    assert f"## {NAME}:" in text and "Scale `tiny`" in text
-    entry = json.loads((tmp / "out" / "report.json").read_text())[NAME]
-    assert [f["figure"] for f in entry["figures"]] == list(X.EXPERIMENT.figures)
-    for f in entry["figures"]:
-        assert f"### {f['figure']}" in text and f"![{f['figure']}]({f['figure']}.png)" in text
-        assert f["claim"] in text and f["measured"] in text
-        assert f["holds"] in (True, False, None)
-        assert "95% CI" in f["measured"] or "bootstrap" in f["measured"]
+def test_figures_and_report_section(tiny):
+    check_figures_and_report(tiny)
 
 
 def test_manifest_records_the_tuning_and_every_result_uses_it(tiny):
-    _, _, root, m = tiny
+    root, m = tiny.root, tiny.manifest
     cfg = X.PRESETS["tiny"]
     assert m["config"]["s_grid"] == list(cfg.s_grid) and m["seed"] == cfg.seed and m["complete"]
     notes = m["notes"]
     assert notes["delta"] == X.delta_for(cfg.n)
     assert set(notes["chosen_s"]) == {"dp2_rmsprop", "dp2_extra_query", "dp2_noise_first", "dp2_adagrad"}
     assert set(m["cells"]) == set(X.cell_labels(cfg))
+    entries = dp2_common.load(tiny.saved())  # what the figures see
     for label in m["results"]:
         res = dpsim.load(root / f"{label}.npz")
         assert res.trials == (cfg.np_trials or cfg.trials if label.startswith("np-") else cfg.trials)
-        info = X.parse_label(label)
-        assert info == F.parse_label(label)
+        info = m["cells"][label]["meta"]
+        assert (entries[label].method, entries[label].s) == (info["method"], info["s"])
         key = label
         if info["h"]:  # h(s) traces: DP²'s main setting with only s changed
             key = f"{X.sigma_tag(info['sigma'])}-dp2_rmsprop"
@@ -78,7 +52,7 @@ def test_manifest_records_the_tuning_and_every_result_uses_it(tiny):
 
 
 def test_h_cells_trace_every_step_and_extra_query_spends_more(tiny):
-    _, _, root, _ = tiny
+    root = tiny.root
     cfg = X.PRESETS["tiny"]
     sg = X.sigma_tag(cfg.sigma)
     for s in cfg.s_grid:
@@ -94,17 +68,15 @@ def test_h_cells_trace_every_step_and_extra_query_spends_more(tiny):
     assert math.isinf(dpsim.load(root / "np-delayed_rmsprop.npz").epsilon(delta))
 
 
-def test_labels_are_unique_and_parse():
+def test_labels_are_unique_and_cell_metadata():
     for scale in ("tiny", "quick", "full"):
         labels = X.cell_labels(X.PRESETS[scale])
         assert len(labels) == len(set(labels))
-    assert X.parse_label("sig0.5-dp2_rmsprop-s25") == {"private": True, "sigma": 0.5,
-                                                       "method": "dp2_rmsprop", "s": 25, "h": False}
-    assert X.parse_label("sig1-dp2_rmsprop-s25-h")["h"] is True
-    with pytest.raises(ValueError, match="sig1-dp2_rmsprop-x"):
-        X.parse_label("sig1-dp2_rmsprop-x")
-    assert X.parse_label("np-delayed_rmsprop")["private"] is False
-    assert X.parse_label("clip-dp_sgd")["sigma"] == 0.0
+    assert X.cell_meta("dp2_rmsprop", 0.5, s=25) == {"private": True, "sigma": 0.5,
+                                                      "method": "dp2_rmsprop", "s": 25, "h": False}
+    assert X.cell_meta("dp2_rmsprop", 1, s=25, h=True)["h"] is True
+    assert X.cell_meta("delayed_rmsprop", None)["private"] is False
+    assert X.cell_meta("dp_sgd", 0.0)["sigma"] == 0.0
 
 
 def test_delta_follows_the_papers_rule():
@@ -113,17 +85,20 @@ def test_delta_follows_the_papers_rule():
     assert X.delta_for(5000) == pytest.approx(1e-4)
 
 
-def test_select_picks_lowest_mean_final_loss_and_treats_divergence_as_inf():
+def test_selection_in_product_order_with_divergence_as_inf():
     class Fake:
         loss = np.array([[1.0] * 8, [0.5, 0.7, 0.4, 0.5, np.nan, 0.1, 0.3, 0.3]])
 
     grid = {"lr": (0.1, 1.0), "eps": (1e-3, 1e-7)}
-    hp, loss, means = X.select(Fake, grid, 2)
+    sel = tuning.select(Fake, grid, 2)
     # product order: (0.1,1e-3) (0.1,1e-7) (1,1e-3) (1,1e-7)
-    assert hp == {"lr": 1.0, "eps": 1e-7} and loss == pytest.approx(0.3)
-    assert means[2] == np.inf
+    assert sel.point == {"lr": 1.0, "eps": 1e-7} and sel.score == pytest.approx(0.3)
+    assert sel.scores[2] == np.inf and sel.trials == (6, 8)
     with pytest.raises(ValueError, match="trials"):
-        X.select(Fake, {"lr": (0.1, 1.0)}, 3)
+        tuning.select(Fake, {"lr": (0.1, 1.0)}, 3)
+    # one-value axes are passed as scalars, the others per trial
+    assert tuning.fold({"lr": (0.1, 1.0), "eps": (1e-3,)}, 2, scalars=True) == {
+        "lr": [0.1, 0.1, 1.0, 1.0], "eps": 1e-3}
 
 
 def test_config_validation_names_the_value():

@@ -4,63 +4,28 @@ and statistics helpers."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import numpy as np
 import pytest
+from experiment_fixtures import check_figures_and_report, tiny_run
 from scipy import stats as st
 
 import dpsim
-from dpsim import experiments
-from dpsim.experiments import pagan_absreg, pipeline
-from dpsim.paper_figures import fig_pagan_absreg as fig
+from dpsim.experiments import pagan_absreg, pipeline, tuning
+from dpsim.paper_figures import pagan_common as fig
 
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 NAME = "pagan_absreg"
 
-
-def _fixed_version(module=None):
-    return "pagan-absreg-test"
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """The experiment reproduced once at the tiny scale (registered for this module only)."""
-    mp = pytest.MonkeyPatch()
-    mp.setitem(experiments._REGISTRY, NAME, "dpsim.experiments.pagan_absreg")
-    # A fixed code version: the real one hashes every module of dpsim/ and experiments/, which
-    # others may be editing while this module runs (invalidation is tested in test_experiments).
-    mp.setattr(pipeline, "code_version", _fixed_version)
-    tmp = tmp_path_factory.mktemp("pagan_absreg")
-    report = experiments.reproduce([NAME], scale="tiny", out_dir=tmp / "out",
-                                   results_dir=tmp / "results", progress=False, verbose=False)
-    yield tmp, report
-    mp.undo()
+tiny = tiny_run(NAME)
 
 
 def test_figures_and_report_section(tiny):
-    tmp, report = tiny
-    exp = pagan_absreg.EXPERIMENT
-    assert set(exp.figures) == {"fig_pagan_absreg", "fig_pagan_absreg_curves"}
-    for name in exp.figures:
-        png, pdf = tmp / "out" / f"{name}.png", tmp / "out" / f"{name}.pdf"
-        assert png.stat().st_size > 5000 and png.read_bytes()[:8] == PNG_MAGIC
-        assert pdf.stat().st_size > 1000 and pdf.read_bytes()[:5] == b"%PDF-"
-    text = report.read_text()
-    assert f"## {NAME}:" in text and "Scale `tiny`" in text
-    entry = json.loads((tmp / "out" / "report.json").read_text())[NAME]
-    for f in entry["figures"]:
-        assert f"![{f['figure']}]({f['figure']}.png)" in text
-        assert f["claim"] in text and f["measured"] in text
-        assert f["holds"] in (True, False, None)
-    assert "95% CI" in text and "δ = 1e-5" in text and "PAGAN, optimal A" in text
+    check_figures_and_report(tiny)
 
 
 def test_manifest_records_tuning_privacy_and_results(tiny):
-    tmp, _ = tiny
     cfg = pagan_absreg.PRESETS["tiny"]
-    root = tmp / "results" / NAME / "tiny"
-    m = json.loads((root / "manifest.json").read_text())
+    root, m = tiny.root, tiny.manifest
     assert m["complete"] and m["config"] == pipeline.config_json(cfg) and m["seed"] == cfg.seed
     sets = pagan_absreg.settings(cfg, {float(k): v for k, v in m["notes"]["sigma_by_epsilon"].items()})
     assert len(m["cells"]) == 2 * len(sets) == 2 * (2 + 4 * len(cfg.epsilons))
@@ -71,9 +36,9 @@ def test_manifest_records_tuning_privacy_and_results(tiny):
         res = dpsim.load(root / f"{label}.npz")
         hp = res.config["hyperparameters"]
         assert res.trials == cfg.trials and res.config["steps"] == cfg.steps
-        assert hp["lr"] == notes["chosen"][label]["lr"] and hp["lr"] in cfg.lr_grid
+        assert hp["lr"] == notes["selection"][label]["point"]["lr"] and hp["lr"] in cfg.lr_grid
         if st_["method"] in ("pasan", "pagan", "pagan_opt"):
-            assert hp["radius"] == notes["chosen"][label]["radius"] in cfg.radius_grid
+            assert hp["radius"] == notes["selection"][label]["point"]["radius"] in cfg.radius_grid
             assert hp["scaling"] == ("optimal" if st_["method"] == "pagan_opt" else "identity")
             # the Theorem 1/2 radius is above every radius tried
             assert notes["theorem_radius"][label] > max(cfg.radius_grid)
@@ -93,9 +58,6 @@ def test_manifest_records_tuning_privacy_and_results(tiny):
 
 
 def test_second_reproduce_reuses_cells_and_calibration(tiny, monkeypatch):
-    tmp, _ = tiny
-    monkeypatch.setitem(experiments._REGISTRY, NAME, "dpsim.experiments.pagan_absreg")
-    monkeypatch.setattr(pipeline, "code_version", _fixed_version)
 
     def boom(*a, **k):
         raise AssertionError("recomputed on a valid cache")
@@ -103,7 +65,7 @@ def test_second_reproduce_reuses_cells_and_calibration(tiny, monkeypatch):
     monkeypatch.setattr(dpsim, "simulate", boom)
     monkeypatch.setattr(pagan_absreg, "calibrate", boom)
     cache, paths = pipeline.run_experiment(pagan_absreg.EXPERIMENT, "tiny",
-                                           results_dir=tmp / "results", progress=False)
+                                           results_dir=tiny.tmp / "results", progress=False)
     assert not cache.computed and len(cache.reused) == len(cache.manifest["cells"])
     assert list(paths) == cache.manifest["results"]
 
@@ -120,15 +82,19 @@ def test_presets_and_config_validation():
         dataclasses.replace(full, radius_grid=())
 
 
-def test_select_uses_median_final_loss_per_point():
+def test_selection_with_the_median_statistic():
     class Fake:
-        loss = np.array([[1.0] * 6, [0.5, 0.1, 0.2, 0.3, 0.05, np.nan]])
+        loss = np.array([[1.0] * 9, [0.1, 0.2, 0.9, 0.3, 0.3, 0.3, 0.05, np.nan, np.inf]])
 
-    # medians per point: 0.3, 0.25, inf (a diverged trial counts as inf)
-    i, med = pagan_absreg.select(Fake, [(0.1, 1.0), (0.1, 2.0), (1.0, 1.0)], 2)
-    assert i == 1 and med[:2] == pytest.approx([0.3, 0.25]) and med[2] == np.inf
+    grid = {"point": (0, 1, 2)}
+    # medians 0.2, 0.3, inf (diverged trials count as inf); means 0.4, 0.3, inf
+    sel = tuning.select(Fake, grid, 3, stat="median")
+    assert sel.index == 0 and sel.scores[:2] == pytest.approx((0.2, 0.3)) and sel.scores[2] == np.inf
+    assert tuning.select(Fake, grid, 3).index == 1  # the mean picks the other point
     with pytest.raises(ValueError, match="trials"):
-        pagan_absreg.select(Fake, [(0.1, 1.0)], 2)
+        tuning.select(Fake, grid, 2, stat="median")
+    with pytest.raises(ValueError, match="'mode'"):
+        tuning.select(Fake, grid, 3, stat="mode")
 
 
 def test_median_ci_has_the_binomial_coverage():

@@ -1,0 +1,93 @@
+"""The end-to-end fixture shared by the experiment tests: one experiment reproduced at the tiny
+scale into a temporary folder, plus the check every experiment's figures and report must pass.
+
+    from experiment_fixtures import check_figures_and_report, tiny_run
+    tiny = tiny_run("adambc")            # a module-scoped pytest fixture -> TinyRun
+
+The code version is fixed while the fixture is alive: the real one hashes every module of dpsim/
+and experiments/, which may change while a module's tests run (cache invalidation by the code
+version is tested in test_experiments.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from dpsim import experiments
+from dpsim.experiments import pipeline
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass(frozen=True)
+class TinyRun:
+    name: str
+    tmp: Path          # the temporary folder: results/ and out/
+    report: Path       # out/REPORT.md
+
+    @property
+    def root(self) -> Path:
+        """The experiment's results folder (``results/<name>/tiny``)."""
+        return self.tmp / "results" / self.name / "tiny"
+
+    @property
+    def manifest(self) -> dict:
+        return json.loads((self.root / "manifest.json").read_text())
+
+    @property
+    def entry(self) -> dict:
+        """The experiment's entry of ``out/report.json``."""
+        return json.loads((self.tmp / "out" / "report.json").read_text())[self.name]
+
+    def saved(self) -> pipeline.Saved:
+        return pipeline.Saved.from_dir(self.root)
+
+
+def fixed_code_version(module=None) -> str:
+    return "experiment-test"
+
+
+def tiny_run(name: str):
+    """A module-scoped fixture reproducing experiment ``name`` at the tiny scale."""
+
+    @pytest.fixture(scope="module")
+    def fixture(tmp_path_factory):
+        mp = pytest.MonkeyPatch()
+        mp.setattr(pipeline, "code_version", fixed_code_version)
+        tmp = tmp_path_factory.mktemp(name)
+        try:
+            report = experiments.reproduce([name], scale="tiny", out_dir=tmp / "out",
+                                           results_dir=tmp / "results", progress=False,
+                                           verbose=False)
+            yield TinyRun(name, tmp, report)
+        finally:
+            mp.undo()
+
+    return fixture
+
+
+def check_figures_and_report(run: TinyRun) -> None:
+    """Every figure of the experiment is a PNG and a PDF; the report has its section with each
+    figure's image, claim and measurement; and the decision recorded in the report is the figure's
+    own ``evaluate`` on the saved results (read back from the results folder)."""
+    exp = experiments.get(run.name)
+    for fig in exp.figures:
+        png, pdf = run.tmp / "out" / f"{fig}.png", run.tmp / "out" / f"{fig}.pdf"
+        assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000, fig
+        assert pdf.read_bytes()[:5] == b"%PDF-", fig
+    text = run.report.read_text()
+    assert f"## {run.name}:" in text and "Scale `tiny`" in text
+    entry = run.entry
+    assert [f["figure"] for f in entry["figures"]] == list(exp.figures)
+    assert entry["cells"]["total"] == len(run.manifest["cells"])
+    saved = run.saved()
+    for f in entry["figures"]:
+        assert f"![{f['figure']}]({f['figure']}.png)" in text
+        assert f["claim"] in text and f["measured"] in text
+        finding = importlib.import_module(f"dpsim.paper_figures.{f['figure']}").evaluate(saved)
+        assert (finding["holds"], finding["measured"]) == (f["holds"], f["measured"]), f["figure"]
