@@ -170,7 +170,3 @@ class Backend:
         if self.name == "array_api_strict":
             return self.xp.asarray(np.asarray(a, dtype=np.int64))
         return self.xp.asarray(a, dtype=self.xp.int64)
-
-    @staticmethod
-    def to_numpy(a):
-        return to_numpy(a)

@@ -4,8 +4,13 @@
     dpsim run --problem P [--problem-arg k=v ...] --optimizer O [--set k=v ...]
               --steps N --batch-size B --trials R --seed S [--backend cupy] --out FILE
     dpsim account --noise-multiplier S --sample-rate Q --steps T --delta D
-    dpsim verify [--scale quick|full] [--out DIR]
-    dpsim reproduce [NAME ... | --all] [--scale quick|full]
+
+Further commands come from the installed applications through entry points (``dpsim verify`` from
+``dpsim.analysis``, ``dpsim reproduce`` from ``dpsim.experiments``): every entry point of the group
+``dpsim.commands`` is a ``register(subparsers)`` that adds one subparser with
+``set_defaults(handler=fn)``, ``fn(args) -> exit code``.  ``dpsim list`` adds the names of the
+group ``dpsim.listings`` (zero-argument callables returning names).  The core never imports the
+applications; an entry point that fails to load is reported on one line and skipped.
 
 Bad input exits with status 2 and one line naming the bad value (no traceback).
 """
@@ -13,8 +18,11 @@ Bad input exits with status 2 and one line naming the bad value (no traceback).
 from __future__ import annotations
 
 import argparse
-import math
 import sys
+from importlib.metadata import entry_points
+
+COMMANDS_GROUP = "dpsim.commands"
+LISTINGS_GROUP = "dpsim.listings"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -92,18 +100,11 @@ def _build_parser() -> argparse.ArgumentParser:
     a.add_argument("--accountant", default="pld", help="pld (default) or rdp")
     a.add_argument("--releases-per-step", type=int, default=1)
 
-    v = sub.add_parser("verify", help="check every bound of the papers against simulation")
-    v.add_argument("--scale", default="quick", help="quick (default) or full")
-    v.add_argument("--out", default=None, help="write verify.md and verify.json here")
-    v.add_argument("--seed", type=int, default=0)
-    v.add_argument("--only", nargs="*", default=None, help="run only these checks")
-
-    rp = sub.add_parser("reproduce", help="run experiments, then render figures and REPORT.md")
-    rp.add_argument("names", nargs="*", help="experiment names (see `dpsim list`)")
-    rp.add_argument("--all", action="store_true", help="every experiment")
-    rp.add_argument("--scale", default="quick", help="quick (default) or full")
-    rp.add_argument("--out", default=None, help="figure directory (default paper_figures/out)")
-    rp.add_argument("--force", action="store_true", help="ignore cached results")
+    for ep in entry_points(group=COMMANDS_GROUP):
+        try:
+            ep.load()(sub)
+        except Exception as exc:  # an application that cannot load must not break the core CLI
+            _warn(f"command {ep.name!r} unavailable ({type(exc).__name__}: {exc})")
     return p
 
 
@@ -116,13 +117,15 @@ def _cmd_list() -> int:
     print("optimizers:")
     for name in optimizers.names():
         print(f"  {name}")
-    try:
-        from dpsim import experiments
-    except ImportError:  # pragma: no cover
-        return 0
-    print("experiments:")
-    for name in experiments.names():
-        print(f"  {name}")
+    for ep in entry_points(group=LISTINGS_GROUP):
+        try:
+            listed = list(ep.load()())
+        except Exception as exc:
+            _warn(f"listing {ep.name!r} unavailable ({type(exc).__name__}: {exc})")
+            continue
+        print(f"{ep.name}:")
+        for name in listed:
+            print(f"  {name}")
     return 0
 
 
@@ -164,19 +167,8 @@ def _cmd_account(args) -> int:
     return 0
 
 
-def _cmd_reproduce(args) -> int:
-    from dpsim import experiments
-    if not args.all and not args.names:
-        raise ValueError("reproduce needs experiment names or --all")
-    names = experiments.names() if args.all else args.names
-    experiments.reproduce(names, scale=args.scale, out_dir=args.out, force=args.force)
-    return 0
-
-
-def _cmd_verify(args) -> int:
-    from dpsim.analysis import verify
-
-    return verify.run(args.scale, args.out, seed=args.seed, only=args.only)
+def _warn(message: str) -> None:
+    sys.stderr.write(f"dpsim: warning: {message}\n".replace("\n", " ").rstrip() + "\n")
 
 
 def main(argv=None) -> int:
@@ -188,10 +180,7 @@ def main(argv=None) -> int:
             return _cmd_run(args)
         if args.command == "account":
             return _cmd_account(args)
-        if args.command == "reproduce":
-            return _cmd_reproduce(args)
-        if args.command == "verify":
-            return _cmd_verify(args)
+        return int(args.handler(args))
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         sys.stderr.write(f"dpsim: error: {msg}\n".replace("\n", " ").rstrip() + "\n")

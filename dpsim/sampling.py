@@ -50,10 +50,6 @@ class Sampler:
         self.R = int(trials)
         self.rng = np.random.Generator(np.random.PCG64(seed))
 
-    @property
-    def sample_rate(self) -> float:
-        return self.b / self.n
-
     def draw(self) -> BatchIndices:
         R, n, b = self.R, self.n, self.b
         if self.sampling == "replacement":

@@ -98,3 +98,70 @@ def test_python_dash_m_entry_point():
                           "--sample-rate", "0.1", "--steps", "3", "--delta", "0"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Application commands come from entry points (the core never imports the applications)
+
+
+class _EntryPoint:
+    def __init__(self, name, obj=None, error=None):
+        self.name, self._obj, self._error = name, obj, error
+
+    def load(self):
+        if self._error is not None:
+            raise self._error
+        return self._obj
+
+
+def _register_echo(subparsers):
+    p = subparsers.add_parser("echo", help="test command")
+    p.add_argument("--value", type=int, required=True)
+
+    def handler(args):
+        if args.value < 0:
+            raise ValueError(f"value must be non-negative, got value={args.value}")
+        print(f"echo {args.value}")
+        return 3
+
+    p.set_defaults(handler=handler)
+
+
+def _fake_entry_points(commands=(), listings=()):
+    groups = {"dpsim.commands": list(commands), "dpsim.listings": list(listings)}
+    return lambda group: groups.get(group, [])
+
+
+def test_entry_point_command_is_dispatched(monkeypatch, capsys):
+    import dpsim.cli as cli
+
+    monkeypatch.setattr(cli, "entry_points", _fake_entry_points([_EntryPoint("echo", _register_echo)]))
+    code, out, err = _run(["echo", "--value", "7"], capsys)
+    assert (code, out.strip(), err) == (3, "echo 7", "")
+    code, out, err = _run(["echo", "--value", "-1"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "value=-1" in err
+
+
+def test_broken_entry_points_do_not_break_list_or_help(monkeypatch, capsys):
+    import dpsim.cli as cli
+
+    broken = [_EntryPoint("verify", error=ImportError("no module named scipy.nothing"))]
+    listings = [_EntryPoint("experiments", lambda: ["e1", "e2"]),
+                _EntryPoint("broken", error=RuntimeError("boom"))]
+    monkeypatch.setattr(cli, "entry_points", _fake_entry_points(broken, listings))
+    code, out, err = _run(["list"], capsys)
+    assert code == 0 and "dp_sgd" in out and "experiments:\n  e1\n  e2" in out
+    assert "command 'verify' unavailable" in err and "listing 'broken' unavailable" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "run" in out and "verify" not in out
+
+
+def test_installed_application_commands_are_registered():
+    """The installed entry points (pyproject) provide ``reproduce`` and ``verify``."""
+    from importlib.metadata import entry_points
+
+    names = {ep.name for ep in entry_points(group="dpsim.commands")}
+    assert {"reproduce", "verify"} <= names
