@@ -12,9 +12,12 @@ results only, and finally writes ``<out_dir>/REPORT.md`` — by default ``paper_
 — with, per figure, the image, the claim, the measured effect with its uncertainty and whether the
 claim holds at this scale.  See :mod:`experiments.pipeline` for the cache and seed design.
 
-Adding an experiment: write ``experiments/<name>.py`` defining ``EXPERIMENT = Experiment(...)`` and
-figure scripts ``paper_figures/fig_*.py`` (``render(results, out_dir)`` and ``evaluate(results)``),
-then add one line to ``_REGISTRY`` below.
+Adding an experiment: write ``experiments/<name>.py`` defining ``EXPERIMENT = Experiment(...)`` (tune
+with :mod:`experiments.tuning` and save the selections with ``tuning.record``; give each result cell
+the ``meta`` its figures need) and figure scripts ``paper_figures/fig_*.py`` (``render(results,
+out_dir)`` and ``evaluate(results)``, reading through :class:`experiments.pipeline.Saved`; helpers
+shared by one experiment's figures in ``paper_figures/<name>_common.py``), then add one line to
+``_REGISTRY`` below.  The ``dpsim reproduce`` command is :mod:`experiments.cli`.
 """
 
 from __future__ import annotations
