@@ -11,5 +11,11 @@ Contract of a figure module ``paper_figures/fig_<name>.py`` (listed in its exper
   ``verdict`` (one line on how ``holds`` was decided).  ``dpsim reproduce`` puts these in
   ``REPORT.md``.
 
+Helpers shared by one experiment's figures live in ``<experiment>_common.py`` (e.g.
+``dp2_common``); a figure reads the cell metadata and the tuning selections the experiment saved
+through :class:`dpsim.experiments.pipeline.Saved` (``Saved.of(results)``) instead of parsing labels
+or re-deriving choices.  Every figure script runs standalone through one entry point,
+:func:`paper_figures.style.cli_main` (``python -m dpsim.paper_figures.<fig> RESULTS_DIR [OUT_DIR]``).
+
 ``paper_figures/out/`` is generated (``dpsim reproduce`` / ``make figures``) and not committed.
 """
