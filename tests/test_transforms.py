@@ -1,0 +1,152 @@
+"""named_chain / lookup, the combinators (same pieces, another order) and range validation."""
+
+import numpy as np
+import pytest
+
+import dpsim
+from dpsim import optimizers, problems
+from dpsim._validate import hyper
+from dpsim.privacy.privatizers import gaussian_privatizer
+from dpsim.transforms import (alternate, lookup, mean_gradient, named_chain, scale,
+                              scale_then_privatize, trace)
+from dpsim.transforms.preconditioners import AdamState, adam_v_hat, precondition, rmsprop, scale_by_adam
+
+
+@pytest.fixture(scope="module")
+def prob():
+    return problems.logistic_regression(400, 6, seed=3)
+
+
+def _run(prob, tx, **kw):
+    opt = optimizers.Optimizer(name="t", hyperparameters={}, transform=tx)
+    kw = dict(dict(steps=25, batch_size=20, trials=2, seed=4), **kw)
+    return dpsim.simulate(prob, opt, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# named_chain and lookup
+
+
+def test_named_chain_state_is_keyed_by_name():
+    tx = named_chain(("gradient", mean_gradient()), ("momentum", trace(0.9)), ("lr", scale(-0.1)))
+    assert tx.names == ("gradient", "momentum", "lr")
+    state = tx.init(np.zeros((2, 3)))
+    assert list(state) == ["gradient", "momentum", "lr"] and state["momentum"].trace.shape == (2, 3)
+
+
+def test_named_chain_refuses_duplicates_and_unnamed_pieces():
+    with pytest.raises(ValueError, match="duplicate piece names"):
+        named_chain(("lr", scale(1.0)), ("lr", scale(2.0)))
+    with pytest.raises(ValueError, match="give this piece a name"):
+        named_chain(scale(1.0))
+
+
+def test_lookup_finds_pieces_inside_combinators():
+    stp = scale_then_privatize(gaussian_privatizer(1.0, 0.5), scale_by_adam(), eps_scale=1e-3)
+    tx = named_chain(stp, ("lr", scale(-0.1)))  # the combinator's names are spliced in
+    assert tx.names == ("privatizer", "preconditioner", "lr")
+    state = (tx.init(np.zeros((2, 3))), {"other": tx.init(np.zeros((2, 3)))})
+    assert isinstance(lookup(state, "preconditioner"), AdamState)
+    with pytest.raises(KeyError, match="'adam'.*privatizer, preconditioner, lr"):
+        lookup(state, "adam")
+
+
+def test_adam_v_hat_is_the_bias_corrected_second_moment():
+    st = AdamState(m=None, v=np.array([[0.5, 2.0]]), count=3)
+    np.testing.assert_allclose(adam_v_hat(st, 0.9), st.v / (1 - 0.9 ** 3), rtol=0, atol=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Combinators: the same pieces in another order
+
+
+@pytest.mark.parametrize("pre", ["adam", "rmsprop"])
+def test_scale_then_privatize_equals_post_processing_without_noise_or_clipping(prob, pre):
+    """σ = 0, C = ∞: scaling by s, releasing and unscaling by 1/s is the identity up to rounding."""
+    def piece():
+        return scale_by_adam(0.9, 0.99, 1e-8) if pre == "adam" else precondition(rmsprop(0.9, 1e-8))
+
+    post = named_chain(("privatizer", gaussian_privatizer(np.inf, 0.0)), ("preconditioner", piece()),
+                       ("lr", scale(-0.01)))
+    stp = named_chain(scale_then_privatize(gaussian_privatizer(np.inf, 0.0), piece(), eps_scale=1e-3),
+                      ("lr", scale(-0.01)))
+    a, b = _run(prob, post), _run(prob, stp)
+    np.testing.assert_allclose(b.params, a.params, rtol=1e-10, atol=1e-12)
+    assert not np.array_equal(a.params, np.zeros_like(a.params))
+
+
+def test_scale_then_privatize_differs_once_clipping_acts(prob):
+    post = named_chain(("privatizer", gaussian_privatizer(0.05, 0.0)),
+                       ("preconditioner", scale_by_adam()), ("lr", scale(-0.01)))
+    stp = named_chain(scale_then_privatize(gaussian_privatizer(0.05, 0.0), scale_by_adam(), eps_scale=1e-3),
+                      ("lr", scale(-0.01)))
+    assert np.max(np.abs(_run(prob, post).params - _run(prob, stp).params)) > 1e-6
+
+
+def test_dp2_orders_agree_without_noise_or_clipping(prob):
+    """dp2 (precondition, then privatize) and noise_first (privatize, then precondition) are the
+    same pieces in two orders: equal up to rounding at σ = 0, C = ∞, different with clipping."""
+    kw = dict(s1=3, s2=4, lr=0.2, lr2=0.02, noise_multiplier=0.0)
+    a = dpsim.simulate(prob, optimizers.get("dp2_rmsprop", clip=np.inf, **kw), steps=30, batch_size=20,
+                       trials=2, seed=1)
+    b = dpsim.simulate(prob, optimizers.get("dp2_noise_first", clip=np.inf, **kw), steps=30,
+                       batch_size=20, trials=2, seed=1)
+    np.testing.assert_allclose(a.params, b.params, rtol=1e-10, atol=1e-12)
+    c = dpsim.simulate(prob, optimizers.get("dp2_rmsprop", clip=0.05, **kw), steps=30, batch_size=20,
+                       trials=2, seed=1)
+    d = dpsim.simulate(prob, optimizers.get("dp2_noise_first", clip=0.05, **kw), steps=30, batch_size=20,
+                       trials=2, seed=1)
+    assert np.max(np.abs(c.params - d.params)) > 1e-6
+
+
+def test_alternate_runs_phases_and_switch_hook(prob):
+    calls = []
+
+    def on_switch(state, ctx):
+        calls.append(ctx.t)
+        return state
+
+    first = named_chain(("gradient", mean_gradient()), ("lr", scale(0.0)))
+    second = named_chain(("gradient", mean_gradient()), ("lr", scale(-0.1)))
+    tx = alternate((2, first), (3, second), on_switch=("lr", on_switch))
+    assert tx.names == ("gradient", "lr") and len(tx.privacy) == 1  # one shared piece, one event
+    res = _run(prob, tx, steps=11, record_every=1, trials=1)
+    assert calls == [3, 8]
+    moved = np.abs(np.diff(res.loss[:, 0])) > 0  # steps 1-2 and 6-7 do not move (lr 0)
+    assert moved.tolist() == [False, False, True, True, True, False, False, True, True, True, False]
+
+
+# ---------------------------------------------------------------------------------------------
+# Hyperparameter ranges
+
+
+@pytest.mark.parametrize("name, kw, needle", [
+    ("dp_adam", dict(beta2=1.5), "beta2 must be in [0, 1), got beta2=1.5"),
+    ("dp_adam", dict(beta1=-0.1), "beta1 must be in [0, 1), got beta1=-0.1"),
+    ("adam", dict(beta2=1.0), "beta2 must be in [0, 1), got beta2=1.0"),
+    ("dp_rmsprop", dict(beta=1.2), "beta must be in [0, 1), got beta=1.2"),
+    ("momentum", dict(beta=1.0), "beta must be in [0, 1), got beta=1.0"),
+    ("dp2_rmsprop", dict(beta=2.0), "beta must be in [0, 1), got beta=2.0"),
+    ("dp_adam_stp", dict(base="rmsprop", beta2=1.0), "beta2 must be in [0, 1), got beta2=1.0"),
+    ("adadps", dict(beta=-1.0), "beta must be in [0, 1), got beta=-1.0"),
+    ("dp_adam", dict(beta2=[0.9, 1.0]), "beta2=1.0"),
+    ("sgd", dict(lr=-1.0), "lr must be in [0, inf), got lr=-1.0"),
+    ("dp_sgd", dict(noise_multiplier=float("nan")), "noise_multiplier must be in [0, inf)"),
+    ("dp_sgd", dict(clip=0.0), "clip must be in (0, inf], got clip=0.0"),
+    ("dp_adam_bc", dict(gamma_prime=0.0), "gamma_prime must be in (0, inf), got gamma_prime=0.0"),
+])
+def test_hyperparameter_out_of_range_names_the_value(name, kw, needle):
+    with pytest.raises(ValueError) as exc:
+        optimizers.get(name, **kw)
+    assert needle in str(exc.value)
+
+
+def test_hyper_returns_float_or_read_only_array():
+    assert hyper("beta", 0.5, "[0, 1)") == 0.5 and isinstance(hyper("beta", 0, "[0, 1)"), float)
+    arr = hyper("beta", [0.1, 0.2], "[0, 1)")
+    assert arr.dtype == float and not arr.flags.writeable
+    assert hyper("clip", float("inf"), "(0, inf]") == float("inf")
+    with pytest.raises(ValueError, match=r"clip must be in \(0, inf\)"):
+        hyper("clip", float("inf"), "(0, inf)")
+    with pytest.raises(ValueError, match="scalar or a 1-D"):
+        hyper("beta", [[0.1]], "[0, 1)")
