@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import platform
 import time
+from importlib.metadata import PackageNotFoundError, version
 from typing import Callable
 
+import numba
 import numpy as np
+import scipy
 
-from . import __version__, accounting, optimizers
+from . import accounting, optimizers
 from .backend import Backend, to_numpy
 from .results import METRICS, Result
 from .sampling import Sampler, check_sampling
@@ -27,17 +30,15 @@ __all__ = ["simulate"]
 
 
 def _versions() -> dict:
-    import numba
-    import scipy
-
-    out = {"dpsim": __version__, "python": platform.python_version(), "numpy": np.__version__,
+    """Versions of dpsim (its installed metadata: the engine sits below the package ``__init__``)
+    and of the libraries a result depends on."""
+    out = {"python": platform.python_version(), "numpy": np.__version__,
            "scipy": scipy.__version__, "numba": numba.__version__}
-    try:
-        from importlib.metadata import version
-
-        out["dp_accounting"] = version("dp-accounting")
-    except Exception:  # pragma: no cover - metadata missing in odd installs
-        pass
+    for key, dist in (("dpsim", "dpsim"), ("dp_accounting", "dp-accounting")):
+        try:
+            out[key] = version(dist)
+        except PackageNotFoundError:  # pragma: no cover - running from an uninstalled checkout
+            out[key] = "unknown"
     return out
 
 
