@@ -418,7 +418,7 @@ def epsilon_from_releases(releases, sample_rate, delta, *, accountant="pld",
     ``unamplified``: noise multipliers of whole-run Gaussian mechanisms composed with the rest
     *without* amplification by sampling (correlated noise: a DP-MF run with unrestricted
     participation is one Gaussian mechanism of noise multiplier ``σ·sens(M)/worst_sens(M)``, see
-    :mod:`dpsim.mf`); they combine as ``(Σ σ_i^{-2})^{-1/2}``.
+    :mod:`dpsim.privacy.mf`); they combine as ``(Σ σ_i^{-2})^{-1/2}``.
     """
     q = _check_rate(sample_rate)
     d = _check_delta(delta)

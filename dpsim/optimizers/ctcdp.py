@@ -2,7 +2,7 @@
 
 Source ("seed 003"): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
 Constraints* (AAAI 2021) — Algorithm 1 (private learning loop with a budget), Algorithm 3
-(initialization, :func:`dpsim.tcdp.init_budget`), Theorem B.1 (privacy of the loop), App. B.7
+(initialization, :func:`dpsim.privacy.tcdp.init_budget`), Theorem B.1 (privacy of the loop), App. B.7
 (noise range ``(σ_min, 2σ_g)``), App. C.1 (the quadratic experiment).
 
 The optimizer ``dp_sgd_ctcdp``
@@ -41,7 +41,7 @@ clipped sum ``Σ clip(g_i, C)`` changes by ``clip(g') − clip(g)``, so its ℓ2
 **Δ = 2C**, and the noise std ``σ_t`` is absolute (noise multiplier ``σ_t/Δ``); ``ρ_t`` is
 ``Δ²/(2σ_t²)``-zCDP (Lemma A.5) amplified by ``13q²`` (Lemma A.6).  The optional norm release
 ``‖S‖² + (σ_g/Δ)·Δ_ns·ξ'`` has replace-one sensitivity ``Δ_ns = max(4(b−1), 1) C²``
-(:func:`dpsim.tcdp.norm_sq_sensitivity`; seed 003 Lemma A.3's ``(2b−1)C²`` is the removal
+(:func:`dpsim.privacy.tcdp.norm_sq_sensitivity`; seed 003 Lemma A.3's ``(2b−1)C²`` is the removal
 case) and costs ``13q²Δ²/(2σ_g²)``.  The ε reported is therefore a replace-one guarantee, like
 dpsim's other ``sampling="fixed"`` accounting.
 
@@ -91,7 +91,7 @@ ROUNDING_GUARD = 1e-9
 
 
 def plan(epsilon, delta, steps, n, clip, *, noise_norm=False, sample_rate=None) -> dict:
-    """Algorithm 3 of seed 003 for ``dp_sgd_ctcdp``: :func:`dpsim.tcdp.init_budget` with Δ = 2C.
+    """Algorithm 3 of seed 003 for ``dp_sgd_ctcdp``: :func:`dpsim.privacy.tcdp.init_budget` with Δ = 2C.
 
     Call it before :func:`dpsim.simulate` to get the batch size to pass (``plan(...)["batch_size"]``,
     with ``sampling="fixed"``).  ``steps`` is the planned ``T``; ``n`` the number of training
@@ -226,7 +226,7 @@ def ctcdp_privatizer(clip, epsilon, delta, *, schedule="uniform", schedule_param
         if ctx.batch_size != b:
             raise ValueError(
                 f"{what}, got batch_size={ctx.batch_size}: use simulate(..., sampling='fixed', "
-                f"batch_size={b}) (dpsim.ctcdp.plan gives it beforehand)")
+                f"batch_size={b}) (dpsim.optimizers.ctcdp.plan gives it beforehand)")
         D = np.asarray(info["sensitivity"], dtype=float)
         t_all = np.arange(1, T + 1, dtype=float)
         pp = np.asarray(p, dtype=float)

@@ -291,7 +291,7 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     ``ĝ = (1/b) Σ_{i∈B} π_A(g_i) + (σ/b) ξ``, ``ξ ~ N(0, A⁻¹)`` (drawn as ``z/√a``, ``z`` the
     backend's standard normals of shape ``(R, d)``, one draw per step; none when ``σ = 0``),
     ``A = C/B²``.  Per-example gradients are materialized (``Batch.per_example()``) and projected
-    with the Numba kernel of :mod:`dpsim._ellipsoid` (on the host: CuPy arrays make a round trip).
+    with the Numba kernel of :mod:`dpsim.privacy._ellipsoid` (on the host: CuPy arrays make a round trip).
 
     ``noise_multiplier`` σ ≥ 0 (scalar or per-trial); ``radius`` ``B`` (``None``: Theorem 1/2
     formula, module docstring); ``scaling`` ``"identity" | "optimal" | C_diag``; ``sigma_hat``

@@ -23,7 +23,7 @@ Contract
   subsets of a fixed-size dataset) is a statement about datasets of equal size that differ in one
   entry: **replace-one** (substitution).  Lemma A.3's proof, however, *removes* an example.  Both
   relations are available where it matters (:func:`norm_sq_sensitivity`); budget-constrained
-  training (:mod:`dpsim.ctcdp`) uses replace-one throughout, the relation Thm A.3 needs.
+  training (:mod:`dpsim.optimizers.ctcdp`) uses replace-one throughout, the relation Thm A.3 needs.
 * **Vectorization.**  Every function takes scalars or NumPy arrays (broadcast together) and
   returns a float for all-scalar input, else an array of the broadcast shape.  Values outside a
   result's assumptions raise ``ValueError`` naming the value (the first offending element).
@@ -398,7 +398,7 @@ def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=Fal
     """Seed 003 Algorithm 3 (private learning initialization) for an (ε, δ)-DP budget.
 
     Steps (paper numbering), with ``T = steps``, ``Δ = sensitivity`` (ℓ2 sensitivity of the
-    released gradient sum under replace-one adjacency, see :mod:`dpsim.ctcdp`)::
+    released gradient sum under replace-one adjacency, see :mod:`dpsim.optimizers.ctcdp`)::
 
         1  a = log(1/δ)/ε,  ρ_a, ω_a                      (Def. 3.1 / Lemma A.1)
         2  ρ_tot = ρ_a
