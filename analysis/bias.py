@@ -178,13 +178,13 @@ def mf_step_variance(strategy, steps):
     """Per-step variance ``E[u_t²] = sens(M)² Σ_k (M⁻¹)_{tk}²`` of the unit-scale DP-MF noise
     ``u = sens(M) · M⁻¹ Z`` (diagonal of ``sens² M⁻¹M⁻ᵀ``), shape ``(T,)``.
 
-    ``strategy``: a name understood by :mod:`dpsim.mf` (``"identity"``/``"gaussian"``,
+    ``strategy``: a name understood by :mod:`dpsim.privacy.mf` (``"identity"``/``"gaussian"``,
     ``"sqrt_toeplitz"``, ``"banded:<k>"``; Toeplitz, computed in O(T) from the coefficients of
     ``M⁻¹``) or a lower-triangular invertible ``T×T`` matrix ``M`` (``sens`` = largest column norm,
-    :func:`dpsim.mf.sensitivity`).  ``steps``: the horizon ``T`` the strategy is built for (banded
+    :func:`dpsim.privacy.mf.sensitivity`).  ``steps``: the horizon ``T`` the strategy is built for (banded
     strategies are optimized for it); ignored for a matrix.
     """
-    from dpsim import mf
+    from dpsim.privacy import mf
 
     if isinstance(strategy, str):
         T = int(_arr("steps", steps, positive=True, integer=True))
@@ -228,13 +228,13 @@ def postprocessing_bias(noise_multiplier, clip, batch_size, *, beta2=None, t=Non
     Parameters: ``noise_multiplier`` σ ≥ 0, ``clip`` C > 0, ``batch_size`` b > 0 (broadcast).
     ``beta2`` in [0, 1) and integer ``t ≥ 1`` (``t=None``: ``t → ∞``; with DP-MF a finite ``t`` is
     required) are needed for DP-MF and for ``raw=True``; ``strategy``: ``None``, a
-    :mod:`dpsim.mf` name or a ``T×T`` strategy matrix; ``steps``: the horizon ``T`` of a named
+    :mod:`dpsim.privacy.mf` name or a ``T×T`` strategy matrix; ``steps``: the horizon ``T`` of a named
     strategy (default ``max(t)``; banded strategies depend on it).  The clean stream is any fixed
     sequence of clipped means (the bias does not depend on it).
     """
     phi = np.asarray(noise_variance(noise_multiplier, clip, batch_size), dtype=float)
     if isinstance(strategy, str):
-        from dpsim import mf
+        from dpsim.privacy import mf
 
         kind, _ = mf.parse_noise(strategy)
         if kind == "identity":

@@ -178,39 +178,18 @@ class _TraceState(NamedTuple):
     bsum: Any  # (R, d) Σ of g^u over the current (or latest) SGD phase
 
 
-def _find_dp2_state(state):
-    from dpsim.dp2 import DP2State
-
-    if isinstance(state, DP2State):
-        return state
-    if isinstance(state, tuple):
-        for s in state:
-            found = _find_dp2_state(s)
-            if found is not None:
-                return found
-    return None
-
-
-def _traced_optimizer(optimizer, lr_schedule: Callable[[int], float] | None = None):
-    """A copy of a DP² optimizer whose state also carries the clean minibatch gradient of each
-    step (for ``h(s)``) and, optionally, multiplies its update by ``lr_schedule(t)``.  The
-    privacy declaration is the wrapped optimizer's (the traces are measurements, not releases)."""
+def _trace_piece(s1: int, cycle: int):
+    """A measuring piece run alongside a DP² optimizer: it records the clean minibatch mean gradient
+    of each step (``h(s)`` needs it) and releases nothing (its output is discarded)."""
     from dpsim.transforms import GradientTransformation
-
-    hp = optimizer.hyperparameters
-    s1 = int(hp["s1"])
-    s2 = int(hp["s2"]) if hp.get("s2") is not None else s1
-    cycle = s1 + s2
-    inner = optimizer.transform
 
     def init(params):
         z = params * 0.0
         zr = z[:, 0] * 0.0
-        return (inner.init(params), _TraceState(g=z, g_l1=zr, diff_l1=zr * 1.0, bsum=z * 1.0))
+        return _TraceState(g=z, g_l1=zr, diff_l1=zr * 1.0, bsum=z * 1.0)
 
-    def update(batch, state, params, ctx):
+    def update(batch, tr, params, ctx):
         xp = ctx.xp
-        inner_state, tr = state
         g = batch.mean()
         p = (ctx.t - 1) % cycle
         if p == 0:
@@ -220,28 +199,51 @@ def _traced_optimizer(optimizer, lr_schedule: Callable[[int], float] | None = No
         else:
             bsum = tr.bsum
         diff = xp.sum(xp.abs(g - tr.g), axis=1) if ctx.t > 1 else tr.diff_l1 * 0.0
-        u, inner_state = inner.update(batch, inner_state, params, ctx)
-        if lr_schedule is not None:
-            u = u * float(lr_schedule(ctx.t))
-        return u, (inner_state, _TraceState(g=g, g_l1=xp.sum(xp.abs(g), axis=1), diff_l1=diff,
-                                            bsum=bsum))
+        return g, _TraceState(g=g, g_l1=xp.sum(xp.abs(g), axis=1), diff_l1=diff, bsum=bsum)
+
+    return GradientTransformation(init, update)
+
+
+def _lr_schedule_piece(lr_schedule: Callable[[int], float]):
+    """``u ← lr_schedule(t) · u`` (a deterministic step-size schedule; releases nothing)."""
+    from dpsim.transforms import EmptyState, GradientTransformation
+
+    def update(u, state, params, ctx):
+        return u * float(lr_schedule(ctx.t)), state
+
+    return GradientTransformation(lambda params: EmptyState(), update)
+
+
+def _traced_optimizer(optimizer, lr_schedule: Callable[[int], float] | None = None):
+    """A copy of a DP² optimizer with a measuring piece ``"h_trace"`` alongside it (the clean
+    minibatch gradient of each step, for ``h(s)``) and, optionally, its update multiplied by
+    ``lr_schedule(t)``.  The privacy events are the wrapped optimizer's (the traces are
+    measurements, not releases).  The delayed preconditioner is read by its piece name."""
+    from dpsim.transforms import lookup, named_chain
+    from dpsim.transforms.combinators import alongside
+
+    hp = optimizer.hyperparameters
+    s1 = int(hp["s1"])
+    s2 = int(hp["s2"]) if hp.get("s2") is not None else s1
+    tx = alongside(named_chain(("h_trace", _trace_piece(s1, s1 + s2))), optimizer.transform)
+    if lr_schedule is not None:
+        tx = named_chain(tx, ("lr_schedule", _lr_schedule_piece(lr_schedule)))
 
     eps = hp.get("eps", 1e-8)
 
     def _D_l1(st, w, ctx):
         xp = ctx.xp
-        v = _find_dp2_state(st[0]).v
+        v = lookup(st, "preconditioner").v
         e = ctx.hp(eps if isinstance(eps, float) else np.asarray(eps, dtype=float))
         return xp.sum(xp.sqrt(xp.maximum(v, 0.0)) + e, axis=1)
 
     probes = {
-        "h_g_l1": lambda st, w, ctx: st[1].g_l1,
-        "h_diff_l1": lambda st, w, ctx: st[1].diff_l1,
-        "h_b_l1": lambda st, w, ctx: ctx.xp.sum(ctx.xp.abs(st[1].bsum), axis=1) / float(s1),
-        "h_G_l1": lambda st, w, ctx: ctx.xp.sum(ctx.xp.abs(_find_dp2_state(st[0]).G), axis=1) / float(s1),
+        "h_g_l1": lambda st, w, ctx: st["h_trace"].g_l1,
+        "h_diff_l1": lambda st, w, ctx: st["h_trace"].diff_l1,
+        "h_b_l1": lambda st, w, ctx: ctx.xp.sum(ctx.xp.abs(st["h_trace"].bsum), axis=1) / float(s1),
+        "h_G_l1": lambda st, w, ctx: ctx.xp.sum(ctx.xp.abs(lookup(st, "preconditioner").G), axis=1) / float(s1),
         "h_D_l1": _D_l1,
     }
-    tx = GradientTransformation(init, update, inner.releases)
     return dataclasses.replace(optimizer, transform=tx, probes=probes)
 
 

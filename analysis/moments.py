@@ -54,7 +54,7 @@ Conventions
   constant 1, as printed.
 * **Privacy parametrization.**  The paper's noise scale is ``√log(1/δ)/(bε)`` (Algorithms 1–2,
   line 6; Lemma 3.1 with ``T = c n²/b²``); dpsim's is ``σ/b`` with σ the noise multiplier.  As in
-  :func:`dpsim.pagan.ellipsoid_radius`, ``nε/√log(1/δ)`` is replaced by ``n/σ`` when
+  :func:`dpsim.privacy.ellipsoid.ellipsoid_radius`, ``nε/√log(1/δ)`` is replaced by ``n/σ`` when
   ``noise_multiplier`` is given (i.e. ``σ = √log(1/δ)/ε``, and ``c = 1``).
 * **Vectorization.**  Functions of a coordinate vector take its last axis as ``d`` and broadcast
   the leading axes with the scalar arguments; scalar-only inputs return a float.  Values outside
@@ -258,9 +258,9 @@ def G_hat_p(S, C_diag, p):
     whose ``C``-norms are the Lipschitz constants ``G(z_i; C)`` of Assumption 1 (for a GLM with a
     1-Lipschitz link, the feature rows); ``G(z_i; C) = ||S_i||_C``.  ``C_diag``: ``(d,)`` or
     ``(M, d)``; ``p ≥ 1``: scalar or array.  Output shape: ``broadcast((M,), p.shape)``; a float for
-    ``(d,)`` and scalar ``p``.  Computed by :func:`dpsim.pagan.empirical_moment` (overflow-safe).
+    ``(d,)`` and scalar ``p``.  Computed by :func:`dpsim.privacy.ellipsoid.empirical_moment` (overflow-safe).
     """
-    from dpsim.pagan import empirical_moment
+    from dpsim.privacy.ellipsoid import empirical_moment
 
     C = _positive_vec("C_diag", C_diag)
     if C.ndim > 2:
@@ -343,7 +343,7 @@ def geometry(C_diag, *, domain="box", domain_radius=1.0) -> dict:
     ``diam2 = diam_2(X)``, ``diam_inf = diam_∞(X)``, ``diam_Cinv = diam_{||·||_{C⁻¹}}(X)`` and
     ``trace_Cinv = tr(C⁻¹)``, ``trace_Cinv_half = tr(C^{−1/2})``.  Box ``[−r, r]^d``:
     ``2r√d, 2r, 2r√tr(C⁻¹)``; ball of radius ``r``: ``2r, 2r, 2r/√min_j C_jj`` — the conventions of
-    :func:`dpsim.pagan.ellipsoid_radius`.  ``C_diag``: ``(..., d)``; entries have shape ``(...)``.
+    :func:`dpsim.privacy.ellipsoid.ellipsoid_radius`.  ``C_diag``: ``(..., d)``; entries have shape ``(...)``.
     """
     if domain not in _DOMAINS:
         raise ValueError(f"domain must be 'box' or 'ball', got domain={domain!r}")
@@ -517,7 +517,7 @@ def theorem1_bound(C_diag, grads, *, n, noise_multiplier=None, epsilon=None, del
     Source: seed 001 Theorem 1 (``O(·)`` there), run with ``α = D_2 = diam_2(X)``,
     ``T = c n²/b²`` (here ``c = 1``), ``A_k = C/B²`` and
     ``B = 2 G_2p(C) (D_{C⁻¹} nε / (D_2 √(tr(C⁻¹) log(1/δ))))^{1/p}``
-    (:func:`dpsim.pagan.ellipsoid_radius`), assuming ``Ĝ_p(S; C) ≤ G_2p(C)``.  The constants come
+    (:func:`dpsim.privacy.ellipsoid.ellipsoid_radius`), assuming ``Ĝ_p(S; C) ≤ G_2p(C)``.  The constants come
     from :func:`pasan_bound` at that ``B`` and ``T``: the privacy part
     ``(3/2) D_2 B P + D_{C⁻¹} G^p/B^{p−1}`` with ``P = √(tr(C⁻¹) log(1/δ))/(nε)`` equals
     ``(3 + 2^{1−p}) D_2 G P^{(p−1)/p} (D_{C⁻¹}/D_2)^{1/p}`` (checked symbolically in the tests),

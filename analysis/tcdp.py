@@ -4,7 +4,7 @@ Source ("seed 003"): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Prote
 Constraints* (AAAI 2021), Appendix A; the tCDP results it restates are from Bun, Dwork, Rothblum,
 Steinke, *Composable and Versatile Privacy via Truncated CDP* (STOC 2018).
 
-The conversions, sensitivity, subsampling and Algorithm 3 live in :mod:`dpsim.tcdp` (the
+The conversions, sensitivity, subsampling and Algorithm 3 live in :mod:`dpsim.privacy.tcdp` (the
 simulator's budget-constrained optimizer uses them) and are re-exported here unchanged:
 :func:`rho_a`, :func:`omega_a`, :func:`omega_of_a`, :func:`tcdp_to_dp`, :func:`ctcdp_to_dp`,
 :func:`gaussian_zcdp`, :func:`subsample`, :func:`subsample_conditions`,
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from dpsim.tcdp import (  # noqa: F401  (re-exports)
+from dpsim.privacy.tcdp import (  # noqa: F401  (re-exports)
     MAX_RATE,
     SUBSAMPLE_FACTOR,
     compose,

@@ -7,7 +7,7 @@ Each row ``g`` (a 64 × 64 = 4096-row batch by default, standard normal entries)
 ``E_A = {x : Σ_j a_j x_j² ≤ 1}`` with ``a`` log-uniform over an axis ratio ``a_max/a_min =
 --ratio`` (every row lies outside, so every row needs a root-find).  Compared:
 
-* kernel — :func:`dpsim.privacy`'s ``project_ellipsoid`` (``dpsim._ellipsoid``): safeguarded
+* kernel — :func:`dpsim.privacy`'s ``project_ellipsoid`` (``dpsim.privacy._ellipsoid``): safeguarded
   Newton on ``1/||A^{1/2}π_λ(g)||`` in a Numba kernel, all rows in one call (best of
   ``--repeats``, after a warm-up call that compiles / loads the cache);
 * SciPy — ``scipy.optimize.brentq`` on ``φ(λ) = Σ_j a_j g_j²/(1 + λa_j)² − 1`` per row, ``φ``
@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import numba  # noqa: E402
 from scipy.optimize import brentq  # noqa: E402
 
-from dpsim._ellipsoid import project_ellipsoid  # noqa: E402
+from dpsim.privacy._ellipsoid import project_ellipsoid  # noqa: E402
 
 
 def scipy_project(G, a):

@@ -1,4 +1,4 @@
-"""Rerunnable benchmark: streamed DP-MF correlated noise (dpsim.mf).
+"""Rerunnable benchmark: streamed DP-MF correlated noise (dpsim.privacy.mf).
 
     python benchmarks/bench_mf.py [--trials 64] [--d 10000] [--steps 200] [--backend numpy] [--json OUT]
 
@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from dpsim import mf  # noqa: E402
+from dpsim.privacy import mf  # noqa: E402
 from dpsim.backend import Backend  # noqa: E402
 
 

@@ -68,6 +68,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpsim.transforms import lookup
 import dpsim
 from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
 
@@ -180,8 +181,8 @@ def moment_probes(d: int) -> dict:
     AdamState(m, v, count), ...)``), one ``(R,)`` record per coordinate."""
     probes = {}
     for j in range(d):
-        probes[f"m{j}"] = lambda state, params, ctx, j=j: state[1].m[:, j]
-        probes[f"v{j}"] = lambda state, params, ctx, j=j: state[1].v[:, j]
+        probes[f"m{j}"] = lambda state, params, ctx, j=j: lookup(state, "preconditioner").m[:, j]
+        probes[f"v{j}"] = lambda state, params, ctx, j=j: lookup(state, "preconditioner").v[:, j]
     return probes
 
 

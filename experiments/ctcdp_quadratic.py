@@ -23,7 +23,7 @@ only, uniform budget), AGD (Lee & Kifer 2018) and SGD-Adv.  **The learned LSTM s
   for L2P's scheduler; ``schedule_param`` p tuned on a grid, p = 0 is uniform);
 * ``sgd_adv``      — SGD-Adv: full-batch DP-GD (``dp_sgd``, ``batch_size = n``, ``sampling="fixed"``)
   with a fixed step count T and step size from a grid; noise calibrated by zCDP composition to the
-  same ρ_a as the ctCDP methods (like for like, as documented in :mod:`dpsim.ctcdp`):
+  same ρ_a as the ctCDP methods (like for like, as documented in :mod:`dpsim.optimizers.ctcdp`):
   ``noise_multiplier = 2 √(T / (2 ρ_a))`` relative to C (replace-one, Δ = 2C);
 * ``sgd_adv_ac``   — the same DP-GD with its noise calibrated by the *advanced composition theorem*
   (Dwork, Rothblum & Vadhan 2010; Dwork & Roth 2014, Thm 3.20) and the classical Gaussian
@@ -47,7 +47,7 @@ Setup (choices the paper leaves open are documented here and in the report)
   step ``mη``.  The same grid is used for every method.
 * Step counts: the paper's grid T ∈ {10, 20, …, 60} for every method (for the ctCDP methods T is
   the *planned* count of Algorithm 3, ``planned_steps``).  Combinations where seed 003 Algorithm 3
-  finds no feasible batch size (``dpsim.ctcdp.plan`` raises, e.g. ε = 1.6 with T = 10 for n = 60)
+  finds no feasible batch size (``dpsim.optimizers.ctcdp.plan`` raises, e.g. ε = 1.6 with T = 10 for n = 60)
   are skipped and recorded.
 * ctCDP batches: ``plan(ε, δ, T, n, C)["batch_size"]`` with ``sampling="fixed"`` (for n = 60 the
   paper's ``(√n+10)/n`` violates Lemma A.6's ``q ≤ 0.1``, so b = 6).
@@ -80,7 +80,6 @@ import numpy as np
 from scipy.optimize import brentq
 
 import dpsim
-import dpsim.ctcdp  # noqa: F401  (registers dp_sgd_ctcdp; public module)
 from dpsim.analysis import tcdp as tcdp_bounds
 
 from . import tuning
@@ -236,7 +235,7 @@ def _param_grid(config: Config, method: str) -> tuple[float, ...]:
 def _ctcdp_batch(config: Config, eps: float, T: int):
     """Planned batch size (``None`` when Algorithm 3 finds no feasible batch)."""
     try:
-        info = dpsim.ctcdp.plan(eps, config.delta, T, config.m, config.clip)
+        info = dpsim.optimizers.ctcdp.plan(eps, config.delta, T, config.m, config.clip)
     except ValueError:
         return None
     return int(info["batch_size"])

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpsim.transforms import lookup
 import dpsim
 
 from . import tuning
@@ -216,7 +217,7 @@ def _neg_probe(sigma, clip, batch_size, beta2):
     phi = (sigma * clip / batch_size) ** 2
 
     def probe(state, params, ctx):
-        adam = state[1]
+        adam = lookup(state, "preconditioner")
         v = np.asarray(adam.v)
         t = int(np.max(np.asarray(adam.count))) if np.ndim(adam.count) else int(adam.count)
         if t == 0:

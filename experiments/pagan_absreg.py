@@ -50,7 +50,7 @@ Design
   ``lr_grid`` (the paper's ``{0.005, …, 1.0}``) jointly with the radius ``B`` of the ellipsoid
   (PASAN/PAGAN) or the clip norm ``C`` (PDP-SGD) on ``radius_grid`` / ``pdp_clip_grid``.  The
   paper does not give ``B`` for §6.1 (its §6.2 tunes ``B ∈ {0.05, 0.1, 0.5, 1}``); the Theorem 1/2
-  formula radius (``dpsim.pagan.ellipsoid_radius``, recorded in the notes: about 10–27 here) is
+  formula radius (``dpsim.privacy.ellipsoid.ellipsoid_radius``, recorded in the notes: about 10–27 here) is
   an order of magnitude above the gradient norms (``||a_i||₂ ≈ 1``, ``||a_i||_C ≈ 2.2`` for the
   optimal ``C``): it would switch the projection off while scaling the noise with ``B``, so ``B``
   is tuned instead.  For ``A = I`` every ``B`` below the smallest gradient norm gives
@@ -221,8 +221,8 @@ def _theorem_radius(problem, st, config) -> float | None:
         return None
     algo = "pasan" if st["method"] == "pasan" else "pagan"
     C = (np.ones(config.d) if st["method"] != "pagan_opt"
-         else dpsim.pagan.scaling_diagonal(problem.scales, algo))
-    return float(dpsim.pagan.ellipsoid_radius(C, problem.X, n=config.n,
+         else dpsim.privacy.ellipsoid.scaling_diagonal(problem.scales, algo))
+    return float(dpsim.privacy.ellipsoid.ellipsoid_radius(C, problem.X, n=config.n,
                                               noise_multiplier=st["sigma"], algorithm=algo,
                                               domain="box", domain_radius=1.0))
 

@@ -10,7 +10,6 @@ from typing import Mapping
 import numpy as np
 
 import dpsim
-import dpsim.ctcdp  # noqa: F401  (registers the "ctcdp" privacy-record accountant for Result.epsilon)
 from dpsim.experiments.pipeline import Saved
 
 DELTA = 1e-8  # seed 003 App. C.1

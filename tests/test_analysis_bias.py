@@ -1,7 +1,7 @@
 """``analysis.bias``: the DP-Adam design space of seed 002 (reconstructed) and Φ of seed 004.
 
 Oracles: published numbers (seed 004), closed forms (non-central χ², a double integral for two
-terms), sympy (the variance derivation), direct Monte Carlo of the EMA, dpsim.mf's streamed
+terms), sympy (the variance derivation), direct Monte Carlo of the EMA, dpsim.privacy.mf's streamed
 correlated noise, and ``dpsim.simulate`` runs with frozen parameters (lr = 0) so that the clean
 clipped mean is known.  Statistical tolerances are confidence intervals (levels stated at each
 test); hypothesis runs derandomized in CI (tests/conftest.py).
@@ -20,11 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import integrate, stats
 
+from dpsim.transforms import lookup
 import dpsim
 from dpsim.analysis import bias as B
 from dpsim.analysis import verify
 from dpsim.analysis.checks import design as checks
-from dpsim import mf, optimizers, problems
+from dpsim import optimizers, problems
+from dpsim.privacy import mf
 
 Z4 = 4.0  # normal quantile of the per-example CIs below (two-sided 6e-5)
 
@@ -221,7 +223,7 @@ def test_negative_fraction_against_simulate(b, sigma, d, beta, t, seed):
     opt = optimizers.get("dp_adam_corrected", lr=0.0, beta2=beta, clip=C, noise_multiplier=sigma)
 
     def neg(state, params, ctx):
-        a = state[1]
+        a = lookup(state, "preconditioner")
         vhat = a.v / (1.0 - beta ** a.count) if a.count else a.v + phi
         return ctx.xp.sum(ctx.xp.astype(vhat - phi < 0, vhat.dtype), axis=1)
 
@@ -292,11 +294,11 @@ def test_postprocessing_bias_iid_against_simulate(b, sigma, C, beta, t, seed):
     opt = optimizers.get("dp_adam", lr=0.0, beta2=beta, clip=C, noise_multiplier=sigma)
 
     def dev(state, params, ctx):
-        a = state[1]
+        a = lookup(state, "preconditioner")
         return ctx.xp.mean(a.v / (1.0 - beta ** a.count) - g2, axis=1) if a.count else a.v[:, 0]
 
     def raw(state, params, ctx):
-        a = state[1]
+        a = lookup(state, "preconditioner")
         return ctx.xp.mean(a.v - (1.0 - beta ** a.count) * g2, axis=1)
 
     res = dpsim.simulate(prob, opt, steps=t, batch_size=b, trials=R, seed=seed, sampling="fixed",
@@ -332,7 +334,7 @@ def test_mf_identity_is_iid_and_matrix_path_matches_names():
        frac=st.floats(0.05, 1.0), beta=st.sampled_from([0.5, 0.9, 0.99]), g=st.floats(0.0, 1.0),
        seed=st.integers(0, 1000))
 def test_postprocessing_bias_mf_monte_carlo(name, T, frac, beta, g, seed):
-    """E[v̂_t] − v̂_t^c against a Monte Carlo with dpsim.mf's streamed correlated noise."""
+    """E[v̂_t] − v̂_t^c against a Monte Carlo with dpsim.privacy.mf's streamed correlated noise."""
     from dpsim.backend import Backend
 
     t = max(1, int(round(frac * T)))
@@ -363,7 +365,7 @@ def test_postprocessing_bias_mf_against_simulate(name, T, beta, sigma, seed):
     opt = optimizers.get("dp_adam", lr=0.0, beta2=beta, clip=C, noise_multiplier=sigma, noise=name)
 
     def dev(state, params, ctx):
-        a = state[1]
+        a = lookup(state, "preconditioner")
         return ctx.xp.mean(a.v / (1.0 - beta ** a.count) - g2, axis=1) if a.count else a.v[:, 0]
 
     res = dpsim.simulate(prob, opt, steps=T, batch_size=b, trials=R, seed=seed, sampling="fixed",
@@ -412,8 +414,8 @@ def test_stp_fixed_point_against_simulate(phi, C, bias, seed):
     burn = int(25 * tau)
     steps, R = burn + 400, 256
     opt = optimizers.get("dp_adam_stp", lr=0.0, beta2=beta, clip=C, noise_multiplier=sigma, eps_scale=eps)
-    probes = {f"v{j}": (lambda j: lambda s, p, c: s[0].v[:, j])(j) for j in range(3)}
-    probes["snorm"] = lambda s, p, c: c.xp.sqrt(c.xp.sum((c.xp.asarray(scales) / (c.xp.sqrt(s[0].v) + eps)) ** 2, axis=1))
+    probes = {f"v{j}": (lambda j: lambda s, p, c: lookup(s, "preconditioner").v[:, j])(j) for j in range(3)}
+    probes["snorm"] = lambda s, p, c: c.xp.sqrt(c.xp.sum((c.xp.asarray(scales) / (c.xp.sqrt(lookup(s, "preconditioner").v) + eps)) ** 2, axis=1))
     res = dpsim.simulate(prob, opt, steps=steps, batch_size=b, trials=R, seed=seed, sampling="replacement",
                          record_every=1, metrics=(), probes=probes)
     keep = np.asarray(res.steps) >= burn

@@ -19,6 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from dpsim.transforms import lookup
 from dpsim.analysis import concentration as K
 from dpsim.analysis import verify
 from dpsim.analysis.checks import adambc as checks
@@ -628,7 +629,7 @@ def test_dp_adam_state_matches_eq2_and_prop4():
     opt = optimizers.get("dp_adam", lr=0.0, beta2=beta2, clip=C, noise_multiplier=sigma)
     res = dpsim.simulate(prob, opt, steps=T, batch_size=1, trials=R, seed=3, sampling="replacement",
                          record_every=T, metrics=(),
-                         probes={f"v{j}": (lambda s, w, c, j=j: s[1].v[:, j]) for j in range(2)})
+                         probes={f"v{j}": (lambda s, w, c, j=j: lookup(s, "preconditioner").v[:, j]) for j in range(2)})
     phi = K.dp_bias(sigma, C, 1)
     z = stats.norm.ppf(1 - LEVEL / 2)
     raw = res.records["v0"][-1] - (1 - beta2 ** T) * g[0] ** 2

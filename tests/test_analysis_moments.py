@@ -18,7 +18,7 @@ from dpsim.analysis import moments as M
 from dpsim.analysis import verify
 from dpsim.analysis.checks import pagan as checks
 from dpsim.analysis.stats import clopper_pearson, clopper_pearson_upper, mean_ci
-from dpsim.pagan import ellipsoid_radius, empirical_moment, scaling_diagonal
+from dpsim.privacy.ellipsoid import ellipsoid_radius, empirical_moment, scaling_diagonal
 
 POWER = lambda d: np.arange(1, d + 1, dtype=float) ** -1.5  # noqa: E731  σ_j = j^{-3/2} (§3.2, §6.1)
 
@@ -156,7 +156,7 @@ def test_lemma32_by_simulation_and_validation():
 
 
 # ------------------------------------------------------------------------------------------------
-# Theorems 1–2: algebra (sympy), consistency with dpsim.pagan.ellipsoid_radius, simulation
+# Theorems 1–2: algebra (sympy), consistency with dpsim.privacy.ellipsoid.ellipsoid_radius, simulation
 
 
 def test_theorem_privacy_term_sympy_identity():

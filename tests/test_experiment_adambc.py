@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from experiment_fixtures import check_figures_and_report, tiny_run
 
+from dpsim.transforms import lookup
 import dpsim
 from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
 from dpsim.experiments import adambc, pipeline, tuning
@@ -78,7 +79,7 @@ def test_clean_counterpart_matches_noiseless_v_oracle_and_pairing():
     np.testing.assert_allclose(priv.records["m0"], oracle.records["m0"], rtol=1e-12)
     sgdm = dpsim.simulate(prob, dpsim.optimizers.get("dp_sgdm", lr=0.0, beta=0.9,
                                                      noise_multiplier=1.3),
-                          probes={"b0": lambda s, w, c: s[1].trace[:, 0]}, **kw)
+                          probes={"b0": lambda s, w, c: s["momentum"].trace[:, 0]}, **kw)
     np.testing.assert_allclose(sgdm.records["b0"][1:], priv.records["m0"][1:] / (1 - 0.9), rtol=1e-9)
 
 

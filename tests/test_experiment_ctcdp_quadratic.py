@@ -55,7 +55,6 @@ def test_manifest_records_choices_and_every_method_per_eps(tiny):
 
 def test_uniform_ctcdp_runs_spend_exactly_their_budget_then_stop(tiny):
     root = tiny.root
-    import dpsim.ctcdp  # noqa: F401  (ledger accountant)
 
     past = 0
     for eps in cq.PRESETS["tiny"].epsilons:

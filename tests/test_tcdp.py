@@ -13,7 +13,7 @@ import pytest
 from scipy import optimize, stats
 
 from dpsim.analysis import tcdp as T
-import dpsim.tcdp as core
+import dpsim.privacy.tcdp as core
 
 
 EPS_GRID = np.array([0.01, 0.05, 0.1, 0.5, 1.0, 4.0, 20.0])

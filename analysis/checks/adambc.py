@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from dpsim.transforms import lookup
 from dpsim.analysis.checks.base import CheckResult, check
 from dpsim.analysis.stats import clopper_pearson, quantile_ci
 from dpsim.analysis.concentration import (
@@ -75,7 +76,7 @@ def _fixed_gradient_run(gbar, *, clip, noise_multiplier, beta2, steps, trials, r
     gc = np.asarray(privacy.clip_l2(g1[None, :], clip))[0]
     opt = optimizers.get("dp_adam", lr=0.0, beta1=beta1, beta2=beta2, eps=1e-8, clip=clip,
                          noise_multiplier=noise_multiplier)
-    probes = {f"v{j}": (lambda s, w, c, j=j: s[1].v[:, j]) for j in range(d)}
+    probes = {f"v{j}": (lambda s, w, c, j=j: lookup(s, "preconditioner").v[:, j]) for j in range(d)}
     res = dpsim.simulate(prob, opt, steps=steps, batch_size=1, trials=trials, seed=seed,
                          sampling="replacement", record_every=record_every, metrics=(),
                          probes=probes)
@@ -477,8 +478,8 @@ def _check_prop2_sim(scale, seed):
                              clip=clip, noise_multiplier=sigma)
         probes = {}
         for j in range(d):
-            probes[f"m{j}"] = lambda s, w, c, j=j: s[1].m[:, j]
-            probes[f"v{j}"] = lambda s, w, c, j=j: s[1].v[:, j]
+            probes[f"m{j}"] = lambda s, w, c, j=j: lookup(s, "preconditioner").m[:, j]
+            probes[f"v{j}"] = lambda s, w, c, j=j: lookup(s, "preconditioner").v[:, j]
         res = dpsim.simulate(prob, opt, steps=T, batch_size=b, trials=sz["p2_trials"],
                              seed=seed + 4051 + i, sampling="replacement", record_every=T,
                              metrics=(), probes=probes)

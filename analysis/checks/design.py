@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from dpsim.transforms import lookup
 from dpsim.analysis.checks.base import CheckResult, check, verdict
 from dpsim.analysis.stats import clopper_pearson, z_two_sided
 from dpsim.analysis.bias import (
@@ -29,7 +30,7 @@ def _adam_vhat_probe(beta2, fn):
 
     def probe(state, params, ctx):
         xp = ctx.xp
-        a = state[1]
+        a = lookup(state, "preconditioner")
         if a.count == 0:
             return xp.zeros(params.shape[0], dtype=params.dtype)
         vhat = a.v / (1.0 - beta2 ** a.count)
@@ -279,7 +280,7 @@ def _check_postprocessing_bias_iid(scale, seed):
     opt = optimizers.get("dp_adam", lr=0.0, beta2=beta2, clip=C, noise_multiplier=sigma)
 
     def raw_dev(state, params, ctx):
-        a = state[1]
+        a = lookup(state, "preconditioner")
         xp = ctx.xp
         vc = (1.0 - beta2 ** a.count) * xp.asarray(g2)  # clean raw v for a constant stream
         return xp.mean(a.v - vc, axis=1)
@@ -332,7 +333,7 @@ def _check_postprocessing_bias_mf(scale, seed):
     R, d = (200, 100) if scale == "quick" else (1000, 200)
     z = z_two_sided(0.995)  # two rows: 99% family-wise
     rows = []
-    from dpsim import mf
+    from dpsim.privacy import mf
 
     for name in ("sqrt_toeplitz", "banded:4"):
         x = _mf_simulate(name, T, beta2, sigma, C, b, R=R, d=d, seed=seed)
@@ -377,11 +378,11 @@ def _check_stp_fixed_point(scale, seed):
     sc = scales
 
     def coord(j):
-        return lambda state, params, ctx: state[0].v[:, j]
+        return lambda state, params, ctx: lookup(state, "preconditioner").v[:, j]
 
     def scaled_norm(state, params, ctx):  # ||s ⊙ g_i|| for the NEXT step (same for every example)
         xp = ctx.xp
-        s = 1.0 / (xp.sqrt(xp.maximum(state[0].v, 0.0)) + eps_s)
+        s = 1.0 / (xp.sqrt(xp.maximum(lookup(state, "preconditioner").v, 0.0)) + eps_s)
         return xp.sqrt(xp.sum((s * xp.asarray(sc)) ** 2, axis=1))
 
     probes = {f"v{j}": coord(j) for j in range(d)}

@@ -8,10 +8,10 @@ import math
 
 import numpy as np
 
+from dpsim.transforms import lookup
 from dpsim.analysis.checks.base import CheckResult, check, verdict
 from dpsim.analysis.stats import z_one_sided
 from dpsim.analysis.delay import (
-    _find_dp2_state,
     fit_h,
     h_bound_a2,
     h_of_s,
@@ -38,7 +38,7 @@ def _lemma1_run(problem, *, clip, sigma, b, s, beta, cycles, trials, seed, coord
 
     opt = dpsim.optimizers.get("dp2_rmsprop", s1=s, s2=s, clip=clip, noise_multiplier=sigma,
                                beta=beta, **hp)
-    probes = {f"v{j}": (lambda st, w, ctx, j=j: _find_dp2_state(st).v[:, j]) for j in coords}
+    probes = {f"v{j}": (lambda st, w, ctx, j=j: lookup(st, "preconditioner").v[:, j]) for j in coords}
     res = dpsim.simulate(problem, opt, steps=2 * s * cycles, batch_size=b, trials=trials,
                          seed=seed, sampling="fixed", record_every=2 * s, probes=probes, metrics=())
     v = np.stack([res.records[f"v{j}"] for j in coords], axis=1)  # (K, J, R)

@@ -3,7 +3,7 @@
 Source ("seed 003"): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
 Constraints* (AAAI 2021), Appendix A (restating Bun, Dwork, Rothblum, Steinke, *Composable and
 Versatile Privacy via Truncated CDP*, STOC 2018).  The functions checked live in
-:mod:`dpsim.analysis.tcdp` (re-exported from :mod:`dpsim.tcdp`); this module adds independent
+:mod:`dpsim.analysis.tcdp` (re-exported from :mod:`dpsim.privacy.tcdp`); this module adds independent
 oracles; :mod:`dpsim.analysis.verify` imports it to register the rows ([L2P]).
 
 Oracles

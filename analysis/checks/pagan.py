@@ -76,7 +76,7 @@ _SIM = {"quick": dict(n=2000, d=50, b=40, trials=24), "full": dict(n=5000, d=100
 def _theorem12_rows(scale, seed, algorithm):
     """One with-replacement simulation, trials split between ε = 1 and ε = 4 (per-trial σ and B)."""
     import dpsim
-    from dpsim.pagan import ellipsoid_radius, scaling_diagonal
+    from dpsim.privacy.ellipsoid import ellipsoid_radius, scaling_diagonal
 
     cfg = _SIM[scale]
     n, d, b, R = cfg["n"], cfg["d"], cfg["b"], cfg["trials"]
@@ -265,7 +265,7 @@ def _check_alg3_privacy(scale, seed):
 @check("seed001_theorem3_pagan", family=FAMILY)
 def _check_theorem3_pagan(scale, seed):
     import dpsim
-    from dpsim.pagan import ellipsoid_radius
+    from dpsim.privacy.ellipsoid import ellipsoid_radius
 
     n, d, b = (2000, 20, 40) if scale == "quick" else (5000, 20, 70)
     R = 16 if scale == "quick" else 32
