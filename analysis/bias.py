@@ -1,16 +1,16 @@
-"""The DP-Adam design space of seed 002: post-processing bias, negative second-moment estimates
+"""The DP-Adam design space of [DESIGN]: post-processing bias, negative second-moment estimates
 under bias correction, and the scale-then-privatize steady state (public API ``analysis.bias``).
 
 Sources
-    * "seed 002": Ganesh, McMahan, Thakurta, *On Design Principles for Private Adaptive
+    * [DESIGN]: Ganesh, McMahan, Thakurta, *On Design Principles for Private Adaptive
       Optimizers* (2025), §3.1, §4.3.1, §4.4.1 and Appendices A–C.  **Almost every formula of this
       paper was lost in the text extraction dpsim works from: every formula below that cites
-      seed 002 is RECONSTRUCTED** (ALGORITHMS.md §4.3) from the surrounding text, re-derived here
+      [DESIGN] is RECONSTRUCTED** (ALGORITHMS.md §4.3) from the surrounding text, re-derived here
       in the docstrings, and checked symbolically (sympy) and against simulation.  None of the
       paper's printed example numbers (the dimensions in "consider setting σ = …, b = …; the
       dimension should be ≲ …", the Fig. 4 percentages) survived extraction, so none can be
       reproduced; this is stated, not hidden.
-    * "seed 004": Tang, Shpilevskiy, Lécuyer, *DP-AdamBC: Your DP-Adam Is Actually DP-SGD (Unless
+    * [ADAMBC]: Tang, Shpilevskiy, Lécuyer, *DP-AdamBC: Your DP-Adam Is Actually DP-SGD (Unless
       You Apply Bias Correction)* (AAAI 2024), Eq. 2: ``Φ = (σC/B)²`` and
       ``E[v_t] = E[v_t^c] + (1 − β2^t) Φ``.
 
@@ -30,16 +30,16 @@ for scalar input; ``ValueError`` naming the value outside the assumptions):
 * :func:`noise_variance` — ``Φ``.
 * :func:`ema_weight_sq_sum` — ``Σ_j w_j²`` (finite ``t`` and ``t → ∞``).
 * :func:`postprocessing_bias` — ``E[v̂_t] − v̂_t^c``: ``Φ`` (i.i.d.), or with DP-MF correlated
-  noise ``Φ · Σ_j w_j · sens(M)² Σ_k (M⁻¹)_{jk}²`` (seed 002 App. A, reconstructed).
+  noise ``Φ · Σ_j w_j · sens(M)² Σ_k (M⁻¹)_{jk}²`` ([DESIGN] App. A, reconstructed).
 * :func:`corrected_variance` — ``Var(v̂_t − Φ)`` for a constant clean mean ``g``.
 * :func:`negative_probability` — ``P(v̂_t − Φ < 0)`` for one coordinate (exact, saddlepoint,
   gamma, Gaussian).
 * :func:`negative_fraction` — expected fraction of negative coordinates, optimistic and
-  pessimistic regimes (seed 002 §4.4.1, Eqs. 2–3).
+  pessimistic regimes ([DESIGN] §4.4.1, Eqs. 2–3).
 * :func:`max_dimension` — the thresholds ``d ≲ b²/(κ'σ²)`` and ``d ≲ b/(κ'σ²)``.
-* :func:`stp_fixed_point` — scale-then-privatize steady state of ``v`` (seed 002 §4.3.1, App. B).
+* :func:`stp_fixed_point` — scale-then-privatize steady state of ``v`` ([DESIGN] §4.3.1, App. B).
 
-The ``dpsim verify`` checks of these bounds (family ``"seed 002 bias"``) are in
+The ``dpsim verify`` checks of these bounds (family ``"[DESIGN] bias"``) are in
 :mod:`dpsim.analysis.checks.design`.
 """
 
@@ -106,9 +106,9 @@ def _method(method):
 def noise_variance(noise_multiplier, clip, batch_size):
     """Per-coordinate variance of the privacy noise in the averaged release: ``Φ = (σ C / b)²``.
 
-    Source: seed 004 Eq. 2 (``Φ = (σC/B)²``); ALGORITHMS §0.  The noise ``N(0, σ²C²I)`` is added
+    Source: [ADAMBC] Eq. 2 (``Φ = (σC/B)²``); ALGORITHMS §0.  The noise ``N(0, σ²C²I)`` is added
     to the clipped *sum* and divided by the nominal batch size ``b`` (also under Poisson sampling).
-    Assumptions: ``σ ≥ 0``, ``C > 0`` finite, ``b > 0``.  Seed 004 prints ``Φ ≈ 2.441e-8`` for
+    Assumptions: ``σ ≥ 0``, ``C > 0`` finite, ``b > 0``.  [ADAMBC] prints ``Φ ≈ 2.441e-8`` for
     ``(B, C, σ) = (256, 0.1, 0.4)`` and ``Φ ≈ 1.5e-5`` for ``(256, 1.0, 1.0)``; both are reproduced
     (tests).
     """
@@ -139,7 +139,7 @@ def ema_weights(beta2, t):
     """Bias-corrected EMA weights of Adam's ``v̂_t``: ``w_j = (1−β2) β2^{t−j} / (1−β2^t)``,
     ``j = 1..t`` (returned in step order ``j = 1..t``; they sum to one).
 
-    Source: seed 002 §3.1 and App. A (reconstructed; standard Adam algebra).  Scalar ``beta2`` in
+    Source: [DESIGN] §3.1 and App. A (reconstructed; standard Adam algebra).  Scalar ``beta2`` in
     ``[0, 1)`` and integer ``t ≥ 1``.
     """
     b = float(_arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True))
@@ -172,7 +172,7 @@ def ema_weight_sq_sum(beta2, t=None):
 
 
 # ------------------------------------------------------------------------------------------------
-# post-processing bias (seed 002 §3.1, App. A; seed 004 Eq. 2)
+# post-processing bias ([DESIGN] §3.1, App. A; [ADAMBC] Eq. 2)
 # ------------------------------------------------------------------------------------------------
 def mf_step_variance(strategy, steps):
     """Per-step variance ``E[u_t²] = sens(M)² Σ_k (M⁻¹)_{tk}²`` of the unit-scale DP-MF noise
@@ -209,11 +209,11 @@ def postprocessing_bias(noise_multiplier, clip, batch_size, *, beta2=None, t=Non
     Formulas (``Φ = (σC/b)²``, :func:`noise_variance`; ``w_j`` the EMA weights, :func:`ema_weights`):
 
     * i.i.d. Gaussian noise (DP-SGD; ``strategy`` ``None``/``"identity"``/``"gaussian"``):
-      ``E[v̂_t] − v̂_t^c = Φ`` for every ``t`` and ``β2`` (seed 002 §3.1, by induction;
-      reconstructed), i.e. ``E[v_t] − v_t^c = (1 − β2^t) Φ`` before Adam's correction (seed 004
+      ``E[v̂_t] − v̂_t^c = Φ`` for every ``t`` and ``β2`` ([DESIGN] §3.1, by induction;
+      reconstructed), i.e. ``E[v_t] − v_t^c = (1 − β2^t) Φ`` before Adam's correction ([ADAMBC]
       Eq. 2, printed).  Derivation: ``E[(ḡ_j + z_j)²] = ḡ_j² + Φ`` (the cross term has mean zero
       because ``z_j`` is independent of ``ḡ_j``) and ``Σ_j w_j = 1``.
-    * DP-MF correlated noise (seed 002 App. A, **reconstructed**): the noise of step ``j`` is
+    * DP-MF correlated noise ([DESIGN] App. A, **reconstructed**): the noise of step ``j`` is
       ``√Φ · u_j``, ``u = sens(M) M⁻¹ Z``, so ``E[z_j²] = Φ · sens(M)² Σ_k (M⁻¹)_{jk}²`` and
 
           E[v̂_t] − v̂_t^c = Φ · sens(M)² · Σ_{j=1..t} w_j Σ_{k≤j} (M⁻¹)_{jk}²
@@ -279,13 +279,13 @@ def postprocessing_bias(noise_multiplier, clip, batch_size, *, beta2=None, t=Non
 
 
 # ------------------------------------------------------------------------------------------------
-# variance of the bias-corrected estimate (seed 002 §4.4.1, App. C)
+# variance of the bias-corrected estimate ([DESIGN] §4.4.1, App. C)
 # ------------------------------------------------------------------------------------------------
 def corrected_variance(g, phi, beta2, *, t=None):
     """Variance of the bias-corrected second-moment estimate ``v̂_t − Φ`` in one coordinate whose
     clipped mean is the constant ``g`` in every step (i.i.d. noise ``z_j ~ N(0, Φ)``).
 
-    Source: seed 002 §4.4.1 and App. C ("Unrolling the recursion ... the variance of ..."),
+    Source: [DESIGN] §4.4.1 and App. C ("Unrolling the recursion ... the variance of ..."),
     **reconstructed**; ALGORITHMS §4.3.
 
     Derivation.  ``v̂_t − Φ = Σ_j w_j ((g + z_j)² − Φ) = g² + Σ_j w_j (2 g z_j + z_j² − Φ)``; the
@@ -453,7 +453,7 @@ def negative_probability(g, phi, beta2, *, t=None, method="exact"):
     """Probability that the bias-corrected second-moment estimate is negative, ``P(v̂_t − Φ < 0)``,
     in one coordinate whose clipped mean is the constant ``g`` (noise ``z_j ~ N(0, Φ)`` i.i.d.).
 
-    Source: the model of seed 002 §4.4.1 / App. C (**reconstructed**); the paper only bounds this
+    Source: the model of [DESIGN] §4.4.1 / App. C (**reconstructed**); the paper only bounds this
     probability through the standard deviation (Chebyshev-type reasoning); here it is computed.
 
     Distribution.  With ``λ = g²/Φ`` and ``ξ_j`` i.i.d. standard normal,
@@ -500,10 +500,10 @@ def _regime_lambda(d, batch_size, noise_multiplier, regime):
 def negative_fraction(d, batch_size, noise_multiplier, beta2, *, clip=1.0, regime="optimistic", t=None,
                       method="exact"):
     """Predicted fraction of coordinates whose bias-corrected second moment ``v̂_t − Φ`` is negative
-    (DP-Adam with bias correction, seed 002 Alg. 7 / seed 004), for a constant clipped mean ``ḡ``
+    (DP-Adam with bias correction, [DESIGN] Alg. 7 / [ADAMBC]), for a constant clipped mean ``ḡ``
     spread evenly over ``d`` coordinates.
 
-    Source: seed 002 §4.4.1 and App. C, Eqs. 2–3 (**reconstructed**; ALGORITHMS §4.3):
+    Source: [DESIGN] §4.4.1 and App. C, Eqs. 2–3 (**reconstructed**; ALGORITHMS §4.3):
 
     * ``regime="optimistic"`` (Eq. 2): all per-example gradients equal, ``||ḡ|| = C``,
       ``g_j² = C²/d``; ``λ = g_j²/Φ = b²/(σ²d)``.
@@ -518,7 +518,7 @@ def negative_fraction(d, batch_size, noise_multiplier, beta2, *, clip=1.0, regim
 
     Behaviour: the fraction depends on ``(d, b, σ)`` only through ``λ``, increases with ``d`` and
     tends to ``P(Σ_j w_j ξ_j² < 1)`` (≈ 1/2 for large ``n_eff``) as ``d → ∞``.  Coordinates with
-    unequal magnitudes (seed 002 Fig. 6) are covered by :func:`negative_probability` per
+    unequal magnitudes ([DESIGN] Fig. 6) are covered by :func:`negative_probability` per
     coordinate.
     """
     _regime(regime)
@@ -544,7 +544,7 @@ def max_dimension(batch_size, noise_multiplier, beta2, *, kappa=2.0, regime="opt
                   fraction=None, method="exact"):
     """Largest dimension for which bias correction rarely produces negative ``v̂ − Φ``.
 
-    Source: seed 002 §4.4.1, Eqs. 2 (optimistic) and 3 (pessimistic), **reconstructed**:
+    Source: [DESIGN] §4.4.1, Eqs. 2 (optimistic) and 3 (pessimistic), **reconstructed**:
 
         d ≲ b² / (κ' σ²)   (optimistic),        d ≲ b / (κ' σ²)   (pessimistic),
 
@@ -608,13 +608,13 @@ def _lambda_for_fraction(p: float, beta: float, t: float, method: str) -> float:
 
 
 # ------------------------------------------------------------------------------------------------
-# scale-then-privatize steady state (seed 002 §4.3.1, App. B)
+# scale-then-privatize steady state ([DESIGN] §4.3.1, App. B)
 # ------------------------------------------------------------------------------------------------
 def stp_fixed_point(second_moment, noise_multiplier, clip, batch_size, *, eps_scale=0.0, bracket=False):
-    """Steady state of the second moment ``v`` under scale-then-privatize (seed 002 Alg. 8) with the
+    """Steady state of the second moment ``v`` under scale-then-privatize ([DESIGN] Alg. 8) with the
     RMSProp/Adam recursion: ``v*`` proportional to the clean second moment.
 
-    Source: seed 002 §4.3.1 and App. B (Eqs. 1, 4, 5), **reconstructed**; ALGORITHMS §2.6, §4.3.
+    Source: [DESIGN] §4.3.1 and App. B (Eqs. 1, 4, 5), **reconstructed**; ALGORITHMS §2.6, §4.3.
 
     Setting.  One coordinate; ``s_t = 1/(√v_{t−1} + ε_s)`` (raw, uncorrected ``v``); release
     ``g̃_t = (1/b)(Σ_i clip(s_t g_i, C) + N(0, σ²C²))/s_t``; ``v_t = β v_{t−1} + (1−β) g̃_t²``

@@ -1,6 +1,6 @@
-"""DP-AdamBC bounds of seed 004 (public API ``analysis.concentration``).
+"""DP-AdamBC bounds of [ADAMBC] (public API ``analysis.concentration``).
 
-Source ("seed 004"): Tang, Shpilevskiy, Lécuyer, *DP-AdamBC: Your DP-Adam Is Actually DP-SGD
+Source ([ADAMBC]): Tang, Shpilevskiy, Lécuyer, *DP-AdamBC: Your DP-Adam Is Actually DP-SGD
 (Unless You Apply Bias Correction)*, AAAI 2024 — §3 (Eqs. 2–3), §4 (Props. 2–4), App. B
 (proof of Prop. 2), App. C (Lemma 1, proofs of Props. 3–4, Tables 3–4), App. F (Lemma 3,
 Corollary 1).  The sub-exponential tail bound used throughout is Wainwright, *High-Dimensional
@@ -20,7 +20,7 @@ bias-corrected second moment is ``v̂_t = ((1−β2)/(1−β2^t)) Σ_τ β2^{t�
 ``v̂^c_t`` is the same sum over ``ḡ_τ``, and DP-AdamBC's is ``v̂^corr_t = v̂_t − Φ``.
 
 What the paper prints and what this module does about it (every item is also a row of
-``dpsim verify``, family ``"seed 004 concentration"``, in :mod:`dpsim.analysis.checks.adambc`):
+``dpsim verify``, family ``"[ADAMBC] concentration"``, in :mod:`dpsim.analysis.checks.adambc`):
 
 * **Prop. 3, ν.**  The statement (§4 and App. C) has ``ν = (4σ²C²/B²)√((1−β2^{2t})/(1−β2²))``;
   the proof derives ``ν* = (2σ²C²/B²)√(…)`` from Lemma 1 (``ν_τ = 2a_τ`` summed in quadrature),
@@ -89,7 +89,7 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------------------
-# Printed numbers (seed 004, App. C).  Keys: (C, alpha, t); B = 256, σ = 0.4, β2 = 0.999.
+# Printed numbers ([ADAMBC], App. C).  Keys: (C, alpha, t); B = 256, σ = 0.4, β2 = 0.999.
 
 _T_COLS = (10, 100, 1000, 10000)
 _ALPHAS = (0.01, 0.05, 0.10)
@@ -162,7 +162,7 @@ def _ema_scale(beta, t):
 def dp_bias(noise_multiplier, clip, batch_size):
     """DP noise variance per coordinate of the averaged release, ``Φ = (σC/B)²``.
 
-    Source: seed 004, Eq. 2 (the bias of DP-Adam's second moment).  Assumptions: ``σ ≥ 0``,
+    Source: [ADAMBC], Eq. 2 (the bias of DP-Adam's second moment).  Assumptions: ``σ ≥ 0``,
     ``C > 0``, ``B > 0`` (the nominal batch size the noisy sum is divided by).
     Example: ``dp_bias(0.4, 0.1, 256) = 2.441e-8`` (Table 2, Fig. 1).
     """
@@ -175,7 +175,7 @@ def dp_bias(noise_multiplier, clip, batch_size):
 def second_moment_bias(phi, beta2, t):
     """``E[v_t] − E[v^c_t] = (1 − β2^t) Φ`` for Adam's raw (not bias-corrected) second moment.
 
-    Source: seed 004, Eq. 2: ``E[v_t^p] = (1−β2) Σ_τ β2^{t−τ} E[ḡ_τ²] + (1 − β2^t) Φ`` (DP noise
+    Source: [ADAMBC], Eq. 2: ``E[v_t^p] = (1−β2) Σ_τ β2^{t−τ} E[ḡ_τ²] + (1 − β2^t) Φ`` (DP noise
     independent of ``ḡ_τ``, mean zero).  After Adam's ``1/(1−β2^t)`` correction the bias of
     ``v̂_t`` is ``Φ`` at every ``t``.  Assumptions: ``Φ ≥ 0``, ``0 ≤ β2 < 1``, ``t ≥ 1`` integer
     (``inf`` allowed).
@@ -189,7 +189,7 @@ def second_moment_bias(phi, beta2, t):
 def sgdm_equivalent_lr(lr, beta, t, phi):
     """Learning rate of DP-SGDM equivalent to DP-Adam when ``Φ`` dominates ``v̂``.
 
-    Source: seed 004, Eq. 3: ``η_SGDM = η_Adam (1 − β)/((1 − β^t) √Φ)``, with DP-SGDM
+    Source: [ADAMBC], Eq. 3: ``η_SGDM = η_Adam (1 − β)/((1 − β^t) √Φ)``, with DP-SGDM
     ``b_t = β b_{t−1} + g̃_t`` and ``β = β1`` (then ``b_t = ((1−β^t)/(1−β)) m̂_t``); as ``t → ∞``
     it tends to ``η (1−β)/√Φ`` (pass ``t=np.inf``).  Assumptions: ``η ≥ 0``, ``0 ≤ β < 1``,
     ``t ≥ 1`` integer or inf, ``Φ > 0``.  The approximation itself needs ``Φ ≫ E[v̂^c]``.
@@ -202,7 +202,7 @@ def sgdm_equivalent_lr(lr, beta, t, phi):
 
 
 def sgdm_equivalence_symbolic(t_max: int = 5) -> dict:
-    """Sympy check of the DP-Adam → DP-SGDM algebra behind Eq. 3 (seed 004 §3).
+    """Sympy check of the DP-Adam → DP-SGDM algebra behind Eq. 3 ([ADAMBC] §3).
 
     For symbolic gradients ``g_1..g_T`` and every ``t ≤ t_max`` it runs Adam's first moment
     ``m_t = β m_{t−1} + (1−β) g_t``, ``m̂_t = m_t/(1−β^t)`` and the momentum buffer
@@ -233,7 +233,7 @@ def sgdm_equivalence_symbolic(t_max: int = 5) -> dict:
 def lemma1_subexp(noise_multiplier, clip, batch_size, beta=1.0):
     """Sub-exponential parameters of ``βZ²``, ``Z ~ N(0, σ²C²/B²)``: ``(ν, b) = (2a, 4a)``.
 
-    Source: seed 004, App. C, Lemma 1, with ``a = β σ²C²/B² = βΦ``: for ``|λ| < 1/(4a)``,
+    Source: [ADAMBC], App. C, Lemma 1, with ``a = β σ²C²/B² = βΦ``: for ``|λ| < 1/(4a)``,
     ``E exp(λ(βZ² − βΦ)) = e^{−λa}/√(1 − 2λa) ≤ exp(λ²ν²/2)``.  (:func:`lemma1_symbolic` proves
     it; the paper's "any ν ≥ √2 a" is not enough.)  Assumptions: ``σ ≥ 0``, ``C, B > 0``,
     ``0 ≤ β ≤ 1``.  Returns ``(nu, b)`` arrays (floats for scalar input).
@@ -244,7 +244,7 @@ def lemma1_subexp(noise_multiplier, clip, batch_size, beta=1.0):
 
 
 def lemma1_symbolic() -> dict:
-    """Sympy derivation behind Lemma 1 (seed 004 App. C).
+    """Sympy derivation behind Lemma 1 ([ADAMBC] App. C).
 
     With ``X ~ N(0, 1)`` and ``u = λa``:
 
@@ -341,7 +341,7 @@ def prop3_parameters(t, noise_multiplier, clip, batch_size, beta2, *, nu="proof"
 def prop3_bound(alpha, t, noise_multiplier, clip, batch_size, beta2, *, nu="proof", branch="auto"):
     """Proposition 3: ``P(|v̂^corr_t − v̂^c_t|_i ≥ ξ) ≤ α`` for a fixed sequence with ``ḡ = 0``.
 
-    Source: seed 004 §4 and App. C (Proposition 3, its proof; Table 3):
+    Source: [ADAMBC] §4 and App. C (Proposition 3, its proof; Table 3):
 
         ξ(α, t) = ((1−β2)/(1−β2^t)) · δ,  δ = ν√(2 ln(2/α))  if ν√(2 ln(2/α)) ≤ ν²/b
                                           δ = 2b ln(2/α)        otherwise,
@@ -373,7 +373,7 @@ def _noncentral_b_factor(mu):
 
 
 def prop4_parameters(t, noise_multiplier, clip, batch_size, beta2, *, convention="corrected"):
-    """``(ν*, b*, c)`` of Proposition 4 (seed 004, App. C).
+    """``(ν*, b*, c)`` of Proposition 4 ([ADAMBC], App. C).
 
     ``ν* = 2√((1−β2^{2t})/(1−β2²)) (σ²C²/B² + σC²/B) = 2√(…)(Φ + C√Φ)`` (as printed) and
     ``c = (1−β2)/(1−β2^t)``.  ``b*``:
@@ -410,7 +410,7 @@ def prop4_parameters(t, noise_multiplier, clip, batch_size, beta2, *, convention
 
 def prop4_bound(alpha, t, noise_multiplier, clip, batch_size, beta2, *, convention="corrected",
                 branch="auto"):
-    """Proposition 4: ``P(|v̂^p_t − E v̂^p_t|_i ≥ ξ) ≤ α`` (seed 004 §4, App. C, Table 4).
+    """Proposition 4: ``P(|v̂^p_t − E v̂^p_t|_i ≥ ξ) ≤ α`` ([ADAMBC] §4, App. C, Table 4).
 
         ξ(α, t) = ((1−β2)/(1−β2^t)) · δ,   δ from :func:`bernstein_deviation` with
         ν = 2√((1−β2^{2t})/(1−β2²)) (σ²C²/B² + σC²/B),   b = see :func:`prop4_parameters`.
@@ -470,7 +470,7 @@ def lemma3_parameters(t, clip, phi, beta2, *, variant="corrected"):
 
 
 def lemma3_bound(alpha, t, clip, phi, beta2, *, variant="corrected"):
-    """Lemma 3 (seed 004 App. F): ``P(v_t^p ≥ δ) ≤ α`` with ``δ = μ* + dev``.
+    """Lemma 3 ([ADAMBC] App. F): ``P(v_t^p ≥ δ) ≤ α`` with ``δ = μ* + dev``.
 
         δ = μ* + ν*√(2 ln(2/α))   if ν*√(2 ln(2/α)) ≤ ν*²/b*,   else   μ* + 2b* ln(2/α),
 
@@ -488,7 +488,7 @@ def lemma3_bound(alpha, t, clip, phi, beta2, *, variant="corrected"):
 
 
 def corollary1_bound(alpha, T, clip, phi, beta2, *, variant="corrected"):
-    """Corollary 1 (seed 004 App. F): ``P(sup_{t ≤ T} v_t^p ≥ δ) ≤ α`` by a union bound.
+    """Corollary 1 ([ADAMBC] App. F): ``P(sup_{t ≤ T} v_t^p ≥ δ) ≤ α`` by a union bound.
 
         δ = μ*(T) + ν*(T)√(2 ln(2T/α))   (sub-Gaussian branch),  μ*(T) + 2b* ln(2T/α)  otherwise,
 
@@ -507,7 +507,7 @@ def corollary1_bound(alpha, T, clip, phi, beta2, *, variant="corrected"):
 
 
 def prop2_limit(mean_g, mean_g2):
-    """The limit of the DP-AdamBC update: ``E[ḡ]/√E[ḡ²]`` (seed 004 §4, Proposition 2, App. B).
+    """The limit of the DP-AdamBC update: ``E[ḡ]/√E[ḡ²]`` ([ADAMBC] §4, Proposition 2, App. B).
 
     Under Assumption 1 (stationarity: i.i.d. clipped minibatch means ``ḡ_t``),
     ``m̂_t/√max(v̂^corr_t, 0) → E[ḡ]/√E[ḡ²]`` in probability as ``β1, β2 → 1`` and ``t → ∞``
@@ -522,7 +522,7 @@ def prop2_limit(mean_g, mean_g2):
 
 
 def dp_adam_limit(mean_g, mean_g2, phi):
-    """The limit of the uncorrected DP-Adam update: ``E[ḡ]/√(E[ḡ²] + Φ)`` (seed 004 §4).
+    """The limit of the uncorrected DP-Adam update: ``E[ḡ]/√(E[ḡ²] + Φ)`` ([ADAMBC] §4).
 
     Not consistent for ``E[ḡ]/√E[ḡ²]`` when ``Φ > 0`` (the point of DP-AdamBC).
     """
@@ -538,7 +538,7 @@ def dp_adam_limit(mean_g, mean_g2, phi):
 def prop2_moment_variances(beta1, beta2, t, var_g, var_g2, mean_g2, phi):
     """Exact variances of ``m̂_t`` and ``v̂_t`` (= of ``v̂^corr_t``) under Assumption 1.
 
-    Source: the Chebyshev step of the proof of Proposition 2 (seed 004 App. B), corrected: with
+    Source: the Chebyshev step of the proof of Proposition 2 ([ADAMBC] App. B), corrected: with
     i.i.d. ``ḡ_τ`` and ``g̃_τ = ḡ_τ + N(0, Φ)``,
 
         Var m̂_t = ((1−β1)/(1−β1^t))² ((1−β1^{2t})/(1−β1²)) (V[ḡ] + Φ),

@@ -1,7 +1,7 @@
 """Bounds of DP² — private adaptive optimization with delayed preconditioners (public API
 ``analysis.delay``).
 
-Source ("seed 000"): Li, Zaheer, Liu, Reddi, McMahan, Smith, *Differentially Private Adaptive
+Source ([DP2]): Li, Zaheer, Liu, Reddi, McMahan, Smith, *Differentially Private Adaptive
 Optimization with Delayed Preconditioners* (ICLR 2023): Lemma 1 (App. A), the staleness metric
 ``h(s)`` (§4.1 and App. A.2), Theorem 2 and Corollary 1 (convex, §4.1 / App. A.1), the delay–noise
 trade-off (§4.1, "Trade-offs between delay and noise"), Theorem 3 (non-convex, §4.2 / App. B).
@@ -27,7 +27,7 @@ Where the paper disagrees with itself (or with ALGORITHMS.md) — the code follo
 in each docstring; the list is in :data:`DISCREPANCIES`.  The paper prints no number for any of these
 bounds (Fig. 3 plots ``h(s)`` on IMDB without a table), so there are no printed values to reproduce.
 
-The ``dpsim verify`` checks (family ``"seed 000 delay"``, :mod:`dpsim.analysis.checks.dp2`) run
+The ``dpsim verify`` checks (family ``"[DP2] delay"``, :mod:`dpsim.analysis.checks.dp2`) run
 DP² through :func:`dpsim.simulate` on problems that meet the assumptions.
 """
 
@@ -138,7 +138,7 @@ def _arr(name, x, **kw):
 
 
 def lemma1_bound(clip, noise_multiplier, s, batch_size, *, strict=False):
-    """Lemma 1 (seed 000, App. A): ``E[v_j] ≤ M := C² + σ²C²/(s b²)`` for every coordinate ``j``.
+    """Lemma 1 ([DP2], App. A): ``E[v_j] ≤ M := C² + σ²C²/(s b²)`` for every coordinate ``j``.
 
     Source: Li et al., *Differentially Private Adaptive Optimization with Delayed
     Preconditioners* (ICLR 2023), Lemma 1 and Eqs. (1)–(5).
@@ -408,7 +408,7 @@ def h_ratios(result_or_traces, *, form="appendix", idx=None) -> np.ndarray:
 
 def h_of_s(result_or_traces, s=None, *, form="appendix", which="adaptive", ci=None, n_boot=400,
            seed=0):
-    """``h(s)`` of seed 000 §4.1, estimated from simulated traces.
+    """``h(s)`` of [DP2] §4.1, estimated from simulated traces.
 
     Source: Li et al. (ICLR 2023), §4.1 (definition after Theorem 2) and App. A Eq. (29):
 
@@ -505,7 +505,7 @@ class HFit(tuple):
 
 
 def fit_h(s_values, h_values) -> HFit:
-    """Least-squares fit of App. A.2's form ``h(s) ≲ c1 s + c2`` (seed 000, App. A.2, after
+    """Least-squares fit of App. A.2's form ``h(s) ≲ c1 s + c2`` ([DP2], App. A.2, after
     Eq. 59; §4.1 names the constants the other way round, ``c1 + c2 s``).
 
     Returns :class:`HFit` — unpacks as ``(c1, c2)``; ``.r2``, ``.rmse``, ``.max_residual`` report
@@ -530,7 +530,7 @@ def fit_h(s_values, h_values) -> HFit:
 
 
 def theorem2_alpha(eps, M):
-    """``α = min{ε, 1/(√M + ε), 1}`` of Theorem 2 (seed 000 §4.1; Eq. 51).  Eq. (18) prints
+    """``α = min{ε, 1/(√M + ε), 1}`` of Theorem 2 ([DP2] §4.1; Eq. 51).  Eq. (18) prints
     ``1/√(M + ε)``; the code follows the theorem.  Vectorized."""
     e = _arr("eps", eps, positive=True)
     M = _arr("M", M, nonneg=True)
@@ -544,7 +544,7 @@ def _phase_exponent(t, s, zero_based=True):
 
 
 def theorem2_lr(t, s, alpha):
-    """Learning rate of Theorem 2 (seed 000, Eq. 18): ``α^t = α^{⌊t'/2s⌋ + ⌊(t'+s)/2s⌋ + 1} / √t``.
+    """Learning rate of Theorem 2 ([DP2], Eq. 18): ``α^t = α^{⌊t'/2s⌋ + ⌊(t'+s)/2s⌋ + 1} / √t``.
 
     ``t ≥ 1`` is the 1-based step; the floors are taken at Algorithm 1's 0-based index
     ``t' = t − 1``, so the exponent (``= ⌊(t−1)/s⌋ + 1`` by Hermite's identity) grows by one
@@ -610,7 +610,7 @@ def _thm2_one(R, C, sig, b, T, s, d, eps, beta, h, D, kappa, form, terms):
 
 def theorem2_rhs(R, clip, noise_multiplier, batch_size, T, s, d, eps, beta, h, *, D_l1=None,
                  kappa=None, form="printed", terms=False):
-    """Right-hand side of Theorem 2 (seed 000 §4.1, convex case; App. A.1 Eq. 51), all terms.
+    """Right-hand side of Theorem 2 ([DP2] §4.1, convex case; App. A.1 Eq. 51), all terms.
 
     Source: Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners*
     (ICLR 2023), Theorem 2.  With ``v = s/T``, ``M = C² + σ²C²/(sb²)``,
@@ -684,7 +684,7 @@ def theorem2_rhs(R, clip, noise_multiplier, batch_size, T, s, d, eps, beta, h, *
 
 
 def corollary1_rhs(T, s, d, clip, noise_multiplier, batch_size, eps, *, D_l1=None):
-    """Corollary 1 (seed 000 §4.1) with its hidden constants set to 1:
+    """Corollary 1 ([DP2] §4.1) with its hidden constants set to 1:
 
         (1/√T) max_{t∈T_s} E||D^t||_1 + (1/T) Σ_{t=1}^T (1/√t) E||N^t||²_{D^t},
 
@@ -745,7 +745,7 @@ def _tradeoff_args(v, c1, c2, c3, c4, eps):
 
 
 def delay_tradeoff(v, c1, c2, c3, c4, eps, *, exact=False, log=False):
-    """The delay–noise trade-off of seed 000 §4.1 ("Trade-offs between delay and noise"):
+    """The delay–noise trade-off of [DP2] §4.1 ("Trade-offs between delay and noise"):
 
         f(v) = (c1 + c2 v) (√(c3 + c4/v) + ε)^{(2+v)/(2v)},   v = s/T ∈ (0, 1],
 
@@ -781,7 +781,7 @@ def delay_tradeoff_dlogv(v, c1, c2, c3, c4, eps):
 
 
 def optimal_delay_fraction(c1, c2, c3, c4, eps, *, v_min=1e-4):
-    """Minimizer ``v* ∈ [v_min, 1]`` of :func:`delay_tradeoff` (seed 000 §4.1).
+    """Minimizer ``v* ∈ [v_min, 1]`` of :func:`delay_tradeoff` ([DP2] §4.1).
 
     Minimizes ``log f`` with ``scipy.optimize.minimize_scalar`` (bounded) on the bracket of the
     best point of a log-spaced grid (guards against a local minimum), and compares with the end
@@ -839,7 +839,7 @@ def tradeoff_constants(R, clip, noise_multiplier, batch_size, T, h_fit, eps, bet
 
 
 def theorem3_rhs(F1, alpha, T, L, clip, noise_multiplier, batch_size, s, d, tau, eps):
-    """Right-hand side of Theorem 3 (seed 000 §4.2; App. B Eq. 84), non-convex case:
+    """Right-hand side of Theorem 3 ([DP2] §4.2; App. B Eq. 84), non-convex case:
 
         (1/T) Σ_t E||∇F(w^t)||² ≤ 2(√M + 1) F(w^1)/(α T) + 2αL(√M + 1)(τ²/(2ε²b) + dσ²C²/(2b²)),
 

@@ -1,6 +1,6 @@
-"""Gradient moments, PASAN/PAGAN bounds, private second-moment estimation and lower bounds of seed 001.
+"""Gradient moments, PASAN/PAGAN bounds, private second-moment estimation and lower bounds of [PAGAN].
 
-Source ("seed 001"): Asi, Duchi, Fallah, Javidbakht, Talwar, *Private Adaptive Gradient Methods
+Source ([PAGAN]): Asi, Duchi, Fallah, Javidbakht, Talwar, *Private Adaptive Gradient Methods
 for Convex Optimization* (ICML 2021): §3 (moments ``G_p``, Example 1, Lemma 3.2, Theorems 1–2,
 Eqs. (8)–(9)), §4.1 (Definition 4.1, Algorithm 3, Theorem 3) and §5 (Proposition 1, Theorem 4,
 Proposition 2, Theorem 5).  The provided text is the main paper only (no appendix), and its
@@ -30,16 +30,16 @@ Lower bounds (§5):
 Gaussian mechanism helpers: :func:`gaussian_epsilon`, :func:`gaussian_mu` (exact (ε, δ) of a
 μ-GDP Gaussian mechanism, Balle & Wang 2018 / Dong, Roth & Su 2022).
 
-``dpsim verify`` rows (family "seed 001 moments", in :mod:`dpsim.analysis.checks.pagan`)
-    ``seed001_theorem1_pasan`` / ``seed001_theorem2_pagan`` (simulated average-iterate excess
+``dpsim verify`` rows (family "[PAGAN] moments", in :mod:`dpsim.analysis.checks.pagan`)
+    ``pagan_theorem1_pasan`` / ``pagan_theorem2_pagan`` (simulated average-iterate excess
     loss of PASAN/PAGAN with replacement sampling, ε ∈ {1, 4}, against Theorems 1/2),
-    ``seed001_alg3_theorem3`` (Algorithm 3 meets condition (10) at Theorem 3's ``n``: binomial
-    Clopper–Pearson bound on the failure frequency ≤ β), ``seed001_alg3_readings`` and
-    ``seed001_alg3_privacy`` (disagreements 1–4, "reported"), ``seed001_theorem3_pagan``
-    (Algorithm 3's σ̂ fed to PAGAN), ``seed001_example1_lemma32`` (Example 1 with exact Gaussian
-    moments, Lemma 3.2 by Monte Carlo, the Hölder comparison), ``seed001_lower_bounds``
+    ``pagan_alg3_theorem3`` (Algorithm 3 meets condition (10) at Theorem 3's ``n``: binomial
+    Clopper–Pearson bound on the failure frequency ≤ β), ``pagan_alg3_readings`` and
+    ``pagan_alg3_privacy`` (disagreements 1–4, "reported"), ``pagan_theorem3_pagan``
+    (Algorithm 3's σ̂ fed to PAGAN), ``pagan_example1_lemma32`` (Example 1 with exact Gaussian
+    moments, Lemma 3.2 by Monte Carlo, the Hölder comparison), ``pagan_lower_bounds``
     (Prop. 1/Thm 4 below the best simulated private method on ``linear_box``; Thm 5 and Prop. 2
-    below the Gaussian mechanism on the ℓ2 ball), ``seed001_corollaries`` (disagreement 5).
+    below the Gaussian mechanism on the ℓ2 ball), ``pagan_corollaries`` (disagreement 5).
 
 Conventions
 -----------
@@ -68,7 +68,7 @@ Disagreements (reported, with what the code follows)
    second moment with a first-moment scale and violates Theorem 3 (for ``σ_j = j^{−3/2}``:
    ``σ_2 = 0.35`` is frozen at ``2^{−3} < σ_2/2``, and ``σ_j ≤ 0.19`` are never frozen because
    ``ρ_t² ∝ 4^{−t}`` falls below the threshold ``2^{−t−1}``, leaving ``2^{−T}``); verify row
-   ``seed001_alg3_readings``.
+   ``pagan_alg3_readings``.
 2. **Algorithm 3, ``ρ_t = 4 r Δ log r``** vanishes as ``r → 1``: for ``1 < r < 1.0589``
    (``4 r log r < 1/4``) no coordinate can ever be frozen (``√(mean min(z², ρ_t²)) ≤ ρ_t <
    2^{−t−1}``), so every output is ``2^{−T}``, although Gaussian data satisfy Definition 4.1 with
@@ -85,13 +85,13 @@ Disagreements (reported, with what the code follows)
    ``μ = ε/√log(T/δ)``; the exact ``ε(δ)`` of that mechanism (:func:`algorithm3_epsilon`) exceeds
    the claimed ε for moderate ε and small δ (e.g. 1.07 at ε = 1, δ = 1e-8, d = 10): the
    (unstated) constant in the noise is slightly too small there.  Verify row
-   ``seed001_alg3_privacy``.
+   ``pagan_alg3_privacy``.
 5. **Eqs. (8)–(9) vs Theorems 1–2.**  With ``p = log d`` the theorems' privacy term is
    ``(1/(nε))·(nε D_{C⁻¹}/(D √log(1/δ) tr))^{1/p}·…``; the corollaries drop the factor
    ``(nε…)^{1/log d}``, which is ``O(1)`` only while ``nε ≤ poly(d)`` (2.6 at the paper's
    ``n = 5000, d = 100``, 37 at ``n = 10⁹``).  :func:`theorem1_bound` / :func:`theorem2_bound`
    follow the theorems, :func:`pasan_rate` / :func:`pagan_rate` the printed corollaries.  Verify
-   row ``seed001_corollaries``.
+   row ``pagan_corollaries``.
 6. **Extraction readings (reconstructed).**  Theorem 3's sample-size condition
    (:func:`theorem3_sample_size`) and Proposition 2's second term (:func:`prop2_bound`) are read
    from garbled text; the conditions ``√d log d ≤ nε`` (Prop. 1, Thm 4) and ``√d ≤ nε`` (Thm 5)
@@ -105,6 +105,7 @@ from typing import Any
 
 import numpy as np
 
+from dpsim.privacy.tcdp import check_epsilon_delta
 from dpsim.analysis._validate import out as _ret
 from dpsim.analysis._validate import real, require as _require
 
@@ -154,15 +155,6 @@ def _positive_vec(name: str, x) -> np.ndarray:
         pos = tuple(int(i) for i in np.argwhere(~np.isfinite(a) | (a <= 0))[0])
         raise ValueError(f"{name} must be positive and finite, got {name}{list(pos)}={float(a[pos])!r}")
     return a
-
-
-def _eps_delta(epsilon, delta):
-    eps = _arr("epsilon", epsilon)
-    dlt = _arr("delta", delta)
-    _require((eps > 0) & np.isfinite(eps), "epsilon must be positive and finite, got epsilon={epsilon}",
-             epsilon=eps)
-    _require((dlt > 0) & (dlt < 1), "delta must be in (0, 1), got delta={delta}", delta=dlt)
-    return eps, dlt
 
 
 def _pos(name, x, *, integer=False, allow_zero=False):
@@ -220,7 +212,7 @@ def _gaussian_norm_moment(w: np.ndarray, s: float) -> float:
 def G_p(C_diag, sigma, p):
     """Population moment ``G_p(C) = (E ||z||_C^p)^{1/p}`` for ``z ~ N(0, diag(σ²))`` (exact).
 
-    Source: seed 001 Eq. (2), ``G_p(C) := (E_{z∼P}[G(z; C)^p])^{1/p}``, with the Lipschitz
+    Source: [PAGAN] Eq. (2), ``G_p(C) := (E_{z∼P}[G(z; C)^p])^{1/p}``, with the Lipschitz
     function of Assumption 1 ``G(z; C) = ||z||_C = √(Σ_j C_jj z_j²)`` — exact for the linear loss
     ``F(x; z) = ⟨x, z⟩`` of Example 1 (with ``g = 0``) and for generalized linear models
     ``F(x; z) = ℓ(zᵀx)`` with a 1-Lipschitz ``ℓ`` whose ``|ℓ'| = 1`` (absolute loss, §4.1, §6.1),
@@ -252,7 +244,7 @@ def G_p(C_diag, sigma, p):
 
 
 def G_hat_p(S, C_diag, p):
-    """Empirical moment ``Ĝ_p(S; C) = ((1/n) Σ_i G(z_i; C)^p)^{1/p}`` (seed 001 Eq. (4)).
+    """Empirical moment ``Ĝ_p(S; C) = ((1/n) Σ_i G(z_i; C)^p)^{1/p}`` ([PAGAN] Eq. (4)).
 
     ``S``: ``(n, d)`` array (dense or ``scipy.sparse``) of per-example gradients, or of vectors
     whose ``C``-norms are the Lipschitz constants ``G(z_i; C)`` of Assumption 1 (for a GLM with a
@@ -285,7 +277,7 @@ def G_hat_p(S, C_diag, p):
 def example1_bound(C_diag, sigma, p, mu=0.0):
     """Example 1's moment bound with an explicit constant: ``G_p(C) ≤ μ + c_p √(Σ_j C_jj σ_j²)``.
 
-    Source: seed 001, Example 1 (Eq. (3)): ``F(x; Z) = g(x) + ⟨x, Z⟩`` with independent
+    Source: [PAGAN], Example 1 (Eq. (3)): ``F(x; Z) = g(x) + ⟨x, Z⟩`` with independent
     ``σ_j²``-sub-Gaussian ``Z_j``, ``C ≻ 0`` diagonal and ``||∇g(x)||_C ≤ μ``; the paper states
     ``G_p(C) ≤ μ + O(1) √p √(Σ_j C_jj σ_j²)``.  Explicit constant (our derivation):
 
@@ -316,7 +308,7 @@ def example1_bound(C_diag, sigma, p, mu=0.0):
 def lemma32_bound(G_p_value, G_2p_value):
     """Lemma 3.2: with probability at least ``1 − 1/n``, ``Ĝ_p(S; C) ≤ G_p(C) + G_2p(C) ≤ 2 G_2p(C)``.
 
-    Source: seed 001 Lemma 3.2 (``S`` of ``n`` iid points).  Proof: Chebyshev on the mean of
+    Source: [PAGAN] Lemma 3.2 (``S`` of ``n`` iid points).  Proof: Chebyshev on the mean of
     ``X_i = G(z_i; C)^p`` (mean ``G_p^p``, variance ``≤ G_2p^{2p}``) at deviation ``G_2p^p`` gives
     ``Ĝ_p^p ≤ G_p^p + G_2p^p`` w.p. ``≥ 1 − 1/n``, and ``(a^p + b^p)^{1/p} ≤ a + b``.  Returns
     ``G_p + G_2p``; requires ``0 < G_p ≤ G_2p`` (moments of one distribution are non-decreasing
@@ -401,7 +393,7 @@ def pasan_bound(C_diag, grads, *, radius, noise_multiplier, steps, batch_size, l
                 domain="box", domain_radius=1.0, bias=None):
     """Finite-``T`` bound on PASAN's average-iterate excess loss, explicit constants (any ``B, T, b, σ``).
 
-    For PASAN (seed 001 Alg. 1) with ``A = C/B²``, step ``α_k = α/√(Σ_{i≤k} ||ĝ^i||²)``, batches
+    For PASAN ([PAGAN] Alg. 1) with ``A = C/B²``, step ``α_k = α/√(Σ_{i≤k} ||ĝ^i||²)``, batches
     of size ``b`` drawn **with replacement**, noise ``(σ/b) ξ``, ``ξ ~ N(0, A⁻¹)``::
 
         E[f(x̄_T) − f(x*)] ≤ (D_2²/(2α) + α) √(Ḡ² + (σB/b)² tr(C⁻¹)) / √T  +  D_{C⁻¹} · bias
@@ -439,7 +431,7 @@ def pagan_bound(C_diag, grads, *, radius, noise_multiplier, steps, batch_size, l
                 domain_radius=1.0, bias=None):
     """Finite-``T`` bound on PAGAN's average-iterate excess loss, explicit constants (box domain).
 
-    For PAGAN (seed 001 Alg. 2: ``H_k = diag(Σ_{i≤k} ĝ^i ĝ^{iᵀ})^{1/2}/α``, ``H_k``-norm projection
+    For PAGAN ([PAGAN] Alg. 2: ``H_k = diag(Σ_{i≤k} ĝ^i ĝ^{iᵀ})^{1/2}/α``, ``H_k``-norm projection
     onto the box ``[−r, r]^d``) with the privatizer of :func:`pasan_bound`::
 
         E[f(x̄_T) − f(x*)] ≤ (D_∞²/(2α) + α) Σ_j √(Ḡ_j² + (σB/b)²/C_jj) / √T  +  D_{C⁻¹} · bias
@@ -484,7 +476,7 @@ def _theorem_common(C_diag, grads, n, noise_multiplier, epsilon, delta, p, domai
     else:
         if epsilon is None or delta is None:
             raise ValueError("epsilon and delta must be given together")
-        eps, dlt = _eps_delta(epsilon, delta)
+        eps, dlt = check_epsilon_delta(epsilon, delta)
         root_log = np.sqrt(np.log(1.0 / dlt)) / eps
     b = _pos("batch_size", batch_size, integer=True)
     if np.ndim(grads) <= 1:
@@ -514,7 +506,7 @@ def theorem1_bound(C_diag, grads, *, n, noise_multiplier=None, epsilon=None, del
         E[f(x̄_T) − min_X f] ≤ (3/2) R_std(T)
             + (3 + 2^{1−p}) D_2 G_2p(C) (√(tr(C⁻¹) log(1/δ)) / (nε))^{(p−1)/p} (D_{C⁻¹}/D_2)^{1/p}
 
-    Source: seed 001 Theorem 1 (``O(·)`` there), run with ``α = D_2 = diam_2(X)``,
+    Source: [PAGAN] Theorem 1 (``O(·)`` there), run with ``α = D_2 = diam_2(X)``,
     ``T = c n²/b²`` (here ``c = 1``), ``A_k = C/B²`` and
     ``B = 2 G_2p(C) (D_{C⁻¹} nε / (D_2 √(tr(C⁻¹) log(1/δ))))^{1/p}``
     (:func:`dpsim.privacy.ellipsoid.ellipsoid_radius`), assuming ``Ĝ_p(S; C) ≤ G_2p(C)``.  The constants come
@@ -544,7 +536,7 @@ def theorem2_bound(C_diag, grads, *, n, noise_multiplier=None, epsilon=None, del
         E[f(x̄_T) − min_X f] ≤ (3/2) R_ada(T)
             + (3 + 2^{1−p}) D_∞ G_2p(C) (√log(1/δ) tr(C^{−1/2}) / (nε))^{(p−1)/p} (D_{C⁻¹}/D_∞)^{1/p}
 
-    Source: seed 001 Theorem 2 (``O(·)`` there), with ``α = D_∞ = diam_∞(X)`` (box domain, where
+    Source: [PAGAN] Theorem 2 (``O(·)`` there), with ``α = D_∞ = diam_∞(X)`` (box domain, where
     the ``H_k``-norm projection is coordinate clipping), ``T = n²/b²``, ``A_k = C/B²``,
     ``B = 2 G_2p(C) (D_{C⁻¹} nε / (D_∞ √log(1/δ) tr(C^{−1/2})))^{1/p}``, assuming
     ``Ĝ_p(S; C) ≤ G_2p(C)``.  Constants from :func:`pagan_bound` (as in :func:`theorem1_bound`);
@@ -569,12 +561,12 @@ def pagan_rate(sigma, n, epsilon, delta, *, diam_inf=2.0, r_ada=0.0):
 
         R_ada(T) + D_∞ (Σ_j σ_j^{2/3})^{3/2} log(d/δ) / (nε)
 
-    Source: seed 001 §3.2, Eq. (8) (``O(1)·diam_∞(X)(R_ada(T) + …)``; here the ``O(1)`` is 1 and
+    Source: [PAGAN] §3.2, Eq. (8) (``O(1)·diam_∞(X)(R_ada(T) + …)``; here the ``O(1)`` is 1 and
     ``R_ada`` is passed already multiplied).  ``sigma``: ``(..., d)`` sub-Gaussian scales.
     """
     _, d, s23, _ = _sigma_sums(sigma)
     nn = _pos("n", n)
-    eps, dlt = _eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     D = _pos("diam_inf", diam_inf)
     return _ret(_pos("r_ada", r_ada, allow_zero=True) + D * s23 * np.log(d / dlt) / (nn * eps))
 
@@ -584,17 +576,17 @@ def pasan_rate(sigma, n, epsilon, delta, *, diam2=None, r_std=0.0):
 
         R_std(T) + D_2 (Σ_j σ_j) log(d/δ) / (nε)
 
-    Source: seed 001 §3.2, Eq. (9).  ``diam2`` defaults to ``2√d`` (the box ``[−1, 1]^d``).
+    Source: [PAGAN] §3.2, Eq. (9).  ``diam2`` defaults to ``2√d`` (the box ``[−1, 1]^d``).
     """
     _, d, _, s1 = _sigma_sums(sigma)
     nn = _pos("n", n)
-    eps, dlt = _eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     D = 2.0 * math.sqrt(d) if diam2 is None else _pos("diam2", diam2)
     return _ret(_pos("r_std", r_std, allow_zero=True) + D * s1 * np.log(d / dlt) / (nn * eps))
 
 
 def geometry_comparison(sigma) -> dict:
-    """The geometric factors of Eqs. (8)–(9) and Hölder's sandwich (seed 001 §3.2)::
+    """The geometric factors of Eqs. (8)–(9) and Hölder's sandwich ([PAGAN] §3.2)::
 
         Σ_j σ_j  ≤  (Σ_j σ_j^{2/3})^{3/2}  ≤  √d Σ_j σ_j
 
@@ -613,7 +605,7 @@ def geometry_comparison(sigma) -> dict:
 
 
 def algorithm3_rounds(d) -> int:
-    """``T = ⌈32 log d⌉`` rounds of Algorithm 3 (seed 001 Theorem 3; natural log; ``d ≥ 2``)."""
+    """``T = ⌈32 log d⌉`` rounds of Algorithm 3 ([PAGAN] Theorem 3; natural log; ``d ≥ 2``)."""
     if isinstance(d, bool) or not float(d).is_integer() or d < 2:
         raise ValueError(f"Algorithm 3 needs d >= 2 coordinates (T = 32 log d), got d={d!r}")
     return int(math.ceil(32.0 * math.log(int(d))))
@@ -624,7 +616,7 @@ _RULES = ("paper", "squared")
 
 def private_second_moment(z, r, epsilon, delta, *, seed=None, rounds=None, rule="paper",
                           full_output=False):
-    """Algorithm 3 of seed 001 (private second-moment estimation), as printed.
+    """Algorithm 3 of [PAGAN] (private second-moment estimation), as printed.
 
     ::
 
@@ -637,7 +629,7 @@ def private_second_moment(z, r, epsilon, delta, *, seed=None, rounds=None, rule=
             Δ = Δ/2
         σ̂_j = 2^{−T} for j ∈ S;   return (σ̂_1, …, σ̂_d)
 
-    Source: seed 001 §4.1, Algorithm 3 and Theorem 3 (which claims (ε, δ)-DP and, for ``z`` with
+    Source: [PAGAN] §4.1, Algorithm 3 and Theorem 3 (which claims (ε, δ)-DP and, for ``z`` with
     moment ratio ``r`` (Def. 4.1), ``max_j σ_j = 1`` and ``n`` large enough,
     ``½ max{σ_j, d^{−3/2}} ≤ σ̂_j ≤ 2σ_j`` w.p. ``1 − β``).
 
@@ -669,7 +661,7 @@ def private_second_moment(z, r, epsilon, delta, *, seed=None, rounds=None, rule=
     r = float(_arr("r", r))
     if not (r > 1.0 and math.isfinite(r)):
         raise ValueError(f"r must be finite and > 1 (rho_t = 4 r Delta log r must be positive), got r={r}")
-    eps, dlt = _eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     eps, dlt = float(eps), float(dlt)
     if rule not in _RULES:
         raise ValueError(f"rule must be one of {_RULES}, got rule={rule!r}")
@@ -708,7 +700,7 @@ def private_second_moment(z, r, epsilon, delta, *, seed=None, rounds=None, rule=
 def theorem3_guarantee(sigma_hat, sigma):
     """Condition (10) of Theorem 3, per coordinate: ``½ max{σ_j, d^{−3/2}} ≤ σ̂_j ≤ 2σ_j``.
 
-    Source: seed 001 Theorem 3 (Eq. (10)).  ``sigma_hat``, ``sigma``: ``(..., d)``; returns a
+    Source: [PAGAN] Theorem 3 (Eq. (10)).  ``sigma_hat``, ``sigma``: ``(..., d)``; returns a
     boolean array of the broadcast shape (``.all(-1)`` is the event of the theorem).  As printed
     it cannot hold for ``σ_j < d^{−3/2}/4`` (module docstring, disagreement 3).
     """
@@ -733,7 +725,7 @@ def theorem3_sample_size(d, r, epsilon, delta, beta, *, rounds=None):
     _require(dd >= 2, "Theorem 3 needs d >= 2, got d={d}", d=dd)
     rr = _arr("r", r)
     _require((rr > 1) & np.isfinite(rr), "r must be finite and > 1, got r={r}", r=rr)
-    eps, dlt = _eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     bb = _arr("beta", beta)
     _require((bb > 0) & (bb < 1), "beta must be in (0, 1), got beta={beta}", beta=bb)
     T = np.ceil(32.0 * np.log(dd)) if rounds is None else _pos("rounds", rounds, integer=True)
@@ -742,7 +734,7 @@ def theorem3_sample_size(d, r, epsilon, delta, beta, *, rounds=None):
 
 
 def theorem3_scaling(sigma_hat, r):
-    """Theorem 3's PAGAN scaling ``Ĉ_j = (r σ̂_j)^{−4/3} / 4`` (seed 001 Theorem 3)."""
+    """Theorem 3's PAGAN scaling ``Ĉ_j = (r σ̂_j)^{−4/3} / 4`` ([PAGAN] Theorem 3)."""
     sh = _positive_vec("sigma_hat", sigma_hat)
     rr = _pos("r", r)
     scaled = np.asarray(rr)[..., None] * sh if np.ndim(rr) else rr * sh
@@ -754,13 +746,13 @@ def theorem3_bound(sigma, r, n, epsilon, delta, *, diam_inf=2.0, r_ada=0.0):
 
         R_ada(T) + D_∞ r (Σ_j σ_j^{2/3})^{3/2} log(d/δ) / (nε)
 
-    Source: seed 001 Theorem 3 (second part; holds when condition (10) does, with
+    Source: [PAGAN] Theorem 3 (second part; holds when condition (10) does, with
     ``Ĉ_j = (r σ̂_j)^{−4/3}/4``).  ``sigma``: ``(..., d)`` true scales ``σ_j² = E z_j²``.
     """
     _, d, s23, _ = _sigma_sums(sigma)
     rr = _pos("r", r)
     nn = _pos("n", n)
-    eps, dlt = _eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     D = _pos("diam_inf", diam_inf)
     return _ret(_pos("r_ada", r_ada, allow_zero=True) + D * rr * s23 * np.log(d / dlt) / (nn * eps))
 
@@ -828,7 +820,7 @@ def gaussian_mu(epsilon, delta):
     """
     from scipy.optimize import brentq
 
-    eps, dlt = _eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     eps, dlt = np.broadcast_arrays(eps, dlt)
     out = np.empty(eps.shape)
     for idx in np.ndindex(*eps.shape):
@@ -854,7 +846,7 @@ def algorithm3_epsilon(epsilon, delta, d, *, rounds=None):
     Returns :func:`gaussian_epsilon` ``(μ, δ)`` — the privacy the printed noise actually buys;
     Theorem 3 claims ``ε`` (module docstring, disagreement 4).  Vectorized over ``epsilon, delta``.
     """
-    eps, dlt = _eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     T = algorithm3_rounds(d) if rounds is None else int(_pos("rounds", rounds, integer=True))
     return gaussian_epsilon(eps / np.sqrt(np.log(T / dlt)), dlt)
 
@@ -868,7 +860,7 @@ def lower_bound_box(sigma, n, epsilon):
 
         sup_{S ∈ Z^n} E[f(M(S); S) − f(x*_S; S)]  ≥  (Σ_j σ_j^{2/3})^{3/2} / (nε log^{5/2} d)
 
-    Source: seed 001 Prop. 1 (sign estimation; the same quantity bounds
+    Source: [PAGAN] Prop. 1 (sign estimation; the same quantity bounds
     ``E Σ_j |z̄_j| 1{sign(M_j) ≠ sign(z̄_j)}``) and Thm 4 (``f(x; S) = −xᵀz̄`` on ``X_∞ = [−1, 1]^d``,
     ``Z = {|z_j| ≤ σ_j}``).  Assumption: ``√d log d ≤ nε`` (``ValueError`` otherwise) and ``d ≥ 2``.
     Printed without an explicit constant (evaluated with constant 1).  ``sigma``: ``(..., d)``.
@@ -890,7 +882,7 @@ def lower_bound_ball(sigma, n, epsilon):
 
         sup_{S ∈ Z^n} E[f(M(S); S) − f(x*_S; S)]  ≥  Σ_j σ_j / (nε log d)
 
-    Source: seed 001 Thm 5 (``f(x; S) = −xᵀz̄`` on the unit ℓ2 ball, ``Z = {|z_j| ≤ σ_j}``).
+    Source: [PAGAN] Thm 5 (``f(x; S) = −xᵀz̄`` on the unit ℓ2 ball, ``Z = {|z_j| ≤ σ_j}``).
     Assumption: ``√d ≤ nε`` and ``d ≥ 2``.  Printed without an explicit constant.
     """
     _, d, _, s1 = _sigma_sums(sigma)
@@ -908,7 +900,7 @@ def prop2_bound(sigma, d, n, epsilon):
 
         sup_S E[f(M(S); S) − f(x*_S; S)]  ≥  min{ σ√d,  dσ/(nε) }
 
-    Source: seed 001 Prop. 2 (the extracted text reads "min σ√d, √dσ/(nε)" with the ``√`` of the
+    Source: [PAGAN] Prop. 2 (the extracted text reads "min σ√d, √dσ/(nε)" with the ``√`` of the
     second entry displaced; ``dσ/(nε)`` is the rescaling of Bassily et al.'s
     ``Ω(min{1, √d/(nε)})`` by the ℓ2 radius ``σ√d`` of ``Z`` **(reconstructed)**).  Printed
     without an explicit constant.  Vectorized over all arguments.

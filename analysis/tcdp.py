@@ -1,6 +1,6 @@
-"""Truncated CDP bounds of seed 003 (public API ``analysis.tcdp``).
+"""Truncated CDP bounds of [L2P] (public API ``analysis.tcdp``).
 
-Source ("seed 003"): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
+Source ([L2P]): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
 Constraints* (AAAI 2021), Appendix A; the tCDP results it restates are from Bun, Dwork, Rothblum,
 Steinke, *Composable and Versatile Privacy via Truncated CDP* (STOC 2018).
 
@@ -44,7 +44,7 @@ __all__ = [
 class SinhNormal:
     """The sinh-normal mechanism ``M(x) = f(x) + A·arsinh(Z/A)``, ``Z ~ N(0, σ²)`` (scalar ``f``).
 
-    Seed 003 Theorem A.2 (Bun et al. 2018): if ``f`` has sensitivity ``Δ``, ``ρ = 8Δ²/σ²``,
+    [L2P] Theorem A.2 (Bun et al. 2018): if ``f`` has sensitivity ``Δ``, ``ρ = 8Δ²/σ²``,
     ``A = 8Δω`` and ``1/(4ω²) ≤ ρ < 16``, then ``M`` is ``(ρ, ω)``-tCDP, i.e.
     ``D_α(M(x) ‖ M(x')) ≤ ρα`` for ``α ∈ (1, ω)``.  As ``A → ∞`` it becomes the Gaussian mechanism.
 
@@ -165,7 +165,7 @@ class SinhNormal:
 
 
 def sinh_normal(A, sigma) -> SinhNormal:
-    """The sinh-normal mechanism ``f(x) + A·arsinh(N(0, σ²)/A)`` (seed 003 Theorem A.2).
+    """The sinh-normal mechanism ``f(x) + A·arsinh(N(0, σ²)/A)`` ([L2P] Theorem A.2).
 
     Returns a :class:`SinhNormal` with ``sample(f, size, rng)``, ``pdf(y, f)``, ``cdf(y, f)`` and
     ``renyi_divergence(alpha, shift)`` (quadrature).  For ``(ρ, ω)``-tCDP at sensitivity ``Δ`` use

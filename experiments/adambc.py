@@ -1,4 +1,4 @@
-"""DP-Adam vs DP-AdamBC on dense logistic regression (seed 004: Tang, Shpilevskiy, Lécuyer,
+"""DP-Adam vs DP-AdamBC on dense logistic regression ([ADAMBC]: Tang, Shpilevskiy, Lécuyer,
 *DP-AdamBC: Your DP-Adam Is Actually DP-SGD (Unless You Apply Bias Correction)*, AAAI 2024).
 
 Claims checked (figures ``paper_figures/fig_adambc_*.py``):
@@ -378,7 +378,7 @@ def run(config: Config, cache) -> dict:
 
 EXPERIMENT = Experiment(
     name="adambc",
-    title="DP-Adam vs DP-AdamBC (seed 004): moments, Eq. 3, γ', Props. 3–4, final loss",
+    title="DP-Adam vs DP-AdamBC ([ADAMBC]): moments, Eq. 3, γ', Props. 3–4, final loss",
     presets=PRESETS,
     run=run,
     figures=("fig_adambc_moments", "fig_adambc_vs_sgdm", "fig_adambc_gamma",

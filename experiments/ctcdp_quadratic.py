@@ -1,6 +1,6 @@
-"""Budget-constrained (ctCDP) private training vs SGD-Adv on the random quadratic of seed 003.
+"""Budget-constrained (ctCDP) private training vs SGD-Adv on the random quadratic of [L2P].
 
-Source ("seed 003"): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
+Source ([L2P]): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
 Constraints* (AAAI 2021), App. C.1 (Fig. 8: trajectories of 100 repeats at (0.05, 1e-8)-DP;
 Fig. 6: convergence for ε ∈ {0.05, 0.1, 0.2, 0.4, 0.8, 1.6} at δ = 1e-8).  ALGORITHMS §2.7, §5.5.
 
@@ -40,13 +40,13 @@ Setup (choices the paper leaves open are documented here and in the report)
 * Initial point: identical for every run (paper: "identical W, y and initial variables"), at
   ``θ0 = θ* + init_offset`` (the paper does not give it; θ = 0 would already be within 0.16 of θ*).
 * Clipping C = 1 per example (replace-one sensitivity Δ = 2C = 2, the "constant L2 sensitivity,
-  e.g., 2" of seed 003 App. C.3).
+  e.g., 2" of [L2P] App. C.3).
 * Step sizes: the paper's grid "from 0.001 to 0.02 with 20 choices" (0.001, 0.002, …, 0.02) for
   the paper's summed objective, i.e. ``m ×`` that grid on dpsim's averaged objective
   (0.06, 0.12, …, 1.2): gradient descent on ``f = m F`` with step η is gradient descent on F with
   step ``mη``.  The same grid is used for every method.
 * Step counts: the paper's grid T ∈ {10, 20, …, 60} for every method (for the ctCDP methods T is
-  the *planned* count of Algorithm 3, ``planned_steps``).  Combinations where seed 003 Algorithm 3
+  the *planned* count of Algorithm 3, ``planned_steps``).  Combinations where [L2P] Algorithm 3
   finds no feasible batch size (``dpsim.optimizers.ctcdp.plan`` raises, e.g. ε = 1.6 with T = 10 for n = 60)
   are skipped and recorded.
 * ctCDP batches: ``plan(ε, δ, T, n, C)["batch_size"]`` with ``sampling="fixed"`` (for n = 60 the
@@ -179,7 +179,7 @@ PRESETS: dict[str, Config] = {
 
 
 def make_problem(config: Config):
-    """The seed 003 App. C.1 quadratic of ``config`` (deterministic in ``data_seed``)."""
+    """The [L2P] App. C.1 quadratic of ``config`` (deterministic in ``data_seed``)."""
     return dpsim.problems.random_quadratic(m=config.m, d=config.d, reg=config.reg, seed=config.data_seed)
 
 
@@ -343,7 +343,7 @@ def run(config: Config, cache) -> dict:
 
 EXPERIMENT = Experiment(
     name="ctcdp_quadratic",
-    title="Budget-constrained ctCDP training vs SGD-Adv on the random quadratic of seed 003 (App. C.1)",
+    title="Budget-constrained ctCDP training vs SGD-Adv on the random quadratic of [L2P] (App. C.1)",
     presets=PRESETS,
     run=run,
     figures=("fig_ctcdp_trajectories", "fig_ctcdp_eps_sweep"),

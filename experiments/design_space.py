@@ -1,11 +1,11 @@
-"""The DP-Adam design space of seed 002 (Ganesh, McMahan, Thakurta, *On Design Principles for
+"""The DP-Adam design space of [DESIGN] (Ganesh, McMahan, Thakurta, *On Design Principles for
 Private Adaptive Optimizers*, 2025) on synthetic convex tasks.
 
-**Almost every formula and most experimental settings of seed 002 were lost in the text
+**Almost every formula and most experimental settings of [DESIGN] were lost in the text
 extraction dpsim works from; the settings below are RECONSTRUCTED (ALGORITHMS.md §4.3, §5 item 4)
 and so are the claims' quantitative forms.**  Four parts (one figure each):
 
-(a) ``ada-*`` — the 1-D sparse logistic regression AdaGrad table (seed 002 §5.1, its Fig. 2
+(a) ``ada-*`` — the 1-D sparse logistic regression AdaGrad table ([DESIGN] §5.1, its Fig. 2
     table): :func:`dpsim.problems.sparse_logistic_1d` (``n`` samples, a fraction ``zero_fraction``
     of inputs zeroed, ``w* = 1``), batch 1, ``steps = n`` (one epoch *in expectation*: the
     ``"fixed"`` sampler draws one uniformly random example per step, independently across steps,
@@ -17,7 +17,7 @@ and so are the claims' quantitative forms.**  Four parts (one figure each):
     (``dp_adam_ime`` is Adam only), so it is not in the table.  Metric: population test loss
     ``problem.test_loss(w_T)`` (a probe).
 (b) ``neg-d<d>`` — fraction of coordinates with a negative bias-corrected second moment
-    ``v̂_t − Φ < 0`` for ``dp_adam_corrected`` as the dimension ``d`` grows (seed 002 §4.4.1 and
+    ``v̂_t − Φ < 0`` for ``dp_adam_corrected`` as the dimension ``d`` grows ([DESIGN] §4.4.1 and
     Fig. 4 analogue), on :func:`dpsim.problems.linear_box` with ``scales="ones", bias=1``: every
     per-example gradient is the same ±1 vector, clipped to norm ``C``, so ``ḡ_j² = C²/d`` — exactly
     the *optimistic* regime of :func:`analysis.bias.negative_fraction`, whose prediction the figure
@@ -30,7 +30,7 @@ and so are the claims' quantitative forms.**  Four parts (one figure each):
     :func:`dpsim.accounting.noise_multiplier` to ``target_epsilon`` for the Gaussian runs
     (Poisson sampling); the banded runs use the same σ and are accounted without amplification
     (dpsim's rule), so their ε is much larger — reported per run, not hidden.
-(d) ``quad-<method>`` — the 2-D quadratic of seed 002 §4.1, :func:`dpsim.problems.quadratic_2d`,
+(d) ``quad-<method>`` — the 2-D quadratic of [DESIGN] §4.1, :func:`dpsim.problems.quadratic_2d`,
     trajectories (probes ``w1``, ``w2``) of non-private Adam, post-processing DP-Adam,
     scale-then-privatize and the noiseless-preconditioner oracles.
 
@@ -339,14 +339,14 @@ def run(config: Config, cache) -> dict:
                           for label, (grid, reps) in grids.items()},
                   note="the reported trials are the chosen grid point's (the same trials)")
     cache.note("var_noise_multiplier", sigma)
-    cache.note("reconstructed", "seed 002's formulas and most settings were lost in extraction; "
+    cache.note("reconstructed", "[DESIGN]'s formulas and most settings were lost in extraction; "
                                 "all settings here are reconstructions (ALGORITHMS.md §4.3, §5.4)")
     return results
 
 
 EXPERIMENT = Experiment(
     name="design_space",
-    title="The DP-Adam design space of seed 002 (reconstructed settings): 1-D AdaGrad table, "
+    title="The DP-Adam design space of [DESIGN] (reconstructed settings): 1-D AdaGrad table, "
           "negative second moments vs d, all DP-Adam variants with i.i.d. and banded noise, 2-D quadratic",
     presets=PRESETS,
     run=run,

@@ -1,7 +1,7 @@
 """DP² (delayed preconditioners) on synthetic sparse logistic regression standing in for IMDB.
 
 Source: Li, Zaheer, Liu, Reddi, McMahan, Smith, *Differentially Private Adaptive Optimization with
-Delayed Preconditioners* (ICLR 2023) — "seed 000" — §3.1 (Fig. 2), §4.1 (Fig. 3), §5.1 (Figs. 4–6),
+Delayed Preconditioners* (ICLR 2023) — [DP2] — §3.1 (Fig. 2), §4.1 (Fig. 3), §5.1 (Figs. 4–6),
 §5.2 (Table 1), §5.3 / App. C.5 (Table 4), App. C.3 (DP²-AdaGrad).
 
 Claims checked (one figure script each, ``paper_figures/fig_dp2_*.py``):
@@ -416,7 +416,7 @@ def run(config: Config, cache) -> dict:
 EXPERIMENT = Experiment(
     name="dp2_logistic",
     title="DP² (delayed preconditioners) vs DP-SGD, DP-RMSProp, ablations and AdaDPS on sparse "
-          "logistic regression (seed 000)",
+          "logistic regression ([DP2])",
     presets=PRESETS,
     run=run,
     figures=("fig_dp2_delayed_vs_plain", "fig_dp2_h_of_s", "fig_dp2_curves", "fig_dp2_eps_sweep",

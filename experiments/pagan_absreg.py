@@ -1,7 +1,7 @@
-"""PASAN / PAGAN vs private and non-private baselines on synthetic absolute regression (seed 001 Fig. 1).
+"""PASAN / PAGAN vs private and non-private baselines on synthetic absolute regression ([PAGAN] Fig. 1).
 
 Source: Asi, Duchi, Fallah, Javidbakht, Talwar, *Private Adaptive Gradient Methods for Convex
-Optimization* (ICML 2021) — "seed 001" — §6.1 and Figure 1.
+Optimization* (ICML 2021) — [PAGAN] — §6.1 and Figure 1.
 
 Claims checked (figures ``paper_figures/fig_pagan_absreg.py`` and ``fig_pagan_absreg_curves.py``):
 PAGAN with the optimal diagonal scaling ``A`` outperforms the other private methods at every ε,
@@ -84,7 +84,7 @@ from .pipeline import Cell, Experiment
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "settings", "PAPER_LR_GRID",
            "METHODS", "PRIVATE_METHODS"]
 
-#: The paper's step-size grid (seed 001 §6.1).
+#: The paper's step-size grid ([PAGAN] §6.1).
 PAPER_LR_GRID = (0.005, 0.01, 0.05, 0.1, 0.15, 0.2, 0.4, 0.5, 1.0)
 
 #: Every method label, in plotting order.
@@ -309,7 +309,7 @@ def run(config: Config, cache) -> dict:
 EXPERIMENT = Experiment(
     name="pagan_absreg",
     title="PASAN / PAGAN vs private and non-private SGD and AdaGrad on absolute regression "
-          "(seed 001 §6.1, Fig. 1)",
+          "([PAGAN] §6.1, Fig. 1)",
     presets=PRESETS,
     run=run,
     figures=("fig_pagan_absreg_curves", "fig_pagan_absreg"),

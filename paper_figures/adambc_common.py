@@ -1,4 +1,4 @@
-"""Shared helpers of the ``adambc`` figures (seed 004): loading, ε, Φ and the frozen moments.
+"""Shared helpers of the ``adambc`` figures ([ADAMBC]): loading, ε, Φ and the frozen moments.
 
 Not a figure itself (no ``render``); the figure scripts ``fig_adambc_*.py`` import it.  Everything
 here reads saved results only: the ``{label: path}`` of experiment ``adambc`` and the metadata it
@@ -50,7 +50,7 @@ def hp(res, name):
 
 
 def phi(res) -> float:
-    """``Φ = (σC/B)²`` of a private result (seed 004 Eq. 2)."""
+    """``Φ = (σC/B)²`` of a private result ([ADAMBC] Eq. 2)."""
     return float(dp_bias(float(hp(res, "noise_multiplier")), float(hp(res, "clip")),
                          res.config["batch_size"]))
 

@@ -1,4 +1,4 @@
-"""Helpers shared by the ``ctcdp_quadratic`` figures (seed 003): loading the saved results with
+"""Helpers shared by the ``ctcdp_quadratic`` figures ([L2P]): loading the saved results with
 their metadata, the methods' names and colours, the chosen settings and spent budget of a run, its
 θ path and distance to the optimum.  Not a figure itself (no ``render``).
 """
@@ -12,7 +12,7 @@ import numpy as np
 import dpsim
 from dpsim.experiments.pipeline import Saved
 
-DELTA = 1e-8  # seed 003 App. C.1
+DELTA = 1e-8  # [L2P] App. C.1
 ORDER = ("sgd_adv", "sgd_adv_ac", "uniform", "linear", "exponential")
 DISPLAY = {
     "sgd_adv": "SGD-Adv (zCDP calibration)",

@@ -1,4 +1,4 @@
-"""Shared loading for the ``design_space`` figures (seed 002, RECONSTRUCTED settings).
+"""Shared loading for the ``design_space`` figures ([DESIGN], RECONSTRUCTED settings).
 
 Reads saved results only: each cell's part and setting from the metadata the experiment saved, and
 the tuning choice of every tuned cell (chosen grid point and its trials) from the saved selection.
@@ -14,7 +14,7 @@ import numpy as np
 from dpsim.experiments.pipeline import Saved
 
 DELTA = 1e-5
-RECON = ("Seed 002's formulas and most settings were lost in extraction: the setting here is a "
+RECON = ("[DESIGN]'s formulas and most settings were lost in extraction: the setting here is a "
          "reconstruction (ALGORITHMS.md §4.3, §5.4).")
 
 

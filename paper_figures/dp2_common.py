@@ -1,4 +1,4 @@
-"""Helpers shared by the ``dp2_logistic`` figures (seed 000, ``fig_dp2_*.py``): loading the saved
+"""Helpers shared by the ``dp2_logistic`` figures ([DP2], ``fig_dp2_*.py``): loading the saved
 results with their metadata, ε at the paper's δ, comparisons with 95% confidence intervals,
 legend texts and the common plot pieces.  Not a figure itself (no ``render``).
 """

@@ -1,4 +1,4 @@
-"""Figure for experiment ``adambc`` (seed 004 Props. 3–4, Tables 3–5): tail bounds vs measured.
+"""Figure for experiment ``adambc`` ([ADAMBC] Props. 3–4, Tables 3–5): tail bounds vs measured.
 
 One row per ε, one column per tail level α.  Solid line with band: the measured
 ``(1−α)``-quantile of ``|v̂^p_t − v̂^c_t − Φ| = |v̂^corr − v̂^c|`` (no floor) over coordinates ×
@@ -31,7 +31,7 @@ SLOTS = ("frozen-private", "frozen-clean")
 ALPHAS = (0.01, 0.05, 0.10)
 CLAIM = ("Propositions 3 and 4 bound the deviation |v̂^corr_t − v̂^c_t| of the bias-corrected "
          "second moment: P(deviation ≥ ξ(α, t)) ≤ α; Prop. 3 is much closer to the measured "
-         "deviation than Prop. 4 (seed 004 App. C, Tables 3–5).")
+         "deviation than Prop. 4 ([ADAMBC] App. C, Tables 3–5).")
 MEAS, P3, P3S, P4 = "#d95f02", "#1b9e77", "#66a61e", "#7570b3"
 
 
@@ -150,7 +150,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
                "its C√Φ term (it allows |ḡ| = C in every coordinate). Prop. 3 covers the noise-only "
                "part; it holds here because the clean per-coordinate gradients are small next to √Φ "
                "(the cross term 2ḡz/B is then minor) — with |ḡ| ≈ C it is violated (see dpsim verify, "
-               "seed 004 concentration).")
+               "[ADAMBC] concentration).")
     return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": verdict}
 
 

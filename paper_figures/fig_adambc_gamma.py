@@ -1,4 +1,4 @@
-"""Figure for experiment ``adambc`` (seed 004 Fig. 5, upper right): the γ' sweep of DP-AdamBC.
+"""Figure for experiment ``adambc`` ([ADAMBC] Fig. 5, upper right): the γ' sweep of DP-AdamBC.
 
 Top row, one panel per ε: mean final excess training loss of DP-AdamBC against its floor
 ``γ'`` (as a multiple of Φ, log scale), each γ' at the learning rate that was best for it on
@@ -27,7 +27,7 @@ from . import style
 
 NAME = "fig_adambc_gamma"
 SLOTS = ("gamma", "adam")
-CLAIM = ("The numerical floor γ' of DP-AdamBC affects its performance (seed 004 Fig. 5 upper "
+CLAIM = ("The numerical floor γ' of DP-AdamBC affects its performance ([ADAMBC] Fig. 5 upper "
          "right; each γ' with its own tuned learning rate).")
 BC_COLOR, ADAM_COLOR = "#1b9e77", "#7570b3"
 

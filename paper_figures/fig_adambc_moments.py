@@ -1,4 +1,4 @@
-"""Figure for experiment ``adambc`` (seed 004 Fig. 1, Table 2): clean vs private moments.
+"""Figure for experiment ``adambc`` ([ADAMBC] Fig. 1, Table 2): clean vs private moments.
 
 One row per ε: histograms over coordinates × trials of the bias-corrected first moment
 (``m̂^c`` clean, ``m̂^p`` private) and second moment (``v̂^c``, ``v̂^p`` and the DP-AdamBC
@@ -27,7 +27,7 @@ from . import style
 NAME = "fig_adambc_moments"
 SLOTS = ("frozen-private", "frozen-clean", "adambc")
 CLAIM = ("Under DP the private second moment v̂^p is dominated by the noise variance Φ = (σC/B)²: "
-         "E[v̂^p] − v̂^c = Φ and Φ ≫ v̂^c, while m̂^p stays centred on m̂^c (seed 004 Fig. 1, "
+         "E[v̂^p] − v̂^c = Φ and Φ ≫ v̂^c, while m̂^p stays centred on m̂^c ([ADAMBC] Fig. 1, "
          "Table 2).")
 COLORS = {"clean": style.BASELINE_COLOR, "private": "#d95f02", "corr": "#1b9e77"}
 

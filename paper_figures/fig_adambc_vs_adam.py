@@ -1,4 +1,4 @@
-"""Figure for experiment ``adambc`` (seed 004 Figs. 6, 8; the headline): DP-AdamBC vs DP-Adam.
+"""Figure for experiment ``adambc`` ([ADAMBC] Figs. 6, 8; the headline): DP-AdamBC vs DP-Adam.
 
 One panel per ε: mean excess training loss of DP-Adam (tuned η, γ = 1e-8) and DP-AdamBC (tuned η
 and γ'), both at the same σ, hence the same ε; the two runs of a trial share batches and noise.
@@ -25,7 +25,7 @@ from . import style
 NAME = "fig_adambc_vs_adam"
 SLOTS = ("adam", "adambc")
 CLAIM = ("At the same ε, DP-AdamBC (Adam with the DP bias Φ subtracted from v̂) reaches a better "
-         "final objective than DP-Adam, each with tuned hyperparameters (seed 004 §5, Figs. 6, 8).")
+         "final objective than DP-Adam, each with tuned hyperparameters ([ADAMBC] §5, Figs. 6, 8).")
 ADAM_COLOR, BC_COLOR = "#7570b3", "#1b9e77"
 
 

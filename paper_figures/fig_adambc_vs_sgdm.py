@@ -1,4 +1,4 @@
-"""Figure for experiment ``adambc`` (seed 004 Fig. 2, Eq. 3): DP-Adam ≈ DP-SGDM.
+"""Figure for experiment ``adambc`` ([ADAMBC] Fig. 2, Eq. 3): DP-Adam ≈ DP-SGDM.
 
 Left: the DP-SGDM learning rate that Eq. 3 makes equivalent to DP-Adam,
 ``η_SGDM(t) = η_Adam (1−β1)/((1−β1^t)√Φ)``, for each ε's Φ (dotted: the ``t → ∞`` constant that
@@ -29,7 +29,7 @@ NAME = "fig_adambc_vs_sgdm"
 SLOTS = ("adam", "sgdm-eq3")
 CLAIM = ("DP-Adam behaves like DP-SGDM with the learning rate of Eq. 3, "
          "η_SGDM = η_Adam(1−β1)/((1−β1^t)√Φ): their training-loss curves nearly coincide "
-         "(seed 004 §3, Fig. 2 middle; App. D Fig. 7).")
+         "([ADAMBC] §3, Fig. 2 middle; App. D Fig. 7).")
 ADAM_COLOR, SGDM_COLOR = "#7570b3", "#e7298a"
 LO, HI = 0.8, 1.25  # equivalence margins for the ratio of mean final excess losses
 

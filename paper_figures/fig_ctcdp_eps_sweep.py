@@ -1,4 +1,4 @@
-"""Figure for experiment ``ctcdp_quadratic`` (seed 003 Fig. 6 analogue): final loss vs ε, and convergence.
+"""Figure for experiment ``ctcdp_quadratic`` ([L2P] Fig. 6 analogue): final loss vs ε, and convergence.
 
 Top: the final excess training loss ``F(θ_final) − F*`` (dpsim's objective, 1/m of the paper's) of
 each method against ε at δ = 1e-8 (log–log), mean over the repeats with 95% Student-t confidence

@@ -1,4 +1,4 @@
-"""Figure for experiment ``ctcdp_quadratic`` (seed 003 Fig. 8 analogue): θ trajectories in the plane.
+"""Figure for experiment ``ctcdp_quadratic`` ([L2P] Fig. 8 analogue): θ trajectories in the plane.
 
 Rows: the smallest ε of the results (the paper's (0.05, 1e-8)-DP) and the largest (1.6); columns:
 the methods (SGD-Adv with zCDP and with advanced-composition calibration; ctCDP training with the

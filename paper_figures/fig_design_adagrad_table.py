@@ -1,4 +1,4 @@
-"""Figure for ``design_space`` (a): the 1-D sparse logistic regression AdaGrad table of seed 002
+"""Figure for ``design_space`` (a): the 1-D sparse logistic regression AdaGrad table of [DESIGN]
 §5.1 (RECONSTRUCTED setting), rendered as a table figure (PNG/PDF) plus a Markdown table.
 
 Cells: final population test loss ``E[ℓ(w_T)]`` (mean ± 95% Student-t CI over the trials of the
@@ -23,7 +23,7 @@ from . import design_common as common
 from . import style
 
 NAME = "fig_design_adagrad_table"
-CLAIM = ("1-D sparse logistic regression, AdaGrad, batch 1, one epoch (seed 002 §5.1): a better "
+CLAIM = ("1-D sparse logistic regression, AdaGrad, batch 1, one epoch ([DESIGN] §5.1): a better "
          "preconditioner estimate than post-processing's beats DP-AdaGrad via post-processing — here "
          "scale-then-privatize and the noiseless-preconditioner oracle (the paper's table shows "
          "independent moment estimation 0.5981 vs post-processing 0.6010, non-private 0.5976).")

@@ -1,5 +1,5 @@
 """Figure for ``design_space`` (b): fraction of coordinates with a negative bias-corrected second
-moment ``v̂_t − Φ < 0`` under ``dp_adam_corrected`` vs the dimension d (seed 002 §4.4.1 / Fig. 4
+moment ``v̂_t − Φ < 0`` under ``dp_adam_corrected`` vs the dimension d ([DESIGN] §4.4.1 / Fig. 4
 analogue, RECONSTRUCTED), simulated on the optimistic instance (all per-example gradients equal,
 ``ḡ_j² = C²/d``) against ``analysis.bias.negative_fraction`` (optimistic and pessimistic).
 
@@ -21,7 +21,7 @@ from . import style
 
 NAME = "fig_design_negative_fraction"
 CLAIM = ("Bias-corrected second-moment estimates are rarely negative when d ≲ b²/σ² and a constant "
-         "fraction of coordinates is negative beyond (seed 002 §4.4.1, optimistic regime).")
+         "fraction of coordinates is negative beyond ([DESIGN] §4.4.1, optimistic regime).")
 
 
 def _data(results):

@@ -1,4 +1,4 @@
-"""Figure for ``design_space`` (d): the 2-D quadratic of seed 002 §4.1 (RECONSTRUCTED): mean
+"""Figure for ``design_space`` (d): the 2-D quadratic of [DESIGN] §4.1 (RECONSTRUCTED): mean
 trajectories and loss of non-private Adam, post-processing DP-Adam, scale-then-privatize and the
 noiseless-preconditioner oracles, each at its tuned η (and ε_s).
 
@@ -20,7 +20,7 @@ from . import design_common as common
 from . import style
 
 NAME = "fig_design_quadratic2d"
-CLAIM = ("Seed 002 §4.1–4.3: post-processing noise floors the preconditioner, so DP-Adam loses "
+CLAIM = ("[DESIGN] §4.1–4.3: post-processing noise floors the preconditioner, so DP-Adam loses "
          "Adam's per-coordinate scaling on the ill-conditioned quadratic; scale-then-privatize "
          "recovers it and reaches a lower loss than post-processing.")
 ORDER = ("adam", "dp_adam", "dp_adam_noiseless_v", "dp_adam_stp", "dp_adam_stp_noiseless_v")
@@ -61,7 +61,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax1.set_title("loss, mean ± 95% CI")
         cfg = next(iter(data.values()))["res"].config["problem"]
         fig.suptitle(f"2-D quadratic F = (a w₁² + b w₂²)/2, a={cfg['a']:g}, b={cfg['b']:g} "
-                     f"(reconstructed seed 002 §4.1); ε at δ = {style.fmt_float(common.DELTA)}",
+                     f"(reconstructed [DESIGN] §4.1); ε at δ = {style.fmt_float(common.DELTA)}",
                      fontsize=9)
         fig.legend(*ax0.get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=7)
         return style.save(fig, out_dir, NAME)

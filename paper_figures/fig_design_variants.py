@@ -1,6 +1,6 @@
 """Figure for ``design_space`` (c): final training loss of every DP-Adam variant, DP-SGD and the
 noiseless-preconditioner oracles with i.i.d. Gaussian and DP-BandMF noise (same σ), sparse
-logistic regression; the seed 002 Fig. 3 table analogue (RECONSTRUCTED setting).
+logistic regression; the [DESIGN] Fig. 3 table analogue (RECONSTRUCTED setting).
 
 Standalone::  python -m dpsim.paper_figures.fig_design_variants results/design_space/quick [OUT]
 """
@@ -20,7 +20,7 @@ from . import design_common as common
 from . import style
 
 NAME = "fig_design_variants"
-CLAIM = ("Seed 002 §5.2: scale-then-privatize beats post-processing DP-Adam, which beats independent "
+CLAIM = ("[DESIGN] §5.2: scale-then-privatize beats post-processing DP-Adam, which beats independent "
          "moment estimation (bias correction is at best slightly better than post-processing), with "
          "both i.i.d. and DP-MF noise; the noiseless preconditioner helps only together with STP.")
 ORDER = ("dp_sgd", "dp_adam", "dp_adam_corrected", "dp_adam_bc", "dp_adam_ime", "dp_adam_stp",

@@ -1,4 +1,4 @@
-"""Figure for experiment ``dp2_logistic`` (seed 000 Table 4 / Fig. 7): DP² vs its two ablations.
+"""Figure for experiment ``dp2_logistic`` ([DP2] Table 4 / Fig. 7): DP² vs its two ablations.
 
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
 §5.3, App. C.5 (Table 4) and App. D: variant 1 ("extra query", Alg. 2) accumulates DP-SGD
@@ -24,7 +24,7 @@ from .dp2_common import (METHOD_STYLE, better, eps_text, finals, get, load, main
 NAME = "fig_dp2_ablations"
 CLAIM = ("DP² outperforms both ablations — variant 1, which queries the data twice on most steps "
          "(and so spends more ε at the same σ), and variant 2, which adds the noise before "
-         "preconditioning (seed 000 §5.3, Table 4).")
+         "preconditioning ([DP2] §5.3, Table 4).")
 METHODS = ("dp2_rmsprop", "dp2_extra_query", "dp2_noise_first")
 
 
@@ -38,7 +38,7 @@ def _rows(entries):
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
     sig, rows = _rows(load(results))
-    return table_figure(rows, name=NAME, title=f"DP² ablations (seed 000 Table 4), σ = {sig:g}",
+    return table_figure(rows, name=NAME, title=f"DP² ablations ([DP2] Table 4), σ = {sig:g}",
                         out_dir=out_dir, note="variant 1 releases twice on most steps")
 
 

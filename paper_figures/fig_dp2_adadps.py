@@ -1,4 +1,4 @@
-"""Figure for experiment ``dp2_logistic`` (seed 000 Table 1 / Fig. 11): DP² vs AdaDPS (public data).
+"""Figure for experiment ``dp2_logistic`` ([DP2] Table 1 / Fig. 11): DP² vs AdaDPS (public data).
 
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
 §5.2 / Table 1 and App. C.6: DP²-RMSProp, which uses no auxiliary data, performs comparably to
@@ -22,7 +22,7 @@ from .dp2_common import (METHOD_STYLE, better, equivalent, finals, get, load, ma
 
 NAME = "fig_dp2_adadps"
 CLAIM = ("DP²-RMSProp, without auxiliary data, performs comparably to AdaDPS-RMSProp, which "
-         "estimates its preconditioner from 1% public data (seed 000 §5.2, Table 1).")
+         "estimates its preconditioner from 1% public data ([DP2] §5.2, Table 1).")
 METHODS = ("dp_sgd", "dp_rmsprop", "adadps", "dp2_rmsprop")
 MARGIN = 0.25
 
@@ -37,7 +37,7 @@ def _rows(entries):
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
     sig, rows = _rows(load(results))
-    return table_figure(rows, name=NAME, title=f"DP² vs methods with public data (seed 000 Table 1), "
+    return table_figure(rows, name=NAME, title=f"DP² vs methods with public data ([DP2] Table 1), "
                                                f"σ = {sig:g}", out_dir=out_dir,
                         note="AdaDPS: ε of the private part")
 

@@ -1,4 +1,4 @@
-"""Figure for experiment ``dp2_logistic`` (seed 000 App. C.3, Fig. 8): DP²-AdaGrad vs DP-AdaGrad.
+"""Figure for experiment ``dp2_logistic`` ([DP2] App. C.3, Fig. 8): DP²-AdaGrad vs DP-AdaGrad.
 
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
 App. C.3: DP² applied to the AdaGrad rule (``v ← v + (G/s)²`` at each switch) improves on
@@ -20,7 +20,7 @@ from .dp2_common import better, finals, get, load, main_sigma, table_figure, tab
 
 NAME = "fig_dp2_adagrad"
 CLAIM = ("DP²-AdaGrad improves on vanilla DP-AdaGrad (and DP-SGD), showing that DP² carries over "
-         "to other adaptive rules (seed 000 App. C.3, Figs. 8–9).")
+         "to other adaptive rules ([DP2] App. C.3, Figs. 8–9).")
 METHODS = ("dp_sgd", "dp_adagrad", "dp2_adagrad")
 
 
@@ -34,7 +34,7 @@ def _rows(entries):
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
     sig, rows = _rows(load(results))
-    return table_figure(rows, name=NAME, title=f"DP²-AdaGrad (seed 000 App. C.3), σ = {sig:g}",
+    return table_figure(rows, name=NAME, title=f"DP²-AdaGrad ([DP2] App. C.3), σ = {sig:g}",
                         out_dir=out_dir)
 
 

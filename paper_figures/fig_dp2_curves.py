@@ -1,4 +1,4 @@
-"""Figure for experiment ``dp2_logistic`` (seed 000 Fig. 4): DP² vs DP-SGD vs DP-RMSProp curves.
+"""Figure for experiment ``dp2_logistic`` ([DP2] Fig. 4): DP² vs DP-SGD vs DP-RMSProp curves.
 
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
 §5.1 / Fig. 4: learning curves at a fixed privacy budget (IMDB: σ = 1, b = 64).  Here: mean excess
@@ -26,7 +26,7 @@ from .dp2_common import (METHOD_STYLE, better, ci_text, delta_of, eps_text, fina
 
 NAME = "fig_dp2_curves"
 CLAIM = ("At a fixed privacy budget (σ = 1, b = 64 in the paper), DP²-RMSProp converges faster and "
-         "to a better objective than DP-SGD and vanilla DP-RMSProp (seed 000 §5.1, Fig. 4).")
+         "to a better objective than DP-SGD and vanilla DP-RMSProp ([DP2] §5.1, Fig. 4).")
 
 _METHODS = ("dp_sgd", "dp_rmsprop", "dp2_rmsprop")
 
@@ -77,7 +77,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
                      title=f"ε at δ = {style.fmt_float(delta_of(rows[0].res))}; tuned hyperparameters",
                      title_fontsize=7.5)
         set_log_limits(ax, means)
-        fig.suptitle(f"DP² vs DP-SGD vs DP-RMSProp (seed 000 Fig. 4) — {problem_text(rows[0].res)}; "
+        fig.suptitle(f"DP² vs DP-SGD vs DP-RMSProp ([DP2] Fig. 4) — {problem_text(rows[0].res)}; "
                      f"mean over {trials_text(rows)} trials, band: 95% CI", fontsize=8.5)
         return style.save(fig, out_dir, NAME)
 

@@ -1,4 +1,4 @@
-"""Figure for experiment ``dp2_logistic`` (seed 000 Fig. 2): delayed vs plain RMSProp, non-private.
+"""Figure for experiment ``dp2_logistic`` ([DP2] Fig. 2): delayed vs plain RMSProp, non-private.
 
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
 §3.1 / Fig. 2: RMSProp whose preconditioner is refreshed only every ``2s`` steps from the average of
@@ -25,7 +25,7 @@ from .dp2_common import (METHOD_STYLE, better, ci_text, equivalent, finals, get,
 NAME = "fig_dp2_delayed_vs_plain"
 CLAIM = ("Without privacy, RMSProp with delayed preconditioners (DP²'s schedule: s SGD steps, then "
          "s RMSProp steps with the preconditioner from the averaged SGD gradients) achieves about "
-         "the same training loss as plain RMSProp (seed 000 §3.1, Fig. 2).")
+         "the same training loss as plain RMSProp ([DP2] §3.1, Fig. 2).")
 MARGIN = 0.25
 
 
@@ -56,7 +56,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax.set_title(problem_text(rows[0].res), fontsize=8)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=1,
                   title="non-private; η: SGD steps, η₂: RMSProp steps, s: delay", title_fontsize=7.5)
-        fig.suptitle(f"Delayed vs plain RMSProp, non-private (seed 000 Fig. 2) — mean over "
+        fig.suptitle(f"Delayed vs plain RMSProp, non-private ([DP2] Fig. 2) — mean over "
                      f"{trials_text(rows)} trials, band: 95% CI", fontsize=9)
         return style.save(fig, out_dir, NAME)
 

@@ -1,4 +1,4 @@
-"""Figure for experiment ``dp2_logistic`` (seed 000 Fig. 6): effect of the delay ``s``.
+"""Figure for experiment ``dp2_logistic`` ([DP2] Fig. 6): effect of the delay ``s``.
 
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
 §5.1 / Fig. 6: there is a sweet spot for ``s`` — small delays barely improve on DP-RMSProp, moderate
@@ -27,7 +27,7 @@ from .dp2_common import (METHOD_STYLE, better, ci_text, eps_text, finals, get, h
 
 NAME = "fig_dp2_effect_of_s"
 CLAIM = ("The delay s trades staleness against noise: too small or too large an s is worse than a "
-         "moderate one, and nearly every s improves on DP-SGD and DP-RMSProp (seed 000 §5.1, Fig. 6).")
+         "moderate one, and nearly every s improves on DP-SGD and DP-RMSProp ([DP2] §5.1, Fig. 6).")
 
 
 def _rows(entries):
@@ -80,7 +80,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax2.set_ylabel(r"mean excess training loss $F(w_t) - F^\star$")
         ax2.set_title("(b) convergence per delay", fontsize=8.5)
         ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
-        fig.suptitle(f"Effect of the delay s (seed 000 Fig. 6) — {problem_text(rows[0].res)}; "
+        fig.suptitle(f"Effect of the delay s ([DP2] Fig. 6) — {problem_text(rows[0].res)}; "
                      f"mean over {rows[0].res.trials} trials, bars/bands: 95% CI", fontsize=8.5)
         return style.save(fig, out_dir, NAME)
 

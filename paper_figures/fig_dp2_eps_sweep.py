@@ -1,4 +1,4 @@
-"""Figure for experiment ``dp2_logistic`` (seed 000 Fig. 5): final loss vs ε.
+"""Figure for experiment ``dp2_logistic`` ([DP2] Fig. 5): final loss vs ε.
 
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
 §5.1 / Fig. 5: privacy/utility trade-offs of DP²-RMSProp, DP-SGD and DP-RMSProp over a range of
@@ -27,7 +27,7 @@ from .dp2_common import (METHOD_STYLE, better, ci_text, delta_of, eps_of, finals
 
 NAME = "fig_dp2_eps_sweep"
 CLAIM = ("DP²-RMSProp achieves a better privacy/utility trade-off than DP-SGD and DP-RMSProp at "
-         "every privacy budget ε of the sweep (seed 000 §5.1, Fig. 5).")
+         "every privacy budget ε of the sweep ([DP2] §5.1, Fig. 5).")
 METHODS = ("dp_sgd", "dp_rmsprop", "dp2_rmsprop")
 
 
@@ -78,7 +78,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         sig_txt = ", ".join(f"{s:g}" for s, _ in rows)
         ax.set_title(f"σ ∈ {{{sig_txt}}}; " + problem_text(rows[0][1][0].res), fontsize=7.5)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
-        fig.suptitle(f"Privacy/utility trade-off (seed 000 Fig. 5) — mean over {rows[0][1][0].res.trials} "
+        fig.suptitle(f"Privacy/utility trade-off ([DP2] Fig. 5) — mean over {rows[0][1][0].res.trials} "
                      "trials, bars: 95% CI", fontsize=9)
         return style.save(fig, out_dir, NAME)
 

@@ -1,4 +1,4 @@
-"""Figure for experiment ``dp2_logistic`` (seed 000 Fig. 3): ``h(s)`` versus the delay ``s``.
+"""Figure for experiment ``dp2_logistic`` ([DP2] Fig. 3): ``h(s)`` versus the delay ``s``.
 
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
 §4.1 / Fig. 3 and App. A.2: the staleness metric
@@ -36,7 +36,7 @@ from .dp2_common import eps_text, hp_text, load, main_sigma, problem_text
 NAME = "fig_dp2_h_of_s"
 CLAIM = ("h(s) — the ratio of current gradient ℓ1 norms to the delayed, averaged private gradients "
          "that build DP²'s preconditioner — is small for every delay s and increases with s, as "
-         "App. A.2's bound h(s) ≲ c1·s + c2 says (seed 000 §4.1, Fig. 3).")
+         "App. A.2's bound h(s) ≲ c1·s + c2 says ([DP2] §4.1, Fig. 3).")
 LEVEL = 0.95
 N_BOOT = 400
 BOOT_SEED = 2023
@@ -109,7 +109,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax2.set_ylabel(r"$E\|g^t\|_1 / (E\|G/s\|_1 + d\,\epsilon_a)$")
         ax2.set_title("(b) per-step ratio; h(s) is its max", fontsize=8.5)
         ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3)
-        fig.suptitle(f"h(s) vs delay (seed 000 Fig. 3) — "
+        fig.suptitle(f"h(s) vs delay ([DP2] Fig. 3) — "
                      f"{problem_text(rows[0].res)}; {rows[0].res.trials} trials", fontsize=8.5)
         return style.save(fig, out_dir, NAME)
 

@@ -1,6 +1,6 @@
 """Figure for experiment ``pagan_absreg``: final excess loss vs ε, and PAGAN-optimal's advantage.
 
-Seed 001 (Asi et al., *Private Adaptive Gradient Methods for Convex Optimization*, ICML 2021)
+[PAGAN] (Asi et al., *Private Adaptive Gradient Methods for Convex Optimization*, ICML 2021)
 §6.1 / Fig. 1 summarised across its three privacy levels.  Left: the median final excess training
 loss ``F(x_T) − F*`` of every private method at each ε (log–log; error bars: 95% confidence
 interval of the median from order statistics), with non-private SGD and AdaGrad as horizontal
@@ -31,7 +31,7 @@ NAME = "fig_pagan_absreg"
 CLAIM = ("PAGAN with the optimal diagonal scaling A (C_jj ∝ σ_j^{-4/3}) reaches a lower loss than "
          "the other private methods — PASAN and PAGAN with A = I (DP-SGD-style ℓ2 clipping and "
          "isotropic noise) and PDP-SGD — at every ε, increasingly so as ε grows "
-         "(seed 001 §6.1, Fig. 1).")
+         "([PAGAN] §6.1, Fig. 1).")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def _render(data, out_dir) -> list[Path]:
     axr.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1,
                title="bootstrap 95% CI over trials", title_fontsize=7.5)
     r_txt = "/".join(str(r) for r in sorted(trials))
-    fig.suptitle(f"Absolute regression (seed 001 §6.1): median over {r_txt} trials at tuned (α, B); "
+    fig.suptitle(f"Absolute regression ([PAGAN] §6.1): median over {r_txt} trials at tuned (α, B); "
                  + eps_note(data), fontsize=8.5)
     return style.save(fig, out_dir, NAME)
 

@@ -1,4 +1,4 @@
-"""Figure for experiment ``pagan_absreg``: the analogue of seed 001's Figure 1 (loss vs iteration).
+"""Figure for experiment ``pagan_absreg``: the analogue of [PAGAN]'s Figure 1 (loss vs iteration).
 
 Asi et al., *Private Adaptive Gradient Methods for Convex Optimization* (ICML 2021), §6.1, Fig. 1:
 one panel per privacy level ε; in each, the median excess training loss ``F(x_t) − F*`` over the
@@ -28,7 +28,7 @@ from .pagan_common import (METHOD_STYLE, PRIVATE, boot_ratio, epsilon_of, eps_no
 NAME = "fig_pagan_absreg_curves"
 CLAIM = ("At ε = 0.1 every private method is worse than the non-private ones; as ε grows PAGAN "
          "with the optimal scaling approaches non-private AdaGrad, while private AdaGrad with A = I "
-         "(PAGAN, A = I) keeps the slower, SGD-like convergence even at ε = 4 (seed 001 §6.1, "
+         "(PAGAN, A = I) keeps the slower, SGD-like convergence even at ε = 4 ([PAGAN] §6.1, "
          "Fig. 1).")
 
 
@@ -84,7 +84,7 @@ def _render(data, out_dir) -> list[Path]:
         axes[0][0].set_ylim(min(lo_all) / 2, max(hi_all) * 1.5)
     axes[0][0].set_ylabel(r"median excess training loss $F(x_t) - F^\star$")
     r_txt = "/".join(str(r) for r in sorted(trials))
-    fig.suptitle(f"Absolute regression, σ_j = j^(-3/2) (seed 001 Fig. 1): median over {r_txt} trials, "
+    fig.suptitle(f"Absolute regression, σ_j = j^(-3/2) ([PAGAN] Fig. 1): median over {r_txt} trials, "
                  f"band: 95% CI of the median; {eps_note(data)}; α, B tuned per method and ε",
                  fontsize=8)
     return style.save(fig, out_dir, NAME)

@@ -1,4 +1,4 @@
-"""Helpers shared by the ``pagan_absreg`` figures (seed 001): loading the saved results with their
+"""Helpers shared by the ``pagan_absreg`` figures ([PAGAN]): loading the saved results with their
 metadata and recorded privacy, ε, legend texts, and the statistics of medians (order-statistic
 intervals, bootstrap ratios).  Not a figure itself (no ``render``).
 """

@@ -194,7 +194,7 @@ def clip_vec(g, c):
 def naive_dp2(problem, *, variant="dp2", rule="rmsprop", steps, batch_size, trials=1, seed=0,
               sampling="poisson", s1=3, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None,
               sigma=1.0, beta=0.9, eps=1e-8, unbias=False, private=True):
-    """DP² (seed 000 Alg. 1), ablation variant 1 (Alg. 2), variant 2, and the non-private
+    """DP² ([DP2] Alg. 1), ablation variant 1 (Alg. 2), variant 2, and the non-private
     delayed preconditioner, one trial at a time, written from the paper's pseudo-code."""
     s2 = s1 if s2 is None else s2
     lr2 = lr if lr2 is None else lr2

@@ -1,14 +1,14 @@
-"""``analysis.bias``: the DP-Adam design space of seed 002 (reconstructed) and Φ of seed 004.
+"""``analysis.bias``: the DP-Adam design space of [DESIGN] (reconstructed) and Φ of [ADAMBC].
 
-Oracles: published numbers (seed 004), closed forms (non-central χ², a double integral for two
+Oracles: published numbers ([ADAMBC]), closed forms (non-central χ², a double integral for two
 terms), sympy (the variance derivation), direct Monte Carlo of the EMA, dpsim.privacy.mf's streamed
 correlated noise, and ``dpsim.simulate`` runs with frozen parameters (lr = 0) so that the clean
 clipped mean is known.  Statistical tolerances are confidence intervals (levels stated at each
 test); hypothesis runs derandomized in CI (tests/conftest.py).
 
-Seed 002 printed numbers: none of the paper's example values (its "consider setting σ = …, b = …,
+[DESIGN] printed numbers: none of the paper's example values (its "consider setting σ = …, b = …,
 the dimension should be ≲ …" examples, App. C's "equal to roughly …", the Fig. 4 percentages)
-survived text extraction, so there is nothing of seed 002 to reproduce numerically; the
+survived text extraction, so there is nothing of [DESIGN] to reproduce numerically; the
 functions are checked against their derivations and simulation instead.
 """
 
@@ -48,24 +48,24 @@ def _ema_mc(g, phi, beta2, t, n, rng):
 
 
 # ------------------------------------------------------------------------------------------------
-# published numbers (seed 004) and Φ
+# published numbers ([ADAMBC]) and Φ
 # ------------------------------------------------------------------------------------------------
 # (source, (σ, C, B), printed Φ, relative tolerance = half a unit of the last printed digit)
-SEED004_PHI = [
-    ("seed 004 §3 Fig. 1 / Table 2 (SNLI: B=256, C=0.1, σ=0.4)", (0.4, 0.1, 256), 2.441e-8, 0.0005 / 2.441),
-    ("seed 004 §3 Fig. 2 'small Φ' / §5 Fig. 5 (Φ = 2.4e-8)", (0.4, 0.1, 256), 2.4e-8, 0.05 / 2.4),
-    ("seed 004 §3 Fig. 2 'large Φ' (B=256, C=1, σ=1)", (1.0, 1.0, 256), 1.5e-5, 0.05 / 1.5),
+ADAMBC_PHI = [
+    ("[ADAMBC] §3 Fig. 1 / Table 2 (SNLI: B=256, C=0.1, σ=0.4)", (0.4, 0.1, 256), 2.441e-8, 0.0005 / 2.441),
+    ("[ADAMBC] §3 Fig. 2 'small Φ' / §5 Fig. 5 (Φ = 2.4e-8)", (0.4, 0.1, 256), 2.4e-8, 0.05 / 2.4),
+    ("[ADAMBC] §3 Fig. 2 'large Φ' (B=256, C=1, σ=1)", (1.0, 1.0, 256), 1.5e-5, 0.05 / 1.5),
 ]
 
 
-@pytest.mark.parametrize("source,args,printed,rtol", SEED004_PHI, ids=[s[0][:30] for s in SEED004_PHI])
-def test_seed004_printed_phi(source, args, printed, rtol):
+@pytest.mark.parametrize("source,args,printed,rtol", ADAMBC_PHI, ids=[s[0][:30] for s in ADAMBC_PHI])
+def test_adambc_printed_phi(source, args, printed, rtol):
     assert B.noise_variance(*args) == pytest.approx(printed, rel=rtol)
     assert B.postprocessing_bias(*args) == pytest.approx(printed, rel=rtol)
 
 
-def test_seed004_eq2_raw_bias():
-    """Seed 004 Eq. 2: E[v_t] = E[v_t^c] + (1 − β2^t) Φ (before Adam's correction)."""
+def test_adambc_eq2_raw_bias():
+    """[ADAMBC] Eq. 2: E[v_t] = E[v_t^c] + (1 − β2^t) Φ (before Adam's correction)."""
     phi = B.noise_variance(0.4, 0.1, 256)
     for t in (1, 10, 1000, 10000):
         assert B.postprocessing_bias(0.4, 0.1, 256, beta2=0.999, t=t, raw=True) == pytest.approx(
@@ -431,14 +431,14 @@ def test_stp_fixed_point_against_simulate(phi, C, bias, seed):
 # ------------------------------------------------------------------------------------------------
 def test_checks_registered():
     names = [k for k, (fam, _) in verify.registered().items() if fam == checks.FAMILY]
-    for expected in ("seed002_negative_fraction_optimistic", "seed002_negative_fraction_pessimistic",
-                     "seed002_negative_fraction_threshold_mc", "seed002_corrected_variance",
-                     "seed002_postprocessing_bias_iid", "seed002_postprocessing_bias_mf",
-                     "seed002_stp_fixed_point"):
+    for expected in ("design_negative_fraction_optimistic", "design_negative_fraction_pessimistic",
+                     "design_negative_fraction_threshold_mc", "design_corrected_variance",
+                     "design_postprocessing_bias_iid", "design_postprocessing_bias_mf",
+                     "design_stp_fixed_point"):
         assert expected in names
 
 
 def test_cheap_checks_pass():
-    for name in ("seed002_postprocessing_bias_iid", "seed002_postprocessing_bias_mf"):
+    for name in ("design_postprocessing_bias_iid", "design_postprocessing_bias_mf"):
         rows = verify.registered()[name][1]("quick", 0)
         assert rows and all(r.verdict == "pass" for r in rows), [(r.check, r.detail) for r in rows]

@@ -1,4 +1,4 @@
-"""DP-AdamBC bounds (seed 004): printed numbers, symbolic checks, and simulation properties.
+"""DP-AdamBC bounds ([ADAMBC]): printed numbers, symbolic checks, and simulation properties.
 
 Sources are Tang, Shpilevskiy, Lécuyer, *DP-AdamBC* (AAAI 2024): Eqs. 2–3 (§3), Props. 2–4 (§4,
 App. B–C), Lemma 1 and Tables 3–4 (App. C), Lemma 3 and Corollary 1 (App. F).
@@ -99,7 +99,7 @@ def geom2(b, t):
 
 
 def test_phi_table2():
-    # seed 004 Table 2, Fig. 1: B=256, C=0.1, σ=0.4, Φ ≈ 2.441e-8
+    # [ADAMBC] Table 2, Fig. 1: B=256, C=0.1, σ=0.4, Φ ≈ 2.441e-8
     assert f"{K.dp_bias(0.4, 0.1, 256):.3e}" == "2.441e-08"
     np.testing.assert_allclose(K.dp_bias([0.4, 1.0], [0.1, 1.0], [256, 256]),
                                [(0.4 * 0.1 / 256) ** 2, (1 / 256) ** 2])
@@ -107,7 +107,7 @@ def test_phi_table2():
 
 @pytest.mark.parametrize("label,lr,beta,phi,printed,source", K.EQ3_NUMBERS)
 def test_eq3_printed_asymptotes(label, lr, beta, phi, printed, source):
-    """seed 004 §3 (Fig. 2 left: ≈0.645, ≈0.026) and App. D (6.4, 0.2048, 0.0256)."""
+    """[ADAMBC] §3 (Fig. 2 left: ≈0.645, ≈0.026) and App. D (6.4, 0.2048, 0.0256)."""
     ph = K.dp_bias(*phi) if isinstance(phi, tuple) else phi
     val = K.sgdm_equivalent_lr(lr, beta, np.inf, ph)
     digits = len(str(printed).split(".")[1].lstrip("0"))
@@ -190,7 +190,7 @@ TABLE3_DISAGREE = {
 
 @pytest.mark.parametrize("key", sorted(K.TABLE3))
 def test_table3_cell(key):
-    """seed 004 App. C Table 3 (B=256, σ=0.4, β2=0.999): reproduced with the statement's ν."""
+    """[ADAMBC] App. C Table 3 (B=256, σ=0.4, β2=0.999): reproduced with the statement's ν."""
     C, a, t = key
     printed = K.TABLE3[key]
     val = K.prop3_bound(a, t, 0.4, C, 256, 0.999, nu="statement")
@@ -215,7 +215,7 @@ def test_prop3_text_value():
 @pytest.mark.parametrize("convention", ["paper", "corrected"])
 @pytest.mark.parametrize("key", sorted(K.TABLE4))
 def test_table4_cell(key, convention):
-    """seed 004 App. C Table 4: every cell, under both choices of b (sub-Gaussian branch)."""
+    """[ADAMBC] App. C Table 4: every cell, under both choices of b (sub-Gaussian branch)."""
     C, a, t = key
     val = K.prop4_bound(a, t, 0.4, C, 256, 0.999, convention=convention)
     assert f"{val:.3e}" == f"{K.TABLE4[key]:.3e}"
@@ -639,11 +639,11 @@ def test_dp_adam_state_matches_eq2_and_prop4():
     assert_bound_holds(dev, 0.05, K.prop4_bound(0.05, T, 0.4, C, 256, beta2), "Prop. 4 (dpsim)")
 
 
-@pytest.mark.parametrize("name", ["seed004_phi_eq3", "seed004_lemma1", "seed004_table3",
-                                  "seed004_table4", "seed004_lemma3_sim"])
+@pytest.mark.parametrize("name", ["adambc_phi_eq3", "adambc_lemma1", "adambc_table3",
+                                  "adambc_table4", "adambc_lemma3_sim"])
 def test_verify_rows(name):
     family, fn = verify.registered()[name]
     rows = fn("quick", 0)
     assert family == checks.FAMILY and rows and all(isinstance(r, CheckResult) for r in rows)
     assert not [r for r in rows if r.verdict == "fail"], [r.detail for r in rows]
-    assert all(r.source.startswith("seed 004") for r in rows)
+    assert all(r.source.startswith("[ADAMBC]") for r in rows)

@@ -1,4 +1,4 @@
-"""DP² bounds (seed 000: Li et al., ICLR 2023 — Lemma 1, h(s), Theorems 2–3, Corollary 1, the
+"""DP² bounds ([DP2]: Li et al., ICLR 2023 — Lemma 1, h(s), Theorems 2–3, Corollary 1, the
 delay–noise trade-off) against hand-computed values, independent naive code, sympy, and simulation
 with dpsim.simulate.
 
@@ -242,7 +242,7 @@ def test_hermite_identity_and_lr_drops_at_switches():
 
 
 def _naive_theorem2_printed(R, C, sig, b, T, s, d, eps, beta, h, D_l1=None):
-    """Theorem 2 of seed 000 as printed, term by term, with plain Python loops."""
+    """Theorem 2 of [DP2] as printed, term by term, with plain Python loops."""
     v = s / T
     M = C ** 2 + sig ** 2 * C ** 2 / (s * b ** 2)
     alpha = min(eps, 1 / (math.sqrt(M) + eps), 1)
@@ -478,7 +478,7 @@ def test_theorem3_simulation(lr, s, sig, seed):
 def test_checks_registered_and_lemma1_check_passes():
     registered = verify.registered()
     for name in ["dp2_lemma1", "dp2_h_of_s", "dp2_theorem2", "dp2_theorem3"]:
-        assert name in registered and registered[name][0] == "seed 000 delay"
+        assert name in registered and registered[name][0] == "[DP2] delay"
     rows = checks._check_lemma1("quick", 0)
     assert [r.verdict for r in rows] == ["pass", "pass"]
     assert rows[0].estimate <= rows[0].bound + rows[0].ci

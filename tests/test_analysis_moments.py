@@ -1,4 +1,4 @@
-"""Tests of analysis.moments (seed 001: Asi, Duchi, Fallah, Javidbakht, Talwar, ICML 2021).
+"""Tests of analysis.moments ([PAGAN]: Asi, Duchi, Fallah, Javidbakht, Talwar, ICML 2021).
 
 Oracles: closed forms (χ² moments, Hölder), sympy for the Theorem 1/2 algebra, Monte Carlo with
 fixed seeds and confidence intervals, a naive loop implementation of Algorithm 3, dpsim's
@@ -24,7 +24,7 @@ POWER = lambda d: np.arange(1, d + 1, dtype=float) ** -1.5  # noqa: E731  σ_j =
 
 
 # ------------------------------------------------------------------------------------------------
-# Numbers printed in seed 001 for these bounds (source in each line)
+# Numbers printed in [PAGAN] for these bounds (source in each line)
 
 
 def test_printed_numbers():
@@ -475,10 +475,10 @@ def test_lower_bounds_scale_like_one_over_n_epsilon(n, eps, d):
 def test_verify_rows_quick():
     registered = verify.registered()
     names = {k for k, (fam, _) in registered.items() if fam == checks.FAMILY}
-    assert {"seed001_theorem1_pasan", "seed001_theorem2_pagan", "seed001_alg3_theorem3",
-            "seed001_lower_bounds", "seed001_alg3_privacy", "seed001_example1_lemma32"} <= names
-    for name in ("seed001_alg3_privacy", "seed001_example1_lemma32", "seed001_corollaries"):
+    assert {"pagan_theorem1_pasan", "pagan_theorem2_pagan", "pagan_alg3_theorem3",
+            "pagan_lower_bounds", "pagan_alg3_privacy", "pagan_example1_lemma32"} <= names
+    for name in ("pagan_alg3_privacy", "pagan_example1_lemma32", "pagan_corollaries"):
         rows = registered[name][1]("quick", 0)
         rows = rows if isinstance(rows, list) else [rows]
         assert rows and all(r.verdict in ("pass", "reported") for r in rows)
-        assert all(r.family == checks.FAMILY and r.source.startswith("seed 001") for r in rows)
+        assert all(r.family == checks.FAMILY and r.source.startswith("[PAGAN]") for r in rows)

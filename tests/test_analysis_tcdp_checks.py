@@ -1,4 +1,4 @@
-"""Property tests of the seed 003 tCDP verify rows (dpsim.analysis.checks.l2p) and the results they check.
+"""Property tests of the [L2P] tCDP verify rows (dpsim.analysis.checks.l2p) and the results they check.
 
 Hypothesis draws (ρ, ω, δ), (ρ, a) and sinh-normal parameters; the oracles are the brute-force
 minimization over Rényi orders and the quadrature Rényi divergence.
@@ -104,10 +104,10 @@ def test_oracle_detects_a_wrong_conversion():
 def test_verify_rows_pass_at_quick_scale():
     registered = verify.registered()
     names = [k for k, (fam, _) in registered.items() if fam == K.FAMILY]
-    assert set(names) == {"seed003_tcdp_to_dp", "seed003_ctcdp_to_dp", "seed003_sinh_normal"}
+    assert set(names) == {"l2p_tcdp_to_dp", "l2p_ctcdp_to_dp", "l2p_sinh_normal"}
     for name in names:
         out = registered[name][1]("quick", 0)
         rows = out if isinstance(out, list) else [out]
         for r in rows:
             assert r.verdict == "pass", (r.check, r.detail)
-            assert r.family == K.FAMILY and r.source.startswith("seed 003")
+            assert r.family == K.FAMILY and r.source.startswith("[L2P]")

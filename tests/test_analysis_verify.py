@@ -23,14 +23,14 @@ def _parser():
 
 
 def test_verify_command_runs_the_selected_check(tmp_path):
-    args = _parser().parse_args(["verify", "--only", "seed003_ctcdp_to_dp", "--out", str(tmp_path),
+    args = _parser().parse_args(["verify", "--only", "l2p_ctcdp_to_dp", "--out", str(tmp_path),
                                  "--seed", "3"])
-    assert (args.scale, args.seed, args.only) == ("quick", 3, ["seed003_ctcdp_to_dp"])
+    assert (args.scale, args.seed, args.only) == ("quick", 3, ["l2p_ctcdp_to_dp"])
     assert args.handler(args) == 0
     rows = json.loads((tmp_path / "verify.json").read_text())
-    assert rows and {r["check"] for r in rows} == {"seed003_ctcdp_to_dp"}
+    assert rows and {r["check"] for r in rows} == {"l2p_ctcdp_to_dp"}
     assert all(r["verdict"] == "pass" for r in rows)
-    assert "seed003_ctcdp_to_dp" in (tmp_path / "verify.md").read_text()
+    assert "l2p_ctcdp_to_dp" in (tmp_path / "verify.md").read_text()
 
 
 def test_verify_command_rejects_unknown_names():

@@ -1,4 +1,4 @@
-"""Budget-constrained DP-SGD under ctCDP (``dp_sgd_ctcdp``, seed 003 App. A–B).
+"""Budget-constrained DP-SGD under ctCDP (``dp_sgd_ctcdp``, [L2P] App. A–B).
 
 Oracles: the budget invariant as a hypothesis property, a naive single-trial reference with the
 engine's noise draws injected, a χ² confidence interval for the noise scale, and the tCDP → DP
@@ -25,7 +25,7 @@ from naive import example_grad, streams
 
 @pytest.fixture(scope="module")
 def quad():
-    return problems.random_quadratic(seed=3)  # seed 003 App. C.1: m = 60, d = 2
+    return problems.random_quadratic(seed=3)  # [L2P] App. C.1: m = 60, d = 2
 
 
 def _opt(**kw):

@@ -94,7 +94,7 @@ def _variance_ci(s2, n_samples, level=1e-6):
 
 @pytest.mark.parametrize("sigma,clip,b", [(1.0, 1.0, 32), (2.5, 0.1, 8), (0.3, 4.0, 50)])
 def test_dp_sgd_noise_variance_matches_declared_scale(logreg, sigma, clip, b):
-    """g̃ − (1/b)Σclip(g_i, C) must be N(0, (σC/b)²) per coordinate (seed 004, Eq. 2: Φ)."""
+    """g̃ − (1/b)Σclip(g_i, C) must be N(0, (σC/b)²) per coordinate ([ADAMBC], Eq. 2: Φ)."""
     be = Backend("numpy", seed=123)
     prob = logreg.on(be)
     R, d = 400, prob.d

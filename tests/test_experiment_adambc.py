@@ -1,4 +1,4 @@
-"""Experiment ``adambc`` (seed 004) end to end at the tiny scale, plus its pieces."""
+"""Experiment ``adambc`` ([ADAMBC]) end to end at the tiny scale, plus its pieces."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Experiment ``ctcdp_quadratic`` (seed 003 App. C.1) end to end at the tiny scale, plus its pieces."""
+"""Experiment ``ctcdp_quadratic`` ([L2P] App. C.1) end to end at the tiny scale, plus its pieces."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""design_space (seed 002, reconstructed settings): tiny-scale end to end run, figures, report, and
+"""design_space ([DESIGN], reconstructed settings): tiny-scale end to end run, figures, report, and
 the figures reading the tuning selection saved with the results."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Experiment ``dp2_logistic`` (seed 000, DP²) end to end at the tiny scale, plus its helpers."""
+"""Experiment ``dp2_logistic`` ([DP2], DP²) end to end at the tiny scale, plus its helpers."""
 
 from __future__ import annotations
 

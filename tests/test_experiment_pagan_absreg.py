@@ -1,4 +1,4 @@
-"""Experiment ``pagan_absreg`` (seed 001 §6.1, Fig. 1) end to end at the tiny scale, plus its rules
+"""Experiment ``pagan_absreg`` ([PAGAN] §6.1, Fig. 1) end to end at the tiny scale, plus its rules
 and statistics helpers."""
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ The layers, lowest first (a prefix names a module and everything below it):
   2   accounting (events -> ε) and transforms (pieces, chains, combinators)
   3   privacy (noise sources and privatizers)
   4   optimizers (registry below the family modules)
-  5   engine and results
-  6   the package itself (dpsim/__init__, the CLI)
+  5   engine and results (and calibration, which the engine may call)
+  6   the package itself (dpsim/__init__, the CLI), the privacy audit, the testing toolkit
   7   dpsim.analysis (bounds; their checks)
   8   dpsim.experiments
   9   dpsim.paper_figures
@@ -46,8 +46,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("dpsim.accounting", "dpsim.transforms"),
     ("dpsim.privacy",),
     ("dpsim.optimizers",),
-    ("dpsim.engine", "dpsim.results"),
-    ("dpsim", "dpsim.cli", "dpsim.__main__"),
+    ("dpsim.engine", "dpsim.results", "dpsim.calibrate"),
+    ("dpsim", "dpsim.cli", "dpsim.__main__", "dpsim.audit", "dpsim.testing"),
     ("dpsim.analysis",),
     ("dpsim.experiments",),
     ("dpsim.paper_figures",),

@@ -1,7 +1,7 @@
-"""PASAN / PAGAN (seed 001, Algorithms 1–2) and the ellipsoid projection kernel.
+"""PASAN / PAGAN ([PAGAN], Algorithms 1–2) and the ellipsoid projection kernel.
 
 Oracles: ``scipy.optimize.brentq`` on the secular equation for the projection; naive single-trial,
-example-by-example references of the two algorithms (below, written from seed 001 Alg. 1–2 and
+example-by-example references of the two algorithms (below, written from [PAGAN] Alg. 1–2 and
 ALGORITHMS §2.4) fed with the engine's random streams; a direct diagonal AdaGrad loop for the
 non-private limit; the chi-square distribution for the declared noise scale; a hand computation
 of the Theorem 1 / 2 radius.
@@ -244,7 +244,7 @@ def test_parallel_and_serial_kernels_agree_bitwise():
 
 
 # ---------------------------------------------------------------------------------------------
-# Naive single-trial references of PASAN / PAGAN (seed 001 Alg. 1–2), same streams as the engine
+# Naive single-trial references of PASAN / PAGAN ([PAGAN] Alg. 1–2), same streams as the engine
 
 
 def naive_pasan_pagan(problem, algorithm, *, lr, sigma, radius, C, steps, batch_size, trials=1,
@@ -347,7 +347,7 @@ def test_pagan_identity_noiseless_unprojected_is_diagonal_adagrad(absreg, sampli
 
 @pytest.mark.parametrize("sigma,radius,b", [(1.0, 0.5, 10), (3.0, 2.0, 4)])
 def test_noise_variance_matches_declared_scale(absreg, sigma, radius, b):
-    """ĝ − g̃ must be N(0, s²/a_j) per coordinate, s = σ/b, a = C/B² (seed 001 Alg. 1, line 6)."""
+    """ĝ − g̃ must be N(0, s²/a_j) per coordinate, s = σ/b, a = C/B² ([PAGAN] Alg. 1, line 6)."""
     be = Backend("numpy", seed=11)
     R, d = 3000, absreg.d
     ctx = StepContext(be, R, b, 1, n=absreg.n, sampling="replacement")

@@ -423,7 +423,7 @@ def test_linear_box_corner_optimum():
     assert p.loss(corners).min() >= f_star - 1e-15
     inner = np.random.default_rng(0).uniform(-1, 1, size=(500, p.d))
     assert p.loss(inner).min() >= f_star
-    # |z_ij| <= sigma_j (seed 001 §5)
+    # |z_ij| <= sigma_j ([PAGAN] §5)
     assert np.all(np.abs(p.X) <= p.scales + 1e-15)
     np.testing.assert_allclose(p.grad(inner[:2]), -np.tile(zbar, (2, 1)))
 

@@ -1,4 +1,4 @@
-"""Truncated CDP (seed 003 App. A): conversions, subsampling conditions, Algorithm 3, sinh-normal.
+"""Truncated CDP ([L2P] App. A): conversions, subsampling conditions, Algorithm 3, sinh-normal.
 
 Oracles: closed forms re-derived by hand, sympy (symbolic identity for ρ_a), mpmath (high
 precision), brute-force minimization over Rényi orders, brute-force sensitivity on a grid,

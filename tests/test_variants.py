@@ -179,13 +179,13 @@ def test_delayed_rmsprop_matches_naive_reference(logreg):
 
 
 # ---------------------------------------------------------------------------------------------
-# DP-AdamBC's premise (seed 004 §3, Table 2): under DP-Adam, v̂ ≈ v̂_clean + Φ
+# DP-AdamBC's premise ([ADAMBC] §3, Table 2): under DP-Adam, v̂ ≈ v̂_clean + Φ
 
 
 def test_dp_adam_second_moment_is_shifted_by_phi(logreg):
     """With the parameters frozen (lr = 0) DP-Adam and its noiseless-v oracle see the same
     batches and the same noise, so per trial ``mean_j(v̂ − v̂_clean)`` estimates ``E[v̂] − v̂_c``,
-    which seed 004 Eq. 2 gives as Φ = (σC/b)².  The trial mean must sit in a 1 − 1e-6
+    which [ADAMBC] Eq. 2 gives as Φ = (σC/b)².  The trial mean must sit in a 1 − 1e-6
     confidence interval around Φ."""
     sigma, C, b, beta2, T, R = 1.5, 0.5, 20, 0.99, 200, 60
     phi = (sigma * C / b) ** 2

@@ -34,8 +34,8 @@ from dpsim.analysis.concentration import (
     sgdm_equivalent_lr,
 )
 
-FAMILY = "seed 004 concentration"
-_SRC = "seed 004"
+FAMILY = "[ADAMBC] concentration"
+_SRC = "[ADAMBC]"
 
 # Statistical rows use the simulator: ``dp_adam`` / ``dp_adam_bc`` on ``linear_box`` problems whose
 # per-example gradients do not depend on the parameters (a "fixed-in-advance" sequence of clipped
@@ -135,11 +135,11 @@ def _in_subgaussian_branch(alpha, params):
 # printed numbers
 
 
-@check("seed004_phi_eq3", family=FAMILY)
+@check("adambc_phi_eq3", family=FAMILY)
 def _check_phi_eq3(scale, seed):
     rows = []
     phi = dp_bias(0.4, 0.1, 256)
-    rows.append(_row("seed004_phi_eq3", "Eq. 2 / Table 2", 2.441e-8, phi, None,
+    rows.append(_row("adambc_phi_eq3", "Eq. 2 / Table 2", 2.441e-8, phi, None,
                      "Φ(σ=0.4, C=0.1, B=256) prints as 2.441e-08",
                      "pass" if f"{phi:.3e}" == "2.441e-08" else "fail",
                      "Φ = (σC/B)²; Table 2 and Fig. 1 print Φ ≈ 2.441e-8."))
@@ -148,37 +148,37 @@ def _check_phi_eq3(scale, seed):
         val = sgdm_equivalent_lr(lr, beta, np.inf, ph)
         digits = len(str(printed).split(".")[1].lstrip("0"))
         ok = abs(val - printed) <= 0.5 * 10 ** (math.floor(math.log10(printed)) - digits + 1) + 1e-15
-        rows.append(_row("seed004_phi_eq3", f"Eq. 3, {src}", printed, val, None,
+        rows.append(_row("adambc_phi_eq3", f"Eq. 3, {src}", printed, val, None,
                          "η(1−β)/√Φ rounds to the printed value", "pass" if ok else "fail",
                          f"{label}: η={lr}, β={beta}, Φ={ph:.4g}."))
     exact = sgdm_equivalent_lr(1e-3, 0.9, np.inf, phi)
-    rows.append(_row("seed004_phi_eq3", "§3 (Fig. 2 middle text)", 6.4, exact, None,
+    rows.append(_row("adambc_phi_eq3", "§3 (Fig. 2 middle text)", 6.4, exact, None,
                      "Eq. 3 asymptote with the stated η = 0.001", "reported",
                      "§3 says DP-SGDM with η = 0.001 'follows Eq. 3, converging to ≈ 6.4'; Eq. 3 "
                      f"gives {exact:.4g} for η = 0.001 (and 6.4 for η = 0.01, App. D's value). The "
                      "code follows Eq. 3. Also: '≈ 0.645' uses Φ rounded to 2.4e-8; the exact Φ of "
                      f"B=256, C=0.1, σ=0.4 gives {exact:.4g}."))
     sym = sgdm_equivalence_symbolic(5)
-    rows.append(_row("seed004_phi_eq3", "Eq. 3 (sympy)", 0.0,
+    rows.append(_row("adambc_phi_eq3", "Eq. 3 (sympy)", 0.0,
                      float(sum(abs(float(r)) for r in sym["residuals"])), None,
                      "η m̂_t/√Φ − η_SGDM(t) b_t ≡ 0 symbolically for t ≤ 5",
                      "pass" if sym["ok"] else "fail", "Adam first moment vs heavy-ball buffer."))
     return rows
 
 
-@check("seed004_lemma1", family=FAMILY)
+@check("adambc_lemma1", family=FAMILY)
 def _check_lemma1(scale, seed):
     s = lemma1_symbolic()
     # smallest ν/a with log E e^{u(X²−1)} = −u − ½log(1−2u) ≤ (ν/a)² u²/2 on 0 < |u| ≤ 1/4
     u = np.concatenate([np.linspace(-0.25, -1e-4, 2000), np.linspace(1e-4, 0.25, 2000)])
     nu_min = float(np.sqrt(np.max(2.0 * (-u - 0.5 * np.log1p(-2.0 * u)) / u ** 2)))
-    rows = [_row("seed004_lemma1", "App. C Lemma 1 (sympy)", 1.0, float(s["taylor_coefficient"]),
+    rows = [_row("adambc_lemma1", "App. C Lemma 1 (sympy)", 1.0, float(s["taylor_coefficient"]),
                  None, "coefficient of (λa)² in the MGF = 1 (paper: 1 + a²λ²)",
                  "pass" if s["taylor_coefficient"] == 1 else "fail", f"MGF = {s['mgf']}."),
-            _row("seed004_lemma1", "App. C Lemma 1 (sympy)", 0.0, 0.0 if s["ok_2a"] else 1.0, None,
+            _row("adambc_lemma1", "App. C Lemma 1 (sympy)", 0.0, 0.0 if s["ok_2a"] else 1.0, None,
                  "h(u) = 2u² + u + ½log(1−2u) ≥ 0 on |u| ≤ 1/4 (ν = 2a, b = 4a valid)",
                  "pass" if s["ok_2a"] else "fail", f"h'(u) = {s['h_prime']} has the sign of u."),
-            _row("seed004_lemma1", "App. C Lemma 1 (text)", math.sqrt(2.0), nu_min, None,
+            _row("adambc_lemma1", "App. C Lemma 1 (text)", math.sqrt(2.0), nu_min, None,
                  "smallest ν/a valid on |λ| ≤ 1/(4a) vs the text's √2",
                  "reported" if (s["sqrt2_fails"] and nu_min > math.sqrt(2.0)) else "fail",
                  "The proof says the bound holds 'for any ν ≥ √2 a' (Taylor expansion at 0); at "
@@ -206,12 +206,12 @@ def _table_rows(name, table, fn, label):
     return rows, bad
 
 
-@check("seed004_table3", family=FAMILY)
+@check("adambc_table3", family=FAMILY)
 def _check_table3(scale, seed):
     def stmt(a, t, C):
         return prop3_bound(a, t, 0.4, C, 256, 0.999, nu="statement")
 
-    rows, bad = _table_rows("seed004_table3", TABLE3, stmt, "App. C Table 3 (nu='statement')")
+    rows, bad = _table_rows("adambc_table3", TABLE3, stmt, "App. C Table 3 (nu='statement')")
     for C, a, t, printed, val in bad:
         sg = prop3_bound(a, t, 0.4, C, 256, 0.999, nu="statement", branch="subgaussian")
         why = []
@@ -224,13 +224,13 @@ def _check_table3(scale, seed):
                        f"range; the correct inversion gives {val:.4g}")
         else:
             why.append(f"unexplained (formula {val:.4g}, sub-Gaussian {sg:.4g})")
-        rows.append(_row("seed004_table3", "App. C Table 3", printed, val, None,
+        rows.append(_row("adambc_table3", "App. C Table 3", printed, val, None,
                          f"cell C={C}, α={a}, t={t}", "fail" if "unexplained" in why[0] else "reported",
                          "; ".join(why) + ". The code follows the correct inversion "
                          "(branch='auto')."))
     p, s = prop3_bound(0.05, 10000, 0.4, 0.1, 256, 0.999), prop3_bound(0.05, 10000, 0.4, 0.1, 256,
                                                                        0.999, nu="statement")
-    rows.append(_row("seed004_table3", "Prop. 3 statement vs proof", s, p, None,
+    rows.append(_row("adambc_table3", "Prop. 3 statement vs proof", s, p, None,
                      "ξ with ν from the proof (code default) vs the statement/table",
                      "reported",
                      "The statement of Prop. 3 has ν = 4Φ√(…); its proof derives ν* = 2Φ√(…) from "
@@ -240,24 +240,24 @@ def _check_table3(scale, seed):
     return rows
 
 
-@check("seed004_table4", family=FAMILY)
+@check("adambc_table4", family=FAMILY)
 def _check_table4(scale, seed):
     rows = []
     for conv in ("paper", "corrected"):
         def fn(a, t, C, conv=conv):
             return prop4_bound(a, t, 0.4, C, 256, 0.999, convention=conv)
 
-        r, bad = _table_rows("seed004_table4", TABLE4, fn, f"App. C Table 4 (convention='{conv}')")
+        r, bad = _table_rows("adambc_table4", TABLE4, fn, f"App. C Table 4 (convention='{conv}')")
         rows += r
         for C, a, t, printed, val in bad:
-            rows.append(_row("seed004_table4", "App. C Table 4", printed, val, None,
+            rows.append(_row("adambc_table4", "App. C Table 4", printed, val, None,
                              f"cell C={C}, α={a}, t={t}", "fail", "not reproduced"))
     nu, b, _ = prop4_parameters(10, 0.4, 0.1, 256, 0.999, convention="paper")
     mu = 256 / 0.4
     u = 0.2  # λa at which the paper's pair is checked (≤ 1/4 = the range its b = 4a claims)
     lhs = 2 * u * u * mu * mu / (1 - 2 * u) - u - 0.5 * math.log(1 - 2 * u)
     rhs = 2 * u * u * (1 + mu) ** 2
-    rows.append(_row("seed004_table4", "App. C Prop. 4 proof", rhs, lhs, None,
+    rows.append(_row("adambc_table4", "App. C Prop. 4 proof", rhs, lhs, None,
                      "log-MGF of one term at λa = 0.2 vs λ²ν_k²/2 (must be ≤)", "reported",
                      "With μ = C/√Φ = B/σ = 640 (Table 4's C = 0.1 rows) the exact non-central χ² "
                      "log-MGF exceeds the claimed sub-exponential bound inside |λ| < 1/b: the "
@@ -278,7 +278,7 @@ def _paper_realization(sigma, C, B):
     return sigma / B
 
 
-@check("seed004_prop3_sim", family=FAMILY)
+@check("adambc_prop3_sim", family=FAMILY)
 def _check_prop3_sim(scale, seed):
     sz = _sizes(scale)
     sigma, C, B, b2 = 0.4, 0.1, 256, 0.999
@@ -297,7 +297,7 @@ def _check_prop3_sim(scale, seed):
         raw = V[k] - (1.0 - b2 ** t) * g * g
         mean, se = float(raw.mean()), float(raw.std(ddof=1) / math.sqrt(raw.size))
         bias = second_moment_bias(phi, b2, t)
-        rows.append(_row("seed004_prop3_sim", "Eq. 2", bias, mean, _Z999 * se,
+        rows.append(_row("adambc_prop3_sim", "Eq. 2", bias, mean, _Z999 * se,
                          "|mean(v_t − v_t^c) − (1−β2^t)Φ| <= CI (99.9 %)",
                          "pass" if abs(mean - bias) <= _Z999 * se else "fail",
                          f"t={t}; dp_adam (lr=0) with Φ={phi:.4g}, β2={b2}, n={raw.size}."))
@@ -307,7 +307,7 @@ def _check_prop3_sim(scale, seed):
             xs = prop3_bound(a, t, sigma, C, B, b2, nu="statement")
             sg = _in_subgaussian_branch(a, prop3_parameters(t, sigma, C, B, b2))
             rows.append(_quantile_row(
-                "seed004_prop3_sim", "Prop. 3", dev, a, xi,
+                "adambc_prop3_sim", "Prop. 3", dev, a, xi,
                 f"paper setting σ=0.4, C=0.1, B=256, β2=0.999, ḡ≈0, t={t}, α={a}; bound with the "
                 f"proof's ν (the statement's ν gives {xs:.4g}).",
                 gauss_ratio=_gauss_ratio(a, phi, 0.0) if sg else None))
@@ -327,7 +327,7 @@ def _check_prop3_sim(scale, seed):
         ph = dp_bias(s_, C_, B_)
         dev = np.abs(Vd[-1] / (1.0 - b2_ ** t_) - ph - gd * gd)
         sg = _in_subgaussian_branch(a_, prop3_parameters(t_, s_, C_, B_, b2_))
-        rows.append(_quantile_row("seed004_prop3_sim", "Prop. 3", dev, a_,
+        rows.append(_quantile_row("adambc_prop3_sim", "Prop. 3", dev, a_,
                                   prop3_bound(a_, t_, s_, C_, B_, b2_),
                                   f"drawn σ={s_:.3g}, C={C_:.3g}, B={B_}, β2={b2_}, t={t_}, "
                                   f"α={a_}, ḡ≈0.",
@@ -335,7 +335,7 @@ def _check_prop3_sim(scale, seed):
     return rows
 
 
-@check("seed004_prop4_sim", family=FAMILY)
+@check("adambc_prop4_sim", family=FAMILY)
 def _check_prop4_sim(scale, seed):
     """Prop. 4 (and the scope of Prop. 3) with the worst case ḡ = C in one coordinate."""
     sz = _sizes(scale)
@@ -356,13 +356,13 @@ def _check_prop4_sim(scale, seed):
         desc = f"σ={s_:.3g}, C={C_:.3g}, B={B_}, β2={b2_}, t={t_}, α={a_}, ḡ = C (worst case)"
         xi4 = prop4_bound(a_, t_, s_, C_, B_, b2_)
         sg = _in_subgaussian_branch(a_, prop4_parameters(t_, s_, C_, B_, b2_))
-        rows.append(_quantile_row("seed004_prop4_sim", "Prop. 4", dev, a_, xi4,
+        rows.append(_quantile_row("adambc_prop4_sim", "Prop. 4", dev, a_, xi4,
                                   desc + "; |v̂^p − E v̂^p| = |v̂^corr − v̂^c| for a fixed sequence.",
                                   gauss_ratio=_gauss_ratio(a_, ph, C_) if sg else None))
         if i == 0:
             xi3 = prop3_bound(a_, t_, s_, C_, B_, b2_)
             q, ci = quantile_ci(dev, 1.0 - a_, alpha=_LEVEL)
-            rows.append(_row("seed004_prop4_sim", "Prop. 3 (scope)", xi3, q, ci,
+            rows.append(_row("adambc_prop4_sim", "Prop. 3 (scope)", xi3, q, ci,
                              "(1−α)-quantile of |v̂^corr − v̂^c| <= ξ (as stated)",
                              "reported" if ci[0] > xi3 else "pass",
                              desc + ". Prop. 3 states its bound for |v̂^corr − v̂^c| on any fixed "
@@ -376,7 +376,7 @@ def _check_prop4_sim(scale, seed):
 # simulation: Lemma 3 and Corollary 1
 
 
-@check("seed004_lemma3_sim", family=FAMILY)
+@check("adambc_lemma3_sim", family=FAMILY)
 def _check_lemma3_sim(scale, seed):
     sz = _sizes(scale)
     sigma, C, B, b2, alpha = 0.4, 0.1, 256, 0.999, 0.05
@@ -399,7 +399,7 @@ def _check_lemma3_sim(scale, seed):
         f, ci = int(k[worst]) / n, clopper_pearson(int(k[worst]), n, alpha=lvl)
         ok = max(lows) <= alpha
         verdict = "pass" if ok else ("reported" if variant == "paper" else "fail")
-        rows.append(_row("seed004_lemma3_sim", f"App. F Lemma 3 ({variant})", alpha, f, ci,
+        rows.append(_row("adambc_lemma3_sim", f"App. F Lemma 3 ({variant})", alpha, f, ci,
                          "max_t P̂(v_t^p ≥ δ_t) <= α (CI Bonferroni over t ≤ 20)", verdict,
                          f"∇f = C = {C} every step, Φ = {phi:.4g}, β2 = {b2}; worst t = {t[worst]}; "
                          f"frequencies at t=1..5: {np.round(k[:5] / n, 3).tolist()}."
@@ -409,7 +409,7 @@ def _check_lemma3_sim(scale, seed):
     mu, nu, b = (float(x) for x in lemma3_parameters(T, C, phi, b2))
     if nu * math.sqrt(2.0 * math.log(2.0 / alpha)) <= nu * nu / b:
         dev = float(lemma3_bound(alpha, T, C, phi, b2)) - mu
-        rows.append(_quantile_row("seed004_lemma3_sim", "App. F Lemma 3 (corrected)", vp[-1] - mu,
+        rows.append(_quantile_row("adambc_lemma3_sim", "App. F Lemma 3 (corrected)", vp[-1] - mu,
                                   alpha, dev, f"t = {T}: v_t^p − μ* (= v_t^p − E v_t^p here) vs "
                                   "the bound's deviation term δ − μ*.",
                                   gauss_ratio=_gauss_ratio(alpha, phi, C, sides=1),
@@ -417,7 +417,7 @@ def _check_lemma3_sim(scale, seed):
     return rows
 
 
-@check("seed004_corollary1_sim", family=FAMILY)
+@check("adambc_corollary1_sim", family=FAMILY)
 def _check_cor1_sim(scale, seed):
     sz = _sizes(scale)
     rows = []
@@ -436,7 +436,7 @@ def _check_cor1_sim(scale, seed):
             verdict = "pass" if ok else ("reported" if variant == "paper" else "fail")
             q, _ = quantile_ci(sup, 1.0 - alpha, alpha=_LEVEL)
             mu = lemma3_parameters(T, C, phi, b2, variant=variant)[0]
-            rows.append(_row("seed004_corollary1_sim", f"App. F Corollary 1 ({variant})", alpha, f,
+            rows.append(_row("adambc_corollary1_sim", f"App. F Corollary 1 ({variant})", alpha, f,
                              ci, "P̂(sup_t v_t^p ≥ δ) <= α", verdict,
                              f"σ={sigma}, C={C}, B={B}, β2={b2}, T={T}, ∇f = C; δ − μ* = "
                              f"{delta - mu:.4g}, empirical (1−α)-quantile of sup − μ* = "
@@ -458,7 +458,7 @@ def _prop2_problem(seed):
     return prob, Gc, clip
 
 
-@check("seed004_prop2_sim", family=FAMILY)
+@check("adambc_prop2_sim", family=FAMILY)
 def _check_prop2_sim(scale, seed):
     import dpsim
     from dpsim import optimizers
@@ -493,14 +493,14 @@ def _check_prop2_sim(scale, seed):
             c4 = ((x - x.mean(axis=0)) ** 4).mean(axis=0)
             ratio = float(np.mean(s2 / var))
             se = float(np.sqrt(np.sum((c4 - s2 ** 2) / R / var ** 2)) / d)
-            rows.append(_row("seed004_prop2_sim", "App. B (Prop. 2), exact variance", 1.0, ratio,
+            rows.append(_row("adambc_prop2_sim", "App. B (Prop. 2), exact variance", 1.0, ratio,
                              _Z999 * se, f"mean_j Var̂({what})/formula = 1 within CI (99.9 %)",
                              "pass" if abs(ratio - 1.0) <= _Z999 * se else "fail",
                              desc + "."))
             if i == len(sz["p2_settings"]) - 1 and what == "m̂":
                 bt = b1
                 printed = (1 - bt) ** 2 / (1 - bt ** T) * (Vg + phi)
-                rows.append(_row("seed004_prop2_sim", "App. B (printed variance)", 1.0,
+                rows.append(_row("adambc_prop2_sim", "App. B (printed variance)", 1.0,
                                  float(np.mean(s2 / printed)), None,
                                  "Var̂(m̂)/printed formula", "reported",
                                  "App. B prints E[(m̂ − Eḡ)²] = (1−β1)²/(1−β1^t)(V[ḡ] + Φ) "
@@ -516,7 +516,7 @@ def _check_prop2_sim(scale, seed):
         f, ci = k / err.size, clopper_pearson(k, err.size, alpha=_LEVEL)
         err_adam = np.abs(m_hat / np.sqrt(v_hat) - target)
         rms.append(float(np.sqrt(np.mean(np.where(np.isfinite(err), err, 10.0) ** 2))))
-        rows.append(_row("seed004_prop2_sim", "Prop. 2 (finite-β bound)", alpha, f, ci,
+        rows.append(_row("adambc_prop2_sim", "Prop. 2 (finite-β bound)", alpha, f, ci,
                          "P̂(|u − Eḡ/√Eḡ²| ≥ ε) <= α", "pass" if ci[0] <= alpha else "fail",
                          desc + f"; median ε = {np.median(eps):.3g}, median |u − target| "
                          f"(DP-AdamBC) = {np.median(err):.3g}, DP-Adam = {np.median(err_adam):.3g} "
@@ -528,12 +528,12 @@ def _check_prop2_sim(scale, seed):
     corner = np.abs((M + np.sign(M) * a_c) / np.sqrt(M2 - r_c) - target)
     eps = np.asarray(prop2_error_bound(alpha, b1, b2, T, M, Vg, M2, Vg2, phi))
     gap = float(np.max(np.abs(eps / corner - 1.0)))
-    rows.append(_row("seed004_prop2_sim", "Prop. 2 (finite-β bound, worst case)", 0.0, gap, None,
+    rows.append(_row("adambc_prop2_sim", "Prop. 2 (finite-β bound, worst case)", 0.0, gap, None,
                      "max_j |ε / |u(M ± a, V − r) − target| − 1| = 0 (ε is attained)",
                      "pass" if gap < 1e-9 else "fail",
                      "Chebyshev at α/2 each: |m̂ − M| ≤ a = √(2Var m̂/α), |v̂^corr − V| ≤ r = "
                      "√(2Var v̂/α); ε is the largest |u − M/√V| on that event."))
-    rows.append(_row("seed004_prop2_sim", "Prop. 2 (consistency)", rms[0], rms[-1], None,
+    rows.append(_row("adambc_prop2_sim", "Prop. 2 (consistency)", rms[0], rms[-1], None,
                      "RMS |u − Eḡ/√Eḡ²| decreases as β1, β2 → 1, t → ∞",
                      "pass" if all(a > b_ for a, b_ in zip(rms, rms[1:])) else "fail",
                      f"RMS error over the settings {[s[:2] for s in sz['p2_settings']]}: "

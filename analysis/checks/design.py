@@ -22,7 +22,7 @@ from dpsim.analysis.bias import (
 )
 
 
-FAMILY = "seed 002 bias"
+FAMILY = "[DESIGN] bias"
 
 
 def _adam_vhat_probe(beta2, fn):
@@ -103,9 +103,9 @@ def _fraction_row(name, source, target, k, n, level, relation, detail):
                        detail=detail)
 
 
-@check("seed002_negative_fraction_optimistic", family=FAMILY)
+@check("design_negative_fraction_optimistic", family=FAMILY)
 def _check_negative_fraction_optimistic(scale, seed):
-    """Seed 002 Fig. 4 analogue: predicted vs simulated fraction of negative ``v̂ − Φ`` over a grid
+    """[DESIGN] Fig. 4 analogue: predicted vs simulated fraction of negative ``v̂ − Φ`` over a grid
     of ``d`` (optimistic regime), through ``dpsim.simulate``."""
     b, sigma, beta2 = 8, 2.0, 0.99
     steps, coords = (300, 8192) if scale == "quick" else (1500, 131072)  # coordinates per grid point
@@ -121,8 +121,8 @@ def _check_negative_fraction_optimistic(scale, seed):
         pred = negative_fraction(d, b, sigma, beta2, regime="optimistic", t=steps)
         gauss = negative_fraction(d, b, sigma, beta2, regime="optimistic", t=steps, method="gaussian")
         rows.append(_fraction_row(
-            f"seed002_negative_fraction_optimistic[d={d}]",
-            "seed 002 §4.4.1 Eq. 2 / Fig. 4 (reconstructed)", pred, k, n, level, "bound in CI(estimate)",
+            f"design_negative_fraction_optimistic[d={d}]",
+            "[DESIGN] §4.4.1 Eq. 2 / Fig. 4 (reconstructed)", pred, k, n, level, "bound in CI(estimate)",
             (f"dp_adam_corrected, lr=0, linear_box(bias=1, n=b) ⇒ ḡ_j = ±C/√d; b={b}, σ={sigma}, "
                     f"β2={beta2}, t={steps}, λ=b²/(σ²d)={b * b / (sigma ** 2 * d):.4g}; {n} coordinates; "
                     f"Clopper–Pearson {level:.4f} (99% family-wise); exact (Imhof) prediction; "
@@ -130,7 +130,7 @@ def _check_negative_fraction_optimistic(scale, seed):
     return rows
 
 
-@check("seed002_negative_fraction_pessimistic", family=FAMILY)
+@check("design_negative_fraction_pessimistic", family=FAMILY)
 def _check_negative_fraction_pessimistic(scale, seed):
     """Pessimistic regime through ``dpsim.simulate``: ``n = b`` near-orthogonal random-sign examples,
     full batch each step.  The prediction averages the exact per-coordinate probability over the
@@ -152,17 +152,17 @@ def _check_negative_fraction_pessimistic(scale, seed):
         pred = float(np.dot(np.atleast_1d(probs), counts) / d)
         regime_pred = negative_fraction(d, b, sigma, beta2, regime="pessimistic", t=steps)
         rows.append(_fraction_row(
-            f"seed002_negative_fraction_pessimistic[d={d}]",
-            "seed 002 §4.4.1 Eq. 3 (reconstructed)", pred, k, n, level, "bound in CI(estimate)",
+            f"design_negative_fraction_pessimistic[d={d}]",
+            "[DESIGN] §4.4.1 Eq. 3 (reconstructed)", pred, k, n, level, "bound in CI(estimate)",
             (f"dp_adam_corrected, lr=0, linear_box(bias=0, n=b={b}) full batch; σ={sigma}, β2={beta2}, "
                     f"t={steps}; b·||ḡ||²/C² = {b * float(r['gbar'] @ r['gbar']):.3f} (orthogonal: 1); "
                     f"prediction = mean_j P(neg | λ_j = ḡ_j²/Φ) (exact); the regime formula with uniform "
                     f"g_j² = C²/(bd) gives {regime_pred:.4g} (lower: non-uniform |ḡ_j| raise the fraction, "
-                    f"cf. seed 002 Fig. 6); Clopper–Pearson {level:.4f}")))
+                    f"cf. [DESIGN] Fig. 6); Clopper–Pearson {level:.4f}")))
     return rows
 
 
-@check("seed002_negative_fraction_threshold_mc", family=FAMILY)
+@check("design_negative_fraction_threshold_mc", family=FAMILY)
 def _check_threshold_mc(scale, seed):
     """Direct Monte Carlo of the bias-corrected EMA at the paper's β2 = 0.999 in both regimes, at
     ``d = max_dimension(fraction=0.05)``: the simulated fraction must be 5% within its CI; the
@@ -186,8 +186,8 @@ def _check_threshold_mc(scale, seed):
             acc += w[j] * (g + z) ** 2
         k = int(np.sum(acc - phi < 0))
         rows.append(_fraction_row(
-            f"seed002_negative_fraction_threshold_mc[{regime}]",
-            f"seed 002 §4.4.1 Eq. {2 if regime == 'optimistic' else 3} (reconstructed)", p, k, ncoord, level,
+            f"design_negative_fraction_threshold_mc[{regime}]",
+            f"[DESIGN] §4.4.1 Eq. {2 if regime == 'optimistic' else 3} (reconstructed)", p, k, ncoord, level,
             "target fraction in CI(estimate)",
             (f"direct Monte Carlo of the EMA, b={b}, σ={sigma}, β2={beta2}, t={t}: "
                     f"d = max_dimension(fraction={p}) = {d:.4g}; paper form b^{2 if regime == 'optimistic' else 1}/(κ'σ²) "
@@ -195,7 +195,7 @@ def _check_threshold_mc(scale, seed):
     return rows
 
 
-@check("seed002_corrected_variance", family=FAMILY)
+@check("design_corrected_variance", family=FAMILY)
 def _check_corrected_variance(scale, seed):
     """Simulated ``Var(v̂_t − Φ)`` (and mean ``g²``) of dp_adam_corrected with frozen parameters vs
     :func:`corrected_variance` at finite ``t``; plus the sympy derivation."""
@@ -215,16 +215,16 @@ def _check_corrected_variance(scale, seed):
     mean_half = z * float(per_trial_mean.std(ddof=1)) / math.sqrt(trials)
     ok_sym, msg = _sympy_variance_derivation()
     rows = [
-        CheckResult(check="seed002_corrected_variance[simulate]",
-                    source="seed 002 §4.4.1 / App. C (reconstructed)", family=FAMILY,
+        CheckResult(check="design_corrected_variance[simulate]",
+                    source="[DESIGN] §4.4.1 / App. C (reconstructed)", family=FAMILY,
                     bound=var_pred, estimate=est, ci=half, relation="|estimate − bound| <= CI",
                     verdict=verdict(abs(est - var_pred) <= half),
                     detail=(f"dp_adam_corrected lr=0 on linear_box(bias=1), d={d}, b={b}, σ={sigma}, β2={beta2}, "
                             f"t={steps}, {trials} trials; exact finite-t formula (2Φ²+4g²Φ)Σw²; large-t form "
                             f"{corrected_variance(g, phi, beta2):.4g}; 99% normal CI over trials; unbiasedness: "
                             f"mean(v̂−Φ−g²) = {mean_est:.3g} ± {mean_half:.2g}")),
-        CheckResult(check="seed002_corrected_variance[sympy]",
-                    source="seed 002 §4.4.1 / App. C (reconstructed)", family=FAMILY,
+        CheckResult(check="design_corrected_variance[sympy]",
+                    source="[DESIGN] §4.4.1 / App. C (reconstructed)", family=FAMILY,
                     bound=0.0, estimate=0.0 if ok_sym else 1.0, relation="symbolic identity",
                     verdict=verdict(ok_sym), detail=msg),
     ]
@@ -265,9 +265,9 @@ def _sympy_variance_derivation():
     return ok, msg
 
 
-@check("seed002_postprocessing_bias_iid", family=FAMILY)
+@check("design_postprocessing_bias_iid", family=FAMILY)
 def _check_postprocessing_bias_iid(scale, seed):
-    """E[v̂] − v̂_clean = Φ (bias-corrected) and E[v] − v_clean = (1−β2^t)Φ (raw; seed 004 Eq. 2)
+    """E[v̂] − v̂_clean = Φ (bias-corrected) and E[v] − v_clean = (1−β2^t)Φ (raw; [ADAMBC] Eq. 2)
     for DP-Adam via post-processing (dp_adam, lr = 0) at a small and a large t."""
     import dpsim
     from dpsim import optimizers, problems
@@ -297,8 +297,8 @@ def _check_postprocessing_bias_iid(scale, seed):
             est, half = float(x.mean()), z * float(x.std(ddof=1)) / math.sqrt(trials)
             bound = postprocessing_bias(sigma, C, b, beta2=beta2, t=steps, raw=raw)
             rows.append(CheckResult(
-                check=f"seed002_postprocessing_bias_iid[{'raw v' if raw else 'v̂'}, t={steps}]",
-                source="seed 004 Eq. 2" if raw else "seed 002 §3.1 (reconstructed); seed 004 Eq. 2",
+                check=f"design_postprocessing_bias_iid[{'raw v' if raw else 'v̂'}, t={steps}]",
+                source="[ADAMBC] Eq. 2" if raw else "[DESIGN] §3.1 (reconstructed); [ADAMBC] Eq. 2",
                 family=FAMILY, bound=bound, estimate=est, ci=half, relation="|estimate − bound| <= CI",
                 verdict=verdict(abs(est - bound) <= half),
                 detail=(f"dp_adam lr=0 on linear_box(bias=1): constant clean stream; b={b}, C={C}, σ={sigma}, "
@@ -324,9 +324,9 @@ def _mf_simulate(name, T, beta2, sigma, C, b, *, R, d, seed):
     return np.asarray(res.records["dev"])[-1]
 
 
-@check("seed002_postprocessing_bias_mf", family=FAMILY)
+@check("design_postprocessing_bias_mf", family=FAMILY)
 def _check_postprocessing_bias_mf(scale, seed):
-    """DP-MF bias ``Φ Σ_j w_j E[u_j²]`` (seed 002 App. A, reconstructed) vs ``dpsim.simulate`` of
+    """DP-MF bias ``Φ Σ_j w_j E[u_j²]`` ([DESIGN] App. A, reconstructed) vs ``dpsim.simulate`` of
     DP-Adam via post-processing with correlated noise (``noise="sqrt_toeplitz"``, ``"banded:4"``)."""
     beta2, T, sigma, C, b = 0.9, 48, 1.0, 1.0, 4
     phi = (sigma * C / b) ** 2
@@ -344,8 +344,8 @@ def _check_postprocessing_bias_mf(scale, seed):
         Minv = np.linalg.inv(M)
         literal = phi * mf.sensitivity(M) ** 2 * float(np.dot(ema_weights(beta2, T), Minv[T - 1] ** 2))
         rows.append(CheckResult(
-            check=f"seed002_postprocessing_bias_mf[{name}]",
-            source="seed 002 App. A (reconstructed)", family=FAMILY, bound=bound, estimate=est, ci=half,
+            check=f"design_postprocessing_bias_mf[{name}]",
+            source="[DESIGN] App. A (reconstructed)", family=FAMILY, bound=bound, estimate=est, ci=half,
             relation="|estimate − bound| <= CI", verdict=verdict(abs(est - bound) <= half),
             detail=(f"dp_adam(noise={name!r}) lr=0 on linear_box(bias=1), T={T} steps (the strategy's horizon), "
                     f"β2={beta2}, Φ={phi:.4g}, {R} trials × d={d}, 99.5% normal CI over trials; i.i.d. noise "
@@ -355,7 +355,7 @@ def _check_postprocessing_bias_mf(scale, seed):
     return rows
 
 
-@check("seed002_stp_fixed_point", family=FAMILY)
+@check("design_stp_fixed_point", family=FAMILY)
 def _check_stp_fixed_point(scale, seed):
     """Scale-then-privatize: simulated stationary ``v`` of dp_adam_stp with frozen parameters vs
     :func:`stp_fixed_point` in every coordinate (clipping verified inactive after burn-in)."""
@@ -403,7 +403,7 @@ def _check_stp_fixed_point(scale, seed):
     ok = all(zs) and max_norm <= C
     worst = int(np.argmax([abs(e - vstar[j] / m2[j]) / h for j, (e, h) in enumerate(zip(ests, halves))]))
     return CheckResult(
-        check="seed002_stp_fixed_point", source="seed 002 §4.3.1 / App. B (reconstructed)", family=FAMILY,
+        check="design_stp_fixed_point", source="[DESIGN] §4.3.1 / App. B (reconstructed)", family=FAMILY,
         bound=float(vstar[worst] / m2[worst]), estimate=ests[worst], ci=halves[worst],
         relation="|estimate − v*|/m <= CI + (v* − v_lo)/m, all coordinates",
         verdict=verdict(ok),

@@ -23,12 +23,12 @@ from dpsim.analysis.delay import (
     theorem3_rhs,
 )
 
-FAMILY = "seed 000 delay"
+FAMILY = "[DP2] delay"
 
 
 
 
-_SRC = "seed 000"
+_SRC = "[DP2]"
 
 
 def _lemma1_run(problem, *, clip, sigma, b, s, beta, cycles, trials, seed, coords, **hp):

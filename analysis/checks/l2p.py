@@ -1,6 +1,6 @@
-"""``dpsim verify`` rows for the truncated-CDP results of seed 003 (family "seed 003 tCDP").
+"""``dpsim verify`` rows for the truncated-CDP results of [L2P] (family "[L2P] tCDP").
 
-Source ("seed 003"): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
+Source ([L2P]): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
 Constraints* (AAAI 2021), Appendix A (restating Bun, Dwork, Rothblum, Steinke, *Composable and
 Versatile Privacy via Truncated CDP*, STOC 2018).  The functions checked live in
 :mod:`dpsim.analysis.tcdp` (re-exported from :mod:`dpsim.privacy.tcdp`); this module adds independent
@@ -22,10 +22,10 @@ Oracles
 
 Rows
 ----
-``seed003_tcdp_to_dp``       Theorem A.1 equals the brute-force minimum (both branches, boundary).
-``seed003_ctcdp_to_dp``      Lemma A.7 is the point of Theorem A.1's curve with ``δ = e^{−aε}``;
+``l2p_tcdp_to_dp``       Theorem A.1 equals the brute-force minimum (both branches, boundary).
+``l2p_ctcdp_to_dp``      Lemma A.7 is the point of Theorem A.1's curve with ``δ = e^{−aε}``;
                              round trip through ``ρ_a``, ``ω_a`` (Def. 3.1, Lemma A.1).
-``seed003_sinh_normal``      Theorem A.2: ``D_α(M(x) ‖ M(x')) ≤ ρα`` for ``α < ω`` on a grid, and
+``l2p_sinh_normal``      Theorem A.2: ``D_α(M(x) ‖ M(x')) ≤ ρα`` for ``α < ω`` on a grid, and
                              the bound's failure below the theorem's limit ``ρ ≥ 1/(4ω²)`` (so
                              the row can fail).
 """
@@ -41,7 +41,7 @@ from dpsim.analysis.checks.base import CheckResult, check, verdict
 
 __all__ = ["bruteforce_tcdp_to_dp", "FAMILY"]
 
-FAMILY = "seed 003 tCDP"
+FAMILY = "[L2P] tCDP"
 _CONVERSIONS = ("mironov", "improved")
 
 
@@ -77,7 +77,7 @@ def _bruteforce_one(rho, omega, delta, conversion, grid_size):
 def bruteforce_tcdp_to_dp(rho, omega, delta, *, conversion="mironov", grid_size=20001):
     """ε of ``(ρ, ω)``-tCDP at δ by numerical minimization over the Rényi orders ``α ∈ (1, ω]``.
 
-    ``conversion="mironov"``: ``min_α ρα + log(1/δ)/(α − 1)`` (the conversion of seed 003 Thm
+    ``conversion="mironov"``: ``min_α ρα + log(1/δ)/(α − 1)`` (the conversion of [L2P] Thm
     A.1); ``"improved"``: ``min_α ρα + log((α−1)/α) − (log δ + log α)/(α − 1)`` (clipped at 0).
     Vectorized over broadcast ``rho ≥ 0``, ``omega > 1`` (``inf`` allowed), ``delta ∈ (0, 1)``.
     An independent oracle for :func:`analysis.tcdp.tcdp_to_dp`, accurate to about 1e-9 relative.
@@ -114,7 +114,7 @@ def _tcdp_grid(scale):
     return pts
 
 
-@check("seed003_tcdp_to_dp", family=FAMILY)
+@check("l2p_tcdp_to_dp", family=FAMILY)
 def _check_tcdp_to_dp(scale, seed):
     pts = _tcdp_grid(scale)
     rho, om, dl = (np.array(v) for v in zip(*pts))
@@ -129,7 +129,7 @@ def _check_tcdp_to_dp(scale, seed):
     gain = 1.0 - improved[small] / closed[small]
     ok = worst <= 1e-6 and np.all(closed >= improved * (1 - 1e-9))
     return CheckResult(
-        check="seed003_tcdp_to_dp", source="seed 003 Thm A.1", family=FAMILY, bound=1e-6,
+        check="l2p_tcdp_to_dp", source="[L2P] Thm A.1", family=FAMILY, bound=1e-6,
         estimate=worst, ci=None, relation="max |closed form - brute force| / brute force <= 1e-6",
         verdict=verdict(ok),
         detail=(f"{len(pts)} (ρ, ω, δ) points (both branches, 12 straddling log(1/δ)=(ω-1)²ρ); "
@@ -142,7 +142,7 @@ def _check_tcdp_to_dp(scale, seed):
                 f"with δ <= 1e-5: Thm A.1 is valid, not tight."))
 
 
-@check("seed003_ctcdp_to_dp", family=FAMILY)
+@check("l2p_ctcdp_to_dp", family=FAMILY)
 def _check_ctcdp_to_dp(scale, seed):
     rhos = np.array([1e-6, 1e-4, 1e-2, 0.3, 3.0] if scale == "quick" else np.geomspace(1e-7, 10, 15))
     aa = np.array([0.5, 3.0, 11.5, 100.0, 1e4] if scale == "quick" else np.geomspace(0.05, 1e5, 15))
@@ -171,12 +171,12 @@ def _check_ctcdp_to_dp(scale, seed):
     worst_name = max(errs, key=lambda k: errs[k])
     worst = float(errs[worst_name])
     return CheckResult(
-        check="seed003_ctcdp_to_dp", source="seed 003 Lemma A.7 / Lemma A.1", family=FAMILY,
+        check="l2p_ctcdp_to_dp", source="[L2P] Lemma A.7 / Lemma A.1", family=FAMILY,
         bound=1e-6, estimate=worst, ci=None, relation="max relative discrepancy <= 1e-6",
         verdict=verdict(worst <= 1e-6),
         detail=(f"(ε, δ) = ctcdp_to_dp(ρ, a) over {R.size} (ρ, a) points (aε < 700) against: "
                 + "; ".join(f"{k}: {float(v):.2e}" for k, v in errs.items())
-                + f" (worst: {worst_name}). Brute force as in seed003_tcdp_to_dp."))
+                + f" (worst: {worst_name}). Brute force as in l2p_tcdp_to_dp."))
 
 
 def _sinh_grid(scale):
@@ -188,7 +188,7 @@ def _sinh_grid(scale):
     return base
 
 
-@check("seed003_sinh_normal", family=FAMILY)
+@check("l2p_sinh_normal", family=FAMILY)
 def _check_sinh_normal(scale, seed):
     n_alpha = 8 if scale == "quick" else 30
     worst, where = 0.0, None
@@ -201,7 +201,7 @@ def _check_sinh_normal(scale, seed):
             if ratio[j] > worst:
                 worst, where = float(ratio[j]), (D, omega, rho, float(alphas[j]))
     rows = [CheckResult(
-        check="seed003_sinh_normal", source="seed 003 Thm A.2", family=FAMILY, bound=1.0,
+        check="l2p_sinh_normal", source="[L2P] Thm A.2", family=FAMILY, bound=1.0,
         estimate=worst, ci=None, relation="max D_α / (ρα) over α < ω <= 1",
         verdict=verdict(worst <= 1.0),
         detail=(f"sinh-normal M(x) = f(x) + A arsinh(N(0,σ²)/A), A = 8Δω, σ² = 8Δ²/ρ, on "
@@ -216,7 +216,7 @@ def _check_sinh_normal(scale, seed):
     alphas = 1.0 + (omega - 1.0) * np.linspace(1e-3, 1.0 - 1e-9, n_alpha)
     r_bad = float(np.max(np.asarray(bad.renyi_divergence(alphas, D)) / (rho * alphas)))
     rows.append(CheckResult(
-        check="seed003_sinh_normal", source="seed 003 Thm A.2 (condition ρ ≥ 1/(4ω²))", family=FAMILY,
+        check="l2p_sinh_normal", source="[L2P] Thm A.2 (condition ρ ≥ 1/(4ω²))", family=FAMILY,
         bound=1.0, estimate=r_bad, ci=None, relation="max D_α / (ρα) > 1 when ρ < 1/(4ω²)",
         verdict=verdict(r_bad > 1.0),
         detail=(f"Δ={D}, ω={omega}, ρ={rho} < 1/(4ω²)={1 / (4 * omega ** 2):.4g} with the theorem's "

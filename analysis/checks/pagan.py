@@ -35,7 +35,7 @@ from dpsim.analysis.moments import (
     theorem3_scaling,
 )
 
-FAMILY = "seed 001 moments"
+FAMILY = "[PAGAN] moments"
 
 
 def _lipschitz_rows(problem):
@@ -104,14 +104,14 @@ def _theorem12_rows(scale, seed, algorithm):
         if algorithm == "pasan":
             bound = theorem1_bound(C, X, n=n, noise_multiplier=sig, batch_size=b)
             explicit = pasan_bound(C, X, radius=B, noise_multiplier=sig, steps=T, batch_size=b, lr=lr)
-            src, name = "seed 001 Thm 1", "PASAN"
+            src, name = "[PAGAN] Thm 1", "PASAN"
         else:
             bound = theorem2_bound(C, X, n=n, noise_multiplier=sig, batch_size=b)
             explicit = pagan_bound(C, X, radius=B, noise_multiplier=sig, steps=T, batch_size=b, lr=lr)
-            src, name = "seed 001 Thm 2", "PAGAN"
+            src, name = "[PAGAN] Thm 2", "PAGAN"
         ok = m + hw <= bound
         rows.append(CheckResult(
-            check=f"seed001_theorem{'1_pasan' if algorithm == 'pasan' else '2_pagan'}", source=src,
+            check=f"pagan_theorem{'1_pasan' if algorithm == 'pasan' else '2_pagan'}", source=src,
             family=FAMILY, bound=float(bound), estimate=m, ci=hw, relation="estimate + ci <= bound",
             verdict=verdict(ok),
             detail=(f"ε={eps}: {name} (optimal C, B={B:.4g} from the theorem, α = diam) on "
@@ -127,12 +127,12 @@ def _theorem12_rows(scale, seed, algorithm):
     return rows
 
 
-@check("seed001_theorem1_pasan", family=FAMILY)
+@check("pagan_theorem1_pasan", family=FAMILY)
 def _check_theorem1(scale, seed):
     return _theorem12_rows(scale, seed, "pasan")
 
 
-@check("seed001_theorem2_pagan", family=FAMILY)
+@check("pagan_theorem2_pagan", family=FAMILY)
 def _check_theorem2(scale, seed):
     return _theorem12_rows(scale, seed, "pagan")
 
@@ -147,7 +147,7 @@ def _gaussian_data(rng, n, sigma):
     return z.T
 
 
-@check("seed001_alg3_theorem3", family=FAMILY)
+@check("pagan_alg3_theorem3", family=FAMILY)
 def _check_alg3(scale, seed):
     cfg = _ALG3[scale]
     d, R = cfg["d"], cfg["trials"]
@@ -167,7 +167,7 @@ def _check_alg3(scale, seed):
                     float(np.max(0.5 * np.maximum(sigma, d ** -1.5) / sh)))
     up = clopper_pearson_upper(fails, R)
     return CheckResult(
-        check="seed001_alg3_theorem3", source="seed 001 Thm 3 / Alg. 3", family=FAMILY, bound=beta,
+        check="pagan_alg3_theorem3", source="[PAGAN] Thm 3 / Alg. 3", family=FAMILY, bound=beta,
         estimate=fails / R, ci=(0.0, up), relation="P(fail) <= beta: one-sided 95% CP upper <= beta",
         verdict=verdict(up <= beta),
         detail=(f"Algorithm 3 (line 6 read as sqrt(σ̂²) >= 2^(-t-1)) on z ~ N(0, diag(j^-3/2)²), "
@@ -189,7 +189,7 @@ def _alg3_failures(entropy, runs, n, sigma, r, eps, delta, **kw):
     return fails
 
 
-@check("seed001_alg3_readings", family=FAMILY)
+@check("pagan_alg3_readings", family=FAMILY)
 def _check_alg3_readings(scale, seed):
     """Disagreements 1–3 of the module docstring, each shown on data meeting Theorem 3's hypotheses."""
     d, eps, delta, beta = 10, 1.0, 1e-5, 0.1
@@ -201,11 +201,11 @@ def _check_alg3_readings(scale, seed):
     n = int(theorem3_sample_size(d, r, eps, delta, beta))
     fails = _alg3_failures([seed, 3002], R, n, sigma, r, eps, delta, rule="squared")
     rows.append(CheckResult(
-        check="seed001_alg3_readings", source="seed 001 Alg. 3 line 6 vs ALGORITHMS.md §2.4", family=FAMILY,
+        check="pagan_alg3_readings", source="[PAGAN] Alg. 3 line 6 vs ALGORITHMS.md §2.4", family=FAMILY,
         bound=beta, estimate=fails / R, ci=clopper_pearson(fails, R), relation="P(fail) <= beta",
         verdict="reported",
         detail=(f"ALGORITHMS.md reads line 6 as σ̂² >= 2^(-t-1) (second moment vs a first-moment "
-                f"scale); on the data of seed001_alg3_theorem3 (n={n}) condition (10) fails in "
+                f"scale); on the data of pagan_alg3_theorem3 (n={n}) condition (10) fails in "
                 f"{fails}/{R} runs (σ_2=0.35 is frozen at 2^-3 < σ_2/2; σ_j <= 0.19 are never frozen, "
                 f"since ρ_t² ∝ 4^-t drops below 2^(-t-1), and get 2^-T). The paper prints σ̂ >= "
                 f"2^(-t-1); the code follows the paper (rule='paper'); rule='squared' exists only "
@@ -216,7 +216,7 @@ def _check_alg3_readings(scale, seed):
     R2 = R
     fails2 = _alg3_failures([seed, 3003], R2, n2, sigma, r2, eps, delta)
     rows.append(CheckResult(
-        check="seed001_alg3_readings", source="seed 001 Alg. 3 line 4 / Thm 3", family=FAMILY,
+        check="pagan_alg3_readings", source="[PAGAN] Alg. 3 line 4 / Thm 3", family=FAMILY,
         bound=beta, estimate=fails2 / R2, ci=clopper_pearson(fails2, R2), relation="P(fail) <= beta",
         verdict="reported",
         detail=(f"r={r2} is a valid moment ratio for Gaussian data (theirs is "
@@ -230,7 +230,7 @@ def _check_alg3_readings(scale, seed):
     sig3[-1] = d ** -1.5 / 10.0
     fails3 = _alg3_failures([seed, 3004], R2, n, sig3, r, eps, delta)
     rows.append(CheckResult(
-        check="seed001_alg3_readings", source="seed 001 Thm 3, Eq. (10)", family=FAMILY,
+        check="pagan_alg3_readings", source="[PAGAN] Thm 3, Eq. (10)", family=FAMILY,
         bound=beta, estimate=fails3 / R2, ci=clopper_pearson(fails3, R2), relation="P(fail) <= beta",
         verdict="reported",
         detail=(f"σ_d = d^(-3/2)/10: with T = 32 log d the coordinate is frozen near its own scale, "
@@ -240,7 +240,7 @@ def _check_alg3_readings(scale, seed):
     return rows
 
 
-@check("seed001_alg3_privacy", family=FAMILY)
+@check("pagan_alg3_privacy", family=FAMILY)
 def _check_alg3_privacy(scale, seed):
     rows = []
     d = 10
@@ -250,7 +250,7 @@ def _check_alg3_privacy(scale, seed):
         mu = eps / math.sqrt(math.log(T / delta))
         ok = e_exact <= eps
         rows.append(CheckResult(
-            check="seed001_alg3_privacy", source="seed 001 Thm 3 (privacy) / Alg. 3 line 5",
+            check="pagan_alg3_privacy", source="[PAGAN] Thm 3 (privacy) / Alg. 3 line 5",
             family=FAMILY, bound=eps, estimate=e_exact, ci=None, relation="exact epsilon <= claimed epsilon",
             verdict="pass" if ok else "reported",
             detail=(f"d={d}, T={algorithm3_rounds(d)}, δ={delta}: the printed noise makes the T "
@@ -262,7 +262,7 @@ def _check_alg3_privacy(scale, seed):
     return rows
 
 
-@check("seed001_theorem3_pagan", family=FAMILY)
+@check("pagan_theorem3_pagan", family=FAMILY)
 def _check_theorem3_pagan(scale, seed):
     import dpsim
     from dpsim.privacy.ellipsoid import ellipsoid_radius
@@ -293,7 +293,7 @@ def _check_theorem3_pagan(scale, seed):
     printed = float(theorem3_bound(sigma, r, n, eps, delta, r_ada=r_ada))
     ok = cond10 and m + hw <= bound2
     return CheckResult(
-        check="seed001_theorem3_pagan", source="seed 001 Thm 3 (Alg. 3 + PAGAN)", family=FAMILY,
+        check="pagan_theorem3_pagan", source="[PAGAN] Thm 3 (Alg. 3 + PAGAN)", family=FAMILY,
         bound=bound2, estimate=m, ci=hw, relation="estimate + ci <= bound (given (10))",
         verdict=verdict(ok),
         detail=(f"σ̂ from Algorithm 3 (r={r}, ε={eps}, δ={delta}) on an independent sample of "
@@ -305,7 +305,7 @@ def _check_theorem3_pagan(scale, seed):
                 f"PAGAN each spend the (ε, δ) budget (2ε in total)."))
 
 
-@check("seed001_example1_lemma32", family=FAMILY)
+@check("pagan_example1_lemma32", family=FAMILY)
 def _check_example1_lemma32(scale, seed):
     rows = []
     # Example 1: exact Gaussian moments vs the explicit bound, over a grid of p and C
@@ -320,7 +320,7 @@ def _check_example1_lemma32(scale, seed):
         if ratio[i] > worst:
             worst, arg = float(ratio[i]), (kappa, float(ps[i]))
     rows.append(CheckResult(
-        check="seed001_example1_lemma32", source="seed 001 Example 1 (Eq. (3))", family=FAMILY,
+        check="pagan_example1_lemma32", source="[PAGAN] Example 1 (Eq. (3))", family=FAMILY,
         bound=1.0, estimate=worst, ci=None, relation="max G_p(C) / bound <= 1",
         verdict=verdict(worst <= 1 + 1e-9),
         detail=(f"Exact G_p(C) of z ~ N(0, diag σ²) (σ_j=j^-3/2, d={d}; C = σ^-κ, κ ∈ {{0, 1, 4/3}}; "
@@ -337,7 +337,7 @@ def _check_example1_lemma32(scale, seed):
     k = int(np.sum(Ghat > lemma32_bound(Gp, G2p)))
     up = clopper_pearson_upper(k, M)
     rows.append(CheckResult(
-        check="seed001_example1_lemma32", source="seed 001 Lemma 3.2", family=FAMILY, bound=1.0 / n,
+        check="pagan_example1_lemma32", source="[PAGAN] Lemma 3.2", family=FAMILY, bound=1.0 / n,
         estimate=k / M, ci=(0.0, up), relation="P(Ĝ_p > G_p + G_2p) <= 1/n: one-sided 95% CP upper <= 1/n",
         verdict=verdict(up <= 1.0 / n),
         detail=(f"{M} data sets of n={n} Gaussian points (σ_j=j^-3/2, d={d}, C=I, p={p}); "
@@ -350,7 +350,7 @@ def _check_example1_lemma32(scale, seed):
     H = [float(np.sum(1.0 / np.arange(1, dd + 1))) ** 1.5 for dd in ds]
     errH = max(abs(v["pagan"] - h) / h for v, h in zip(vals, H))
     rows.append(CheckResult(
-        check="seed001_example1_lemma32", source="seed 001 §3.2 (Hölder, σ_j = j^-3/2)", family=FAMILY,
+        check="pagan_example1_lemma32", source="[PAGAN] §3.2 (Hölder, σ_j = j^-3/2)", family=FAMILY,
         bound=0.0, estimate=errH, ci=None,
         relation="Σσ <= (Σσ^{2/3})^{3/2} <= √d Σσ and (Σσ^{2/3})^{3/2} = H_d^{3/2}",
         verdict=verdict(okh and errH < 1e-12),
@@ -360,7 +360,7 @@ def _check_example1_lemma32(scale, seed):
     return rows
 
 
-@check("seed001_lower_bounds", family=FAMILY)
+@check("pagan_lower_bounds", family=FAMILY)
 def _check_lower_bounds(scale, seed):
     import dpsim
 
@@ -390,7 +390,7 @@ def _check_lower_bounds(scale, seed):
             if m < best:
                 best, best_name, best_hw = m, f"{name}(lr={lr_i * scale_lr:g})", hw
     rows.append(CheckResult(
-        check="seed001_lower_bounds", source="seed 001 Prop. 1 / Thm 4", family=FAMILY, bound=lb,
+        check="pagan_lower_bounds", source="[PAGAN] Prop. 1 / Thm 4", family=FAMILY, bound=lb,
         estimate=best, ci=best_hw, relation="bound <= estimate - ci",
         verdict=verdict(lb <= best - best_hw),
         detail=(f"linear_box(n={n}, d={d}, σ_j=j^-3/2): best of PAGAN (optimal C), PASAN, DP-SGD "
@@ -423,7 +423,7 @@ def _check_lower_bounds(scale, seed):
         else:
             lbb = float(prop2_bound(1.0, d, n, eps))
         rows.append(CheckResult(
-            check="seed001_lower_bounds", source=f"seed 001 {which}", family=FAMILY, bound=lbb,
+            check="pagan_lower_bounds", source=f"[PAGAN] {which}", family=FAMILY, bound=lbb,
             estimate=worst, ci=worst_hw, relation="bound <= estimate - ci (hardest of 5 data sets)",
             verdict=verdict(lbb <= worst - worst_hw),
             detail=(f"Unit ℓ2 ball, f(x)=-xᵀz̄, z from linear_box(n={n}, d={d}, scales={scales!r}) "
@@ -434,7 +434,7 @@ def _check_lower_bounds(scale, seed):
     return rows
 
 
-@check("seed001_corollaries", family=FAMILY)
+@check("pagan_corollaries", family=FAMILY)
 def _check_corollaries(scale, seed):
     """Eqs. (8)–(9) drop the factor ``(nε D_{C⁻¹}/(D √log(1/δ) tr))^{1/p}`` of Theorems 1–2."""
     d, eps, delta = 100, 1.0, 1e-5
@@ -448,14 +448,14 @@ def _check_corollaries(scale, seed):
         if alg == "pagan":
             thm = [float(theorem2_bound(C, G, n=n, epsilon=eps, delta=delta, p=p, r_ada=0.0)) for n in ns]
             rate = [float(pagan_rate(sigma, n, eps, delta)) for n in ns]
-            src = "seed 001 Eq. (8) vs Thm 2"
+            src = "[PAGAN] Eq. (8) vs Thm 2"
         else:
             thm = [float(theorem1_bound(C, G, n=n, epsilon=eps, delta=delta, p=p, r_std=0.0)) for n in ns]
             rate = [float(pasan_rate(sigma, n, eps, delta)) for n in ns]
-            src = "seed 001 Eq. (9) vs Thm 1"
+            src = "[PAGAN] Eq. (9) vs Thm 1"
         ratio = [a / b for a, b in zip(thm, rate)]
         rows.append(CheckResult(
-            check="seed001_corollaries", source=src, family=FAMILY, bound=rate[0], estimate=thm[0],
+            check="pagan_corollaries", source=src, family=FAMILY, bound=rate[0], estimate=thm[0],
             ci=None, relation="Theorem's privacy term = O(1) x corollary, uniformly in n",
             verdict="reported",
             detail=(f"σ_j=j^-3/2, d={d}, p=ln d, ε={eps}, δ={delta}, C=σ^-{kappa:.3g}, G_2p exact "

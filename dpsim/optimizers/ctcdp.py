@@ -1,6 +1,6 @@
-"""Budget-constrained private training under (ρ, a)-ctCDP (seed 003, App. A–B; ALGORITHMS §2.7).
+"""Budget-constrained private training under (ρ, a)-ctCDP ([L2P], App. A–B; ALGORITHMS §2.7).
 
-Source ("seed 003"): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
+Source ([L2P]): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
 Constraints* (AAAI 2021) — Algorithm 1 (private learning loop with a budget), Algorithm 3
 (initialization, :func:`dpsim.privacy.tcdp.init_budget`), Theorem B.1 (privacy of the loop), App. B.7
 (noise range ``(σ_min, 2σ_g)``), App. C.1 (the quadratic experiment).
@@ -14,7 +14,7 @@ Hyperparameters (scalars, or one value per trial where noted):
   allowed when every trial gets the same batch size);
 * ``schedule``: ``"uniform" | "linear" | "exponential"`` and ``schedule_param`` p (per-trial),
   see :func:`noise_schedule`;
-* ``noise_norm``: also release a noised ``‖Σ clip(g_i, C)‖²`` each step (seed 003 Thm B.1; the
+* ``noise_norm``: also release a noised ``‖Σ clip(g_i, C)‖²`` each step ([L2P] Thm B.1; the
   learned scheduler of the paper reads it; here it is recorded as the probe ``noisy_norm_sq``);
 * ``planned_steps``: the ``T`` of Algorithm 3 (default: the ``steps`` given to ``simulate``);
   simulate longer to see trials stop when the budget is spent;
@@ -36,12 +36,12 @@ Step ``t`` (every trial independently, vectorized)::
 
 **Neighbouring relation and Δ.**  Lemma A.6 / Thm A.3 amplify a ρ-zCDP mechanism run on a
 uniformly random fixed-size subset of a fixed-size dataset, with neighbours differing in one
-*replaced* entry (seed 003 footnote 4: "only one different entry").  Under replace-one the
+*replaced* entry ([L2P] footnote 4: "only one different entry").  Under replace-one the
 clipped sum ``Σ clip(g_i, C)`` changes by ``clip(g') − clip(g)``, so its ℓ2 sensitivity is
 **Δ = 2C**, and the noise std ``σ_t`` is absolute (noise multiplier ``σ_t/Δ``); ``ρ_t`` is
 ``Δ²/(2σ_t²)``-zCDP (Lemma A.5) amplified by ``13q²`` (Lemma A.6).  The optional norm release
 ``‖S‖² + (σ_g/Δ)·Δ_ns·ξ'`` has replace-one sensitivity ``Δ_ns = max(4(b−1), 1) C²``
-(:func:`dpsim.privacy.tcdp.norm_sq_sensitivity`; seed 003 Lemma A.3's ``(2b−1)C²`` is the removal
+(:func:`dpsim.privacy.tcdp.norm_sq_sensitivity`; [L2P] Lemma A.3's ``(2b−1)C²`` is the removal
 case) and costs ``13q²Δ²/(2σ_g²)``.  The ε reported is therefore a replace-one guarantee, like
 dpsim's other ``sampling="fixed"`` accounting.
 
@@ -91,7 +91,7 @@ ROUNDING_GUARD = 1e-9
 
 
 def plan(epsilon, delta, steps, n, clip, *, noise_norm=False, sample_rate=None) -> dict:
-    """Algorithm 3 of seed 003 for ``dp_sgd_ctcdp``: :func:`dpsim.privacy.tcdp.init_budget` with Δ = 2C.
+    """Algorithm 3 of [L2P] for ``dp_sgd_ctcdp``: :func:`dpsim.privacy.tcdp.init_budget` with Δ = 2C.
 
     Call it before :func:`dpsim.simulate` to get the batch size to pass (``plan(...)["batch_size"]``,
     with ``sampling="fixed"``).  ``steps`` is the planned ``T``; ``n`` the number of training
@@ -120,7 +120,7 @@ def noise_schedule(schedule, t, steps, *, sigma_g, sigma_min, param=0.5):
     ``p > 0`` puts more noise early and less late (more budget to the late steps), ``p < 0`` the
     reverse, ``p = 0`` is uniform.  The family is normalized to spend the planned budget:
     ``σ_t = σ_g κ φ(τ_t)`` with ``κ² = (1/T) Σ_{s=1}^{T} φ(τ_s)^{−2}``, so that
-    ``Σ_{t≤T} Δ²/(2σ_t²) = T Δ²/(2σ_g²)``; then ``σ_t`` is clamped to ``[σ_min, 2σ_g]`` (seed 003
+    ``Σ_{t≤T} Δ²/(2σ_t²) = T Δ²/(2σ_g²)``; then ``σ_t`` is clamped to ``[σ_min, 2σ_g]`` ([L2P]
     App. B.7's range; clamping can only end a run early, never overspend).  Past ``T`` the schedule
     stays at its step-``T`` value.  ``sigma_g``, ``sigma_min``, ``param`` broadcast against ``t``
     (for per-trial values of shape ``(R,)`` pass ``t[:, None]`` to get ``(T, R)``).
@@ -217,7 +217,7 @@ def ctcdp_privatizer(clip, epsilon, delta, *, schedule="uniform", schedule_param
                 f"per-trial epsilon/delta give different planned batch sizes {bs.tolist()}; "
                 "run them in separate simulate calls")
         b = int(bs[0])
-        what = (f"dp_sgd_ctcdp: seed 003 Algorithm 3 plans batch_size={b} (q={b}/{ctx.n}) for n={ctx.n}, "
+        what = (f"dp_sgd_ctcdp: [L2P] Algorithm 3 plans batch_size={b} (q={b}/{ctx.n}) for n={ctx.n}, "
                 f"steps={T}, epsilon={epsilon!r}, delta={delta!r}")
         if ctx.sampling != "fixed":
             raise ValueError(

@@ -246,7 +246,7 @@ def _prepare_a(a, gshape):
 def project_ellipsoid(g, a, *, return_lambda=False):
     """Euclidean projection of each row of ``g`` onto ``E_A = {x : Σ_j a_j x_j² ≤ 1}``.
 
-    Seed 001 (Asi et al., *Private Adaptive Gradient Methods for Convex Optimization*, ICML 2021),
+    [PAGAN] (Asi et al., *Private Adaptive Gradient Methods for Convex Optimization*, ICML 2021),
     §2 notation and Algorithms 1–2, line 5:
 
         π_A(g)_j = g_j / (1 + λ a_j),   λ ≥ 0 the root of Σ_j a_j g_j² / (1 + λ a_j)² = 1

@@ -1,7 +1,7 @@
 """PASAN and PAGAN: private adaptive SGD and AdaGrad with ellipsoid clipping and adaptive noise.
 
 Source: Asi, Duchi, Fallah, Javidbakht, Talwar, *Private Adaptive Gradient Methods for Convex
-Optimization* (ICML 2021) — "seed 001" — Algorithm 1 (PASAN), Algorithm 2 (PAGAN), Theorems 1–3.
+Optimization* (ICML 2021) — [PAGAN] — Algorithm 1 (PASAN), Algorithm 2 (PAGAN), Theorems 1–3.
 
 Privatizer (Algorithms 1–2, lines 3–6): :func:`ellipsoid_privatizer`
     ``g̃ = (1/b) Σ_{i∈B} π_A(g_i)``,  ``ĝ = g̃ + s ξ``,  ``ξ ~ N(0, A^{-1})``,  ``s = σ/b``,
@@ -44,7 +44,7 @@ Choice of ``A = C/B²`` (Theorems 1–3)
     radius ``B``, so π_A is ℓ2 clipping at ``B``), ``"optimal"`` (PASAN: ``C_jj = σ_j^{-1}``,
     Theorem 1 with ``p = log d`` (Eq. 9); PAGAN: ``C_jj ∝ σ_j^{-4/3}``, Theorem 2 / Eq. 8 and
     Theorem 3's ``Ĉ_j = (r σ̂_j)^{-4/3}/4``) from the problem's coordinate scales ``σ_j``
-    (``problem.scales``) or an explicit ``sigma_hat`` (e.g. seed 001 Algorithm 3's private
+    (``problem.scales``) or an explicit ``sigma_hat`` (e.g. [PAGAN] Algorithm 3's private
     estimate), normalized to ``min_j C_jj = 1`` so that ``B`` is the longest semi-axis of
     ``E_A`` (``E_A ⊆`` the ℓ2 ball of radius ``B``); or an explicit positive array ``C_diag`` of
     shape ``(d,)`` or ``(R, d)``, used as given.
@@ -110,7 +110,7 @@ def _positive_array(name, value, *, ndim=(1, 2)):
 
 
 def scaling_diagonal(sigma, algorithm):
-    """The "optimal" diagonal ``C`` of seed 001 for coordinate scales ``σ_j``.
+    """The "optimal" diagonal ``C`` of [PAGAN] for coordinate scales ``σ_j``.
 
     PASAN (Theorem 1, Eq. (9)): ``C_jj = σ_j^{-1}``; PAGAN (Theorem 2, Eq. (8); Theorem 3 uses
     ``Ĉ_j = (r σ̂_j)^{-4/3}/4``): ``C_jj ∝ σ_j^{-4/3}``.  Normalized per row to ``min_j C_jj = 1``,
@@ -128,7 +128,7 @@ def scaling_diagonal(sigma, algorithm):
 
 
 def empirical_moment(C_diag, grads, p):
-    """Empirical Lipschitz moment of seed 001 Eq. (4): ``Ĝ_p(S; C) = ((1/n) Σ_i ||g_i||_C^p)^{1/p}``.
+    """Empirical Lipschitz moment of [PAGAN] Eq. (4): ``Ĝ_p(S; C) = ((1/n) Σ_i ||g_i||_C^p)^{1/p}``.
 
     ``||g||_C = √(Σ_j C_jj g_j²)``; ``grads`` ``(n, d)`` (dense or ``scipy.sparse``) holds
     per-example gradients or any vectors whose ``C``-norms are the Lipschitz constants
@@ -170,7 +170,7 @@ def empirical_moment(C_diag, grads, p):
 
 def ellipsoid_radius(C_diag, grads, *, n, noise_multiplier=None, epsilon=None, delta=None,
                      algorithm="pasan", domain="box", domain_radius=1.0, p=None):
-    """Radius ``B`` of ``A = C/B²`` from seed 001 Theorem 1 (PASAN) / Theorem 2 (PAGAN).
+    """Radius ``B`` of ``A = C/B²`` from [PAGAN] Theorem 1 (PASAN) / Theorem 2 (PAGAN).
 
     Theorem 1 (PASAN):  ``B = 2 G_{2p}(C) · ( D_{C⁻¹} n ε / (D_2 √(tr(C⁻¹) log(1/δ))) )^{1/p}``
 
@@ -286,7 +286,7 @@ def _check_scaling(scaling):
 
 def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", sigma_hat=None,
                          algorithm="pasan", noise="gaussian") -> GradientTransformation:
-    """Seed 001's privatizer (Algorithms 1–2, lines 3–6): project, average, add ``N(0, s²A⁻¹)``.
+    """[PAGAN]'s privatizer (Algorithms 1–2, lines 3–6): project, average, add ``N(0, s²A⁻¹)``.
 
     ``ĝ = (1/b) Σ_{i∈B} π_A(g_i) + (σ/b) ξ``, ``ξ ~ N(0, A⁻¹)`` (drawn as ``z/√a``, ``z`` the
     backend's standard normals of shape ``(R, d)``, one draw per step; none when ``σ = 0``),
@@ -395,7 +395,7 @@ def _is_box(problem) -> bool:
 def _check_pagan_domain(problem):
     if problem.has_domain and not _is_box(problem):
         raise ValueError(
-            f"PAGAN projects in the H_k-norm (seed 001 Alg. 2, line 8); that equals the engine's "
+            f"PAGAN projects in the H_k-norm ([PAGAN] Alg. 2, line 8); that equals the engine's "
             f"Euclidean projection only for a box domain, and problem {problem.name!r} has "
             f"another domain")
 
@@ -413,7 +413,7 @@ def _scaling_rows(scaling, sigma_hat, problem, algorithm, R, d):
             if s is None:
                 raise ValueError(
                     f"scaling='optimal' needs coordinate scales: problem {problem.name!r} has no "
-                    "`scales`; pass sigma_hat=(d values), e.g. from seed 001 Algorithm 3")
+                    "`scales`; pass sigma_hat=(d values), e.g. from [PAGAN] Algorithm 3")
         C = scaling_diagonal(s, algorithm)
     else:
         C, what = scaling, "scaling"

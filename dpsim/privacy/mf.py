@@ -1,6 +1,6 @@
 """Correlated noise for DP matrix factorization (DP-MF), streamed step by step.
 
-Contract (ALGORITHMS §2.6, "Correlated noise, DP-MF"; seed 002 §2.1 — formulas there were lost in
+Contract (ALGORITHMS §2.6, "Correlated noise, DP-MF"; [DESIGN] §2.1 — formulas there were lost in
 extraction, the statement below is the standard one of the DP-MF literature, **reconstructed**).
 For a lower-triangular invertible *strategy* ``M`` (T×T) and ``Z`` with i.i.d. ``N(0, I_d)`` rows, the
 noise added to the averaged clipped gradient at step ``t`` is

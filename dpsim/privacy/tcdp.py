@@ -1,7 +1,7 @@
 """Truncated concentrated differential privacy (tCDP) and its constrained form ctCDP.
 
 The project's own code (no privacy library implements tCDP or ctCDP).  Source, cited as
-"seed 003": Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
+[L2P]: Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection under Budget
 Constraints* (AAAI 2021), Appendix A (privacy metric) and Algorithm 3 (budget initialization).
 The tCDP results it restates are from Bun, Dwork, Rothblum, Steinke, *Composable and Versatile
 Privacy via Truncated CDP* (STOC 2018).
@@ -9,8 +9,8 @@ Privacy via Truncated CDP* (STOC 2018).
 Contract
 --------
 * **Definitions.**  A mechanism is ``(ρ, ω)``-tCDP if ``D_α(M(x) ‖ M(x')) ≤ ρα`` for all
-  ``α ∈ (1, ω)`` and all neighbouring ``x, x'`` (seed 003 Def. A.2).  With
-  ``a = log(1/δ)/ε`` (seed 003 Def. 3.1 / App. A.2)::
+  ``α ∈ (1, ω)`` and all neighbouring ``x, x'`` ([L2P] Def. A.2).  With
+  ``a = log(1/δ)/ε`` ([L2P] Def. 3.1 / App. A.2)::
 
       ω_a = (1 + a) + √(a(a+1)),
       ρ_a = ε √(a(a+1)) / (((1+a) + √(a(a+1))) (a + √(a(a+1)))) = ε / (√a + √(a+1))²,
@@ -18,7 +18,7 @@ Contract
   and ``(ρ, a)``-ctCDP is ``(ρ, ω_a)``-tCDP (Lemma A.2).  ``ρ_a`` is the largest ρ for which
   ``(ρ, ω_a)``-tCDP implies ``(ε, δ)``-DP (Lemma A.1); it solves ``ε = ρ + 2√(ρ log(1/δ))`` and
   ``ω_a`` is the admissible root ``ω > 1`` of ``log(1/δ) = (ω − 1)² ρ_a``.
-* **Neighbouring relation.**  Seed 003 (footnote 4) calls datasets adjacent when they differ in
+* **Neighbouring relation.**  [L2P] (footnote 4) calls datasets adjacent when they differ in
   at most one entry, and the subsampling theorem it uses (Thm A.3 = Bun et al. 2018, fixed-size
   subsets of a fixed-size dataset) is a statement about datasets of equal size that differ in one
   entry: **replace-one** (substitution).  Lemma A.3's proof, however, *removes* an example.  Both
@@ -28,7 +28,7 @@ Contract
   returns a float for all-scalar input, else an array of the broadcast shape.  Values outside a
   result's assumptions raise ``ValueError`` naming the value (the first offending element).
 
-Where seed 003 and ``ALGORITHMS.md`` (§2.7, §4.4) differ, or the paper is internally
+Where [L2P] and ``ALGORITHMS.md`` (§2.7, §4.4) differ, or the paper is internally
 inconsistent, the paper's proven statement is followed and the choice is documented in the
 function concerned (:func:`subsample`, :func:`init_budget`, :func:`ctcdp_to_dp`).
 """
@@ -52,6 +52,7 @@ __all__ = [
     "norm_sq_sensitivity",
     "compose",
     "init_budget",
+    "check_epsilon_delta",
     "SUBSAMPLE_FACTOR",
     "MAX_RATE",
 ]
@@ -104,7 +105,9 @@ def _log1_over(delta: np.ndarray) -> np.ndarray:
     return -np.log(delta)
 
 
-def _check_eps_delta(epsilon, delta):
+def check_epsilon_delta(epsilon, delta):
+    """Validate a DP target: ``epsilon`` positive and finite, ``delta`` in (0, 1) (arrays allowed);
+    returns them as float arrays.  ``ValueError`` naming the offending value otherwise."""
     eps = _arr("epsilon", epsilon)
     dlt = _arr("delta", delta)
     _require((eps > 0) & np.isfinite(eps), "epsilon must be positive and finite, got epsilon={epsilon}",
@@ -118,7 +121,7 @@ def _check_eps_delta(epsilon, delta):
 
 
 def omega_of_a(a):
-    """``ω_a = (1 + a) + √(a(a+1))`` for ``a > 0`` (seed 003 Def. 3.1, App. A.2).
+    """``ω_a = (1 + a) + √(a(a+1))`` for ``a > 0`` ([L2P] Def. 3.1, App. A.2).
 
     ``a`` may be ``inf`` (then ``ω_a = inf``).  Raises ``ValueError`` for ``a ≤ 0``.
     """
@@ -132,16 +135,16 @@ def omega_of_a(a):
 def omega_a(epsilon, delta):
     """Truncation order of the (ε, δ) budget: ``ω_a = (1 + a) + √(a(a+1))``, ``a = log(1/δ)/ε``.
 
-    Source: seed 003 (Hong et al., *Learning Model-Based Privacy Protection under Budget
+    Source: [L2P] (Hong et al., *Learning Model-Based Privacy Protection under Budget
     Constraints*), Definition 3.1 and App. A.2 (the larger root of ``ω = (ω−1)(ω−(a+1))``, the only
     one with ``ω ≥ a + 1``).  Assumes ``ε > 0`` finite and ``δ ∈ (0, 1)``.
     """
-    eps, dlt = _check_eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     return omega_of_a(_log1_over(dlt) / eps)
 
 
 def rho_a(epsilon, delta):
-    """Largest ρ with ``(ρ, ω_a)``-tCDP ⇒ ``(ε, δ)``-DP (seed 003 Eq. (12), Lemma A.1).
+    """Largest ρ with ``(ρ, ω_a)``-tCDP ⇒ ``(ε, δ)``-DP ([L2P] Eq. (12), Lemma A.1).
 
     ::
 
@@ -150,10 +153,10 @@ def rho_a(epsilon, delta):
             = (√(log(1/δ) + ε) − √log(1/δ))²            (the root of ε = ρ + 2√(ρ log(1/δ)))
 
     Writing ``u = √a``, ``v = √(a+1)``: ``√(a(a+1)) = uv``, ``1+a+uv = v(u+v)``, ``a+uv = u(u+v)``,
-    so the paper's fraction is ``ε uv / (uv (u+v)²)``.  Source: seed 003, App. A.2 Eq. (12).
+    so the paper's fraction is ``ε uv / (uv (u+v)²)``.  Source: [L2P], App. A.2 Eq. (12).
     Assumes ``ε > 0`` finite, ``δ ∈ (0, 1)``.
     """
-    eps, dlt = _check_eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     a = _log1_over(dlt) / eps
     return _ret(eps / (np.sqrt(a) + np.sqrt(a + 1.0)) ** 2)
 
@@ -163,7 +166,7 @@ def rho_a(epsilon, delta):
 
 
 def tcdp_to_dp(rho, omega, delta):
-    """ε such that ``(ρ, ω)``-tCDP implies ``(ε, δ)``-DP (seed 003 Theorem A.1).
+    """ε such that ``(ρ, ω)``-tCDP implies ``(ε, δ)``-DP ([L2P] Theorem A.1).
 
     ::
 
@@ -173,7 +176,7 @@ def tcdp_to_dp(rho, omega, delta):
     This is ``min_{1 < α ≤ ω} ρα + log(1/δ)/(α − 1)`` (the standard Rényi-DP → DP conversion,
     Mironov 2017 Prop. 3, minimized over the admissible orders): the unconstrained minimizer
     ``α* = 1 + √(log(1/δ)/ρ)`` gives the first branch when ``α* ≤ ω``, otherwise ``α = ω``
-    (admissible: Rényi divergence is non-decreasing and left-continuous in α).  Source: seed 003
+    (admissible: Rényi divergence is non-decreasing and left-continuous in α).  Source: [L2P]
     Thm A.1 (Bun et al. 2018).
 
     Assumptions: ``ρ ≥ 0``, ``ω > 1`` (``inf`` allowed: ρ-zCDP), ``δ ∈ (0, 1)``.  ``ρ = 0`` returns
@@ -198,7 +201,7 @@ def tcdp_to_dp(rho, omega, delta):
 
 
 def ctcdp_to_dp(rho, a):
-    """(ε, δ) implied by ``(ρ, a)``-ctCDP (seed 003 Lemma A.7).
+    """(ε, δ) implied by ``(ρ, a)``-ctCDP ([L2P] Lemma A.7).
 
     ::
 
@@ -207,7 +210,7 @@ def ctcdp_to_dp(rho, a):
     Proof sketch (why it holds): ``(ρ, a)``-ctCDP is ``(ρ, ω_a)``-tCDP; Thm A.1 at ``α = ω_a`` gives
     ``ε = ρω_a + log(1/δ)/(ω_a − 1)``, and ``log(1/δ) = aε`` solves to the formula above.  It is the
     point of the (ε, δ) curve of :func:`tcdp_to_dp` at which the truncation is exactly tight
-    (``log(1/δ) = (ω_a − 1)² ρ``).  Seed 003 states it for ``0 < ρ ≤ ρ_a`` (that range only ensures
+    (``log(1/δ) = (ω_a − 1)² ρ``).  [L2P] states it for ``0 < ρ ≤ ρ_a`` (that range only ensures
     ``ε`` is at most the budget's ε; the implication itself holds for every ``ρ > 0``) and writes
     "(ε, δ)-tCDP" in the conclusion, a typo for (ε, δ)-DP.  Note ``δ`` is *not* the budget's δ
     unless ``ρ = ρ_a``: a smaller ρ gives a smaller ε and a *larger* δ.
@@ -231,7 +234,7 @@ def ctcdp_to_dp(rho, a):
 def gaussian_zcdp(sensitivity, sigma):
     """ρ of the Gaussian mechanism ``f(x) + N(0, σ² I)``: ``ρ = Δ² / (2σ²)``-zCDP.
 
-    Source: seed 003 Lemma A.5 (Bun and Steinke 2016, Prop. 1.6); the ℓ2 sensitivity ``Δ`` is
+    Source: [L2P] Lemma A.5 (Bun and Steinke 2016, Prop. 1.6); the ℓ2 sensitivity ``Δ`` is
     taken under whichever neighbouring relation the caller uses.  ρ-zCDP is ``(ρ, ∞)``-tCDP.
     Assumptions: ``Δ ≥ 0`` finite, ``σ > 0`` (``σ = inf`` gives 0).
     """
@@ -246,13 +249,13 @@ def gaussian_zcdp(sensitivity, sigma):
 def norm_sq_sensitivity(batch_size, clip, *, adjacency="remove"):
     """ℓ2 sensitivity of ``‖Σ_{i∈D_t} clip(g_i, C)‖²`` (the squared norm of a clipped-gradient sum).
 
-    * ``adjacency="remove"`` (seed 003 Lemma A.3, as proved there by removing the m-th example from
+    * ``adjacency="remove"`` ([L2P] Lemma A.3, as proved there by removing the m-th example from
       a batch of size ``|D_t| = b``): ``(2b − 1) C²``.  Indeed
       ``‖S‖² − ‖S − g_m‖² = (2S − g_m)ᵀ g_m = (2R + g_m)ᵀ g_m`` with ``R`` a sum of ``b − 1`` terms.
     * ``adjacency="replace"`` (one example of a size-``b`` batch substituted, the relation of the
       fixed-size subsampling theorem): ``‖R + g'‖² − ‖R + g‖² = 2Rᵀ(g' − g) + ‖g'‖² − ‖g‖²`` is at
       most ``4(b − 1) C²`` for ``b ≥ 2`` (``g' = −g`` along ``R``) and ``C²`` for ``b = 1``, i.e.
-      ``max(4(b − 1), 1) C²``.  Seed 003 does not state this case; it is derived here.
+      ``max(4(b − 1), 1) C²``.  [L2P] does not state this case; it is derived here.
 
     Assumptions: ``b`` a positive integer, ``C > 0`` finite.
     """
@@ -271,7 +274,7 @@ def norm_sq_sensitivity(batch_size, clip, *, adjacency="remove"):
 def compose(rhos, axis=None):
     """ρ of the adaptive composition of ``(ρ_i, a)``-ctCDP mechanisms: ``Σ_i ρ_i`` (same ``a``).
 
-    Source: seed 003 Lemma A.4 (composition and post-processing; linear in ρ at fixed ω_a, from
+    Source: [L2P] Lemma A.4 (composition and post-processing; linear in ρ at fixed ω_a, from
     tCDP composition, Bun et al. 2018).  ``rhos`` is an array of non-negative ρ's summed over
     ``axis`` (default: all of them).  Mechanisms with different ``a`` do not compose this way.
     """
@@ -285,7 +288,7 @@ def compose(rhos, axis=None):
 
 
 def subsample_conditions(rho, q, a, *, rho_tot=None) -> dict:
-    """Check the hypotheses of seed 003 Lemma A.6 / Theorem A.3 for inner ρ-zCDP at rate q.
+    """Check the hypotheses of [L2P] Lemma A.6 / Theorem A.3 for inner ρ-zCDP at rate q.
 
     Returns ``{name: {"ok": bool array, "lhs": ..., "rhs": ..., "text": str}}`` with entries
 
@@ -347,7 +350,7 @@ def _raise_failed(conds: dict, where: str, **context) -> None:
             ctx = ", ".join(f"{k}={float(_first_bad(np.asarray(v, dtype=float), bad)):.6g}"
                             for k, v in context.items())
             raise ValueError(
-                f"{where}: condition {name} of seed 003 Lemma A.6 / Thm A.3 fails: {c['text']} "
+                f"{where}: condition {name} of [L2P] Lemma A.6 / Thm A.3 fails: {c['text']} "
                 f"is false ({lhs:.6g} vs {rhs:.6g}; {ctx})"
             )
 
@@ -355,7 +358,7 @@ def _raise_failed(conds: dict, where: str, **context) -> None:
 def subsample(rho, q, a, *, rho_tot=None):
     """ρ' of a ρ-zCDP mechanism run on a uniformly random fixed-size subset: ``ρ' = 13 q² ρ``.
 
-    Seed 003 Lemma A.6 (from Thm A.3, Bun et al. 2018): if ``M`` is ρ-zCDP on datasets of size
+    [L2P] Lemma A.6 (from Thm A.3, Bun et al. 2018): if ``M`` is ρ-zCDP on datasets of size
     ``b`` and ``M_s(x) = M(x_S)`` for a uniformly random subset ``S ⊆ [n]``, ``|S| = b``,
     ``q = b/n``, then ``M_s`` is ``(13 q² ρ, a)``-ctCDP — provided the conditions listed in
     :func:`subsample_conditions` hold ((9), (10), (13) and ``ρ, q ∈ (0, 0.1]``).  Neighbouring
@@ -395,7 +398,7 @@ def _q_lower(c: np.ndarray) -> np.ndarray:
 
 
 def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=False) -> dict:
-    """Seed 003 Algorithm 3 (private learning initialization) for an (ε, δ)-DP budget.
+    """[L2P] Algorithm 3 (private learning initialization) for an (ε, δ)-DP budget.
 
     Steps (paper numbering), with ``T = steps``, ``Δ = sensitivity`` (ℓ2 sensitivity of the
     released gradient sum under replace-one adjacency, see :mod:`dpsim.optimizers.ctcdp`)::
@@ -431,7 +434,7 @@ def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=Fal
       App. C.1), so there ``b = ⌊0.1 n⌋``.  ``ValueError`` if no batch size is feasible.
     * **ρ_ub** (step 7 cites (10) only) also includes ``log(1/q)/6`` from (13) and Lemma A.6's
       hypothesis ``ρ ≤ 0.1``, so that any step with noise ``σ ≥ σ_min`` meets every condition.
-    * ``noise_norm=True`` (a noised ‖gradient-sum‖² is released on every step too, seed 003
+    * ``noise_norm=True`` (a noised ‖gradient-sum‖² is released on every step too, [L2P]
       Thm B.1): ρ'_0 pays for both releases, each at inner cost ``ρ_0/2``, so the uniform schedule
       still makes ``T`` steps: ``σ_g = Δ/√ρ_0`` (the norm release uses noise multiplier
       ``σ_g/Δ`` relative to its own sensitivity) and ``σ_min = Δ/√(2(ρ_ub − ρ_0/2))``.  The paper's
@@ -442,7 +445,7 @@ def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=Fal
     q_nominal, q_adjusted, noise_norm, noise_multiplier (σ_g/Δ), conditions`` (:func:`subsample_conditions`
     evaluated at ``(ρ_0, q)``; all true).  Inputs broadcast; array inputs give array outputs.
     """
-    eps, dlt = _check_eps_delta(epsilon, delta)
+    eps, dlt = check_epsilon_delta(epsilon, delta)
     T = _arr("steps", steps)
     nn = _arr("n", n)
     D = _arr("sensitivity", sensitivity)
@@ -474,10 +477,10 @@ def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=Fal
     q_lo = np.maximum(_q_lower(c), np.sqrt(rho_step / (SUBSAMPLE_FACTOR * MAX_RATE)))
     b_max = np.floor(MAX_RATE * nn + 1e-9)
     b_min = np.maximum(np.ceil(q_lo * nn * (1.0 + 1e-12)), 1.0)
-    _require(b_max >= 1, "n={n} is too small for seed 003 Lemma A.6: the batch floor(0.1 n) is 0 "
+    _require(b_max >= 1, "n={n} is too small for [L2P] Lemma A.6: the batch floor(0.1 n) is 0 "
              "(q <= 0.1 is required)", n=nn)
     _require(b_min <= b_max,
-             "no batch size satisfies seed 003 conditions (10)/(13) and q <= 0.1 for n={n}, "
+             "no batch size satisfies [L2P] conditions (10)/(13) and q <= 0.1 for n={n}, "
              "steps={steps}, epsilon={epsilon}, delta={delta}: the rate must be at least {q_lo:.6g} "
              "(per-step budget rho'_0={rho_step:.6g} too large for the data size); use more steps or "
              "a larger dataset", n=nn, steps=T, epsilon=eps, delta=dlt, q_lo=q_lo, rho_step=rho_step)
@@ -485,7 +488,7 @@ def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=Fal
     if q is not None:  # a rate the user chose is checked, never moved
         _require((b_nom >= b_min) & (b_nom <= b_max),
                  "q={q} gives batch floor(q n)={b} for n={n}, outside the feasible range "
-                 "[{b_min}, {b_max}] of seed 003 conditions (10)/(13) and q <= 0.1 "
+                 "[{b_min}, {b_max}] of [L2P] conditions (10)/(13) and q <= 0.1 "
                  "(steps={steps}, epsilon={epsilon}, delta={delta})", q=q_nom, b=b_nom, n=nn,
                  b_min=b_min, b_max=b_max, steps=T, epsilon=eps, delta=dlt)
     b = np.clip(b_nom, b_min, b_max)
