@@ -561,8 +561,11 @@ def theorem2_switch_steps(T, s) -> np.ndarray:
     """``T_v`` of Theorem 2: the last RMSProp step of each ``2s`` block (``t = 2s, 4s, …``, where
     DP² switches back to SGD) and the last iteration ``T``; 1-based, sorted, ``⌈T/2s⌉``
     elements."""
-    T = int(_arr("T", T, integer=True, lo=1))
-    s = int(_arr("s", s, integer=True, lo=1))
+    return _switch_steps(int(_arr("T", T, integer=True, lo=1)), int(_arr("s", s, integer=True, lo=1)))
+
+
+def _switch_steps(T: int, s: int) -> np.ndarray:
+    """:func:`theorem2_switch_steps` for validated integers."""
     pts = list(range(2 * s, T + 1, 2 * s))
     if not pts or pts[-1] != T:
         pts.append(T)
@@ -577,6 +580,19 @@ def _default_D_l1(T, s, d, eps, M):
     return np.where(adaptive, d * (math.sqrt(M) + eps), float(d))
 
 
+def _printed_exponents(T: int, s: int):
+    """Exponents of α in Theorem 2 as printed ([DP2] §4.1), with ``v = s/T``:
+    ``e_T = ⌊1/2v⌋ + ⌊(1+v)/2v⌋`` and ``e_t = ⌊t/2vT⌋ + ⌊(t+vT)/2vT⌋`` for ``t = 1..T``.
+
+    Computed exactly by integer floor division (``⌊1/2v⌋ = ⌊T/2s⌋``, ``⌊(1+v)/2v⌋ = ⌊(T+s)/2s⌋``,
+    ``⌊t/2vT⌋ = ⌊t/2s⌋``, ``⌊(t+vT)/2vT⌋ = ⌊(t+s)/2s⌋``); flooring the float ratios instead loses
+    one power of α whenever the ratio is an integer the division misses (``1.2/0.4 = 2.9999…`` at
+    ``T = 5s``).  Returns ``(e_T: int, e_t: int64 array of length T)``."""
+    T, s = int(T), int(s)
+    t = np.arange(1, T + 1, dtype=np.int64)
+    return T // (2 * s) + (T + s) // (2 * s), t // (2 * s) + (t + s) // (2 * s)
+
+
 def _thm2_one(R, C, sig, b, T, s, d, eps, beta, h, D, kappa, form, terms):
     M = C * C + sig * sig * C * C / (s * b * b)
     alpha = min(eps, 1.0 / (math.sqrt(M) + eps), 1.0)
@@ -589,14 +605,15 @@ def _thm2_one(R, C, sig, b, T, s, d, eps, beta, h, D, kappa, form, terms):
     if D is None:
         D = _default_D_l1(T, s, d, eps, M)
     t = np.arange(1, T + 1, dtype=float)
-    Tv = theorem2_switch_steps(T, s)
+    Tv = _switch_steps(T, s)
     noise_var = (sig * C / b) ** 2  # E||N^t||²_{D^t} = (σC/b)² E||D^t||_1
     if form == "printed":
-        v = s / T
-        e_T = math.floor(1.0 / (2 * v)) + math.floor((1 + v) / (2 * v))
+        # With v = s/T: ⌊1/2v⌋ = ⌊T/2s⌋, ⌊(1+v)/2v⌋ = ⌊(T+s)/2s⌋, ⌊t/2vT⌋ = ⌊t/2s⌋ and
+        # ⌊(t+vT)/2vT⌋ = ⌊(t+s)/2s⌋; integer floor division, never floors of float ratios
+        # (1.2/0.4 = 2.9999… would lose one power of α whenever T = 5s, 11s, 13s, …).
+        e_T, e_t = _printed_exponents(T, s)
         first = (R * R + kappa) / alpha ** e_T * np.sum(D[Tv - 1]) / math.sqrt(T)
-        e_t = np.floor(t / (2 * v * T)) + np.floor((t + v * T) / (2 * v * T))
-        second = float(np.sum(alpha ** e_t / np.sqrt(t) * noise_var * D)) / T
+        second = float(np.sum(alpha ** e_t.astype(float) / np.sqrt(t) * noise_var * D)) / T
     elif form == "proof":
         lr = alpha ** (_phase_exponent(t, s) + 1.0) / np.sqrt(t)
         first = (float(np.sum(R * R / (2.0 * lr[Tv - 1]) * D[Tv - 1])) + kappa / lr[-1] * D[-1]) / T

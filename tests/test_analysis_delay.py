@@ -9,6 +9,7 @@ each test (Bonferroni where several means are tested); hypothesis runs derandomi
 """
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -241,9 +242,24 @@ def test_hermite_identity_and_lr_drops_at_switches():
         np.testing.assert_allclose(ratio[~switch], 1.0)
 
 
+def _floor_exact(x: Fraction) -> int:
+    """⌊x⌋ of an exact rational (``math.floor`` of a Fraction is exact)."""
+    return math.floor(x)
+
+
+def _exact_exponents(T, s):
+    """Theorem 2's exponents with exact rationals: v = s/T as a Fraction."""
+    v = Fraction(s, T)
+    e_T = _floor_exact(1 / (2 * v)) + _floor_exact((1 + v) / (2 * v))
+    e_t = [_floor_exact(t / (2 * v * T)) + _floor_exact((t + v * T) / (2 * v * T))
+           for t in range(1, T + 1)]
+    return e_T, e_t
+
+
 def _naive_theorem2_printed(R, C, sig, b, T, s, d, eps, beta, h, D_l1=None):
-    """Theorem 2 of [DP2] as printed, term by term, with plain Python loops."""
-    v = s / T
+    """Theorem 2 of [DP2] as printed, term by term, with plain Python loops; the exponents of α
+    with exact rationals (v = s/T as a Fraction), never floors of float ratios."""
+    e_T, e_t = _exact_exponents(T, s)
     M = C ** 2 + sig ** 2 * C ** 2 / (s * b ** 2)
     alpha = min(eps, 1 / (math.sqrt(M) + eps), 1)
     kappa = max(alpha ** 2 * C ** 2, C * h / (eps * math.sqrt(1 - beta)))
@@ -252,13 +268,65 @@ def _naive_theorem2_printed(R, C, sig, b, T, s, d, eps, beta, h, D_l1=None):
     Tv = [t for t in range(1, T + 1) if t % (2 * s) == 0]
     if not Tv or Tv[-1] != T:
         Tv.append(T)
-    first = (R ** 2 + kappa) / alpha ** (math.floor(1 / (2 * v)) + math.floor((1 + v) / (2 * v)))
+    first = (R ** 2 + kappa) / alpha ** e_T
     first *= sum(D_l1[t - 1] for t in Tv) / math.sqrt(T)
     second = 0.0
     for t in range(1, T + 1):
-        e = math.floor(t / (2 * v * T)) + math.floor((t + v * T) / (2 * v * T))
-        second += alpha ** e / math.sqrt(t) * (sig * C / b) ** 2 * D_l1[t - 1]
+        second += alpha ** e_t[t - 1] / math.sqrt(t) * (sig * C / b) ** 2 * D_l1[t - 1]
     return first + second / T
+
+
+def test_theorem2_exact_for_every_pair_up_to_400():
+    # [DP2] Theorem 2 as printed, every (T, s) with 1 <= s <= T <= 400, against exact rationals.
+    # Exponents: with v = s/T, t/(2vT) = t/2s and (t+vT)/(2vT) = (t+s)/2s, so one table of exact
+    # floors E[s][t-1] (t <= 400) serves every T.
+    E = {s: np.array([math.floor(Fraction(t, 2 * s)) + math.floor(Fraction(t + s, 2 * s))
+                      for t in range(1, 401)]) for s in range(1, 401)}
+    # RHS with σ = 0: only the first term, (R² + κ)/α^{e_T} · Σ_{T_v} E||D^t||_1 / √T, remains.
+    R, C, eps, beta, h, d = 1.0, 1.0, 1.0, 0.75, 0.5, 1
+    alpha = min(eps, 1 / (C + eps), 1)
+    kappa = max(alpha ** 2 * C ** 2, C * h / (eps * math.sqrt(1 - beta)))
+    bad_T, bad_t = [], []
+    for T in range(1, 401):
+        v = [Fraction(s, T) for s in range(1, T + 1)]
+        ref_eT = [math.floor(1 / (2 * x)) + math.floor((1 + x) / (2 * x)) for x in v]
+        ref = []
+        for s in range(1, T + 1):
+            e_T, e_t = D._printed_exponents(T, s)
+            if e_T != ref_eT[s - 1]:
+                bad_T.append((T, s))
+            if not np.array_equal(e_t, E[s][:T]):
+                bad_t.append((T, s))
+            Tv = list(range(2 * s, T + 1, 2 * s))
+            if not Tv or Tv[-1] != T:
+                Tv.append(T)
+            Dsum = sum(d * (C + eps) if (t - 1) % (2 * s) >= s else d for t in Tv)
+            ref.append((R * R + kappa) / alpha ** ref_eT[s - 1] * Dsum / math.sqrt(T))
+        got = D.theorem2_rhs(R, C, 0.0, 1, T, np.arange(1, T + 1), d, eps, beta, h)
+        np.testing.assert_allclose(got, ref, rtol=1e-12, err_msg=f"T={T}")
+    assert not bad_T and not bad_t, (bad_T[:5], bad_t[:5])
+    # the float-floor expression of the bug is wrong at T = 5s, so this test tells them apart
+    v = 1 / 5
+    assert math.floor(1 / (2 * v)) + math.floor((1 + v) / (2 * v)) == 4
+    assert D._printed_exponents(5, 1)[0] == 5
+
+
+def test_theorem2_reviewer_counterexamples():
+    # T = 5, s = 1 and T = 25, s = 5: the float-floor version returned 298.1 and 1.337e5.
+    assert D.theorem2_rhs(1, 1, 1, 4, 5, 1, 3, 1, 0.9, 0.5) == pytest.approx(
+        _naive_theorem2_printed(1, 1, 1, 4, 5, 1, 3, 1, 0.9, 0.5), rel=1e-12)
+    assert D.theorem2_rhs(1, 1, 1, 4, 5, 1, 3, 1, 0.9, 0.5) > 600
+    assert D.theorem2_rhs(4.47, 3.911, 1, 20, 25, 5, 5, 1, 0.9, 0.1) == pytest.approx(6.567e5, rel=1e-3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(T=st.integers(1, 120), data=st.data())
+def test_theorem2_printed_matches_exact_reference_hypothesis(T, data):
+    s = data.draw(st.integers(1, T))
+    sig = data.draw(st.sampled_from([0.0, 0.5, 2.0]))
+    eps = data.draw(st.sampled_from([0.3, 1.0, 2.0]))
+    args = (2.0, 1.5, sig, 4, T, s, 3, eps, 0.9, 0.7)
+    assert D.theorem2_rhs(*args) == pytest.approx(_naive_theorem2_printed(*args), rel=1e-12)
 
 
 def test_theorem2_hand_values():
