@@ -12,10 +12,14 @@ Yogi, Adam, their DP versions, DP-AdamBC), :mod:`.design_space` ([DESIGN]'s DP-A
 oracles), :mod:`.dp2` ([DP2]), :mod:`.pasan_pagan` ([PAGAN]; the module is not called ``pagan`` because
 ``dpsim.optimizers.pagan`` is the optimizer function), :mod:`.ctcdp` ([L2P]), :mod:`.public`
 (public-data baselines).
+
+``hyperparameters(name)`` gives each hyperparameter's declared kind and range (the specs of
+:mod:`._hyper` that annotate the optimizer functions and validate every call).
 """
 
 from . import adaptive, baselines, ctcdp, design_space, dp2, pasan_pagan, public
-from ._registry import Optimizer, get, names, optimizer, register
+from . import _hyper
+from ._registry import Optimizer, get, hyperparameters, names, optimizer, register
 from .adaptive import adagrad, adam, dp_adagrad, dp_adam, dp_adam_bc, dp_rmsprop, rmsprop, yogi
 from .baselines import dp_sgd, dp_sgdm, momentum, sgd
 from .ctcdp import dp_sgd_ctcdp
@@ -25,5 +29,5 @@ from .dp2 import delayed_rmsprop, dp2_adagrad, dp2_extra_query, dp2_noise_first,
 from .pasan_pagan import pagan, pasan
 from .public import adadps, pdp_sgd
 
-__all__ = ["Optimizer", "get", "names", "optimizer", "register", "adaptive", "baselines", "ctcdp",
+__all__ = ["Optimizer", "get", "hyperparameters", "names", "optimizer", "register", "adaptive", "baselines", "ctcdp",
            "design_space", "dp2", "pasan_pagan", "public"] + names()

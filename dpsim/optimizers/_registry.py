@@ -4,6 +4,12 @@ Each optimizer is a public function in a family module (``dpsim.optimizers.dp_ad
 -> Optimizer``, optax's alias style) decorated with :func:`register`; :func:`get` and
 :func:`names` are generated from those functions, so the string registry holds exactly the
 documented functions.
+
+Every keyword of a registered function is annotated with its hyperparameter spec
+(:mod:`dpsim.optimizers._hyper`: kind and range, e.g. ``beta2: BETA = 0.999`` with
+``BETA = Real("[0, 1)")``); the registry validates each call against the specs and
+:func:`hyperparameters` returns them, so tools (the strategies of :mod:`dpsim.testing`) can
+enumerate every optimizer's valid configurations.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ import numpy as np
 
 from ..privacy.events import NonPrivate
 from ..transforms.base import GradientTransformation
+from ._hyper import Spec
 
-__all__ = ["Optimizer", "optimizer", "register", "get", "names"]
+__all__ = ["Optimizer", "optimizer", "register", "get", "names", "hyperparameters"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Optimizer:
     """A named optimizer: its transform chain and hyperparameters.
 
@@ -52,6 +59,14 @@ class Optimizer:
         if not (0.0 <= self.public_fraction < 1.0):
             raise ValueError(f"public_fraction must be in [0, 1), got public_fraction={self.public_fraction}")
 
+    def __repr__(self):
+        """``dp_sgd(lr=0.1, clip=1.0, ...)``: the call that rebuilds a registered optimizer (short
+        enough for a property test's counterexample)."""
+        args = ", ".join(f"{k}={v!r}" for k, v in self.hyperparameters.items())
+        if self.name in _REGISTRY:
+            return f"{self.name}({args})"
+        return f"Optimizer(name={self.name!r}, pieces={getattr(self.transform, 'names', None)!r})"
+
     @property
     def events(self) -> tuple:
         """The declared privacy events (what :mod:`dpsim.accounting` consumes)."""
@@ -80,24 +95,37 @@ def optimizer(transform: GradientTransformation, **kwargs) -> Optimizer:
 
 
 _REGISTRY: dict[str, Callable[..., Optimizer]] = {}
+_SPECS: dict[str, dict[str, Spec]] = {}
 
 
 def register(fn=None, *, per_coordinate=()):
     """Decorator: register the optimizer function ``fn`` under its name.
 
-    The decorated function validates its keywords, records them (as plain JSON values) as the
-    optimizer's hyperparameters and sets its name.  ``per_coordinate``: hyperparameters whose
-    sequences are per coordinate ``(d,)``, not per trial.
+    Every parameter of ``fn`` must have a default and be annotated with a hyperparameter spec
+    (:mod:`dpsim.optimizers._hyper`); the decorated function validates its keywords against those
+    specs, records them (as plain JSON values) as the optimizer's hyperparameters and sets its
+    name.  ``per_coordinate``: hyperparameters whose sequences are per coordinate ``(d,)``, not
+    per trial.
     """
 
     def deco(fn):
-        sig = inspect.signature(fn)
+        sig = inspect.signature(fn, eval_str=True)
         name = fn.__name__
+        specs = {}
+        for p in sig.parameters.values():
+            if not isinstance(p.annotation, Spec) or p.default is inspect.Parameter.empty:
+                raise TypeError(
+                    f"optimizer {name!r}: hyperparameter {p.name!r} needs a default and a spec "
+                    "annotation from dpsim.optimizers._hyper (e.g. `beta: BETA = 0.9`)")
+            p.annotation.validate(p.name, p.default)  # the default must be valid
+            specs[p.name] = p.annotation
 
         @functools.wraps(fn)
         def build(*args, **kwargs) -> Optimizer:
             bound = sig.bind(*args, **kwargs)
             bound.apply_defaults()
+            for k, v in bound.arguments.items():
+                specs[k].validate(k, v)
             opt = fn(**bound.arguments)
             hp = {k: _plain(v) for k, v in bound.arguments.items()}
             return dataclasses.replace(opt, name=name, hyperparameters=hp,
@@ -106,6 +134,7 @@ def register(fn=None, *, per_coordinate=()):
         if name in _REGISTRY:
             raise ValueError(f"optimizer {name!r} is registered twice")
         _REGISTRY[name] = build
+        _SPECS[name] = specs
         return build
 
     return deco if fn is None else deco(fn)
@@ -114,6 +143,14 @@ def register(fn=None, *, per_coordinate=()):
 def names() -> list[str]:
     """Every optimizer name, sorted."""
     return sorted(_REGISTRY)
+
+
+def hyperparameters(name: str) -> dict[str, Spec]:
+    """The declared spec (kind and range, :mod:`dpsim.optimizers._hyper`) of each hyperparameter of
+    the optimizer ``name``, in signature order; the same specs validate :func:`get`."""
+    if name not in _SPECS:
+        raise KeyError(f"unknown optimizer {name!r}; known: {', '.join(names())}")
+    return dict(_SPECS[name])
 
 
 def get(name: str, **hyperparameters) -> Optimizer:

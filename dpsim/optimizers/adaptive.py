@@ -25,11 +25,16 @@ from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
 from ..transforms.base import mean_gradient, named_chain
 from ..transforms.preconditioners import (adam_v_hat, adagrad as adagrad_rule, precondition,
                                           rmsprop as rmsprop_rule, scale_by_adam, yogi as yogi_rule)
+from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Real
 from ._registry import Optimizer, optimizer, register
 from .baselines import learning_rate
 
 __all__ = ["adagrad", "rmsprop", "yogi", "adam", "dp_adagrad", "dp_rmsprop", "dp_adam", "dp_adam_bc",
            "noise_variance"]
+
+
+#: [ADAMBC]'s floor γ' of the debiased second moment.
+GAMMA_PRIME = Real("(0, inf)", typical=(1e-12, 1e-4), log=True)
 
 
 def _gradient():
@@ -41,21 +46,21 @@ def _private(clip, noise_multiplier, noise):
 
 
 @register
-def adagrad(lr=0.1, eps=1e-8) -> Optimizer:
+def adagrad(lr: LR = 0.1, eps: EPS = 1e-8) -> Optimizer:
     """AdaGrad: ``v ← v + g²``, ``w ← w − η g / (√v + ε)``.  Not private."""
     return optimizer(named_chain(_gradient(), ("preconditioner", precondition(adagrad_rule(eps))),
                                  learning_rate(lr)))
 
 
 @register
-def rmsprop(lr=0.01, beta=0.9, eps=1e-8) -> Optimizer:
+def rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
     """RMSProp: ``v ← β v + (1−β) g²``, ``w ← w − η g / (√v + ε)``.  Not private."""
     return optimizer(named_chain(_gradient(), ("preconditioner", precondition(rmsprop_rule(beta, eps))),
                                  learning_rate(lr)))
 
 
 @register
-def yogi(lr=0.01, beta=0.9, eps=1e-8) -> Optimizer:
+def yogi(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
     """Yogi (Zaheer et al. 2018): ``v ← v − (1−β) sign(v − g²) g²``, ``w ← w − η g / (√v + ε)``.
     Not private."""
     return optimizer(named_chain(_gradient(), ("preconditioner", precondition(yogi_rule(beta, eps))),
@@ -63,21 +68,23 @@ def yogi(lr=0.01, beta=0.9, eps=1e-8) -> Optimizer:
 
 
 @register
-def adam(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8) -> Optimizer:
+def adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8) -> Optimizer:
     """Adam: ``w ← w − η m̂ / (√v̂ + ε)`` (module docstring).  Not private."""
     return optimizer(named_chain(_gradient(), ("preconditioner", scale_by_adam(beta1, beta2, eps)),
                                  learning_rate(lr)))
 
 
 @register
-def dp_adagrad(lr=0.1, eps=1e-8, clip=1.0, noise_multiplier=1.0, noise="gaussian") -> Optimizer:
+def dp_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
+               noise: NOISE = "gaussian") -> Optimizer:
     """DP-AdaGrad: AdaGrad on the privatized gradient ``g̃`` (post-processing)."""
     return optimizer(named_chain(_private(clip, noise_multiplier, noise),
                                  ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr)))
 
 
 @register
-def dp_rmsprop(lr=0.01, beta=0.9, eps=1e-8, clip=1.0, noise_multiplier=1.0, noise="gaussian") -> Optimizer:
+def dp_rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8, clip: CLIP = 1.0,
+               noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """DP-RMSProp: RMSProp on the privatized gradient ``g̃`` (post-processing)."""
     return optimizer(named_chain(_private(clip, noise_multiplier, noise),
                                  ("preconditioner", precondition(rmsprop_rule(beta, eps))),
@@ -85,8 +92,8 @@ def dp_rmsprop(lr=0.01, beta=0.9, eps=1e-8, clip=1.0, noise_multiplier=1.0, nois
 
 
 @register
-def dp_adam(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
-            noise="gaussian") -> Optimizer:
+def dp_adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8, clip: CLIP = 1.0,
+            noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """DP-Adam: Adam on the privatized gradient ``g̃`` (post-processing; [DESIGN] §3.1)."""
     return optimizer(named_chain(_private(clip, noise_multiplier, noise),
                                  ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr)))
@@ -120,8 +127,8 @@ def _above_floor_probe(phi, gamma, beta2):
 
 
 @register
-def dp_adam_bc(lr=0.01, beta1=0.9, beta2=0.999, gamma_prime=1e-8, clip=1.0, noise_multiplier=1.0,
-               noise="gaussian") -> Optimizer:
+def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, gamma_prime: GAMMA_PRIME = 1e-8,
+               clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """DP-AdamBC ([ADAMBC] Alg. 1, Eq. 4): DP-Adam with the noise variance removed from the
     second moment, ``w ← w − η m̂ / √max(v̂ − Φ, γ')`` with ``Φ = (σC/b)²`` and no additive ε.
 

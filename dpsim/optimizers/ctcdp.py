@@ -79,6 +79,7 @@ from ..backend import to_numpy
 from ..privacy import tcdp
 from ..privacy.events import TcdpBudget
 from ..transforms.base import GradientTransformation, named_chain
+from ._hyper import LR, Choice, Flag, OrNone, PositiveInt, Real
 from ._registry import Optimizer, optimizer, register
 from .baselines import learning_rate
 
@@ -309,9 +310,19 @@ def _probe(field):
     return lambda state, params, ctx: np.asarray(getattr(state["privatizer"], field), dtype=float)
 
 
+# Declared ranges of dp_sgd_ctcdp (validated by the registry; see dpsim.optimizers._hyper).
+CLIP_FINITE = Real("(0, inf)", typical=(0.05, 10.0), log=True)
+EPSILON = Real("(0, inf)", typical=(0.5, 10.0), log=True)
+DELTA = Real("(0, 1)", typical=(1e-8, 1e-3), log=True)
+SCHEDULE = Choice(SCHEDULES, message="unknown schedule {value}; expected one of {options}")
+SCHEDULE_PARAM = Real("(-inf, inf)", typical=(-0.9, 0.9))  # |p| < 1 for "linear" (checked by the privatizer)
+
+
 @register
-def dp_sgd_ctcdp(lr=0.1, clip=1.0, epsilon=1.0, delta=1e-5, schedule="uniform", schedule_param=0.5,
-                 noise_norm=False, planned_steps=None, sample_rate=None) -> Optimizer:
+def dp_sgd_ctcdp(lr: LR = 0.1, clip: CLIP_FINITE = 1.0, epsilon: EPSILON = 1.0, delta: DELTA = 1e-5,
+                 schedule: SCHEDULE = "uniform", schedule_param: SCHEDULE_PARAM = 0.5,
+                 noise_norm: Flag() = False, planned_steps: OrNone(PositiveInt(typical=(1, 50))) = None,
+                 sample_rate: OrNone(Real("(0, 1]", typical=(0.05, 1.0))) = None) -> Optimizer:
     """Budget-constrained DP-SGD under (ρ, a)-ctCDP ([L2P] Alg. 1 and 3, Thm B.1; module docstring).
 
     ``w ← w − η g̃`` with ``g̃ = (1/b)(Σ clip(g_i, C) + σ_t ξ)`` while the step fits the budget;

@@ -26,17 +26,25 @@ from ..privacy.privatizers import gaussian_privatizer, ime_privatizer, noiseless
 from ..transforms.base import named_chain
 from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import adagrad, precondition, rmsprop, scale_by_adam
+from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
 from .adaptive import noise_variance
 from .baselines import learning_rate
+
+#: The scale-then-privatize guard ε_s of s = 1/(√v + ε_s).
+EPS_SCALE = Real("(0, inf)", typical=(1e-4, 1e-1), log=True)
+#: The rule of dp_adam_stp.
+BASE = Choice(("adam", "rmsprop", "adagrad"))
+#: Independent moment estimation needs a finite clip.
+CLIP_FINITE = Real("(0, inf)", typical=(0.05, 10.0), log=True)
 
 __all__ = ["dp_adam_corrected", "dp_adam_ime", "dp_adam_ime_free", "dp_adam_stp", "dp_adam_noiseless_v",
            "dp_adam_stp_noiseless_v"]
 
 
 @register
-def dp_adam_corrected(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
-                      noise="gaussian") -> Optimizer:
+def dp_adam_corrected(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
+                      clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """Corrected DP-Adam ([DESIGN] Alg. 7): ``m̂ / (√max(v̂ − Φ, 0) + ε)`` with ``Φ = (σC/b)²``."""
     phi = noise_variance(clip, noise_multiplier)
     return optimizer(named_chain(
@@ -45,16 +53,16 @@ def dp_adam_corrected(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise
 
 
 @register
-def dp_adam_ime(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
-                noise="gaussian") -> Optimizer:
+def dp_adam_ime(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
+                clip: CLIP_FINITE = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """DP-Adam with independent moment estimation: two releases per step at ``√2σ`` each."""
     return optimizer(named_chain(("privatizer", ime_privatizer(clip, noise_multiplier, noise=noise)),
                                  ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr)))
 
 
 @register
-def dp_adam_ime_free(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
-                     noise="gaussian") -> Optimizer:
+def dp_adam_ime_free(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
+                     clip: CLIP_FINITE = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """The "IME for free" comparator: both moments released at σ (two releases per step; its ε is
     larger than DP-Adam's)."""
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
@@ -78,8 +86,9 @@ def _stp(privatizer, base, lr, beta1, beta2, eps, eps_scale):
 
 
 @register
-def dp_adam_stp(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, eps_scale=1e-3, clip=1.0,
-                noise_multiplier=1.0, base="adam", noise="gaussian") -> Optimizer:
+def dp_adam_stp(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
+                eps_scale: EPS_SCALE = 1e-3, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
+                base: BASE = "adam", noise: NOISE = "gaussian") -> Optimizer:
     """Scale-then-privatize over ``base`` ([DESIGN] Alg. 8): release
     ``g̃ = (1/b)(Σ clip(s ⊙ g_i, C) + N(0, σ²C²I)) / s`` with ``s = 1/(√v + ε_s)`` from the
     preconditioner's raw ``v`` before this step, then the ``base`` rule on ``g̃``."""
@@ -92,8 +101,8 @@ _ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clip
 
 
 @register
-def dp_adam_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noise_multiplier=1.0,
-                        noise="gaussian") -> Optimizer:
+def dp_adam_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
+                        clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """Oracle ([DESIGN] Alg. 9): DP-Adam whose ``v`` is fed the noiseless clipped ``ḡ²``.  Not
     private (declares NonPrivate)."""
     return optimizer(named_chain(("privatizer", noiseless_v_privatizer(clip, noise_multiplier, noise=noise)),
@@ -102,8 +111,9 @@ def dp_adam_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, clip=1.0, noi
 
 
 @register
-def dp_adam_stp_noiseless_v(lr=0.01, beta1=0.9, beta2=0.999, eps=1e-8, eps_scale=1e-3, clip=1.0,
-                            noise_multiplier=1.0, base="adam", noise="gaussian") -> Optimizer:
+def dp_adam_stp_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
+                            eps_scale: EPS_SCALE = 1e-3, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
+                            base: BASE = "adam", noise: NOISE = "gaussian") -> Optimizer:
     """Oracle ([DESIGN] Alg. 9 with STP): ``dp_adam_stp`` whose ``v`` is fed the noiseless
     ``(Σ clip(s ⊙ g_i, C)/(b s))²``.  Not private (declares NonPrivate)."""
     return optimizer(_stp(noiseless_v_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1,

@@ -47,6 +47,7 @@ from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
 from ..transforms.base import mean_gradient, named_chain
 from ..transforms.combinators import alongside, alternate, scale_then_privatize
 from ..transforms.preconditioners import accumulate, apply_delayed, by_rule, refresh
+from ._hyper import BETA, CLIP, DELAY, EPS, LR, NOISE, SIGMA, Flag, OrNone
 from ._registry import Optimizer, optimizer, register
 from .baselines import learning_rate
 
@@ -95,8 +96,9 @@ def _dp2(rule, order, *, s1, s2, lr, lr2, clip, clip2, noise_multiplier, beta, e
 
 
 @register
-def dp2_rmsprop(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0,
-                beta=0.9, eps=1e-8, unbias=False, noise="gaussian") -> Optimizer:
+def dp2_rmsprop(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
+                clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
+                beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
     """DP² with a delayed RMSProp preconditioner ([DP2] Alg. 1; module docstring)."""
     return optimizer(_dp2("rmsprop", "dp2", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                           noise_multiplier=noise_multiplier, beta=beta, eps=eps, unbias=unbias,
@@ -104,8 +106,9 @@ def dp2_rmsprop(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_mu
 
 
 @register
-def dp2_adagrad(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0,
-                beta=0.9, eps=1e-8, unbias=False, noise="gaussian") -> Optimizer:
+def dp2_adagrad(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
+                clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
+                beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
     """DP² with a delayed AdaGrad preconditioner (``beta`` unused)."""
     return optimizer(_dp2("adagrad", "dp2", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                           noise_multiplier=noise_multiplier, beta=beta, eps=eps, unbias=unbias,
@@ -113,8 +116,9 @@ def dp2_adagrad(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_mu
 
 
 @register
-def dp2_yogi(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0,
-             beta=0.9, eps=1e-8, unbias=False, noise="gaussian") -> Optimizer:
+def dp2_yogi(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
+             clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
+             beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
     """DP² with a delayed Yogi preconditioner ([DP2] App. D)."""
     return optimizer(_dp2("yogi", "dp2", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                           noise_multiplier=noise_multiplier, beta=beta, eps=eps, unbias=unbias,
@@ -122,8 +126,9 @@ def dp2_yogi(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_multi
 
 
 @register
-def dp2_extra_query(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0,
-                    beta=0.9, eps=1e-8, unbias=False, noise="gaussian") -> Optimizer:
+def dp2_extra_query(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
+                    clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
+                    beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
     """DP² ablation 1 ([DP2] Alg. 2): a raw release into ``G`` every step, plus a second,
     preconditioned release on the steps ``(t−1) mod s1 ≠ 0`` (``s2`` unused)."""
     return optimizer(_dp2("rmsprop", "extra_query", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip,
@@ -132,8 +137,9 @@ def dp2_extra_query(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, nois
 
 
 @register
-def dp2_noise_first(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, noise_multiplier=1.0,
-                    beta=0.9, eps=1e-8, unbias=False, noise="gaussian") -> Optimizer:
+def dp2_noise_first(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
+                    clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
+                    beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
     """DP² ablation 2: the adaptive phase privatizes first, then divides by ``D``."""
     return optimizer(_dp2("rmsprop", "noise_first", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip,
                           clip2=clip2, noise_multiplier=noise_multiplier, beta=beta, eps=eps,
@@ -141,7 +147,8 @@ def dp2_noise_first(s1=10, s2=None, lr=0.1, lr2=None, clip=1.0, clip2=None, nois
 
 
 @register
-def delayed_rmsprop(s1=10, s2=None, lr=0.1, lr2=None, beta=0.9, eps=1e-8) -> Optimizer:
+def delayed_rmsprop(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
+                    beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
     """Non-private DP² ([DP2] §3.1): ``s1`` SGD steps accumulating ``G``, refresh
     ``v ← β v + (1−β)(G/s1)²``, ``s2`` steps of ``w ← w − η2 g / (√v + ε)``."""
     s1 = positive_int("s1", s1)

@@ -34,6 +34,7 @@ from ..privacy.ellipsoid import (OPTIMAL_EXPONENT, EllipsoidState, ellipsoid_pri
                                  scaling_diagonal)
 from ..transforms.base import named_chain
 from ..transforms.preconditioners import adagrad, precondition
+from ._hyper import EPS_POSITIVE, LR, NOISE, SIGMA, Opaque, OrNone, Real
 from ._registry import Optimizer, optimizer, register
 from .baselines import learning_rate
 
@@ -41,6 +42,11 @@ __all__ = ["pasan", "pagan", "ellipsoid_privatizer", "ellipsoid_radius", "empiri
            "scaling_diagonal", "project_ellipsoid", "EllipsoidState", "OPTIMAL_EXPONENT"]
 
 _PER_COORDINATE = ("scaling", "sigma_hat")
+
+#: ``radius=None`` (Theorem 1/2) needs a box domain and known Lipschitz rows: not drawn.
+RADIUS = OrNone(Real("(0, inf]", typical=(0.1, 10.0), log=True), draw_none=False)
+SCALING = Opaque("'identity', 'optimal' or positive C_jj of shape (d,) or (R, d)", examples=("identity",))
+SIGMA_HAT = Opaque("None or positive (d,) coordinate scales (with scaling='optimal')")
 
 
 def _projected_probe(state, params, ctx):
@@ -57,14 +63,14 @@ def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noi
 
 
 @register(per_coordinate=_PER_COORDINATE)
-def pasan(lr=0.1, noise_multiplier=1.0, radius=None, scaling="identity", sigma_hat=None, eps=1e-12,
-          noise="gaussian") -> Optimizer:
+def pasan(lr: LR = 0.1, noise_multiplier: SIGMA = 1.0, radius: RADIUS = None, scaling: SCALING = "identity",
+          sigma_hat: SIGMA_HAT = None, eps: EPS_POSITIVE = 1e-12, noise: NOISE = "gaussian") -> Optimizer:
     """PASAN ([PAGAN] Alg. 1): ellipsoid privatizer + ``α/√(Σ||ĝ||²)`` step size."""
     return _build("pasan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)
 
 
 @register(per_coordinate=_PER_COORDINATE)
-def pagan(lr=0.1, noise_multiplier=1.0, radius=None, scaling="identity", sigma_hat=None, eps=1e-12,
-          noise="gaussian") -> Optimizer:
+def pagan(lr: LR = 0.1, noise_multiplier: SIGMA = 1.0, radius: RADIUS = None, scaling: SCALING = "identity",
+          sigma_hat: SIGMA_HAT = None, eps: EPS_POSITIVE = 1e-12, noise: NOISE = "gaussian") -> Optimizer:
     """PAGAN ([PAGAN] Alg. 2): ellipsoid privatizer + diagonal AdaGrad step."""
     return _build("pagan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)

@@ -21,10 +21,15 @@ from ..privacy.privatizers import gaussian_privatizer, public_subspace_privatize
 from ..transforms.base import named_chain
 from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import precondition, rmsprop
+from ._hyper import BETA, CLIP, EPS_POSITIVE, FRACTION, LR, NOISE, SIGMA, PositiveInt
 from ._registry import Optimizer, optimizer, register
 from .baselines import learning_rate
 
 __all__ = ["pdp_sgd", "adadps"]
+
+#: The subspace dimension of PDP-SGD; it must not exceed min(public examples, d), which depends on
+#: the problem, so generation draws k = 1.
+SUBSPACE = PositiveInt(typical=(1, 1))
 
 _PUBLIC_NOTE = ("needs public data: a public_fraction of the training set is carved out, used "
                 "without privacy, and excluded from the private part; ε covers the private part")
@@ -35,8 +40,8 @@ def _fraction(x) -> float:
 
 
 @register
-def pdp_sgd(lr=0.1, clip=1.0, noise_multiplier=1.0, k=10, public_fraction=0.01,
-            noise="gaussian") -> Optimizer:
+def pdp_sgd(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, k: SUBSPACE = 10,
+            public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
     """PDP-SGD: the DP-SGD release projected onto the top-``k`` public gradient subspace."""
     return optimizer(named_chain(("privatizer", public_subspace_privatizer(clip, noise_multiplier, k=k,
                                                                            noise=noise)),
@@ -49,8 +54,8 @@ def _public_mean_gradient(batch, ctx):
 
 
 @register
-def adadps(lr=0.1, clip=1.0, noise_multiplier=1.0, beta=0.9, eps=1e-8, public_fraction=0.01,
-           noise="gaussian") -> Optimizer:
+def adadps(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, beta: BETA = 0.9,
+           eps: EPS_POSITIVE = 1e-8, public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
     """AdaDPS-RMSProp: preconditioner from public gradients, preconditioned per-example clipping."""
     eps = hyper("eps", eps, "(0, inf)")
     stp = scale_then_privatize(gaussian_privatizer(clip, noise_multiplier, noise=noise),
