@@ -42,6 +42,35 @@ def _versions() -> dict:
     return out
 
 
+def _streams(seed):
+    """Children of the seed without mutating a SeedSequence the caller passed (same as a fresh
+    ``ss.spawn(3)``): sampler stream, noise stream, public split."""
+    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    return tuple(np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (i,),
+                                        pool_size=ss.pool_size) for i in range(3))
+
+
+def _n_public(public_fraction, n):
+    n_public = int(round(public_fraction * n)) if public_fraction else 0
+    if public_fraction and n_public < 1:
+        raise ValueError(f"public_fraction={public_fraction} leaves no public example (n={n})")
+    return n_public
+
+
+def _split(public_ss, n, n_public):
+    perm = np.random.Generator(np.random.PCG64(public_ss)).permutation(n)
+    return np.sort(perm[:n_public]), np.sort(perm[n_public:])
+
+
+def public_split(n: int, public_fraction: float, seed) -> np.ndarray:
+    """The sorted indices of the public split that :func:`simulate` carves out of ``n`` training
+    examples for an optimizer with ``public_fraction`` and this ``seed`` (empty when 0)."""
+    n_public = _n_public(public_fraction, n)
+    if not n_public:
+        return np.zeros(0, dtype=np.int64)
+    return _split(_streams(seed)[2], n, n_public)[0]
+
+
 def _record_steps(steps: int, record_every: int | None) -> np.ndarray:
     if record_every is None:
         record_every = max(1, steps // 100)
@@ -91,9 +120,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise ValueError(f"trials must be a positive integer, got trials={trials!r}")
     public_fraction = optimizer.public_fraction
-    n_public = int(round(public_fraction * problem.n)) if public_fraction else 0
-    if public_fraction and n_public < 1:
-        raise ValueError(f"public_fraction={public_fraction} leaves no public example (n={problem.n})")
+    n_public = _n_public(public_fraction, problem.n)
     check_sampling(sampling, problem.n - n_public, batch_size)
     n_hp = optimizer.trial_count()
     if n_hp is not None and n_hp != trials:
@@ -108,12 +135,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
             raise ValueError(f"unknown metric {m!r}; expected a subset of loss, grad_norm_sq, dist_to_opt")
     want_loss, want_grad = "loss" in metrics, "grad_norm_sq" in metrics
 
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    # children of the seed without mutating a SeedSequence the caller passed (same as a fresh
-    # ss.spawn(3)): sampler stream, noise stream, public split
-    sampler_ss, noise_ss, public_ss = (
-        np.random.SeedSequence(ss.entropy, spawn_key=tuple(ss.spawn_key) + (i,), pool_size=ss.pool_size)
-        for i in range(3))
+    sampler_ss, noise_ss, public_ss = _streams(seed)
     be = Backend(backend, noise_ss, dtype)
     xp = be.xp
     prob = problem.on(be)
@@ -122,9 +144,8 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     if n_public:
         # The public split is carved out of the training data (a seeded random subset) and is
         # never sampled for private batches; accounting uses the private part only.
-        perm = np.random.Generator(np.random.PCG64(public_ss)).permutation(prob.n)
-        public_idx = be.asindex(np.sort(perm[:n_public]))
-        private_idx = np.sort(perm[n_public:])
+        pub, private_idx = _split(public_ss, prob.n, n_public)
+        public_idx = be.asindex(pub)
         n_private = private_idx.size
     sampler = Sampler(sampling, n_private, batch_size, trials, sampler_ss)
     ctx = StepContext(be, trials, batch_size, steps, n=n_private, sampling=sampling)

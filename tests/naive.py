@@ -143,8 +143,13 @@ def naive_adaptive(problem, name, *, steps, batch_size, trials=1, seed=0, sampli
                     s1, s2 = sigma, None
                 g_rel = (tot + (s1 * clip * Z[0][r] if Z else 0.0)) / b
                 if s2 is not None:
-                    sens2 = (2 * b - 1) * clip ** 2 / b ** 2
-                    sq = clean ** 2 + s2 * sens2 * Z[1][r]
+                    if sampling == "fixed":  # exactly b examples: the square of the mean as is
+                        sens2 = (2 * b - 1) * clip ** 2 / b ** 2
+                        u = clean
+                    else:  # the mean projected onto the clip ball first, sensitivity 2C²/b
+                        sens2 = 2 * clip ** 2 / b
+                        u = clip_vec(clean, clip)
+                    sq = u ** 2 + s2 * sens2 * Z[1][r]
                 elif name.endswith("noiseless_v"):
                     sq = clean ** 2
                 else:

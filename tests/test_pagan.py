@@ -377,7 +377,12 @@ def test_noise_variance_matches_declared_scale(absreg, sigma, radius, b):
 def test_simulate_end_to_end_both_samplings(algorithm):
     prob = problems.absolute_regression(400, 20, seed=1)
     sigma, T, b = 1.0, 150, 20
-    opt = optimizers.get(algorithm, lr=0.2, noise_multiplier=sigma, scaling="optimal")
+    # a public radius: the Theorem 1/2 formula on a public sample from the same distribution
+    public = problems.absolute_regression(400, 20, seed=101)
+    C = P.scaling_diagonal(public.scales, algorithm)
+    B = P.ellipsoid_radius(C, public.X, n=prob.n, noise_multiplier=sigma, algorithm=algorithm,
+                           domain="box", domain_radius=public.domain.radius)
+    opt = optimizers.get(algorithm, lr=0.2, noise_multiplier=sigma, scaling="optimal", radius=B)
     for sampling in ("replacement", "poisson"):
         res = dpsim.simulate(prob, opt, steps=T, batch_size=b, trials=4, seed=3, sampling=sampling)
         assert np.all(np.isfinite(res.loss))
@@ -417,7 +422,8 @@ def test_registered_and_validated():
             with pytest.raises(ValueError) as exc:
                 optimizers.get(name, **bad)
             assert needle in str(exc.value), (bad, str(exc.value))
-    assert optimizers.get("pagan", noise="gaussian").private
+    assert optimizers.get("pagan", noise="gaussian", radius=1.0).private
+    assert not optimizers.get("pagan", noise="gaussian").private  # radius=None: data-dependent
 
 
 @pytest.mark.parametrize("noise", ["banded:3", "sqrt_toeplitz"])
@@ -572,3 +578,22 @@ def test_per_coordinate_scaling_through_the_registry():
                          scaling=[1.0, 2.0, 3.0, 4.0, 5.0])
     res = dpsim.simulate(prob, opt, steps=5, batch_size=10, trials=3, sampling="replacement")
     assert res.params.shape == (3, 5) and np.all(np.isfinite(res.params))
+
+
+def test_data_dependent_radius_is_declared_not_private():
+    """radius=None computes the Theorem 1/2 radius from the training data: the run is declared
+    non-private (ε = ∞, the record says why); a public radius is a Gaussian release whose record
+    says the radius is public."""
+    import dpsim
+
+    prob = problems.absolute_regression(200, 4, seed=0)
+    kw = dict(steps=2, batch_size=10, trials=2, seed=0)
+    for name in ("pasan", "pagan"):
+        opt = optimizers.get(name, noise_multiplier=1.0)
+        assert not opt.private
+        res = dpsim.simulate(prob, opt, **kw)
+        assert res.epsilon(1e-5) == math.inf
+        assert "training data" in res.privacy["note"]
+        res = dpsim.simulate(prob, optimizers.get(name, noise_multiplier=1.0, radius=3.0), **kw)
+        assert math.isfinite(res.epsilon(1e-5))
+        assert "public radius" in res.privacy["events"][0]["sensitivity"]

@@ -48,16 +48,29 @@ Choice of ``A = C/B²`` (Theorems 1–3)
     estimate), normalized to ``min_j C_jj = 1`` so that ``B`` is the longest semi-axis of
     ``E_A`` (``E_A ⊆`` the ℓ2 ball of radius ``B``); or an explicit positive array ``C_diag`` of
     shape ``(d,)`` or ``(R, d)``, used as given.
-    ``radius`` ``B``: a positive number (or one per trial); ``inf`` switches the projection off
-    (allowed only with ``noise_multiplier = 0``: the non-private limit); ``None`` (default) uses
-    the Theorem 1 / 2 formula :func:`ellipsoid_radius` with ``p = max(1, ln d)``, the problem's
-    ``n`` and ``nε/√log(1/δ) ↦ n/σ``.  That needs the per-example Lipschitz constants
-    ``G(z_i; C)`` of Assumption 1 and the domain's diameters, which dpsim knows for generalized
-    linear models with a 1-Lipschitz link and no ridge term (``absolute_regression``,
-    ``linear_box``, unregularized logistic) on a box domain: ``G(z_i; C) = ||x_i||_C`` (exact
-    for the absolute and linear losses).  Otherwise pass ``radius``.  Like the theorems, the
-    formula treats the data's moment ``Ĝ_{2p}(S; C)`` as known side information; it is not
-    charged to the privacy budget.
+    ``radius`` ``B``: a positive number (or one per trial), **public**: chosen without looking at
+    the training data (it enters the release's sensitivity, so a radius computed from the data
+    would leak it uncharged); ``inf`` switches the projection off (allowed only with
+    ``noise_multiplier = 0``: the non-private limit).  ``None`` (the default) uses the Theorem 1 /
+    2 formula :func:`ellipsoid_radius` with ``p = max(1, ln d)``, the problem's ``n`` and
+    ``nε/√log(1/δ) ↦ n/σ``, computed on the training data: the formula needs the data's moment
+    ``Ĝ_{2p}(S; C)``, which the theorems treat as known side information but which is a function
+    of the private data (one example scaled ×100 moves B from 24 to 337 on
+    ``absolute_regression(2000, 20)``).  That choice is not charged, so with ``radius=None`` the
+    privatizer declares :class:`~dpsim.privacy.events.NonPrivate`: the run's ε is infinite,
+    :func:`dpsim.calibrate` refuses it, and the result's privacy record says why.  A private run
+    needs a public ``radius``: e.g. :func:`ellipsoid_radius` evaluated on public data, or on a
+    private estimate of the moment charged separately.  The formula needs the per-example
+    Lipschitz constants ``G(z_i; C)`` of Assumption 1 and the domain's diameters, which dpsim
+    knows for generalized linear models with a 1-Lipschitz link and no ridge term
+    (``absolute_regression``, ``linear_box``, unregularized logistic) on a box domain:
+    ``G(z_i; C) = ||x_i||_C`` (exact for the absolute and linear losses).
+
+    The ``"optimal"`` scaling reads ``problem.scales``: the coordinate scales the data were
+    *generated* from (a public design parameter of the synthetic problem, not estimated from the
+    sample), or ``sigma_hat``; a user who estimates ``sigma_hat`` from private data must charge
+    that estimate (e.g. [PAGAN] Algorithm 3).  The noise scale ``σB/b`` uses the nominal ``b``, so
+    the release's sensitivity is that of the projected sum, whatever the batch size.
 """
 
 from __future__ import annotations
@@ -72,6 +85,7 @@ from ..backend import to_numpy
 from ..problems import Box
 from ..transforms.base import GradientTransformation
 from ._ellipsoid import _project_flat, project_ellipsoid
+from .events import NonPrivate
 from .noise import NoiseSource
 
 __all__ = [
@@ -293,8 +307,8 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     ``A = C/B²``.  Per-example gradients are materialized (``Batch.per_example()``) and projected
     with the Numba kernel of :mod:`dpsim.privacy._ellipsoid` (on the host: CuPy arrays make a round trip).
 
-    ``noise_multiplier`` σ ≥ 0 (scalar or per-trial); ``radius`` ``B`` (``None``: Theorem 1/2
-    formula, module docstring); ``scaling`` ``"identity" | "optimal" | C_diag``; ``sigma_hat``
+    ``noise_multiplier`` σ ≥ 0 (scalar or per-trial); ``radius`` ``B`` (public; ``None``: the Theorem 1/2
+    formula on the training data, declared non-private; module docstring); ``scaling`` ``"identity" | "optimal" | C_diag``; ``sigma_hat``
     coordinate scales for ``"optimal"`` (default: ``problem.scales``); ``algorithm`` ``"pasan"`` or
     ``"pagan"`` selects the optimal exponent and the radius formula, and for ``"pagan"`` checks that
     the domain is a box (or absent).  Declares a release with noise multiplier σ.  A and the noise
@@ -304,7 +318,8 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {ALGORITHMS}, got algorithm={algorithm!r}")
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
-    if radius is not None:
+    theorem = radius is None
+    if not theorem:
         radius = hyper("radius", radius, "(0, inf]")
         if np.ndim(radius) and np.ndim(sigma) and np.shape(radius) != np.shape(sigma):
             raise ValueError(f"radius has {np.size(radius)} values but noise_multiplier has "
@@ -330,7 +345,7 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
         if algorithm == "pagan":
             _check_pagan_domain(problem)
         C = _scaling_rows(scaling, sigma_hat, problem, algorithm, R, d)  # (M, d)
-        if radius is None:
+        if theorem:
             B = _auto_radius(problem, C, sigma, ctx.n if ctx.n is not None else problem.n,
                              algorithm, R)
         else:
@@ -385,7 +400,15 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
             out = out + z * state.noise_std
         return out, state._replace(projected=frac, noise=ns)
 
-    return GradientTransformation(init, update, (src.event(sigma),))
+    if theorem:
+        event = NonPrivate(
+            "radius=None: the ellipsoid radius B comes from the [PAGAN] Theorem 1/2 formula "
+            "evaluated on the private training data (its moment G_2p(S; C)) and is not charged; "
+            "pass a public radius for a private run")
+    else:
+        event = src.event(sigma, sensitivity="B (projection onto the ellipsoid of public radius B; "
+                                             "whitened sensitivity 1, add/remove)")
+    return GradientTransformation(init, update, (event,))
 
 
 def _is_box(problem) -> bool:

@@ -84,12 +84,34 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
     """Independent moment estimation (Kalinin et al. 2025; [DESIGN] §3, reconstructed).
 
     Releases, on the same batch, the clipped mean ``ḡ = (1/b)Σ clip(g_i, C)`` with noise
-    multiplier σ1 (sensitivity C/b) and its coordinate-wise square ``ḡ²`` with noise multiplier σ2
-    (ℓ2 sensitivity ``(2b−1)C²/b²`` under zero-out adjacency).  ``split=None``:
-    ``σ1 = σ2 = √2 σ`` so that ``σ1⁻² + σ2⁻² = σ⁻²`` and the pair costs one DP-SGD step;
-    ``split=(σ1, σ2)`` sets them directly (``(σ, σ)`` is the "IME for free" comparator, which
-    releases twice at σ and is accounted as such).  Emits ``MomentInputs(g̃, sq̃)``; declares two
-    releases per step.
+    multiplier σ1 (sensitivity C, noise std ``σ1 C/b``) and a coordinate-wise square with noise
+    multiplier σ2.  ``split=None``: ``σ1 = σ2 = √2 σ`` so that ``σ1⁻² + σ2⁻² = σ⁻²`` and the pair
+    costs one DP-SGD step; ``split=(σ1, σ2)`` sets them directly (``(σ, σ)`` is the "IME for free"
+    comparator, which releases twice at σ and is accounted as such).  Emits
+    ``MomentInputs(g̃, sq̃)``; declares two releases per step.
+
+    **Sensitivity of the second release, per sampler.**  ``b`` is the nominal batch size, ``S`` the
+    clipped sum, ``x`` (``‖x‖ ≤ C``) the differing example.
+
+    * ``sampling="fixed"`` (replace-one, exactly ``b`` examples): ``‖S/b‖ ≤ C`` always, the square
+      ``ḡ²`` is released as is, with declared sensitivity ``Δ₂ = (2b−1)C²/b²``.  The accountant
+      doubles every sensitivity under replace-one, and the true replace-one sensitivity of ``ḡ²``
+      is at most ``4(b−1)C²/b² ≤ 2Δ₂`` (the maximum of ``‖(S−x+x')² − S²‖/b²``).
+    * ``sampling="poisson"`` (add/remove; also ``"replacement"``, which no accountant accepts):
+      the batch may hold more than ``b`` examples, and the add/remove sensitivity of ``ḡ²`` grows
+      with the batch (``(2k+1)C²/b²`` for ``k`` other examples aligned with ``x``; the old
+      declaration ``(2b−1)C²/b²`` under-declared it — an exact one-step computation on
+      ``n = 4, b = 1`` gives ε ≈ 24 where 2.7 was reported, ``tests/test_ime_privacy.py``).  So
+      the mean is first projected onto the ball of radius C, ``u = Π_C(S/b)`` (a no-op whenever
+      the batch holds at most ``b`` examples), and ``u²`` is released with
+      ``Δ₂ = 2C²/b``: the projection is 1-Lipschitz, so ``‖u' − u‖₂ ≤ ‖x‖/b ≤ C/b``, and
+      ``‖u'² − u²‖₂ = ‖(u' − u) ⊙ (u' + u)‖₂ ≤ ‖u' − u‖₂ ‖u' + u‖_∞ ≤ (C/b)(2C)`` for *every*
+      batch (any size), which is what the Poisson dominating-pair argument needs.  The bound is
+      attained as d → ∞ (in one dimension the maximum is ``(2b−1)C²/b²``).
+
+    In both cases the whitened shift of the pair ``(g̃, sq̃)`` has norm² ≤ ``σ1⁻² + σ2⁻²``, so the
+    two releases on one batch cost one Gaussian release with ``σ_eff = (σ1⁻² + σ2⁻²)^{-1/2}``
+    (:mod:`dpsim.accounting`).  ``C`` is a hyperparameter (no data-dependent constant).
     """
     clip, sigma = check_clip_sigma(clip, noise_multiplier)
     if any_inf(clip):
@@ -110,16 +132,31 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
         total = batch.clipped_sum(_clip_arg(clip, ctx))
         g_clean = total / b
         g, n1 = add_noise(total, std1, b, ctx, src1, state.noise1)
-        sens2 = ctx.hp(clip) ** 2 * (2.0 * b - 1.0) / (b * b)  # ℓ2 sensitivity of ḡ²
-        sq = g_clean * g_clean
+        c = ctx.hp(clip)
+        if ctx.sampling == "fixed":  # exactly b examples: ‖ḡ‖ ≤ C, ḡ² as is
+            sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
+            u = g_clean
+        else:  # any batch size: project ḡ onto the C-ball first (docstring)
+            sens2 = c ** 2 * (2.0 / b)
+            u = _project_ball(ctx.xp, g_clean, c)
+        sq = u * u
         n2 = state.noise2
         if not is_zero(s2):
             z, n2 = src2.draw(n2, ctx, sq.shape)
             sq = sq + z * (ctx.hp(s2) * sens2)
         return MomentInputs(g, sq), ImeState(n1, n2)
 
-    events = (src1.event(s1), src2.event(s2, sensitivity="(2b-1)C^2/b^2 (square of the clipped mean)"))
+    events = (src1.event(s1), src2.event(
+        s2, sensitivity="2C^2/b (square of the clipped mean projected onto the C-ball; "
+                        "(2b-1)C^2/b^2 with fixed-size batches)"))
     return GradientTransformation(init, update, events)
+
+
+def _project_ball(xp, u, radius):
+    """Rows of ``u`` (R, d) projected onto the ℓ2 ball of ``radius`` (scalar or (R, 1))."""
+    norm = xp.sqrt(xp.sum(u * u, axis=1, keepdims=True))
+    factor = xp.where(norm > radius, radius / xp.where(norm > 0, norm, 1.0), 1.0)
+    return u * factor
 
 
 def noiseless_v_privatizer(clip, noise_multiplier, *, noise="gaussian") -> GradientTransformation:
