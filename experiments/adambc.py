@@ -73,7 +73,7 @@ import dpsim
 from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
 
 from . import tuning
-from .pipeline import Cell, Experiment
+from .pipeline import Cell, Experiment, cell_seed
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "SLOTS", "label", "moment_probes"]
 
@@ -208,9 +208,8 @@ def run(config: Config, cache) -> dict:
     def phi(eps):
         return float(dp_bias(sigma(eps), cfg.clip, cfg.batch_size))
 
-    progress = cache.show_progress
-    train = dict(steps=cfg.steps, batch_size=cfg.batch_size, sampling=cfg.sampling,
-                 progress=progress)
+    sim = cache.simulate_options  # progress, backend
+    train = dict(steps=cfg.steps, batch_size=cfg.batch_size, sampling=cfg.sampling, **sim)
     adam_hp = dict(beta1=cfg.beta1, beta2=cfg.beta2, clip=cfg.clip)
     G = len(cfg.gamma_ratios)
 
@@ -219,7 +218,7 @@ def run(config: Config, cache) -> dict:
 
     def seed_of(k, slot, own_seed):
         partner = _PAIRED.get(slot)
-        return own_seed if partner is None else cache.cell_seed(index(k, partner))
+        return own_seed if partner is None else cell_seed(cfg.seed, index(k, partner))
 
     def cell(k, slot, compute, **meta):
         eps = cfg.epsilons[k]
@@ -340,7 +339,7 @@ def run(config: Config, cache) -> dict:
                                   batch_size=cfg.batch_size, sampling=cfg.sampling,
                                   trials=cfg.trials, seed=seed, init=init,
                                   record_every=cfg.freeze_record_every, metrics=(),
-                                  probes=probes, progress=progress)
+                                  probes=probes, **sim)
 
         return cell(k, slot, compute)
 

@@ -267,7 +267,7 @@ def run(config: Config, cache) -> dict:
     prob = make_problem(config)
     w0 = initial_point(prob, config.init_offset)
     E, K, J = len(config.epsilons), len(config.methods), len(config.steps_grid)
-    progress = cache.show_progress
+    sim = cache.simulate_options  # progress, backend
     T_max = max(config.steps_grid)
 
     tune_cells, groups, infeasible = [], {}, []
@@ -292,7 +292,7 @@ def run(config: Config, cache) -> dict:
                     # Only the final loss matters for the rule: record steps 0 and T.
                     return dpsim.simulate(prob, opt, trials=len(lrs), seed=seed, sampling="fixed",
                                           init=w0, record_every=T, metrics=("loss",),
-                                          progress=progress, **kw)
+                                          **sim, **kw)
 
                 lab = f"tune-{label(eps, method)}-T{T}"
                 tune_cells.append(Cell(lab, E * K + (e * K + k) * J + j, compute))
@@ -335,7 +335,7 @@ def run(config: Config, cache) -> dict:
                 probes = {f"theta{j}": _theta_probe(j) for j in range(config.d)}
                 return dpsim.simulate(prob, opt, trials=config.trials, seed=seed, sampling="fixed",
                                       init=w0, record_every=1, metrics=("loss",), probes=probes,
-                                      progress=progress, **kw)
+                                      **sim, **kw)
 
             eval_cells.append(Cell(lab, e * K + k, compute, {"epsilon": float(eps), "method": method}))
     return cache.run(eval_cells, desc="ctcdp_quadratic: evaluate")

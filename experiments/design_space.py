@@ -236,7 +236,7 @@ def _xy_probe(j):
 
 def run(config: Config, cache) -> dict:
     """All four parts; ``{label: Result}``."""
-    progress = cache.show_progress
+    sim = cache.simulate_options  # progress, backend
     cells: list[tuple[str, object, dict]] = []  # (label, compute, meta) in a fixed order
     grids: dict[str, tuple[dict, int]] = {}     # label -> (tuning grid, trials per point)
 
@@ -257,7 +257,7 @@ def run(config: Config, cache) -> dict:
                                       trials=len(hp["lr"]), seed=seed, sampling=config.ada_sampling,
                                       record_every=config.ada_n, metrics=("loss",),
                                       probes={"test_loss": lambda s, w, c, p=prob: p.test_loss(w)},
-                                      progress=progress)
+                                      **sim)
             label = f"ada-z{zf:g}-{mlabel}"
             grids[label] = (grid, reps)
             cells.append((label, compute, {"part": "ada", "zero_fraction": float(zf),
@@ -278,7 +278,7 @@ def run(config: Config, cache) -> dict:
                                   probes={"neg_fraction": _neg_probe(
                                       config.neg_noise_multiplier, config.neg_clip,
                                       config.neg_batch_size, config.neg_beta2)},
-                                  progress=progress)
+                                  **sim)
         cells.append((f"neg-d{int(d)}", compute, {"part": "neg", "d": int(d)}))
 
     # (c) variants
@@ -304,7 +304,7 @@ def run(config: Config, cache) -> dict:
             return dpsim.simulate(prob, opt, steps=config.var_steps,
                                   batch_size=config.var_batch_size, trials=len(hp["lr"]),
                                   seed=seed, sampling="poisson", record_every=config.var_steps,
-                                  metrics=("loss",), progress=progress)
+                                  metrics=("loss",), **sim)
         tag = noise.replace(":", "")
         label = f"var-{tag}-{mlabel}"
         grids[label] = (grid, reps)
@@ -327,7 +327,7 @@ def run(config: Config, cache) -> dict:
                                   seed=seed, sampling="poisson", record_every=config.quad_record_every,
                                   metrics=("loss",), init=np.asarray(config.quad_init, dtype=float),
                                   probes={"w1": _xy_probe(0), "w2": _xy_probe(1)},
-                                  progress=progress)
+                                  **sim)
         label = f"quad-{mlabel}"
         grids[label] = (grid, reps)
         cells.append((label, compute, {"part": "quad", "method": mlabel}))

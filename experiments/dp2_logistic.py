@@ -263,7 +263,7 @@ def run(config: Config, cache) -> dict:
     labels = cell_labels(config)
     index = {lab: i for i, lab in enumerate(labels)}
     T, b = config.steps, config.batch_size
-    common = dict(steps=T, batch_size=b, sampling=config.sampling, progress=cache.show_progress)
+    common = dict(steps=T, batch_size=b, sampling=config.sampling, **cache.simulate_options)
     sg0 = sigma_tag(config.sigma)
     reps = config.tune_trials
     eps0 = config.eps_grid[0]

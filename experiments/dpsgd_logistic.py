@@ -121,9 +121,8 @@ def run(config: Config, cache) -> dict:
             built[name] = dpsim.problems.logistic_regression(**kwargs)
         return built[name]
 
-    progress = cache.show_progress
     common = dict(steps=config.steps, batch_size=config.batch_size, sampling=config.sampling,
-                  progress=progress)
+                  **cache.simulate_options)
     specs = problem_specs(config)
     sets = settings(config)
     S = len(sets)

@@ -237,9 +237,8 @@ def run(config: Config, cache) -> dict:
                 config.n, config.d, scales="power", tau=config.tau, seed=config.data_seed))
         return built[0]
 
-    progress = cache.show_progress
     common = dict(steps=config.steps, batch_size=config.batch_size, sampling=config.sampling,
-                  progress=progress, metrics=("loss",))
+                  metrics=("loss",), **cache.simulate_options)
     # σ per ε: calibrated once per cache key (the PLD calibration takes seconds) and kept in the
     # manifest's notes, so a run that reuses the cache does not recalibrate.
     saved = cache.manifest["notes"].get("sigma_by_epsilon")

@@ -1,4 +1,5 @@
-"""The reproduction pipeline: experiment specs, the per-cell results cache, figures and REPORT.md.
+"""The reproduction pipeline: experiment specs, the per-cell results cache, cells on Dask, the
+results table, figures and REPORT.md.
 
 An experiment is one module in this package exposing ``EXPERIMENT = Experiment(...)``: a frozen
 config dataclass with named presets (``tiny`` for the smoke tests, ``quick`` for a laptop,
@@ -7,21 +8,46 @@ the figure scripts in :mod:`paper_figures` that render its saved results.
 
 Cache layout (``results/<experiment>/<scale>/``)::
 
-    manifest.json      key, config, seed, code version, package versions, one entry per cell
-                       (file, SHA-256, the cell's metadata), notes (the tuning selections, ...)
-    <cell label>.npz   one dpsim.Result per sweep cell (Result.save), written as soon as it finishes
+    LATEST                 the key of the last finished run at this scale (what figures read)
+    <key>/manifest.json    key, config, seed, numerics versions, backend, package versions, one
+                           entry per cell (file, SHA-256, time, the cell's metadata), notes (the
+                           tuning selections, ...)
+    <key>/<label>.npz      one dpsim.Result per sweep cell (Result.save), written as it finishes
+    <key>/table.nc         the results table: one row per cell and trial (config columns and
+                           final metrics), netCDF, ``xarray.open_dataset(path).to_dataframe()``
 
 A sweep *cell* is one :func:`dpsim.simulate` call (all trials of one setting, a hyperparameter grid
-folded into the trial axis).  The cache key is ``sha256(config as JSON, code version)``; the code
-version hashes the sources of the ``dpsim`` package, of this package's shared modules (``__init__``,
-``pipeline``, ``tuning``) and of the
-experiment's own module (other experiments' modules are excluded, so adding an experiment does not
-invalidate the others).  A cell is reused only when the manifest's key equals the current key and
-the file's SHA-256 matches the one recorded when it was written; otherwise it is recomputed.  Since
-every cell is saved (atomically) the moment it finishes, an interrupted sweep loses no finished
-work: the next call reuses the finished cells and computes the rest.
+folded into the trial axis).
 
-Seeds: cell ``i`` runs with ``SeedSequence(config.seed, spawn_key=(i,))`` (the ``i``-th child of
+**The key** is ``sha256(experiment name, config as JSON, numerics version, backend)``.  The config
+holds the seed.  The *numerics version* (:func:`numerics_version`) is *declared*, not hashed from
+the sources: :data:`DPSIM_NUMERICS` for the simulator core and this package's shared modules and
+``Experiment.numerics`` for the experiment's own module.  Bump the first when a change to
+``dpsim`` (or to ``pipeline``/``tuning``) could change a number any cell produces, the second when
+a change to the experiment's ``run`` could change its numbers without changing its config.  So a
+comment, a docstring, a refactor or a new experiment recomputes nothing, and changing one
+experiment's config recomputes only that experiment's cells.  Results under another key (an older
+config or numerics version) are kept until ``dpsim cache prune`` (:func:`prune`).
+
+A cell is reused only when the manifest of its key lists it and the file's SHA-256 matches the one
+recorded when it was written; otherwise (missing, truncated or corrupted file, unreadable
+manifest) it is recomputed.  ``force=True`` recomputes every cell of the run.  Since every cell is
+saved the moment it finishes, an interrupted sweep loses no finished work.
+
+**Concurrency.**  Files are written to a unique temporary name (``.<name>.<pid>.<random>.tmp``)
+and renamed into place (atomic on one filesystem); every manifest update re-reads the manifest,
+merges the change and writes it back while holding an exclusive lock on ``<key>/.lock``, so two
+processes reproducing into one folder (the same experiment or different ones) both finish and lose
+nothing; at worst they compute the same cell twice, with identical results.
+
+**Where cells run.**  A :class:`Cache` hands the cells it must compute to a *runner*:
+:class:`InProcess` (one after another, in this process) or :class:`DaskRunner` (each cell a task on
+a ``dask.distributed`` cluster: a ``LocalCluster`` of worker processes on the loopback interface,
+started on first need, or an existing cluster by scheduler address).  Workers only compute: the
+finished :class:`dpsim.Result` travels back to this process, which writes the cell file and owns
+the manifest (so a cluster needs no shared filesystem).  Results are bitwise identical whatever the
+runner, the number of workers or the order cells finish in, because cell ``i`` runs with
+``SeedSequence(config.seed, spawn_key=(i,))`` (the ``i``-th child of
 ``SeedSequence(config.seed).spawn``), so cells are independent of the order they run in.
 """
 
@@ -37,19 +63,38 @@ import platform
 import re
 import sys
 import time
+import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 import dpsim
 
-__all__ = ["Experiment", "Cell", "Cache", "Saved", "code_version", "package_versions"]
+__all__ = ["Experiment", "Cell", "Cache", "Saved", "InProcess", "DaskRunner", "make_runner",
+           "numerics_version", "cache_key", "cell_seed", "package_versions", "results_table",
+           "prune", "DPSIM_NUMERICS", "BACKENDS"]
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$")
+_KEY = re.compile(r"^[0-9a-f]{16}$")
 _MANIFEST = "manifest.json"
-_FORMAT = "dpsim-experiment-cache-1"
+_LATEST = "LATEST"
+_TABLE = "table.nc"
+_LOCK = ".lock"
+_FORMAT = "dpsim-experiment-cache-2"
+_OLD_FORMATS = ("dpsim-experiment-cache-1",)
+
+#: Declared numerics version of the simulator core (``dpsim``) and of this package's shared
+#: modules (``pipeline``, ``tuning``): bump it in any change that could alter a number a sweep
+#: cell produces (an update rule, a sampler, the noise stream, a kernel's summation order, the
+#: tuning rule...).  Comments, docs, refactors and new features leave it alone, and so leave every
+#: cached result valid.  Part of every cache key (:func:`numerics_version`).
+DPSIM_NUMERICS = 1
+
+#: Backends an experiment can run on (``dpsim.simulate(backend=...)``).
+BACKENDS = ("numpy", "cupy")
 
 
 @dataclass(frozen=True)
@@ -61,7 +106,9 @@ class Experiment:
     presets : scale name → frozen config dataclass instance (must define ``seed``).
     run : ``run(config, cache) -> dict[label, Result]``; every result must come from ``cache``.
     figures : module names in :mod:`paper_figures` (``render`` + ``evaluate``) fed with the results.
-    module : the experiment's module name (hashed into the code version).
+    module : the experiment's module name.
+    numerics : declared numerics version of the experiment's own code (part of the cache key):
+        bump it when a change to ``run`` could change a cell's numbers without changing the config.
     """
 
     name: str
@@ -70,6 +117,7 @@ class Experiment:
     run: Callable[[Any, "Cache"], dict]
     figures: tuple[str, ...]
     module: str
+    numerics: int = 1
 
     def config(self, scale: str):
         """The frozen config of ``scale``; ``ValueError`` naming an unknown scale."""
@@ -85,7 +133,11 @@ class Experiment:
 class Cell:
     """One sweep cell: a label (file name), a stable index (seed), ``compute(seed) -> Result`` and
     ``meta``, JSON data describing the cell (e.g. its method and ε) that is saved in the manifest
-    so that figures read it instead of parsing the label."""
+    (and as columns of the results table) so that figures read it instead of parsing the label.
+
+    ``compute`` may run in another process (a Dask worker): it must be picklable by cloudpickle
+    (closures are) and must not capture the :class:`Cache` (use :func:`cell_seed` for another
+    cell's seed)."""
 
     label: str
     index: int
@@ -93,43 +145,33 @@ class Cell:
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
+def cell_seed(seed: int, index: int) -> np.random.SeedSequence:
+    """The seed of cell ``index`` of a sweep seeded with ``seed``:
+    ``SeedSequence(seed, spawn_key=(index,))``, the ``index``-th child of ``SeedSequence(seed)``."""
+    return np.random.SeedSequence(int(seed), spawn_key=(int(index),))
+
+
 # ------------------------------------------------------------------------------------------------
-# Code and package versions
+# Keys and versions
 
 
-def _package_files(pkg_dir: Path, exclude: set[str] = frozenset()) -> list[Path]:
-    return sorted(p for p in pkg_dir.rglob("*.py")
-                  if "__pycache__" not in p.parts and p.stem not in exclude)
-
-
-def code_version(experiment_module: str | None = None) -> str:
-    """SHA-256 (16 hex digits) of the source files the results depend on.
-
-    Hashes every ``.py`` file of the ``dpsim`` package and the shared modules of this
-    ``experiments`` package (``__init__``, ``pipeline``, ``tuning``) plus ``experiment_module`` itself; other
-    experiment modules, registered or not, do not affect an experiment's cache.
-    """
-    h = hashlib.sha256()
-    dpsim_dir = Path(dpsim.__file__).resolve().parent
-    exp_dir = Path(__file__).resolve().parent
-    own = experiment_module.rsplit(".", 1)[-1] if experiment_module else None
-    shared = {"__init__", "pipeline", "tuning"}
-    others = {p.stem for p in _package_files(exp_dir)} - shared - {own}
-    for root, files in ((dpsim_dir, _package_files(dpsim_dir)),
-                        (exp_dir, _package_files(exp_dir, exclude=others))):
-        for p in files:
-            h.update(f"{root.name}/{p.relative_to(root).as_posix()}\0".encode())
-            h.update(p.read_bytes())
-            h.update(b"\0")
-    return h.hexdigest()[:16]
+def numerics_version(experiment: "Experiment | None" = None) -> str:
+    """The declared numerics version of the code a cell of ``experiment`` runs:
+    ``"dpsim=<DPSIM_NUMERICS>"`` plus ``";<name>=<Experiment.numerics>"``."""
+    v = f"dpsim={DPSIM_NUMERICS}"
+    if experiment is not None:
+        v += f";{experiment.name}={int(experiment.numerics)}"
+    return v
 
 
 def package_versions() -> dict:
-    """Versions of the interpreter and of the packages a result depends on."""
+    """Versions of the interpreter and of the packages a result depends on (recorded in the
+    manifest for provenance; not part of the key)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version(), "dpsim": dpsim.__version__}
-    for dist in ("numpy", "scipy", "numba", "dp-accounting", "matplotlib", "xarray", "cupy-cuda12x"):
+    for dist in ("numpy", "scipy", "numba", "dp-accounting", "matplotlib", "xarray", "dask",
+                 "distributed", "cupy-cuda12x"):
         try:
             out[dist] = version(dist)
         except PackageNotFoundError:
@@ -144,10 +186,22 @@ def config_json(config) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(config), sort_keys=True))
 
 
-def cache_key(name: str, config, version: str) -> str:
-    blob = json.dumps({"experiment": name, "config": config_json(config), "code": version},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+def cache_key(name: str, config, version: str, backend: str = "numpy") -> str:
+    """16 hex digits of ``sha256(name, config, numerics version, backend)``."""
+    blob = {"experiment": name, "config": config_json(config), "numerics": version}
+    if backend != "numpy":  # numpy keys stay those of a run that never named a backend
+        blob["backend"] = backend
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def check_backend(backend: str) -> str:
+    """``backend`` if experiments can run on it here; ``ValueError`` naming it otherwise (an
+    unknown name, or ``"cupy"`` without a usable CuPy and CUDA device)."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r} for experiments; known: {', '.join(BACKENDS)}")
+    if backend != "numpy":
+        dpsim.backend.get_namespace(backend)  # ValueError naming the backend if unusable here
+    return backend
 
 
 def _sha256(path: Path) -> str:
@@ -158,10 +212,262 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def _tmp_name(path: Path) -> Path:
+    """A temporary name beside ``path`` unique to this process and call."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+
+
+def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """``write(tmp)`` to a unique temporary name, then rename it onto ``path``."""
+    tmp = _tmp_name(path)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
 def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    _atomic_write(Path(path), lambda tmp: tmp.write_text(text))
+
+
+@contextmanager
+def file_lock(path) -> Iterator[None]:
+    """Hold an exclusive advisory lock on ``path`` (created if missing) for the ``with`` block:
+    ``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows.  Released when the process dies."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            import msvcrt
+
+            while True:
+                try:
+                    msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            try:
+                yield
+            finally:
+                fh.seek(0)
+                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
+        else:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _try_lock(path: Path):
+    """An open handle holding the exclusive lock on ``path``, or ``None`` if another process
+    holds it (POSIX; on Windows always ``None``: prune then skips the folder)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    fh = open(path, "a+")
+    try:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fh.close()
+        return None
+    return fh
+
+
+# ------------------------------------------------------------------------------------------------
+# Runners: where the cells a cache must compute run
+
+
+def _worker_versions() -> dict:
+    """What a worker must share with the process that owns the cache for its cells to be the
+    cells the key names."""
+    return {"dpsim": dpsim.__version__, "numerics": DPSIM_NUMERICS}
+
+
+def _run_cell(compute, seed, expected: dict):
+    """Compute one cell (in a worker or in this process): ``(Result, wall seconds)``."""
+    here = _worker_versions()
+    if here != expected:
+        raise RuntimeError(f"a Dask worker runs dpsim {here} but the sweep was keyed for "
+                           f"{expected}; install the same dpsim on every worker")
+    t0 = time.perf_counter()
+    res = compute(seed)
+    return res, time.perf_counter() - t0
+
+
+class InProcess:
+    """Run cells one after another in this process."""
+
+    workers = 1
+    parallel = False
+
+    def run(self, jobs: Sequence[tuple[Cell, np.random.SeedSequence]]):
+        """Yield ``(cell, result, wall seconds)`` per job, in order."""
+        expected = _worker_versions()
+        for cell, seed in jobs:
+            res, wall = _run_cell(cell.compute, seed, expected)
+            yield cell, res, wall
+
+    def close(self) -> None:
+        pass
+
+    def describe(self) -> str:
+        return "in this process"
+
+
+class DaskRunner:
+    """Run cells as tasks on a ``dask.distributed`` cluster.
+
+    workers : start a ``LocalCluster`` of this many single-threaded worker processes listening
+        on 127.0.0.1 only (no dashboard), on first need; closed by :meth:`close`.
+    scheduler : instead, the address of an existing scheduler (``tcp://host:8786``); its workers
+        must have the same dpsim installed (checked: a mismatch is an error naming both).
+
+    Tasks are submitted all at once and yielded as they finish; a worker that dies is replaced
+    by its nanny and its task rerun (Dask's ``allowed-failures``), so a sweep survives losing a
+    worker.  A cell that raises stops the sweep with that error (cells already finished are saved).
+    """
+
+    parallel = True
+
+    def __init__(self, workers: int | None = None, scheduler: str | None = None):
+        if scheduler is not None and workers is not None:
+            raise ValueError("give either workers or scheduler, not both")
+        if scheduler is None:
+            if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+                raise ValueError(f"workers must be a positive integer, got workers={workers!r}")
+        self.n_workers = None if workers is None else int(workers)
+        self.scheduler = scheduler
+        self._cluster = None
+        self._client = None
+
+    @property
+    def workers(self) -> int | None:
+        return self.n_workers
+
+    @property
+    def client(self):
+        """The ``distributed.Client`` (starting the local cluster or connecting on first use)."""
+        if self._client is None:
+            import logging
+
+            from distributed import Client, LocalCluster
+
+            if self.scheduler is not None:
+                self._client = Client(self.scheduler, timeout="30s")
+            else:
+                self._cluster = LocalCluster(
+                    n_workers=self.n_workers, threads_per_worker=1, processes=True,
+                    host="127.0.0.1", dashboard_address=None, memory_limit=0,
+                    silence_logs=logging.ERROR)
+                self._client = Client(self._cluster)
+        return self._client
+
+    def run(self, jobs: Sequence[tuple[Cell, np.random.SeedSequence]]):
+        """Submit every job; yield ``(cell, result, wall seconds)`` as each finishes."""
+        from distributed import as_completed
+
+        jobs = list(jobs)
+        if not jobs:
+            return
+        client = self.client
+        expected = _worker_versions()
+        futures = {}
+        run_id = uuid.uuid4().hex[:8]
+        for cell, seed in jobs:
+            fut = client.submit(_run_cell, cell.compute, seed, expected, pure=False,
+                                key=f"dpsim-cell-{cell.label}-{run_id}")
+            futures[fut] = cell
+        try:
+            for fut in as_completed(list(futures)):
+                res, wall = fut.result()
+                yield futures.pop(fut), res, wall
+        finally:
+            if futures:  # stopped early (an error, Ctrl-C): do not leave the cluster busy
+                client.cancel(list(futures))
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+    def describe(self) -> str:
+        if self.scheduler is not None:
+            return f"on the Dask cluster at {self.scheduler}"
+        return f"on a local Dask cluster of {self.n_workers} worker processes"
+
+
+def default_workers() -> int:
+    """Every core this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def make_runner(workers: int | None = None, scheduler: str | None = None):
+    """The runner for ``workers``/``scheduler``: ``InProcess`` for one worker (no cluster is
+    started), else a :class:`DaskRunner` (``workers=None``: every core)."""
+    if scheduler is not None:
+        if workers is not None:
+            raise ValueError(f"give --workers or --scheduler, not both (workers={workers!r}, "
+                             f"scheduler={scheduler!r})")
+        if not isinstance(scheduler, str) or not scheduler.strip():
+            raise ValueError(f"scheduler must be an address such as tcp://host:8786, got {scheduler!r}")
+        return DaskRunner(scheduler=scheduler)
+    if workers is None:
+        workers = default_workers()
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got workers={workers!r}")
+    return InProcess() if workers == 1 else DaskRunner(workers=int(workers))
+
+
+# ------------------------------------------------------------------------------------------------
+# Progress
+
+
+class _Progress:
+    """Progress over the cells of one ``Cache.run``: a tqdm bar on a terminal (or when
+    ``progress=True``), one plain line per finished cell on stderr otherwise (``progress=None``
+    and stderr not a terminal), nothing for ``progress=False``."""
+
+    def __init__(self, mode: bool | None, desc: str, total: int, reused: int):
+        self.bar = None
+        self.lines = False
+        self.desc, self.total, self.done = desc, total, reused
+        tty = sys.stderr.isatty()
+        if mode is True or (mode is None and tty):
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, initial=reused, desc=desc, unit="cell", leave=False,
+                            file=sys.stderr)
+        elif mode is None:
+            self.lines = True
+            if reused:
+                self._say(f"{desc}: {reused}/{total} cells reused from the cache")
+
+    def _say(self, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    def tick(self, label: str, wall: float) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"{label} {wall:.1f}s", refresh=False)
+            self.bar.update(1)
+        elif self.lines:
+            self._say(f"{self.desc}: {self.done}/{self.total} {label} computed in {wall:.2f} s")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -169,57 +475,69 @@ def _atomic_write_text(path: Path, text: str) -> None:
 
 
 class Cache:
-    """Per-cell results cache of one experiment at one scale (see the module docstring).
+    """Per-cell results cache of one experiment at one scale and one key (module docstring).
 
-    ``cache.run(cells)`` returns ``{label: Result}``, loading valid cached cells and computing (and
-    immediately saving) the others.  ``cache.note(key, value)`` stores derived JSON data (e.g. the
-    learning rate chosen per setting) in the manifest.  ``cache.path(label)`` is a cell's file.
-    Counters ``computed`` / ``reused`` say what happened.
+    ``cache.run(cells)`` returns ``{label: Result}``, loading valid cached cells and computing
+    the others through ``runner`` (:class:`InProcess` by default), saving each as it finishes.
+    ``cache.note(key, value)`` stores derived JSON data (e.g. the learning rate chosen per
+    setting) in the manifest.  ``cache.path(label)`` is a cell's file; ``cache.root`` the key's
+    folder (``<scale_dir>/<key>``).  Counters ``computed`` / ``reused`` say what happened.
+
+    scale_dir : ``results/<experiment>/<scale>``.
+    version : the numerics version (:func:`numerics_version`).
+    backend : the backend cells run on (part of the key; handed to the experiments through
+        :attr:`simulate_options`).
     """
 
-    def __init__(self, root, *, experiment: str, scale: str, config, version: str,
-                 force: bool = False, progress: bool | None = None):
-        self.root = Path(root)
+    def __init__(self, scale_dir, *, experiment: str, scale: str, config, version: str,
+                 backend: str = "numpy", force: bool = False, progress: bool | None = None,
+                 runner=None):
+        self.scale_dir = Path(scale_dir)
         self.experiment = experiment
         self.scale = scale
         self.config = config
         self.seed = int(getattr(config, "seed"))
         self.version = version
-        self.key = cache_key(experiment, config, version)
+        self.backend = backend
+        self.key = cache_key(experiment, config, version, backend)
+        self.root = self.scale_dir / self.key
+        self.force = bool(force)
         self.progress = progress
+        self.runner = runner if runner is not None else InProcess()
         self.computed: list[str] = []
         self.reused: list[str] = []
+        self.used: dict[str, dict] = {}   # label -> table rows of every cell of this run
         self._indices: dict[int, str] = {}
         self.root.mkdir(parents=True, exist_ok=True)
-        self.manifest = self._open_manifest(force)
+        self.manifest: dict = {}
+        self._update(lambda m: None)
+
+    def __reduce__(self):
+        raise TypeError("a Cache cannot be pickled: a cell's compute must not capture the cache "
+                        "(it may run on a Dask worker); use pipeline.cell_seed(seed, index)")
 
     @property
     def show_progress(self) -> bool:
-        """Whether to show progress bars (``progress``; ``None``: only on a terminal)."""
+        """Whether simulations show their own progress bars: only in this process and on a
+        terminal (``progress=None``) or when asked (``progress=True``)."""
+        if getattr(self.runner, "parallel", False):
+            return False
         return bool(self.progress) if self.progress is not None else sys.stderr.isatty()
 
+    @property
+    def simulate_options(self) -> dict:
+        """Keyword arguments every ``dpsim.simulate`` of a cell takes: ``progress``, ``backend``."""
+        return {"progress": self.show_progress, "backend": self.backend}
+
     # -- manifest ------------------------------------------------------------------------------
-    def _open_manifest(self, force: bool) -> dict:
-        path = self.root / _MANIFEST
-        old = None
-        if path.exists():
-            try:
-                old = json.loads(path.read_text())
-            except (OSError, ValueError):
-                old = None
-        if old is not None and not force and old.get("format") == _FORMAT and old.get("key") == self.key:
-            return old
-        if old is not None:  # stale: drop the files it lists so no stale cell can be picked up
-            for entry in old.get("cells", {}).values():
-                f = self.root / str(entry.get("file", ""))
-                if f.suffix == ".npz" and f.parent == self.root and f.exists():
-                    f.unlink()
-        manifest = {
+    def _fresh_manifest(self) -> dict:
+        return {
             "format": _FORMAT,
             "experiment": self.experiment,
             "scale": self.scale,
             "key": self.key,
-            "code_version": self.version,
+            "numerics_version": self.version,
+            "backend": self.backend,
             "config": config_json(self.config),
             "seed": self.seed,
             "seed_rule": "cell i runs with numpy.random.SeedSequence(seed, spawn_key=(i,))",
@@ -228,17 +546,32 @@ class Cache:
             "cells": {},
             "notes": {},
         }
-        self._write(manifest)
-        return manifest
 
-    def _write(self, manifest=None) -> None:
-        m = self.manifest if manifest is None else manifest
-        _atomic_write_text(self.root / _MANIFEST, json.dumps(m, indent=1, sort_keys=True) + "\n")
+    def _read_manifest(self) -> dict | None:
+        path = self.root / _MANIFEST
+        try:
+            m = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(m, dict) or m.get("format") != _FORMAT or m.get("key") != self.key:
+            return None
+        if not isinstance(m.get("cells"), dict) or not isinstance(m.get("notes"), dict):
+            return None
+        return m
+
+    def _update(self, change: Callable[[dict], None]) -> None:
+        """Re-read the manifest, apply ``change`` and write it back, under the key's lock (so
+        concurrent processes merge their updates instead of overwriting each other's)."""
+        with file_lock(self.root / _LOCK):
+            m = self._read_manifest() or self._fresh_manifest()
+            change(m)
+            _atomic_write_text(self.root / _MANIFEST, json.dumps(m, indent=1, sort_keys=True) + "\n")
+        self.manifest = m
 
     # -- cells ---------------------------------------------------------------------------------
     def cell_seed(self, index: int) -> np.random.SeedSequence:
         """The seed of cell ``index``: ``SeedSequence(config.seed, spawn_key=(index,))``."""
-        return np.random.SeedSequence(self.seed, spawn_key=(int(index),))
+        return cell_seed(self.seed, index)
 
     def path(self, label: str) -> Path:
         return self.root / f"{label}.npz"
@@ -258,73 +591,270 @@ class Cache:
         path = self.path(cell.label)
         if entry is None or entry.get("index") != int(cell.index) or not path.exists():
             return None
-        if entry.get("sha256") != _sha256(path):
-            return None
         try:
+            if entry.get("sha256") != _sha256(path):
+                return None
             return dpsim.load(path)
-        except Exception:  # corrupt file: recompute
+        except Exception:  # unreadable or corrupt file: recompute
             return None
 
-    def get(self, cell: Cell):
-        """Load ``cell`` from the cache if valid, else compute and save it; returns the Result."""
-        self._check(cell)
-        meta = json.loads(json.dumps(dict(cell.meta)))
-        res = self._load_valid(cell)
-        if res is not None:
-            entry = self.manifest["cells"][cell.label]
-            if entry.get("meta", {}) != meta:
-                entry["meta"] = meta
-                self._write()
-            self.reused.append(cell.label)
-            return res
-        t0 = time.perf_counter()
-        res = cell.compute(self.cell_seed(cell.index))
-        wall = time.perf_counter() - t0
+    def _store(self, cell: Cell, res, wall: float, meta: dict) -> None:
         if not isinstance(res, dpsim.Result):
             raise TypeError(f"cell {cell.label!r} returned {type(res).__name__}, expected dpsim.Result")
         path = self.path(cell.label)
-        tmp = path.with_name(path.name + ".tmp")
-        res.save(tmp)
-        os.replace(tmp, path)
-        self.manifest["cells"][cell.label] = {
-            "index": int(cell.index), "file": path.name, "sha256": _sha256(path),
-            "wall_time_s": round(wall, 3), "finished": _now(), "meta": meta,
-        }
-        self._write()
+        _atomic_write(path, res.save)
+        entry = {"index": int(cell.index), "file": path.name, "sha256": _sha256(path),
+                 "wall_time_s": round(wall, 3), "finished": _now(), "meta": meta}
+        self._update(lambda m: m["cells"].__setitem__(cell.label, entry))
         self.computed.append(cell.label)
-        return res
+
+    def get(self, cell: Cell):
+        """Load ``cell`` from the cache if valid, else compute and save it; returns the Result."""
+        return self.run([cell])[cell.label]
 
     def run(self, cells: Sequence[Cell], *, desc: str | None = None) -> dict:
-        """Run (or load) ``cells`` in order with a progress bar; ``{label: Result}``."""
-        from tqdm.auto import tqdm
+        """Run (or load) ``cells``; ``{label: Result}`` in the order of ``cells``.
 
+        Valid cached cells are loaded; the others go to the runner together (in parallel on a
+        Dask runner), each saved as soon as it finishes."""
         cells = list(cells)
         labels = [c.label for c in cells]
         if len(set(labels)) != len(labels):
             raise ValueError(f"duplicate cell labels in {labels}")
-        out = {}
-        bar = tqdm(cells, desc=desc or f"{self.experiment} [{self.scale}]", unit="cell",
-                   disable=not self.show_progress, leave=False, file=sys.stderr)
-        for cell in bar:
-            bar.set_postfix_str(cell.label, refresh=False)
-            out[cell.label] = self.get(cell)
-        bar.close()
-        return out
+        for c in cells:
+            self._check(c)
+        metas = {c.label: json.loads(json.dumps(dict(c.meta))) for c in cells}
+        self._update(lambda m: None)  # see cells other processes finished meanwhile
+        out, pending, meta_fix = {}, [], {}
+        for c in cells:
+            res = None if self.force else self._load_valid(c)
+            if res is None:
+                pending.append(c)
+                continue
+            if self.manifest["cells"][c.label].get("meta", {}) != metas[c.label]:
+                meta_fix[c.label] = metas[c.label]
+            out[c.label] = res
+            self.reused.append(c.label)
+        if meta_fix:
+            def fix(m):
+                for lab, meta in meta_fix.items():
+                    if lab in m["cells"]:
+                        m["cells"][lab]["meta"] = meta
+            self._update(fix)
+        bar = _Progress(self.progress, desc or f"{self.experiment} [{self.scale}]", len(cells),
+                        len(cells) - len(pending))
+        try:
+            for cell, res, wall in self.runner.run([(c, self.cell_seed(c.index)) for c in pending]):
+                self._store(cell, res, wall, metas[cell.label])
+                out[cell.label] = res
+                bar.tick(cell.label, wall)
+        finally:
+            bar.close()
+        for c in cells:
+            self.used[c.label] = _cell_rows(c.label, int(c.index), metas[c.label], out[c.label])
+        return {lab: out[lab] for lab in labels}
 
     def note(self, key: str, value) -> None:
         """Store derived JSON data in the manifest (``notes[key]``)."""
-        self.manifest["notes"][key] = json.loads(json.dumps(value))
-        self._write()
+        value = json.loads(json.dumps(value))
+        self._update(lambda m: m["notes"].__setitem__(key, value))
 
     def finish(self, labels: Sequence[str]) -> None:
-        self.manifest["complete"] = True
-        self.manifest["results"] = list(labels)
-        self.manifest["finished"] = _now()
-        self._write()
+        """Mark the run complete (``results``: the labels ``run`` returned), write the results
+        table and point ``<scale_dir>/LATEST`` at this key."""
+        labels = list(labels)
+
+        def done(m):
+            m["complete"] = True
+            m["results"] = labels
+            m["finished"] = _now()
+
+        self._update(done)
+        write_table(self.root / _TABLE, self.used, labels,
+                    {"experiment": self.experiment, "scale": self.scale, "key": self.key,
+                     "numerics_version": self.version, "backend": self.backend,
+                     "config": json.dumps(config_json(self.config), sort_keys=True)})
+        with file_lock(self.scale_dir / _LOCK):
+            _atomic_write_text(self.scale_dir / _LATEST, self.key + "\n")
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+# ------------------------------------------------------------------------------------------------
+# The results table
+
+
+def _cell_rows(label: str, index: int, meta: dict, res) -> dict:
+    """Columns (name -> list of R values) of one cell's rows: one row per trial."""
+    R = int(res.trials)
+    cfg = res.config
+    cols: dict[str, list] = {"cell": [label] * R, "cell_index": [index] * R,
+                             "trial": list(range(R))}
+    for k, v in meta.items():
+        cols[f"meta_{k}"] = [v] * R
+    cols["optimizer"] = [str(cfg.get("optimizer", ""))] * R
+    problem = cfg.get("problem", {})
+    cols["problem"] = [str(problem.get("name", "")) if isinstance(problem, dict) else str(problem)] * R
+    for k in ("steps", "batch_size", "sampling", "backend", "dtype"):
+        if k in cfg:
+            cols[k] = [cfg[k]] * R
+    for k, v in cfg.get("hyperparameters", {}).items():
+        cols[f"hp_{k}"] = list(v) if isinstance(v, list) and len(v) == R else [v] * R
+    if res.steps is not None and len(res.steps):
+        cols["final_step"] = [int(res.steps[-1])] * R
+        for k in dpsim.results.METRICS:
+            a = getattr(res, k)
+            if a is not None:
+                cols[f"final_{k}"] = [float(x) for x in np.asarray(a)[-1]]
+        for k, a in res.records.items():
+            a = np.asarray(a)
+            if a.ndim == 2 and a.shape[1] == R:
+                cols[f"final_probe_{k}"] = [float(x) for x in a[-1]]
+    if res.mean_batch_size is not None:
+        mb = np.asarray(res.mean_batch_size, dtype=float)
+        cols["mean_batch_size"] = list(mb) if mb.shape == (R,) else [float(mb.mean())] * R
+    return cols
+
+
+def _column(values: list):
+    """One table column as a NumPy array netCDF can hold: float (NaN for missing), int, or str
+    (JSON for lists and dicts, "" for missing)."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, (bool, np.bool_)) for v in present):
+        return np.array([-1 if v is None else int(v) for v in values], dtype=np.int32)
+    if present and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in present):
+        if len(present) == len(values) and all(-2**31 < int(v) < 2**31 for v in present):
+            return np.array(values, dtype=np.int32)
+        return np.array([np.nan if v is None else float(v) for v in values])
+    if present and all(isinstance(v, (int, float, np.integer, np.floating))
+                       and not isinstance(v, bool) for v in present):
+        return np.array([np.nan if v is None else float(v) for v in values])
+    return np.array(["" if v is None else v if isinstance(v, str) else json.dumps(v)
+                     for v in values], dtype=str)
+
+
+def results_table(used: Mapping[str, dict], results: Sequence[str] = ()):
+    """The ``xarray.Dataset`` of the results table: dimension ``row`` (one per cell and trial);
+    columns ``cell``, ``cell_index``, ``trial``, ``is_result`` (1 for the cells the experiment
+    returns, 0 for intermediate ones such as tuning cells), ``meta_*`` (the cell's metadata),
+    ``optimizer``, ``problem``, ``steps``, ``batch_size``, ``sampling``, ``backend``, ``dtype``,
+    ``hp_*`` (hyperparameters, per trial when folded), ``final_step`` and ``final_*`` (every
+    recorded metric and probe at the last record step)."""
+    import xarray as xr
+
+    names: list[str] = []
+    for cols in used.values():
+        names += [k for k in cols if k not in names]
+    n = {lab: len(cols["trial"]) for lab, cols in used.items()}
+    data = {}
+    res_set = set(results)
+    for name in names:
+        values = []
+        for lab, cols in used.items():
+            values += cols.get(name, [None] * n[lab])
+        data[name] = ("row", _column(values))
+    data["is_result"] = ("row", np.array([int(lab in res_set) for lab, cols in used.items()
+                                          for _ in range(n[lab])], dtype=np.int32))
+    return xr.Dataset(data)
+
+
+def write_table(path: Path, used: Mapping[str, dict], results: Sequence[str], attrs: dict) -> None:
+    """Write the results table (:func:`results_table`) to ``path`` as netCDF (scipy engine)."""
+    ds = results_table(used, results)
+    ds.attrs.update({k: str(v) for k, v in attrs.items()})
+    _atomic_write(Path(path), lambda tmp: ds.to_netcdf(tmp, engine="scipy"))
+
+
+# ------------------------------------------------------------------------------------------------
+# Pruning stale results
+
+
+def prune(results_dir, *, dry_run: bool = False) -> list[Path]:
+    """Delete results no current key names; returns what was (or, ``dry_run``, would be) deleted.
+
+    Under ``results_dir/<experiment>/<scale>/`` a key folder is kept when its key is the current
+    key of that registered experiment and scale for some backend (:data:`BACKENDS`); other key
+    folders holding a dpsim manifest are deleted, unless a process holds their lock (in use).
+    Also deleted: files of the old cache layout (a ``manifest.json`` of format
+    ``dpsim-experiment-cache-1`` directly in the scale folder, and the cells it lists) and
+    temporary files left by killed processes.  Folders of unregistered experiments and files
+    dpsim did not write are left alone.
+    """
+    from . import get, names
+
+    results_dir = Path(results_dir)
+    gone: list[Path] = []
+    if not results_dir.is_dir():
+        return gone
+
+    def remove(p: Path):
+        gone.append(p)
+        if dry_run:
+            return
+        if p.is_dir():
+            import shutil
+
+            shutil.rmtree(p)
+        elif p.exists():
+            p.unlink()
+
+    for name in names():
+        exp = get(name)
+        for scale_dir in sorted(p for p in (results_dir / name).glob("*") if p.is_dir()):
+            scale = scale_dir.name
+            current = set()
+            if scale in exp.presets:
+                v = numerics_version(exp)
+                current = {cache_key(name, exp.presets[scale], v, b) for b in BACKENDS}
+            old = scale_dir / _MANIFEST
+            if old.exists():
+                try:
+                    m = json.loads(old.read_text())
+                except ValueError:
+                    m = None
+                if isinstance(m, dict) and m.get("format") in _OLD_FORMATS:
+                    for entry in m.get("cells", {}).values():
+                        f = scale_dir / str(entry.get("file", ""))
+                        if f.suffix == ".npz" and f.parent == scale_dir and f.exists():
+                            remove(f)
+                    remove(old)
+            for tmp in sorted(scale_dir.glob(".*.tmp")):
+                if not _owner_alive(tmp):
+                    remove(tmp)
+            for key_dir in sorted(p for p in scale_dir.iterdir() if p.is_dir()):
+                if not _KEY.match(key_dir.name) or not (key_dir / _MANIFEST).exists():
+                    continue
+                if key_dir.name in current:
+                    for tmp in sorted(key_dir.glob(".*.tmp")):
+                        if not _owner_alive(tmp):
+                            remove(tmp)
+                    continue
+                fh = _try_lock(key_dir / _LOCK)
+                if fh is None:
+                    continue
+                try:
+                    remove(key_dir)
+                finally:
+                    fh.close()
+    return gone
+
+
+def _owner_alive(tmp: Path) -> bool:
+    """Whether the process that named temporary file ``tmp`` (``.<name>.<pid>.<hex>.tmp``) runs."""
+    parts = tmp.name.split(".")
+    try:
+        pid = int(parts[-3])
+    except (IndexError, ValueError):
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # ------------------------------------------------------------------------------------------------
@@ -355,9 +885,13 @@ class Saved(Mapping):
 
     @classmethod
     def from_dir(cls, root) -> "Saved":
-        """The results listed in ``root/manifest.json`` (a finished run's folder)."""
-        root = Path(root)
+        """The results listed in ``root/manifest.json`` (a finished run's key folder); ``root``
+        may also be a scale folder (``results/<experiment>/<scale>``): its ``LATEST`` run."""
+        root = latest_dir(root)
         manifest = json.loads((root / _MANIFEST).read_text())
+        if "results" not in manifest:
+            raise ValueError(f"{root} holds an unfinished run (no 'results' in its manifest); "
+                             "rerun `dpsim reproduce`")
         return cls({label: root / f"{label}.npz" for label in manifest["results"]}, manifest)
 
     def __getitem__(self, label: str) -> Path:
@@ -413,15 +947,34 @@ class Saved(Mapping):
         return self._memo[key]
 
 
+def latest_dir(root) -> Path:
+    """``root`` itself if it holds a manifest of the current format; for a scale folder
+    (``results/<experiment>/<scale>``), the key folder its ``LATEST`` file names."""
+    root = Path(root)
+    latest = root / _LATEST
+    if not (root / _MANIFEST).exists() or latest.exists():
+        try:
+            key = latest.read_text().strip()
+        except OSError:
+            raise FileNotFoundError(f"{root} holds no finished dpsim results (neither a "
+                                    f"{_MANIFEST} nor a {_LATEST} file)") from None
+        if not _KEY.match(key):
+            raise ValueError(f"{latest} names no key: {key!r}")
+        return root / key
+    return root
+
+
 # ------------------------------------------------------------------------------------------------
 # Reproduce: experiments → figures → REPORT.md
 
 
-def run_experiment(exp: Experiment, scale: str, *, results_dir, force=False, progress=None):
+def run_experiment(exp: Experiment, scale: str, *, results_dir, force=False, progress=None,
+                   runner=None, backend: str = "numpy"):
     """Run (or load) ``exp`` at ``scale``; returns ``(cache, {label: Path})``."""
     config = exp.config(scale)
     cache = Cache(Path(results_dir) / exp.name / scale, experiment=exp.name, scale=scale,
-                  config=config, version=code_version(exp.module), force=force, progress=progress)
+                  config=config, version=numerics_version(exp), backend=backend, force=force,
+                  progress=progress, runner=runner)
     results = exp.run(config, cache)
     missing = [k for k in results if k not in cache.manifest["cells"]]
     if missing:
@@ -475,9 +1028,10 @@ def write_report(out_dir: Path, entries: Mapping[str, dict], order: Sequence[str
             f'<a id="{name}"></a>',
             f"## {name}: {e['title']}",
             "",
-            f"Scale `{e['scale']}`; results in `{e['results_dir']}` (cache key `{e['key']}`, code "
-            f"version `{e['code_version']}`); {cells['total']} cells, {cells['reused']} reused from "
-            f"the cache, {cells['computed']} computed; generated {e['generated']}.",
+            f"Scale `{e['scale']}`; results in `{e['results_dir']}` (cache key `{e['key']}`, "
+            f"numerics version `{e.get('numerics_version', e.get('code_version'))}`, backend "
+            f"`{e.get('backend', 'numpy')}`); {cells['total']} cells, {cells['reused']} reused "
+            f"from the cache, {cells['computed']} computed; generated {e['generated']}.",
             "",
         ]
         for f in e["figures"]:

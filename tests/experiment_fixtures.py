@@ -4,9 +4,8 @@ scale into a temporary folder, plus the check every experiment's figures and rep
     from experiment_fixtures import check_figures_and_report, tiny_run
     tiny = tiny_run("adambc")            # a module-scoped pytest fixture -> TinyRun
 
-The code version is fixed while the fixture is alive: the real one hashes every module of dpsim/
-and experiments/, which may change while a module's tests run (cache invalidation by the code
-version is tested in test_experiments.py).
+The cache key depends on the declared numerics versions, not on the source files, so editing a
+module while the tests run does not invalidate the fixture (keys are tested in test_experiments.py).
 """
 
 from __future__ import annotations
@@ -32,8 +31,8 @@ class TinyRun:
 
     @property
     def root(self) -> Path:
-        """The experiment's results folder (``results/<name>/tiny``)."""
-        return self.tmp / "results" / self.name / "tiny"
+        """The folder of the run's cells (``results/<name>/tiny/<key>``, named by ``LATEST``)."""
+        return pipeline.latest_dir(self.tmp / "results" / self.name / "tiny")
 
     @property
     def manifest(self) -> dict:
@@ -48,25 +47,15 @@ class TinyRun:
         return pipeline.Saved.from_dir(self.root)
 
 
-def fixed_code_version(module=None) -> str:
-    return "experiment-test"
-
-
 def tiny_run(name: str):
     """A module-scoped fixture reproducing experiment ``name`` at the tiny scale."""
 
     @pytest.fixture(scope="module")
     def fixture(tmp_path_factory):
-        mp = pytest.MonkeyPatch()
-        mp.setattr(pipeline, "code_version", fixed_code_version)
         tmp = tmp_path_factory.mktemp(name)
-        try:
-            report = experiments.reproduce([name], scale="tiny", out_dir=tmp / "out",
-                                           results_dir=tmp / "results", progress=False,
-                                           verbose=False)
-            yield TinyRun(name, tmp, report)
-        finally:
-            mp.undo()
+        report = experiments.reproduce([name], scale="tiny", out_dir=tmp / "out",
+                                       results_dir=tmp / "results", progress=False, verbose=False)
+        return TinyRun(name, tmp, report)
 
     return fixture
 

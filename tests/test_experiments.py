@@ -31,8 +31,15 @@ def _reproduce(tmp, name="dpsgd_logistic", **kw):
                                  results_dir=tmp / "results", progress=False, verbose=False, **kw)
 
 
+def _key_dir(tmp, name="dpsgd_logistic", scale="tiny"):
+    """The cell folder of ``name``'s current key: ``results/<name>/<scale>/<key>``."""
+    exp = experiments.get(name)
+    key = pipeline.cache_key(name, exp.config(scale), pipeline.numerics_version(exp))
+    return tmp / "results" / name / scale / key
+
+
 def _cells(tmp, name="dpsgd_logistic", scale="tiny"):
-    root = tmp / "results" / name / scale
+    root = _key_dir(tmp, name, scale)
     return root, json.loads((root / "manifest.json").read_text())
 
 
@@ -120,7 +127,19 @@ def test_reproduce_command_registers_and_names_bad_values(tmp_path, monkeypatch)
     calls = []
     monkeypatch.setattr(experiments_cli, "reproduce", lambda names, **kw: calls.append((names, kw)))
     assert args.handler(parser.parse_args(["reproduce", "--all", "--scale", "tiny"])) == 0
-    assert calls == [(experiments.names(), {"scale": "tiny", "out_dir": None, "force": False})]
+    assert calls == [(experiments.names(), {"scale": "tiny", "out_dir": None, "force": False,
+                                            "workers": None})]  # --workers: every core
+    args = parser.parse_args(["reproduce", "x", "--workers", "3", "--backend", "cupy",
+                              "--results", str(tmp_path)])
+    args.handler(args)
+    assert calls[-1][1] == {"scale": "quick", "out_dir": None, "force": False, "workers": 3,
+                            "backend": "cupy", "results_dir": str(tmp_path)}
+    args.handler(parser.parse_args(["reproduce", "x", "--scheduler", "tcp://10.0.0.1:8786"]))
+    assert calls[-1][1]["scheduler"] == "tcp://10.0.0.1:8786" and calls[-1][1]["workers"] is None
+    with pytest.raises(ValueError, match="'0'"):
+        args.handler(parser.parse_args(["reproduce", "x", "--workers", "0"]))
+    with pytest.raises(SystemExit):  # argparse: not both
+        parser.parse_args(["reproduce", "x", "--workers", "2", "--scheduler", "tcp://h:1"])
 
 
 def test_cli_reproduce_bad_input_exits_2_with_one_line(capsys):
@@ -205,31 +224,49 @@ def test_second_reproduce_reuses_the_cache(tiny_run, monkeypatch):
     assert entry["cells"]["computed"] == 0 and entry["cells"]["reused"] == len(before)
 
 
-def test_config_change_invalidates_the_cache(tiny_run, tmp_path, monkeypatch):
+def test_config_change_recomputes_under_a_new_key_and_keeps_the_old_results(tiny_run, tmp_path,
+                                                                           monkeypatch):
     n_cells = _copy_results(tiny_run[0], tmp_path)
     calls = _count_simulate(monkeypatch)
-    key = _cells(tmp_path)[1]["key"]
+    old_root, old = _cells(tmp_path)
+    old_files = {p.name: p.read_bytes() for p in old_root.glob("*.npz")}
     changed = dataclasses.replace(dpsgd_logistic.PRESETS["tiny"], steps=12)
     monkeypatch.setitem(dpsgd_logistic.PRESETS, "tiny", changed)
     _reproduce(tmp_path)
     assert len(calls) == n_cells
     root, m = _cells(tmp_path)
-    assert m["key"] != key and m["config"]["steps"] == 12
+    assert m["key"] != old["key"] and m["config"]["steps"] == 12 and root != old_root
     assert all(dpsim.load(root / f"{lab}.npz").steps[-1] == 12 for lab in m["results"])
+    # the stale results stay under their key (until `dpsim cache prune`) ...
+    assert {p.name: p.read_bytes() for p in old_root.glob("*.npz")} == old_files
+    # ... so going back to the old config recomputes nothing
+    monkeypatch.undo()
+    calls = _count_simulate(monkeypatch, fail_after=0)
+    _reproduce(tmp_path)
+    assert (tmp_path / "results" / "dpsgd_logistic" / "tiny" / "LATEST").read_text().strip() == old["key"]
 
 
-def test_code_version_change_invalidates_the_cache(tiny_run, tmp_path, monkeypatch):
+def test_numerics_version_bump_recomputes(tiny_run, tmp_path, monkeypatch):
     n_cells = _copy_results(tiny_run[0], tmp_path)
     calls = _count_simulate(monkeypatch)
-    monkeypatch.setattr(pipeline, "code_version", lambda module=None: "0" * 16)
+    monkeypatch.setattr(pipeline, "DPSIM_NUMERICS", pipeline.DPSIM_NUMERICS + 1)
     _reproduce(tmp_path)
     assert len(calls) == n_cells
 
 
-def test_code_version_hashes_dpsim_and_own_experiment_module():
-    v = pipeline.code_version("dpsim.experiments.dpsgd_logistic")
-    assert re.fullmatch(r"[0-9a-f]{16}", v) and v == pipeline.code_version("dpsim.experiments.dpsgd_logistic")
-    assert v != pipeline.code_version(None)  # the experiment's own module is part of it
+def test_key_is_config_seed_declared_numerics_and_backend():
+    exp = experiments.get("dpsgd_logistic")
+    cfg = exp.config("tiny")
+    v = pipeline.numerics_version(exp)
+    assert v == f"dpsim={pipeline.DPSIM_NUMERICS};dpsgd_logistic={exp.numerics}"
+    k = pipeline.cache_key(exp.name, cfg, v)
+    assert re.fullmatch(r"[0-9a-f]{16}", k) and k == pipeline.cache_key(exp.name, cfg, v)
+    others = {pipeline.cache_key(exp.name, dataclasses.replace(cfg, seed=1), v),
+              pipeline.cache_key(exp.name, dataclasses.replace(cfg, trials=5), v),
+              pipeline.cache_key(exp.name, cfg, v + "x"),
+              pipeline.cache_key(exp.name, cfg, v, "cupy"),
+              pipeline.cache_key("other", cfg, v)}
+    assert len(others) == 5 and k not in others
 
 
 def test_corrupt_cell_file_is_recomputed(tiny_run, tmp_path, monkeypatch):
