@@ -117,14 +117,30 @@ TABLE4 = {
 TABLE4 = {(C, a, t): row[i] for (C, a), row in TABLE4.items() for i, t in enumerate(_T_COLS)}
 
 #: Eq. 3 asymptotes ``η_SGDM(t → ∞) = η (1−β)/√Φ`` printed in §3 and App. D:
-#: (label, lr, beta, phi or (σ, C, B), printed value, source).
+#: (label, lr, beta, phi or (σ, C, B), printed value as printed (a string: its digits are its
+#: precision), source).
 EQ3_NUMBERS = (
-    ("small Φ ≈ 2.4e-8", 1e-3, 0.9, 2.4e-8, 0.645, "§3, Fig. 2 (left)"),
-    ("large Φ ≈ 1.5e-5", 1e-3, 0.9, 1.5e-5, 0.026, "§3, Fig. 2 (left)"),
-    ("SNLI, η = 0.01", 1e-2, 0.9, (0.4, 0.1, 256), 6.4, "App. D, Fig. 7 (top)"),
-    ("CIFAR10 small Φ", 1e-3, 0.9, (1.0, 1.0, 2048), 0.2048, "App. D, Fig. 7 (middle)"),
-    ("CIFAR10 large Φ", 1e-3, 0.9, (1.0, 1.0, 256), 0.0256, "App. D, Fig. 7 (bottom)"),
+    ("small Φ ≈ 2.4e-8", 1e-3, 0.9, 2.4e-8, "0.645", "§3, Fig. 2 (left)"),
+    ("large Φ ≈ 1.5e-5", 1e-3, 0.9, 1.5e-5, "0.026", "§3, Fig. 2 (left)"),
+    ("SNLI, η = 0.01", 1e-2, 0.9, (0.4, 0.1, 256), "6.4", "App. D, Fig. 7 (top)"),
+    ("CIFAR10 small Φ", 1e-3, 0.9, (1.0, 1.0, 2048), "0.2048", "App. D, Fig. 7 (middle)"),
+    ("CIFAR10 large Φ", 1e-3, 0.9, (1.0, 1.0, 256), "0.0256", "App. D, Fig. 7 (bottom)"),
 )
+
+#: Printed numbers the code documents as disagreeing with the paper's own formulas, with the
+#: value the code computes instead (the verify rows are "reported" while the disagreement
+#: reproduces and fail if it stops reproducing):
+#: Table 3 cells (C, α, t) whose printed value is not the statement's-ν bound.
+TABLE3_DISAGREE = {
+    (0.1, 0.01, 10): "the sub-Gaussian formula used outside its range (δ > ν²/b)",
+    (1.0, 0.01, 10): "1/10 of the out-of-range sub-Gaussian value (an exponent typo)",
+}
+#: §3's "converging to ≈ 6.4" for DP-SGDM with η = 0.001 (Eq. 3 gives 0.640; 6.4 needs η = 0.01).
+EQ3_TEXT = ("6.4", 1e-3, 0.9, (0.4, 0.1, 256))
+#: Phi as printed in Table 2 and Fig. 1, for (σ, C, B) = (0.4, 0.1, 256).
+PHI_PRINTED = "2.441e-08"
+#: The §4 text's ξ at α = 0.05, t = 10000, C = 0.1 (it uses the statement's ν).
+PROP3_TEXT_XI = "5.933e-09"
 
 
 # ------------------------------------------------------------------------------------------------

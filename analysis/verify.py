@@ -7,8 +7,11 @@ source, bound, simulated estimate ± CI, verdict), writes ``verify.md`` and ``ve
 returns a non-zero exit code when a check fails.  :func:`register` adds the ``verify`` command to
 ``dpsim``'s command line (entry point group ``dpsim.commands``).
 
-Verdicts: ``"pass"``, ``"fail"``, or ``"reported"`` — a paper's printed number disagrees with its
-own formula; the row says which one the code follows and does not fail the run.
+Verdicts (kinds, computed from the numbers, see :mod:`dpsim.analysis.checks.base`): ``"pass"``
+(the bound holds and the row fails against the bound made twice as strong), ``"sanity"`` (holds,
+but the instance cannot catch a factor 2), ``"reported"`` (a documented paper disagreement, shown
+by the numbers) and ``"fail"``.  Each row prints its ``margin`` (the factor the bound could be off
+undetected) and its verdict against the half-strength bound (``½-bound``).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import importlib
 import json
 import math
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from dpsim.analysis.checks import base as _base
@@ -86,12 +88,15 @@ def run(scale: str = "quick", out_dir=None, *, seed: int = 0, only=None, echo=pr
             r.seconds = dt
             rows.append(r)
 
-    header = "| check | family | source | bound | estimate | CI | relation | verdict |"
-    lines = ["# dpsim verify", "", f"Scale `{scale}`, seed {seed}; {len(rows)} rows.", "", header,
-             "|" + "---|" * 8]
+    header = "| check | family | source | bound | estimate | CI | relation | margin | ½-bound | kind |"
+    lines = ["# dpsim verify", "", f"Scale `{scale}`, seed {seed}; {len(rows)} rows.", "",
+             "margin: the factor by which the bound could be off without the row failing; "
+             "½-bound: the row's verdict against the bound made twice as strong.", "", header,
+             "|" + "---|" * 10]
     for r in rows:
         lines.append(f"| {r.check} | {r.family} | {r.source} | {_fmt(r.bound)} | {_fmt(r.estimate)} | "
-                     f"{_fmt(r.ci)} | {r.relation} | **{r.verdict}** |")
+                     f"{_fmt(r.ci)} | {r.relation} | {_fmt(r.margin)} | {r.strengthened() or ''} | "
+                     f"**{r.verdict}** |")
     notes = [r for r in rows if r.detail]
     if notes:
         lines += ["", "## Notes", ""]
@@ -102,10 +107,11 @@ def run(scale: str = "quick", out_dir=None, *, seed: int = 0, only=None, echo=pr
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "verify.md").write_text(text)
-        (out / "verify.json").write_text(json.dumps([asdict(r) for r in rows], indent=2, default=str))
+        (out / "verify.json").write_text(json.dumps([r.to_dict() for r in rows], indent=2, default=str))
     n_fail = sum(r.verdict == "fail" for r in rows)
-    echo(f"{len(rows)} rows: {sum(r.verdict == 'pass' for r in rows)} pass, "
-         f"{sum(r.verdict == 'reported' for r in rows)} reported, {n_fail} fail")
+    counts = {k: sum(r.verdict == k for r in rows) for k in ("pass", "sanity", "reported")}
+    echo(f"{len(rows)} rows: {counts['pass']} pass, {counts['sanity']} sanity, "
+         f"{counts['reported']} reported, {n_fail} fail")
     return 1 if n_fail else 0
 
 

@@ -548,7 +548,9 @@ def test_checks_registered_and_lemma1_check_passes():
     for name in ["dp2_lemma1", "dp2_h_of_s", "dp2_theorem2", "dp2_theorem3"]:
         assert name in registered and registered[name][0] == "[DP2] delay"
     rows = checks._check_lemma1("quick", 0)
-    assert [r.verdict for r in rows] == ["pass", "pass"]
+    # the equality case can catch a factor 2; the sparse logistic case is loose (sanity)
+    assert [r.verdict for r in rows] == ["pass", "sanity"]
+    assert rows[0].strengthened() == "fail" and rows[1].strengthened() == "pass"
     assert rows[0].estimate <= rows[0].bound + rows[0].ci
 
 

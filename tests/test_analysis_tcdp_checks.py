@@ -109,5 +109,7 @@ def test_verify_rows_pass_at_quick_scale():
         out = registered[name][1]("quick", 0)
         rows = out if isinstance(out, list) else [out]
         for r in rows:
-            assert r.verdict == "pass", (r.check, r.detail)
+            assert r.verdict in ("pass", "sanity"), (r.check, r.detail)
+            if r.verdict == "pass":  # the row catches the bound made twice as strong
+                assert r.strengthened() == "fail", r.check
             assert r.family == K.FAMILY and r.source.startswith("[L2P]")

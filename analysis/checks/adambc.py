@@ -9,11 +9,16 @@ import math
 import numpy as np
 
 from dpsim.transforms import lookup
+from dpsim.analysis.checks import base as _b
 from dpsim.analysis.checks.base import CheckResult, check
 from dpsim.analysis.stats import clopper_pearson, quantile_ci
 from dpsim.analysis.concentration import (
     EQ3_NUMBERS,
+    EQ3_TEXT,
+    PHI_PRINTED,
+    PROP3_TEXT_XI,
     TABLE3,
+    TABLE3_DISAGREE,
     TABLE4,
     corollary1_bound,
     dp_adam_limit,
@@ -84,7 +89,27 @@ def _fixed_gradient_run(gbar, *, clip, noise_multiplier, beta2, steps, trials, r
     return np.asarray(res.steps), V, gc
 
 
-def _row(name, source, bound, estimate, ci=None, relation="", verdict="pass", detail=""):
+def _fix(relation):
+    return relation.replace("|", "∣")
+
+
+def _printed(name, source, printed_value, computed, relation="", detail="", expect="agree"):
+    return _b.printed(name, f"{_SRC} {source}", FAMILY, printed_value, computed, expect=expect,
+                      relation=_fix(relation), detail=detail)
+
+
+def _disagree(name, source, bound, estimate, observed, ci=None, relation="", detail=""):
+    return _b.disagreement(name, f"{_SRC} {source}", FAMILY, bound, estimate, observed=observed,
+                           ci=ci, relation=_fix(relation), detail=detail)
+
+
+def _equal(name, source, bound, estimate, half, relation="", detail="", why_loose=""):
+    return _b.equal(name, f"{_SRC} {source}", FAMILY, bound, estimate, lo=estimate - half,
+                    hi=estimate + half, ci=half, relation=_fix(relation), detail=detail,
+                    why_loose=why_loose)
+
+
+def _row(name, source, bound, estimate, ci, relation, verdict, detail=""):
     # "∣" (U+2223) instead of "|": the relation is a cell of verify.md's Markdown table
     return CheckResult(check=name, source=f"{_SRC} {source}", family=FAMILY, bound=float(bound),
                        estimate=float(estimate), ci=ci, relation=relation.replace("|", "∣"),
@@ -116,14 +141,28 @@ def _quantile_row(name, source, dev_abs, alpha, bound, detail="", gauss_ratio=No
     ``gauss_ratio`` (sub-Gaussian branch) it also fails when the bound is looser than
     ``_TIGHT_MARGIN × gauss_ratio ×`` the CI's upper end (a bound made 2× looser is caught)."""
     q, ci = quantile_ci(dev_abs, 1.0 - alpha, alpha=_LEVEL)
-    ok = ci[0] <= bound
     relation = f"(1−α)-quantile of {label} <= ξ"
+    lo, hi = float(ci[0]), float(ci[1])
     if gauss_ratio is not None:
-        ok = ok and bound <= _TIGHT_MARGIN * gauss_ratio * ci[1]
         relation += f" <= {_TIGHT_MARGIN}·r_G·quantile"
         detail += f" Gaussian-limit ratio r_G = {gauss_ratio:.3g}."
-    return _row(name, source, bound, q, ci, relation, "pass" if ok else "fail",
-                detail + f" n={np.size(dev_abs)}; ratio ξ/quantile={bound / q:.3g}.")
+        cap = _TIGHT_MARGIN * gauss_ratio * hi
+
+        def holds(f):
+            return lo <= f * bound <= cap
+        stronger = (0.5, 2.0)
+        margin = max(bound / lo, cap / bound)
+    else:
+        def holds(f):
+            return lo <= f * bound
+        stronger = (0.5,)
+        margin = bound / lo
+    return _b.predicate(name, f"{_SRC} {source}", FAMILY, bound, q, holds=holds, margin=margin,
+                        stronger=stronger, ci=ci, relation=_fix(relation),
+                        detail=detail + f" n={np.size(dev_abs)}; ratio ξ/quantile={bound / q:.3g}.",
+                        why_loose="the sub-exponential branch of Bernstein's inequality is loose "
+                                  "by a factor of about 3 at these small t; the sub-Gaussian rows "
+                                  "are the tight ones.")
 
 
 def _in_subgaussian_branch(alpha, params):
@@ -139,25 +178,25 @@ def _in_subgaussian_branch(alpha, params):
 def _check_phi_eq3(scale, seed):
     rows = []
     phi = dp_bias(0.4, 0.1, 256)
-    rows.append(_row("adambc_phi_eq3", "Eq. 2 / Table 2", 2.441e-8, phi, None,
-                     "Φ(σ=0.4, C=0.1, B=256) prints as 2.441e-08",
-                     "pass" if f"{phi:.3e}" == "2.441e-08" else "fail",
-                     "Φ = (σC/B)²; Table 2 and Fig. 1 print Φ ≈ 2.441e-8."))
+    rows.append(_printed("adambc_phi_eq3", "Eq. 2 / Table 2", PHI_PRINTED, phi,
+                         f"Φ(σ=0.4, C=0.1, B=256) = {phi:.6g} rounds to the printed {PHI_PRINTED}",
+                         "Φ = (σC/B)²; Table 2 and Fig. 1 print Φ ≈ 2.441e-8."))
     for label, lr, beta, ph, printed, src in EQ3_NUMBERS:
         ph = dp_bias(*ph) if isinstance(ph, tuple) else ph
         val = sgdm_equivalent_lr(lr, beta, np.inf, ph)
-        digits = len(str(printed).split(".")[1].lstrip("0"))
-        ok = abs(val - printed) <= 0.5 * 10 ** (math.floor(math.log10(printed)) - digits + 1) + 1e-15
-        rows.append(_row("adambc_phi_eq3", f"Eq. 3, {src}", printed, val, None,
-                         "η(1−β)/√Φ rounds to the printed value", "pass" if ok else "fail",
-                         f"{label}: η={lr}, β={beta}, Φ={ph:.4g}."))
-    exact = sgdm_equivalent_lr(1e-3, 0.9, np.inf, phi)
-    rows.append(_row("adambc_phi_eq3", "§3 (Fig. 2 middle text)", 6.4, exact, None,
-                     "Eq. 3 asymptote with the stated η = 0.001", "reported",
-                     "§3 says DP-SGDM with η = 0.001 'follows Eq. 3, converging to ≈ 6.4'; Eq. 3 "
-                     f"gives {exact:.4g} for η = 0.001 (and 6.4 for η = 0.01, App. D's value). The "
-                     "code follows Eq. 3. Also: '≈ 0.645' uses Φ rounded to 2.4e-8; the exact Φ of "
-                     f"B=256, C=0.1, σ=0.4 gives {exact:.4g}."))
+        rows.append(_printed("adambc_phi_eq3", f"Eq. 3, {src}", printed, val,
+                             f"η(1−β)/√Φ = {val:.6g} rounds to the printed {printed} "
+                             f"(±{_b.printed_tolerance(printed):.1g})",
+                             f"{label}: η={lr}, β={beta}, Φ={ph:.4g}."))
+    text_printed, text_lr, text_beta, text_phi = EQ3_TEXT
+    exact = sgdm_equivalent_lr(text_lr, text_beta, np.inf, dp_bias(*text_phi))
+    rows.append(_printed("adambc_phi_eq3", "§3 (Fig. 2 middle text)", text_printed, exact,
+                         "Eq. 3 asymptote with the stated η = 0.001 vs the printed ≈ 6.4",
+                         expect="disagree", detail=
+                         "§3 says DP-SGDM with η = 0.001 'follows Eq. 3, converging to ≈ 6.4'; Eq. 3 "
+                         f"gives {exact:.4g} for η = 0.001 (and 6.4 for η = 0.01, App. D's value). The "
+                         "code follows Eq. 3. Also: '≈ 0.645' uses Φ rounded to 2.4e-8; the exact Φ "
+                         f"of B=256, C=0.1, σ=0.4 gives {exact:.4g}."))
     sym = sgdm_equivalence_symbolic(5)
     rows.append(_row("adambc_phi_eq3", "Eq. 3 (sympy)", 0.0,
                      float(sum(abs(float(r)) for r in sym["residuals"])), None,
@@ -172,15 +211,16 @@ def _check_lemma1(scale, seed):
     # smallest ν/a with log E e^{u(X²−1)} = −u − ½log(1−2u) ≤ (ν/a)² u²/2 on 0 < |u| ≤ 1/4
     u = np.concatenate([np.linspace(-0.25, -1e-4, 2000), np.linspace(1e-4, 0.25, 2000)])
     nu_min = float(np.sqrt(np.max(2.0 * (-u - 0.5 * np.log1p(-2.0 * u)) / u ** 2)))
-    rows = [_row("adambc_lemma1", "App. C Lemma 1 (sympy)", 1.0, float(s["taylor_coefficient"]),
-                 None, "coefficient of (λa)² in the MGF = 1 (paper: 1 + a²λ²)",
-                 "pass" if s["taylor_coefficient"] == 1 else "fail", f"MGF = {s['mgf']}."),
+    coef = float(s["taylor_coefficient"])
+    rows = [_b.equal("adambc_lemma1", f"{_SRC} App. C Lemma 1 (sympy)", FAMILY, 1.0, coef, lo=coef,
+                     hi=coef, relation="coefficient of (λa)² in the MGF = 1 (paper: 1 + a²λ²)",
+                     detail=f"MGF = {s['mgf']}."),
             _row("adambc_lemma1", "App. C Lemma 1 (sympy)", 0.0, 0.0 if s["ok_2a"] else 1.0, None,
                  "h(u) = 2u² + u + ½log(1−2u) ≥ 0 on |u| ≤ 1/4 (ν = 2a, b = 4a valid)",
                  "pass" if s["ok_2a"] else "fail", f"h'(u) = {s['h_prime']} has the sign of u."),
-            _row("adambc_lemma1", "App. C Lemma 1 (text)", math.sqrt(2.0), nu_min, None,
-                 "smallest ν/a valid on |λ| ≤ 1/(4a) vs the text's √2",
-                 "reported" if (s["sqrt2_fails"] and nu_min > math.sqrt(2.0)) else "fail",
+            _disagree("adambc_lemma1", "App. C Lemma 1 (text)", math.sqrt(2.0), nu_min,
+                      bool(s["sqrt2_fails"]) and nu_min > math.sqrt(2.0),
+                      relation="smallest ν/a valid on |λ| ≤ 1/(4a) vs the text's √2", detail=
                  "The proof says the bound holds 'for any ν ≥ √2 a' (Taylor expansion at 0); at "
                  f"ν = √2 a, h'(u) = {s['h_sqrt2_prime']} < 0 for u > 0, so it fails for every "
                  f"λ > 0. With b = 4a the smallest valid ν is {nu_min:.4g} a (at λ = 1/(4a)); the "
@@ -188,21 +228,33 @@ def _check_lemma1(scale, seed):
     return rows
 
 
-def _table_rows(name, table, fn, label):
-    rows = []
+def _table_rows(name, table, fn, label, documented=()):
+    """Summary row: every cell not in ``documented`` agrees with the printed value at its printed
+    precision (4 significant digits); ``bad``: the cells that do not agree (documented or not)."""
     bad = []
     worst = 0.0
+    vals = {}
     for (C, a, t), printed in sorted(table.items()):
         val = fn(a, t, C)
-        if f"{val:.3e}" == f"{printed:.3e}":
+        vals[(C, a, t)] = (f"{printed:.3e}", val)
+        if _b.agrees_as_printed(f"{printed:.3e}", val):
             worst = max(worst, abs(val / printed - 1.0))
         else:
             bad.append((C, a, t, printed, val))
-    n_ok = len(table) - len(bad)
-    rows.append(_row(name, label, len(table), n_ok, None,
-                     "cells reproduced to the printed 4 digits (the others: rows below)", "pass",
-                     f"{n_ok} of {len(table)} cells equal the printed value when rounded to 4 "
-                     f"significant digits (max relative difference {worst:.2g})."))
+    checked = {k: v for k, v in vals.items() if k not in documented}
+    n_ok = sum(_b.agrees_as_printed(p, v) for p, v in checked.values())
+
+    def holds(f):
+        return all(_b.agrees_as_printed(p, f * v) for p, v in checked.values())
+
+    rows = [_b.predicate(name, f"{_SRC} {label}", FAMILY, len(checked), n_ok, holds=holds,
+                         margin=1.0 + worst + 5e-4, stronger=(0.5, 2.0),
+                         relation="every cell not documented below equals the printed value at "
+                                  "its printed 4 digits",
+                         detail=f"{n_ok} of {len(checked)} cells (of {len(table)}; "
+                                f"{len(documented)} documented disagreements below) reproduce the "
+                                f"printed value at 4 significant digits (max relative difference "
+                                f"{worst:.2g}).")]
     return rows, bad
 
 
@@ -211,7 +263,11 @@ def _check_table3(scale, seed):
     def stmt(a, t, C):
         return prop3_bound(a, t, 0.4, C, 256, 0.999, nu="statement")
 
-    rows, bad = _table_rows("adambc_table3", TABLE3, stmt, "App. C Table 3 (nu='statement')")
+    rows, bad = _table_rows("adambc_table3", TABLE3, stmt, "App. C Table 3 (nu='statement')",
+                            documented=TABLE3_DISAGREE)
+    listed = {(C, a, t) for C, a, t, _, _ in bad}
+    for C, a, t in sorted(set(TABLE3_DISAGREE) - listed):  # documented but agreeing: fails below
+        bad.append((C, a, t, TABLE3[(C, a, t)], stmt(a, t, C)))
     for C, a, t, printed, val in bad:
         sg = prop3_bound(a, t, 0.4, C, 256, 0.999, nu="statement", branch="subgaussian")
         why = []
@@ -224,15 +280,23 @@ def _check_table3(scale, seed):
                        f"range; the correct inversion gives {val:.4g}")
         else:
             why.append(f"unexplained (formula {val:.4g}, sub-Gaussian {sg:.4g})")
-        rows.append(_row("adambc_table3", "App. C Table 3", printed, val, None,
-                         f"cell C={C}, α={a}, t={t}", "fail" if "unexplained" in why[0] else "reported",
-                         "; ".join(why) + ". The code follows the correct inversion "
-                         "(branch='auto')."))
+        agrees = _b.agrees_as_printed(f"{printed:.3e}", val)
+        if (C, a, t) in TABLE3_DISAGREE and (agrees or "unexplained" not in why[0]):
+            rows.append(_printed("adambc_table3", "App. C Table 3", f"{printed:.3e}", val,
+                                 f"cell C={C}, α={a}, t={t}", expect="disagree",
+                                 detail="; ".join(why) + ". The code follows the correct inversion "
+                                        "(branch='auto')."))
+        else:
+            rows.append(_printed("adambc_table3", "App. C Table 3", f"{printed:.3e}", val,
+                                 f"cell C={C}, α={a}, t={t}",
+                                 detail="; ".join(why) + " (not a documented disagreement)."))
     p, s = prop3_bound(0.05, 10000, 0.4, 0.1, 256, 0.999), prop3_bound(0.05, 10000, 0.4, 0.1, 256,
                                                                        0.999, nu="statement")
-    rows.append(_row("adambc_table3", "Prop. 3 statement vs proof", s, p, None,
-                     "ξ with ν from the proof (code default) vs the statement/table",
-                     "reported",
+    observed = (_b.agrees_as_printed(PROP3_TEXT_XI, s)
+                and not _b.agrees_as_printed(PROP3_TEXT_XI, p))
+    rows.append(_disagree("adambc_table3", "Prop. 3 statement vs proof", s, p, observed,
+                          relation=f"the printed {PROP3_TEXT_XI} is the statement's ξ, not the proof's",
+                          detail=
                      "The statement of Prop. 3 has ν = 4Φ√(…); its proof derives ν* = 2Φ√(…) from "
                      "Lemma 1, which is correct. Table 3 and the §4 text (5.933e-09 at α=0.05, "
                      f"t=10000) use the statement; the proof's ν gives {p:.4g}. The code defaults "
@@ -250,15 +314,16 @@ def _check_table4(scale, seed):
         r, bad = _table_rows("adambc_table4", TABLE4, fn, f"App. C Table 4 (convention='{conv}')")
         rows += r
         for C, a, t, printed, val in bad:
-            rows.append(_row("adambc_table4", "App. C Table 4", printed, val, None,
-                             f"cell C={C}, α={a}, t={t}", "fail", "not reproduced"))
+            rows.append(_printed("adambc_table4", "App. C Table 4", f"{printed:.3e}", val,
+                                 f"cell C={C}, α={a}, t={t}", detail="not reproduced"))
     nu, b, _ = prop4_parameters(10, 0.4, 0.1, 256, 0.999, convention="paper")
     mu = 256 / 0.4
     u = 0.2  # λa at which the paper's pair is checked (≤ 1/4 = the range its b = 4a claims)
     lhs = 2 * u * u * mu * mu / (1 - 2 * u) - u - 0.5 * math.log(1 - 2 * u)
     rhs = 2 * u * u * (1 + mu) ** 2
-    rows.append(_row("adambc_table4", "App. C Prop. 4 proof", rhs, lhs, None,
-                     "log-MGF of one term at λa = 0.2 vs λ²ν_k²/2 (must be ≤)", "reported",
+    rows.append(_disagree("adambc_table4", "App. C Prop. 4 proof", rhs, lhs, lhs > rhs,
+                          relation="log-MGF of one term at λa = 0.2 vs λ²ν_k²/2 (must be ≤)",
+                          detail=
                      "With μ = C/√Φ = B/σ = 640 (Table 4's C = 0.1 rows) the exact non-central χ² "
                      "log-MGF exceeds the claimed sub-exponential bound inside |λ| < 1/b: the "
                      "paper's (ν, b = 4Φ) is not a valid pair. convention='corrected' (default) "
@@ -297,10 +362,9 @@ def _check_prop3_sim(scale, seed):
         raw = V[k] - (1.0 - b2 ** t) * g * g
         mean, se = float(raw.mean()), float(raw.std(ddof=1) / math.sqrt(raw.size))
         bias = second_moment_bias(phi, b2, t)
-        rows.append(_row("adambc_prop3_sim", "Eq. 2", bias, mean, _Z999 * se,
-                         "|mean(v_t − v_t^c) − (1−β2^t)Φ| <= CI (99.9 %)",
-                         "pass" if abs(mean - bias) <= _Z999 * se else "fail",
-                         f"t={t}; dp_adam (lr=0) with Φ={phi:.4g}, β2={b2}, n={raw.size}."))
+        rows.append(_equal("adambc_prop3_sim", "Eq. 2", bias, mean, _Z999 * se,
+                           "|mean(v_t − v_t^c) − (1−β2^t)Φ| <= CI (99.9 %)",
+                           f"t={t}; dp_adam (lr=0) with Φ={phi:.4g}, β2={b2}, n={raw.size}."))
         dev = np.abs(vhat - phi - g * g)
         for a in (0.01, 0.05):
             xi = prop3_bound(a, t, sigma, C, B, b2)
@@ -362,9 +426,8 @@ def _check_prop4_sim(scale, seed):
         if i == 0:
             xi3 = prop3_bound(a_, t_, s_, C_, B_, b2_)
             q, ci = quantile_ci(dev, 1.0 - a_, alpha=_LEVEL)
-            rows.append(_row("adambc_prop4_sim", "Prop. 3 (scope)", xi3, q, ci,
-                             "(1−α)-quantile of |v̂^corr − v̂^c| <= ξ (as stated)",
-                             "reported" if ci[0] > xi3 else "pass",
+            rows.append(_disagree("adambc_prop4_sim", "Prop. 3 (scope)", xi3, q, ci[0] > xi3, ci,
+                                  "(1−α)-quantile of |v̂^corr − v̂^c| > ξ (the stated bound fails)",
                              desc + ". Prop. 3 states its bound for |v̂^corr − v̂^c| on any fixed "
                              "sequence, but the proof drops the cross term 2ḡz; with ḡ = C the "
                              f"deviation's quantile is {q / xi3:.3g}× the bound. The code documents "
@@ -397,14 +460,21 @@ def _check_lemma3_sim(scale, seed):
         lows = [clopper_pearson(int(kk), n, alpha=lvl)[0] for kk in k]
         worst = int(np.argmax(k))
         f, ci = int(k[worst]) / n, clopper_pearson(int(k[worst]), n, alpha=lvl)
-        ok = max(lows) <= alpha
-        verdict = "pass" if ok else ("reported" if variant == "paper" else "fail")
-        rows.append(_row("adambc_lemma3_sim", f"App. F Lemma 3 ({variant})", alpha, f, ci,
-                         "max_t P̂(v_t^p ≥ δ_t) <= α (CI Bonferroni over t ≤ 20)", verdict,
-                         f"∇f = C = {C} every step, Φ = {phi:.4g}, β2 = {b2}; worst t = {t[worst]}; "
+        lo_max = max(lows)
+        kw = dict(ci=ci, relation="max_t P̂(v_t^p ≥ δ_t) <= α (CI Bonferroni over t ≤ 20)",
+                  detail=f"∇f = C = {C} every step, Φ = {phi:.4g}, β2 = {b2}; worst t = {t[worst]}; "
                          f"frequencies at t=1..5: {np.round(k[:5] / n, 3).tolist()}."
                          + (" The printed lemma omits the 2Cz term of (C + z)² from ν* (and "
-                            "mis-sums ν*²): it fails at small t." if variant == "paper" else "")))
+                            "mis-sums ν*²): it fails at small t." if variant == "paper" else ""))
+        src = f"{_SRC} App. F Lemma 3 ({variant})"
+        if variant == "paper":
+            rows.append(_b.disagreement("adambc_lemma3_sim", src, FAMILY, alpha, f,
+                                        observed=lo_max > alpha, **kw))
+        else:
+            rows.append(_b.upper("adambc_lemma3_sim", src, FAMILY, alpha, f, hi=lo_max,
+                                 why_loose="the exceedance frequency of a Bernstein tail bound is "
+                                           "far below α; the tightness of the corrected lemma is "
+                                           "the quantile row below.", **kw))
     # tightness of the corrected lemma at t = T (sub-Gaussian branch; one-sided deviation)
     mu, nu, b = (float(x) for x in lemma3_parameters(T, C, phi, b2))
     if nu * math.sqrt(2.0 * math.log(2.0 / alpha)) <= nu * nu / b:
@@ -432,15 +502,20 @@ def _check_cor1_sim(scale, seed):
             delta = corollary1_bound(alpha, T, C, phi, b2, variant=variant)
             k = int((sup >= delta).sum())
             f, ci = k / sup.size, clopper_pearson(k, sup.size, alpha=_LEVEL)
-            ok = ci[0] <= alpha
-            verdict = "pass" if ok else ("reported" if variant == "paper" else "fail")
             q, _ = quantile_ci(sup, 1.0 - alpha, alpha=_LEVEL)
             mu = lemma3_parameters(T, C, phi, b2, variant=variant)[0]
-            rows.append(_row("adambc_corollary1_sim", f"App. F Corollary 1 ({variant})", alpha, f,
-                             ci, "P̂(sup_t v_t^p ≥ δ) <= α", verdict,
-                             f"σ={sigma}, C={C}, B={B}, β2={b2}, T={T}, ∇f = C; δ − μ* = "
+            src = f"{_SRC} App. F Corollary 1 ({variant})"
+            kw = dict(ci=ci, relation="P̂(sup_t v_t^p ≥ δ) <= α",
+                      detail=f"σ={sigma}, C={C}, B={B}, β2={b2}, T={T}, ∇f = C; δ − μ* = "
                              f"{delta - mu:.4g}, empirical (1−α)-quantile of sup − μ* = "
-                             f"{q - mu:.4g}, n={sup.size}."))
+                             f"{q - mu:.4g}, n={sup.size}.")
+            if variant == "paper" and (b2, T) == (0.8, 400):  # the documented failure
+                rows.append(_b.disagreement("adambc_corollary1_sim", src, FAMILY, alpha, f,
+                                            observed=ci[0] > alpha, **kw))
+            else:
+                rows.append(_b.upper("adambc_corollary1_sim", src, FAMILY, alpha, f, hi=ci[0],
+                                     why_loose="a union bound over t: the sup exceeds δ far less "
+                                               "often than α.", **kw))
     return rows
 
 
@@ -493,16 +568,16 @@ def _check_prop2_sim(scale, seed):
             c4 = ((x - x.mean(axis=0)) ** 4).mean(axis=0)
             ratio = float(np.mean(s2 / var))
             se = float(np.sqrt(np.sum((c4 - s2 ** 2) / R / var ** 2)) / d)
-            rows.append(_row("adambc_prop2_sim", "App. B (Prop. 2), exact variance", 1.0, ratio,
-                             _Z999 * se, f"mean_j Var̂({what})/formula = 1 within CI (99.9 %)",
-                             "pass" if abs(ratio - 1.0) <= _Z999 * se else "fail",
-                             desc + "."))
+            rows.append(_equal("adambc_prop2_sim", "App. B (Prop. 2), exact variance", 1.0, ratio,
+                               _Z999 * se, f"mean_j Var̂({what})/formula = 1 within CI (99.9 %)",
+                               desc + "."))
             if i == len(sz["p2_settings"]) - 1 and what == "m̂":
                 bt = b1
                 printed = (1 - bt) ** 2 / (1 - bt ** T) * (Vg + phi)
-                rows.append(_row("adambc_prop2_sim", "App. B (printed variance)", 1.0,
-                                 float(np.mean(s2 / printed)), None,
-                                 "Var̂(m̂)/printed formula", "reported",
+                pr = float(np.mean(s2 / printed))
+                rows.append(_disagree("adambc_prop2_sim", "App. B (printed variance)", 1.0, pr,
+                                      abs(math.log(pr)) > math.log(2.0), None,
+                                      "Var̂(m̂)/printed formula is off by more than 2×",
                                  "App. B prints E[(m̂ − Eḡ)²] = (1−β1)²/(1−β1^t)(V[ḡ] + Φ) "
                                  "(Σβ^{t−τ} where Σβ^{2(t−τ)} is due); the exact variance is "
                                  "((1−β1)/(1−β1^t))²(1−β1^{2t})/(1−β1²)(V[ḡ]+Φ), which the code "
@@ -516,9 +591,12 @@ def _check_prop2_sim(scale, seed):
         f, ci = k / err.size, clopper_pearson(k, err.size, alpha=_LEVEL)
         err_adam = np.abs(m_hat / np.sqrt(v_hat) - target)
         rms.append(float(np.sqrt(np.mean(np.where(np.isfinite(err), err, 10.0) ** 2))))
-        rows.append(_row("adambc_prop2_sim", "Prop. 2 (finite-β bound)", alpha, f, ci,
-                         "P̂(|u − Eḡ/√Eḡ²| ≥ ε) <= α", "pass" if ci[0] <= alpha else "fail",
-                         desc + f"; median ε = {np.median(eps):.3g}, median |u − target| "
+        rows.append(_b.upper("adambc_prop2_sim", f"{_SRC} Prop. 2 (finite-β bound)", FAMILY, alpha, f,
+                             hi=ci[0], ci=ci, relation=_fix("P̂(|u − Eḡ/√Eḡ²| ≥ ε) <= α"),
+                             why_loose="Chebyshev's inequality: the error exceeds ε far less often "
+                                       "than α; the next row shows ε is the exact worst case on "
+                                       "the Chebyshev event.",
+                             detail=desc + f"; median ε = {np.median(eps):.3g}, median |u − target| "
                          f"(DP-AdamBC) = {np.median(err):.3g}, DP-Adam = {np.median(err_adam):.3g} "
                          f"(its limit is off by {np.median(np.abs(adam_lim - target)):.3g})."))
     # the finite-β bound is the exact worst case on the Chebyshev event (oracle row)
@@ -528,14 +606,18 @@ def _check_prop2_sim(scale, seed):
     corner = np.abs((M + np.sign(M) * a_c) / np.sqrt(M2 - r_c) - target)
     eps = np.asarray(prop2_error_bound(alpha, b1, b2, T, M, Vg, M2, Vg2, phi))
     gap = float(np.max(np.abs(eps / corner - 1.0)))
-    rows.append(_row("adambc_prop2_sim", "Prop. 2 (finite-β bound, worst case)", 0.0, gap, None,
-                     "max_j |ε / |u(M ± a, V − r) − target| − 1| = 0 (ε is attained)",
-                     "pass" if gap < 1e-9 else "fail",
+    rows.append(_b.predicate("adambc_prop2_sim", f"{_SRC} Prop. 2 (finite-β bound, worst case)",
+                             FAMILY, 0.0, gap,
+                             holds=lambda f: float(np.max(np.abs(f * eps / corner - 1.0))) < 1e-9,
+                             margin=1.0 + gap, stronger=(0.5, 2.0),
+                             relation=_fix("max_j |ε / |u(M ± a, V − r) − target| − 1| = 0 (ε is "
+                                           "attained)"),
+                             detail=
                      "Chebyshev at α/2 each: |m̂ − M| ≤ a = √(2Var m̂/α), |v̂^corr − V| ≤ r = "
                      "√(2Var v̂/α); ε is the largest |u − M/√V| on that event."))
     rows.append(_row("adambc_prop2_sim", "Prop. 2 (consistency)", rms[0], rms[-1], None,
                      "RMS |u − Eḡ/√Eḡ²| decreases as β1, β2 → 1, t → ∞",
-                     "pass" if all(a > b_ for a, b_ in zip(rms, rms[1:])) else "fail",
+                     "sanity" if all(a > b_ for a, b_ in zip(rms, rms[1:])) else "fail",
                      f"RMS error over the settings {[s[:2] for s in sz['p2_settings']]}: "
                      f"{[round(r, 4) for r in rms]}; DP-Adam's limit stays "
                      f"{float(np.sqrt(np.mean((adam_lim - target) ** 2))):.3g} away (RMS)."))

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from dpsim.transforms import lookup
+from dpsim.analysis.checks import base as _b
 from dpsim.analysis.checks.base import CheckResult, check, verdict
 from dpsim.analysis.stats import clopper_pearson, z_two_sided
 from dpsim.analysis.bias import (
@@ -98,9 +99,10 @@ def _fraction_row(name, source, target, k, n, level, relation, detail):
     """Row: the predicted fraction ``target`` must lie in the Clopper–Pearson ``level`` interval of
     the simulated fraction ``k/n``."""
     lo, hi = clopper_pearson(k, n, level)
-    return CheckResult(check=name, source=source, family=FAMILY, bound=target, estimate=k / n,
-                       ci=(lo, hi), relation=relation, verdict=verdict(lo <= target <= hi),
-                       detail=detail)
+    return _b.equal(name, source, FAMILY, target, k / n, lo=lo, hi=hi, ci=(lo, hi), relation=relation,
+                    detail=detail,
+                    why_loose="the predicted fraction is so small that the simulated count cannot "
+                              "tell it from half or twice its value.")
 
 
 @check("design_negative_fraction_optimistic", family=FAMILY)
@@ -215,10 +217,9 @@ def _check_corrected_variance(scale, seed):
     mean_half = z * float(per_trial_mean.std(ddof=1)) / math.sqrt(trials)
     ok_sym, msg = _sympy_variance_derivation()
     rows = [
-        CheckResult(check="design_corrected_variance[simulate]",
-                    source="[DESIGN] §4.4.1 / App. C (reconstructed)", family=FAMILY,
-                    bound=var_pred, estimate=est, ci=half, relation="|estimate − bound| <= CI",
-                    verdict=verdict(abs(est - var_pred) <= half),
+        _b.equal("design_corrected_variance[simulate]", "[DESIGN] §4.4.1 / App. C (reconstructed)",
+                 FAMILY, var_pred, est, lo=est - half, hi=est + half, ci=half,
+                 relation="∣estimate − bound∣ <= CI",
                     detail=(f"dp_adam_corrected lr=0 on linear_box(bias=1), d={d}, b={b}, σ={sigma}, β2={beta2}, "
                             f"t={steps}, {trials} trials; exact finite-t formula (2Φ²+4g²Φ)Σw²; large-t form "
                             f"{corrected_variance(g, phi, beta2):.4g}; 99% normal CI over trials; unbiasedness: "
@@ -296,11 +297,11 @@ def _check_postprocessing_bias_iid(scale, seed):
             x = np.asarray(res.records[key])[-1]
             est, half = float(x.mean()), z * float(x.std(ddof=1)) / math.sqrt(trials)
             bound = postprocessing_bias(sigma, C, b, beta2=beta2, t=steps, raw=raw)
-            rows.append(CheckResult(
-                check=f"design_postprocessing_bias_iid[{'raw v' if raw else 'v̂'}, t={steps}]",
-                source="[ADAMBC] Eq. 2" if raw else "[DESIGN] §3.1 (reconstructed); [ADAMBC] Eq. 2",
-                family=FAMILY, bound=bound, estimate=est, ci=half, relation="|estimate − bound| <= CI",
-                verdict=verdict(abs(est - bound) <= half),
+            rows.append(_b.equal(
+                f"design_postprocessing_bias_iid[{'raw v' if raw else 'v̂'}, t={steps}]",
+                "[ADAMBC] Eq. 2" if raw else "[DESIGN] §3.1 (reconstructed); [ADAMBC] Eq. 2",
+                FAMILY, bound, est, lo=est - half, hi=est + half, ci=half,
+                relation="∣estimate − bound∣ <= CI",
                 detail=(f"dp_adam lr=0 on linear_box(bias=1): constant clean stream; b={b}, C={C}, σ={sigma}, "
                         f"β2={beta2}, d={d}, {trials} trials; Φ={(sigma * C / b) ** 2:.4g}; 99.5% normal CI "
                         f"(4 rows: 98% family-wise)")))
@@ -343,10 +344,9 @@ def _check_postprocessing_bias_mf(scale, seed):
         M = mf.strategy(name, T)
         Minv = np.linalg.inv(M)
         literal = phi * mf.sensitivity(M) ** 2 * float(np.dot(ema_weights(beta2, T), Minv[T - 1] ** 2))
-        rows.append(CheckResult(
-            check=f"design_postprocessing_bias_mf[{name}]",
-            source="[DESIGN] App. A (reconstructed)", family=FAMILY, bound=bound, estimate=est, ci=half,
-            relation="|estimate − bound| <= CI", verdict=verdict(abs(est - bound) <= half),
+        rows.append(_b.equal(
+            f"design_postprocessing_bias_mf[{name}]", "[DESIGN] App. A (reconstructed)", FAMILY, bound,
+            est, lo=est - half, hi=est + half, ci=half, relation="∣estimate − bound∣ <= CI",
             detail=(f"dp_adam(noise={name!r}) lr=0 on linear_box(bias=1), T={T} steps (the strategy's horizon), "
                     f"β2={beta2}, Φ={phi:.4g}, {R} trials × d={d}, 99.5% normal CI over trials; i.i.d. noise "
                     f"would give Φ={phi:.4g}; the literal shorthand Φ·sens²·Σ_j w_j (M⁻¹)_{{Tj}}² of "
@@ -400,13 +400,20 @@ def _check_stp_fixed_point(scale, seed):
         ests.append(est / m2[j])
         halves.append(half / m2[j])
         zs.append(abs(est - vstar[j]) <= half + width[j])
-    ok = all(zs) and max_norm <= C
     worst = int(np.argmax([abs(e - vstar[j] / m2[j]) / h for j, (e, h) in enumerate(zip(ests, halves))]))
-    return CheckResult(
-        check="design_stp_fixed_point", source="[DESIGN] §4.3.1 / App. B (reconstructed)", family=FAMILY,
-        bound=float(vstar[worst] / m2[worst]), estimate=ests[worst], ci=halves[worst],
-        relation="|estimate − v*|/m <= CI + (v* − v_lo)/m, all coordinates",
-        verdict=verdict(ok),
+    ests_a, halves_a = np.array(ests), np.array(halves)
+    pred, wid = vstar / m2, width / m2
+
+    def holds(f):  # the fixed point v* scaled by f, every coordinate
+        return bool(np.all(np.abs(ests_a - f * pred) <= halves_a + f * wid)) and max_norm <= C
+
+    lo_f = float(np.max((ests_a - halves_a) / (pred + wid)))
+    hi_f = float(np.min((ests_a + halves_a) / np.maximum(pred - wid, 1e-300)))
+    return _b.predicate(
+        "design_stp_fixed_point", "[DESIGN] §4.3.1 / App. B (reconstructed)", FAMILY,
+        float(vstar[worst] / m2[worst]), ests[worst], holds=holds, margin=max(hi_f, 1.0 / lo_f),
+        stronger=(0.5, 2.0), ci=halves[worst],
+        relation="∣estimate − v*∣/m <= CI + (v* − v_lo)/m, all coordinates",
         detail=(f"dp_adam_stp lr=0 on linear_box(scales={[float(v) for v in sc]}, bias=0.5), b={b}, C={C}, σ={sigma} "
                 f"(Φ={phi:.4g}), β2={beta2}, ε_s={eps_s}, batches with replacement, {trials} trials, time average over steps "
                 f"{burn}..{steps}; v/m per coordinate = {[round(float(e), 4) for e in ests]} vs 1/(1−Φ) = "

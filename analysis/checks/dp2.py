@@ -9,7 +9,8 @@ import math
 import numpy as np
 
 from dpsim.transforms import lookup
-from dpsim.analysis.checks.base import CheckResult, check, verdict
+from dpsim.analysis.checks import base as _b
+from dpsim.analysis.checks.base import CheckResult, check
 from dpsim.analysis.stats import z_one_sided
 from dpsim.analysis.delay import (
     fit_h,
@@ -45,7 +46,7 @@ def _lemma1_run(problem, *, clip, sigma, b, s, beta, cycles, trials, seed, coord
     return v, res.steps // (2 * s)
 
 
-def _lemma1_row(name, v, M, level, detail):
+def _lemma1_row(name, v, M, level, detail, why_loose=""):
     mean = v.mean(axis=-1)
     se = v.std(axis=-1, ddof=1) / math.sqrt(v.shape[-1])
     m = int(np.count_nonzero(se > 0)) or 1
@@ -54,11 +55,11 @@ def _lemma1_row(name, v, M, level, detail):
         score = np.where(se > 0, (mean - M) / se, np.where(mean > M, np.inf, -np.inf))
     i = np.unravel_index(int(np.argmax(score)), score.shape)
     est, ci = float(mean[i]), float(z * se[i])
-    ok = est - ci <= M
-    return CheckResult(
-        check=name, source=f"{_SRC} Lemma 1", family=FAMILY, bound=float(M), estimate=est, ci=ci,
+    lowest = float(np.max(mean - z * se))  # every coordinate's lower confidence end is <= this
+    return _b.upper(
+        name, f"{_SRC} Lemma 1", FAMILY, float(M), est, hi=lowest, ci=ci,
         relation=f"estimate - ci <= bound (one-sided {level:.1%}, Bonferroni over {m})",
-        verdict=verdict(ok), detail=detail)
+        detail=detail, why_loose=why_loose)
 
 
 @check("dp2_lemma1", family=FAMILY)
@@ -97,7 +98,9 @@ def _check_lemma1(scale, seed):
         "dp2_lemma1 (sparse logistic)", v, M, level,
         f"logistic_regression n=500 d={d} density=0.2, clip={C} (active), sigma={sig}, b={b}, "
         f"s={s}, beta={beta}, R={R}; max over coordinates and {k[-1]} refreshes; "
-        f"strict (Cauchy-Schwarz) bound {lemma1_bound(C, sig, s, b, strict=True):.4g}"))
+        f"strict (Cauchy-Schwarz) bound {lemma1_bound(C, sig, s, b, strict=True):.4g}",
+        why_loose="with active clipping the clipped mean is far below C in each coordinate; the "
+                  "tight instance is the equality case above."))
     return rows
 
 
@@ -119,11 +122,12 @@ def _check_h(scale, seed):
         h, lo, hi = h_of_s(tr, ci=0.95, seed=seed)
         bound = h_bound_a2(tr, form="tight")
         hs.append(h)
-        rows.append(CheckResult(
-            check=f"dp2_h_of_s (s={s})", source=f"{_SRC} §4.1 h(s), App. A.2 Eqs. (53)-(56)",
-            family=FAMILY, bound=bound, estimate=h, ci=(lo, hi),
-            relation="estimate <= bound (A.2 drift bound, M' = max observed ||g^t - g^(t-1)||_1)",
-            verdict=verdict(h <= bound),
+        rows.append(_b.upper(
+            f"dp2_h_of_s (s={s})", f"{_SRC} §4.1 h(s), App. A.2 Eqs. (53)-(56)", FAMILY, bound, h,
+            ci=(lo, hi),
+            relation="estimate <= bound (A.2 drift bound, M' = max observed ∣∣g^t - g^(t-1)∣∣_1)",
+            why_loose="the A.2 bound is a pathwise triangle inequality with the largest observed "
+                      "drift M'; it is tight only if every step drifts by M' in the same direction.",
             detail=(f"logistic_regression n=1000 d=50 density=0.1, b=32, T={T}, R={R}, {hp}; h in "
                     f"the appendix form E||g||_1/(E||G/s||_1 + d eps) maximized over RMSProp steps; "
                     f"95% bootstrap CI over trials; Eq. (57) as printed gives "
@@ -135,7 +139,7 @@ def _check_h(scale, seed):
         check="dp2_h_of_s (fit c1 s + c2, increasing)", source=f"{_SRC} App. A.2, Fig. 3",
         family=FAMILY, bound=fit.c1 * s_max + fit.c2, estimate=hs[-1], ci=None,
         relation="h(s) increasing in s (empirical, Fig. 3); bound = fitted line at the largest s",
-        verdict="pass" if inc else "reported",
+        verdict="sanity" if inc else "reported",  # an empirical trend (Fig. 3), not a bound
         detail=(f"h = {[round(x, 4) for x in hs]} at s = {s_list}; least squares c1 = {fit.c1:.4g}, "
                 f"c2 = {fit.c2:.4g}, R^2 = {fit.r2:.4f}, rmse = {fit.rmse:.3g}, max residual "
                 f"{fit.max_residual:.3g}. " + ("h increases with s, as Fig. 3 shows on IMDB (an "
@@ -180,11 +184,13 @@ def _check_theorem2(scale, seed):
         for form in ("printed", "proof"):
             rhs, first, second, kappa, _, _ = theorem2_rhs(Rad, C, sig, b, T, s, d, eps, beta, h,
                                                            D_l1=Dl, form=form, terms=True)
-            rows.append(CheckResult(
-                check=f"dp2_theorem2 ({form}, v={s / T:g})", source=f"{_SRC} Theorem 2 / Eq. (51)",
-                family=FAMILY, bound=rhs, estimate=est, ci=ci,
-                relation="estimate + ci <= bound (one-sided 99.9%)",
-                verdict=verdict(est + ci <= rhs),
+            rows.append(_b.upper(
+                f"dp2_theorem2 ({form}, v={s / T:g})", f"{_SRC} Theorem 2 / Eq. (51)", FAMILY, rhs,
+                est, hi=est + ci, ci=ci, relation="estimate + ci <= bound (one-sided 99.9%)",
+                why_loose=(f"the right-hand side exceeds C·R = {C * Rad:.3g}, the largest excess "
+                           f"loss of any point of the box, so no instance of this problem class "
+                           f"can bring the average excess loss within a factor 2 of it.")
+                if rhs > 2 * C * Rad else "",
                 detail=(f"absolute_regression n={n} d={d} on [-1,1]^d (convex, Assumption 1 with "
                         f"R={Rad:.4g}, Assumption 2 with C=max||a_i||={C:.4g} = clip, no clipping: "
                         f"eps_a={eps} makes D >= 1), sigma={sig}, b={b} fixed, T={T}, s={s}, "
@@ -214,10 +220,11 @@ def _check_theorem3(scale, seed):
     F1 = float(res.loss[0].mean())  # F(w^1) − inf F ≤ F(w^1): F ≥ 0
     L, C, tau = 0.25, 1.0, 1.0
     rhs = theorem3_rhs(F1, lr, T, L, C, sig, b, s, d, tau, eps)
-    return CheckResult(
-        check="dp2_theorem3", source=f"{_SRC} Theorem 3 / Eq. (84)", family=FAMILY, bound=rhs,
-        estimate=est, ci=ci, relation="estimate + ci <= bound (one-sided 99.9%)",
-        verdict=verdict(est + ci <= rhs),
+    return _b.upper(
+        "dp2_theorem3", f"{_SRC} Theorem 3 / Eq. (84)", FAMILY, rhs, est, hi=est + ci, ci=ci,
+        relation="estimate + ci <= bound (one-sided 99.9%)",
+        why_loose="Theorem 3 adds the optimization, noise and variance terms of a worst case over "
+                  "smooth losses; on logistic regression the gradient norm decays far faster.",
         detail=(f"logistic_regression n={n} d={d} reg=0 (unit-norm rows: ||g_i|| <= 1 = C = clip, "
                 f"L = 1/4, F >= 0, tau^2 = C^2 bounds the per-example variance), eps_a={eps} (no "
                 f"clipping in the adaptive phase), alpha={lr} (L alpha/eps = {L * lr / eps:g} <= 1), "
