@@ -161,10 +161,13 @@ class Flag(Spec):
 class OrNone(Spec):
     """``None`` (the optimizer's documented fallback) or a value of ``inner``.  ``draw_none``:
     whether generation draws ``None`` (False when the fallback depends on the problem, e.g.
-    PASAN's ``radius=None`` needs a box domain and known Lipschitz rows)."""
+    PASAN's ``radius=None`` needs a box domain and known Lipschitz rows); ``draw_value``: whether
+    it draws a value (False when which values work depends on the run, e.g. a ctCDP sample rate
+    must lie in the feasible range of [L2P] Algorithm 3)."""
 
     inner: Spec
     draw_none: bool = True
+    draw_value: bool = True
     kind = "optional"
 
     def validate(self, name, value):

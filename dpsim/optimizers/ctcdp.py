@@ -316,13 +316,15 @@ EPSILON = Real("(0, inf)", typical=(0.5, 10.0), log=True)
 DELTA = Real("(0, 1)", typical=(1e-8, 1e-3), log=True)
 SCHEDULE = Choice(SCHEDULES, message="unknown schedule {value}; expected one of {options}")
 SCHEDULE_PARAM = Real("(-inf, inf)", typical=(-0.9, 0.9))  # |p| < 1 for "linear" (checked by the privatizer)
+# a chosen rate must lie in Algorithm 3's feasible range (it depends on n, T, ε, δ): not generated
+SAMPLE_RATE = OrNone(Real("(0, 1]", typical=(0.05, 0.1)), draw_value=False)
 
 
 @register
 def dp_sgd_ctcdp(lr: LR = 0.1, clip: CLIP_FINITE = 1.0, epsilon: EPSILON = 1.0, delta: DELTA = 1e-5,
                  schedule: SCHEDULE = "uniform", schedule_param: SCHEDULE_PARAM = 0.5,
                  noise_norm: Flag() = False, planned_steps: OrNone(PositiveInt(typical=(1, 50))) = None,
-                 sample_rate: OrNone(Real("(0, 1]", typical=(0.05, 1.0))) = None) -> Optimizer:
+                 sample_rate: SAMPLE_RATE = None) -> Optimizer:
     """Budget-constrained DP-SGD under (ρ, a)-ctCDP ([L2P] Alg. 1 and 3, Thm B.1; module docstring).
 
     ``w ← w − η g̃`` with ``g̃ = (1/b)(Σ clip(g_i, C) + σ_t ξ)`` while the step fits the budget;

@@ -1,0 +1,24 @@
+"""Property-based testing with dpsim (needs hypothesis and scipy).
+
+* :mod:`dpsim.testing.strategies` — hypothesis strategies: ``problems``, ``optimizers`` (from the
+  optimizers' declared hyperparameter ranges), ``privacy_params``, ``gradient_tables``,
+  ``simulations``.
+* :mod:`dpsim.testing.assertions` — ``assert_bound_holds``, ``assert_distribution_matches``,
+  ``assert_privacy_holds``: a claim against simulation at a stated false-alarm rate, with the
+  numbers and the reproducing seed in the message.
+* :mod:`dpsim.testing.plugin` — the pytest plugin (``pytest -p dpsim.testing.plugin``): the
+  ``dpsim-ci`` hypothesis profile, the ``dpsim_seed`` fixture, ``--dpsim-trials``.
+
+A tutorial is in ``docs/property-testing.md``.
+"""
+
+from . import strategies
+from .assertions import (BoundViolation, assert_bound_holds, assert_distribution_matches,
+                         assert_privacy_holds, scaled_trials, set_trials_scale)
+from .strategies import (GradientTable, PrivacyParams, Simulation, gradient_tables, optimizers,
+                         privacy_params, problems, simulations)
+
+__all__ = ["strategies", "BoundViolation", "assert_bound_holds", "assert_distribution_matches",
+           "assert_privacy_holds", "scaled_trials", "set_trials_scale", "GradientTable",
+           "PrivacyParams", "Simulation", "gradient_tables", "optimizers", "privacy_params",
+           "problems", "simulations"]
