@@ -81,7 +81,7 @@ def _fmt(v):
 
 def assert_bound_holds(estimate_fn, bound, *, trials: int | None = None, alpha: float = 1e-3,
                        seed: int = 0, side: str = "upper", kind: str = "mean", value_range=None,
-                       what: str = "E[X]"):
+                       rtol: float = 1e-12, what: str = "E[X]"):
     """Assert that ``bound`` holds for the quantity estimated by simulation, failing with
     probability at most ``alpha`` when it does (the false-alarm probability).
 
@@ -101,6 +101,9 @@ def assert_bound_holds(estimate_fn, bound, *, trials: int | None = None, alpha: 
     ``kind="probability"``: the samples are 0/1 indicators and ``θ`` their probability; the bound
     is the exact one-sided Clopper–Pearson bound, so the false-alarm probability is ``≤ alpha``
     for every ``R`` (a tail bound ``P(X > x) ≤ p`` is ``kind="probability"`` on ``X > x``).
+
+    ``rtol``: floating-point slack, the bound is compared as ``bound + rtol·|bound|`` (a bound
+    met with equality, e.g. with σ = 0, must not fail by one rounding error).
 
     Raises :class:`BoundViolation` (an ``AssertionError``) naming the bound, the estimate, its
     two-sided ``1 − 2·alpha/m`` interval, ``R`` and the seed.
@@ -137,7 +140,8 @@ def assert_bound_holds(estimate_fn, bound, *, trials: int | None = None, alpha: 
         t = float(stats.t.ppf(1.0 - am, R - 1))
         lo, hi = est - t * se, est + t * se
         method = "Student t"
-    bad = (lo > bnd) if side == "upper" else (hi < bnd)
+    slack = float(rtol) * np.abs(bnd)
+    bad = (lo > bnd + slack) if side == "upper" else (hi < bnd - slack)
     if np.any(bad):
         j = int(np.argmax(bad))
         rel = "<=" if side == "upper" else ">="
