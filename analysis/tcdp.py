@@ -37,7 +37,8 @@ from dpsim.privacy.tcdp import (  # noqa: F401  (re-exports)
 __all__ = [
     "rho_a", "omega_a", "omega_of_a", "tcdp_to_dp", "ctcdp_to_dp", "gaussian_zcdp", "subsample",
     "subsample_conditions", "norm_sq_sensitivity", "compose", "init_budget", "SinhNormal",
-    "sinh_normal", "sinh_normal_for_tcdp", "SUBSAMPLE_FACTOR", "MAX_RATE",
+    "sinh_normal", "sinh_normal_for_tcdp", "SUBSAMPLE_FACTOR", "MAX_RATE", "subsampled_rdp_wbk",
+    "subsample_ratio",
 ]
 
 
@@ -185,3 +186,47 @@ def sinh_normal_for_tcdp(sensitivity, rho, omega) -> SinhNormal:
         raise ValueError(f"Theorem A.2 needs 1/(4 omega^2) <= rho < 16, got rho={rho}, omega={omega} "
                          f"(1/(4 omega^2)={1.0 / (4.0 * omega ** 2):.6g})")
     return SinhNormal(8.0 * d * omega, d * math.sqrt(8.0 / rho))
+
+
+def subsampled_rdp_wbk(rho, q, alpha):
+    """Rényi-DP of a ρ-zCDP mechanism (``ε(j) = ρj`` for every order, unbounded at ∞, like the
+    Gaussian mechanism) on a uniformly random subset of rate ``q`` drawn **without replacement**,
+    neighbours differing by **replacing** one entry: the bound of Wang, Balle, Kasiviswanathan,
+    *Subsampled Rényi Differential Privacy and Analytical Moments Accountant* (AISTATS 2019),
+    Theorem 9, at integer orders ``α ≥ 2``:
+
+        ε'(α) ≤ 1/(α−1) · log(1 + q² C(α,2) min{4(e^{2ρ} − 1), 2e^{2ρ}}
+                              + Σ_{j=3}^{α} 2 q^j C(α,j) e^{(j−1) jρ})
+
+    (``min{2, (e^{ε(∞)} − 1)^j} = 2`` since ``ε(∞) = ∞``).  It is an independent upper bound
+    on what [L2P] Lemma A.6 bounds by ``13 q² ρ α`` (for ``α ≤ ω'``).  Computed in log space
+    (``C(α, j)`` by ``lgamma``).  Scalars only; ``alpha`` an integer ``≥ 2``.
+    """
+    from scipy.special import gammaln, logsumexp
+
+    rho, q = float(rho), float(q)
+    if not (rho >= 0 and math.isfinite(rho)):
+        raise ValueError(f"rho must be non-negative and finite, got rho={rho!r}")
+    if not (0 < q <= 1):
+        raise ValueError(f"q must be a sampling rate in (0, 1], got q={q!r}")
+    if int(alpha) != alpha or alpha < 2:
+        raise ValueError(f"alpha must be an integer >= 2, got alpha={alpha!r}")
+    a = int(alpha)
+    j = np.arange(2, a + 1, dtype=float)
+    log_binom = gammaln(a + 1.0) - gammaln(j + 1.0) - gammaln(a - j + 1.0)
+    terms = j * math.log(q) + log_binom + math.log(2.0) + (j - 1.0) * j * rho
+    # the j = 2 term: q² C(α,2) min{4(e^{2ρ} − 1), 2e^{2ρ}}
+    second = min(math.log(4.0) + math.log(math.expm1(2.0 * rho)) if rho > 0 else -math.inf,
+                 math.log(2.0) + 2.0 * rho)
+    terms[0] = 2.0 * math.log(q) + log_binom[0] + second
+    return float(np.logaddexp(0.0, logsumexp(terms)) / (a - 1.0))
+
+
+def subsample_ratio(rho, q, alphas):
+    """``max_α ε'_WBK(α) / (13 q² ρ α)`` over the integer orders ``alphas``: how much of [L2P]
+    Lemma A.6's ``13 q² ρ`` an independent subsampled-RDP bound (:func:`subsampled_rdp_wbk`) uses.
+    At most 1 means the two bounds agree that the lemma is valid there; the closer to 1, the less
+    room the lemma's constant 13 leaves.  Returns ``(ratio, α at the maximum)``."""
+    r = [subsampled_rdp_wbk(rho, q, a) / (SUBSAMPLE_FACTOR * q * q * rho * a) for a in alphas]
+    i = int(np.argmax(r))
+    return float(r[i]), int(alphas[i])

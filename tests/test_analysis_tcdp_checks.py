@@ -104,7 +104,8 @@ def test_oracle_detects_a_wrong_conversion():
 def test_verify_rows_pass_at_quick_scale():
     registered = verify.registered()
     names = [k for k, (fam, _) in registered.items() if fam == K.FAMILY]
-    assert set(names) == {"l2p_tcdp_to_dp", "l2p_ctcdp_to_dp", "l2p_sinh_normal"}
+    assert set(names) == {"l2p_tcdp_to_dp", "l2p_ctcdp_to_dp", "l2p_sinh_normal",
+                          "l2p_subsample_13q2rho"}
     for name in names:
         out = registered[name][1]("quick", 0)
         rows = out if isinstance(out, list) else [out]
@@ -113,3 +114,53 @@ def test_verify_rows_pass_at_quick_scale():
             if r.verdict == "pass":  # the row catches the bound made twice as strong
                 assert r.strengthened() == "fail", r.check
             assert r.family == K.FAMILY and r.source.startswith("[L2P]")
+
+
+# ------------------------------------------------------------------------------------------------
+# [L2P] Lemma A.6 (13 q² ρ) against the Wang–Balle–Kasiviswanathan subsampled-RDP bound
+
+
+def _mixture_renyi(alpha, q, sigma, shift):
+    """Exact D_α(P‖Q) by quadrature for P = (1−q)N(0,σ²) + qN(shift/2,σ²),
+    Q = (1−q)N(0,σ²) + qN(−shift/2,σ²): subsampling without replacement, one entry replaced."""
+    from scipy import integrate, stats
+
+    lq, l1 = math.log(q), math.log1p(-q)
+
+    def logp(x, m):
+        return np.logaddexp(l1 + stats.norm.logpdf(x, 0, sigma), lq + stats.norm.logpdf(x, m, sigma))
+
+    val, _ = integrate.quad(lambda x: math.exp(alpha * logp(x, shift / 2)
+                                               + (1 - alpha) * logp(x, -shift / 2)),
+                            -30 * sigma, 30 * sigma, limit=400, points=[0.0])
+    return math.log(val) / (alpha - 1)
+
+
+def test_wbk_bound_hand_value_and_exact_mixture():
+    # α = 2: ε' = log(1 + q² min{4(e^{2ρ}−1), 2e^{2ρ}}) (one binomial term, C(2,2) = 1)
+    rho, q = 0.05, 0.1
+    assert T.subsampled_rdp_wbk(rho, q, 2) == pytest.approx(
+        math.log(1 + q * q * min(4 * math.expm1(2 * rho), 2 * math.exp(2 * rho))), rel=1e-12)
+    # α = 3: 1/2 log(1 + 3q² min{…} + 2q³ e^{6ρ})
+    assert T.subsampled_rdp_wbk(rho, q, 3) == pytest.approx(
+        0.5 * math.log(1 + 3 * q * q * min(4 * math.expm1(2 * rho), 2 * math.exp(2 * rho))
+                       + 2 * q ** 3 * math.exp(6 * rho)), rel=1e-12)
+    # it bounds the exact divergence of the subsampled Gaussian (ρ = Δ²/(2σ²), Δ = 1)
+    for sigma in (1.0, 3.0):
+        r = 1.0 / (2 * sigma * sigma)
+        for a in (2, 3, 5):
+            exact = _mixture_renyi(a, q, sigma, 1.0)
+            assert 0 < exact <= T.subsampled_rdp_wbk(r, q, a)
+    for bad in (dict(rho=-1.0), dict(q=0.0), dict(alpha=1.5)):
+        kw = dict(rho=0.1, q=0.1, alpha=2) | bad
+        with pytest.raises(ValueError):
+            T.subsampled_rdp_wbk(**kw)
+
+
+def test_subsample_row_catches_a_halved_constant(monkeypatch):
+    rows = K._check_subsample("quick", 0)
+    assert rows[0].verdict == "pass" and rows[0].strengthened() == "fail"
+    assert rows[0].margin < 2
+    # the lemma's constant halved (6.5 q² ρ): the row fails
+    monkeypatch.setattr(T, "SUBSAMPLE_FACTOR", 6.5)
+    assert K._check_subsample("quick", 0)[0].verdict == "fail"

@@ -232,3 +232,34 @@ def _check_sinh_normal(scale, seed):
                 f"A and σ: the quadrature finds D_α > ρα (ratio {r_bad:.3g}), so the condition is "
                 f"needed and the check above is not vacuous.")))
     return rows
+
+
+#: (ε, δ, T, n) budgets of Algorithm 3 whose inner ρ_0 is large enough for the subsampled-RDP
+#: bound of Wang–Balle–Kasiviswanathan to be informative (its j ≥ 3 terms carry a factor 2 that
+#: does not shrink with ρ, so for ρ_0 ~ 1e-5, as in App. C.1's n = 60, it is thousands of times
+#: above 13q²ρα and confirms nothing).
+_SUBSAMPLE_BUDGETS = ((1.0, 1e-5, 1000, 10_000), (4.0, 1e-5, 200, 2_000))
+
+
+@check("l2p_subsample_13q2rho", family=FAMILY)
+def _check_subsample(scale, seed):
+    """[L2P] Lemma A.6 / Thm A.3 (``13 q² ρ``) against an independent subsampled-RDP bound."""
+    rows = []
+    for eps, delta, T, n in _SUBSAMPLE_BUDGETS:
+        b = _t.init_budget(eps, delta, T, n, 1.0)
+        q, rho, om = float(b["q"]), float(b["rho_0"]), float(b["omega_a"])
+        alphas = list(range(2, int(min(om, 256.0)) + 1))
+        ratio, at = _t.subsample_ratio(rho, q, alphas)
+        rows.append(_b.upper(
+            "l2p_subsample_13q2rho", "[L2P] Lemma A.6 / Thm A.3 (13q²ρ)", FAMILY, 1.0, ratio,
+            relation="max_α ε'_WBK(α) / (13 q² ρ α) <= 1 over integer α in [2, ω_a]",
+            why_loose="at this budget the independent bound uses less than half of 13q²ρα, so it "
+                      "would also accept 6.5q²ρ.",
+            detail=(f"Algorithm 3 budget ε={eps}, δ={delta}, T={T}, n={n}: q={q:.4g}, inner "
+                    f"ρ_0={rho:.4g}, ω_a={om:.4g}; subsampling without replacement, replace-one, of "
+                    f"a ρ_0-zCDP mechanism; Wang–Balle–Kasiviswanathan (AISTATS 2019) Thm 9 RDP "
+                    f"bound at α = 2..{alphas[-1]}; worst ratio {ratio:.3g} at α={at}. Both sides "
+                    f"are upper bounds: a ratio above 1 would leave the lemma unconfirmed (not "
+                    f"refuted); below 1 they agree. Not checkable this way: App. C.1's n=60 budget "
+                    f"(ρ_0 ≈ 5e-6, where this RDP bound is ~6000× looser).")))
+    return rows
