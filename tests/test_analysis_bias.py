@@ -442,3 +442,32 @@ def test_cheap_checks_pass():
     for name in ("design_postprocessing_bias_iid", "design_postprocessing_bias_mf"):
         rows = verify.registered()[name][1]("quick", 0)
         assert rows and all(r.verdict == "pass" for r in rows), [(r.check, r.detail) for r in rows]
+
+
+# ------------------------------------------------------------------------------------------------
+# [DESIGN] Eq. 3's pessimistic regime where its premise holds, and where it does not
+
+
+def test_pessimistic_premise_construction():
+    from dpsim.analysis.checks import design as checks_design
+
+    G, gbar = checks_design._orthogonal_mean(16, 256, 2.0)
+    np.testing.assert_allclose(G @ G.T, 4.0 * np.eye(16), atol=1e-12)
+    np.testing.assert_allclose(np.abs(gbar), 2.0 / math.sqrt(16 * 256), rtol=1e-12)
+
+
+def test_pessimistic_regime_rows_pass_and_catch_a_factor_2():
+    from dpsim.analysis.checks import design as checks_design
+
+    rows = checks_design._check_pessimistic_regime("quick", 0)
+    assert [r.verdict for r in rows] == ["pass", "pass"]
+    assert all(r.strengthened() == "fail" and r.margin < 2 for r in rows)
+
+
+def test_pessimistic_regime_formula_outside_its_premise_is_reported():
+    from dpsim.analysis.checks import design as checks_design
+
+    rows = checks_design._check_negative_fraction_pessimistic("quick", 0)
+    reg = [r for r in rows if "regime formula" in r.check]
+    assert len(reg) == 1 and reg[0].verdict == "reported"
+    assert reg[0].bound < 1e-9 < 0.05 < reg[0].estimate  # 1e-12 predicted, about 0.1 measured
