@@ -85,6 +85,7 @@ __all__ = [
     "lemma3_parameters", "lemma3_bound", "corollary1_bound",
     "prop2_limit", "dp_adam_limit", "prop2_moment_variances", "prop2_error_bound",
     "sample_mean_moments", "TABLE3", "TABLE4", "EQ3_NUMBERS",
+    "prop6_log_argument", "prop6_bound",
 ]
 
 
@@ -626,3 +627,67 @@ def sample_mean_moments(values, batch_size):
     ed4 = (m4 + 3.0 * (b - 1) * m2 * m2) / b ** 3
     var_sq = 4.0 * mu * mu * m2 / b + 4.0 * mu * m3 / b ** 2 + ed4 - var * var
     return _out(mu), _out(var), _out(mean_sq), _out(np.maximum(var_sq, 0.0))
+
+
+# ------------------------------------------------------------------------------------------------
+# Proposition 6 (App. F): convergence without momentum, as printed
+
+
+def prop6_log_argument(clip, phi, beta2):
+    """Argument of the logarithm in the printed DP-AdamBC bound of Prop. 6 ([ADAMBC] App. F):
+
+        1 − (C² + Φ)/((1 − β2) Φ).
+
+    It is **negative for every** ``C ≥ 0``, ``Φ > 0``, ``0 < β2 < 1``: ``(C² + Φ)/Φ ≥ 1 > 1 − β2``.
+    The proof reaches it from ``Σ_t ln((b_t − Φ)/(b_{t−1} − Φ))`` with ``b_0 = 0``, whose first
+    term is the logarithm of a negative ratio; the printed bound is therefore undefined as
+    stated (a disagreement reported by ``dpsim verify``).  Vectorized."""
+    C = real("clip", clip, nonneg=True)
+    ph = real("phi", phi, positive=True)
+    b2 = _beta("beta2", beta2, lo_open=True)
+    C, ph, b2 = np.broadcast_arrays(C, ph, b2)
+    return _out(1.0 - (C * C + ph) / ((1.0 - b2) * ph))
+
+
+def prop6_bound(T, lr, d, L, clip, phi, beta2, eps, f_gap, alpha, *, variant="dp_adam",
+                delta_variant="corrected"):
+    """Right-hand side of [ADAMBC] Prop. 6 (App. F; β1 = 0, ``η_t = η√((1−β2^t)/(1−β2))``),
+    as printed, for a bound ``E‖∇F(θ_t)‖²`` holding with probability ``≥ 1 − α``:
+
+    ``variant="dp_adam"``::
+
+        2δ(F(θ_0) − F*)/(ηT) + (4d(C²+Φ)/√(1−β2) + ηdL√(C²+Φ)/(1−β2))
+                              · ((1/T) ln(1 + (C²+Φ)/((1−β2)ε)) − ln β2)
+
+    ``variant="dp_adambc"``::
+
+        2√(δ² − Φ)(F(θ_0) − F*)/(ηT) + (4dC²/√(1−β2) + ηdLC/(1−β2))
+                              · ((1/T) ln(1 − (C²+Φ)/((1−β2)Φ)) − ln β2)
+
+    with ``δ`` of Corollary 1 (:func:`corollary1_bound` at level α, horizon T; ``delta_variant``
+    picks its constants).  The DP-AdamBC form takes the logarithm of
+    :func:`prop6_log_argument`, which is always negative: it returns ``nan``.  Assumptions
+    (Assumptions 2–4 of App. F): ``F ≥ F*`` (``f_gap = F(θ_0) − F* ≥ 0``), ``‖∇f_t‖ ≤ C`` (no
+    clipping), ``∇F`` L-Lipschitz; ``T ≥ 1``, ``η, ε > 0``, ``0 < β2 < 1``, ``0 < α < 1``.
+    Scalars.
+    """
+    if variant not in ("dp_adam", "dp_adambc"):
+        raise ValueError(f"variant must be 'dp_adam' or 'dp_adambc', got variant={variant!r}")
+    T = int(real("T", T, lo=1, integer=True))
+    lr, d, L, C = (float(real(n, v, positive=True)) for n, v in
+                   (("lr", lr), ("d", d), ("L", L), ("clip", clip)))
+    ph = float(real("phi", phi, positive=True))
+    b2 = float(_beta("beta2", beta2, lo_open=True))
+    e = float(real("eps", eps, positive=True))
+    gap = float(real("f_gap", f_gap, nonneg=True))
+    delta = float(corollary1_bound(alpha, T, C, ph, b2, variant=delta_variant))
+    if variant == "dp_adam":
+        first = 2.0 * delta * gap / (lr * T)
+        coef = 4.0 * d * (C * C + ph) / math.sqrt(1.0 - b2) + lr * d * L * math.sqrt(C * C + ph) / (1.0 - b2)
+        return first + coef * (math.log1p((C * C + ph) / ((1.0 - b2) * e)) / T - math.log(b2))
+    arg = float(prop6_log_argument(C, ph, b2))
+    if arg <= 0 or delta * delta < ph:
+        return float("nan")
+    first = 2.0 * math.sqrt(delta * delta - ph) * gap / (lr * T)  # pragma: no cover (unreachable)
+    coef = 4.0 * d * C * C / math.sqrt(1.0 - b2) + lr * d * L * C / (1.0 - b2)  # pragma: no cover
+    return first + coef * (math.log(arg) / T - math.log(b2))  # pragma: no cover

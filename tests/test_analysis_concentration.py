@@ -650,3 +650,39 @@ def test_verify_rows(name):
     assert family == checks.FAMILY and rows and all(isinstance(r, CheckResult) for r in rows)
     assert not [r for r in rows if r.verdict == "fail"], [r.detail for r in rows]
     assert all(r.source.startswith("[ADAMBC]") for r in rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# Prop. 6 (App. F) as printed
+
+
+def test_prop6_log_argument_is_always_negative():
+    # 1 − (C²+Φ)/((1−β2)Φ): at C = 0, β2 = 1/2 it is 1 − 2 = −1; at the paper's setting ≈ −4.1e8
+    assert K.prop6_log_argument(0.0, 1.0, 0.5) == pytest.approx(-1.0)
+    assert K.prop6_log_argument(1.0, 1.0, 0.9) == pytest.approx(1 - 2 / 0.1)
+    assert K.prop6_log_argument(0.1, 2.441e-8, 0.999) < -1e8
+    rng = np.random.default_rng(0)
+    C, ph, b2 = rng.uniform(0, 10, 500), 10 ** rng.uniform(-10, 2, 500), rng.uniform(1e-3, 1 - 1e-6, 500)
+    assert np.all(np.asarray(K.prop6_log_argument(C, ph, b2)) < 0)
+
+
+def test_prop6_dp_adam_hand_value_and_dp_adambc_undefined():
+    T, eta, d, L, C, phi, b2, eps, gap, a = 100, 0.1, 5, 0.5, 1.0, 0.01, 0.9, 1e-4, 2.0, 0.1
+    delta = float(K.corollary1_bound(a, T, C, phi, b2))
+    expect = (2 * delta * gap / (eta * T)
+              + (4 * d * (C * C + phi) / math.sqrt(1 - b2) + eta * d * L * math.sqrt(C * C + phi) / (1 - b2))
+              * (math.log(1 + (C * C + phi) / ((1 - b2) * eps)) / T - math.log(b2)))
+    assert K.prop6_bound(T, eta, d, L, C, phi, b2, eps, gap, a) == pytest.approx(expect, rel=1e-12)
+    assert math.isnan(K.prop6_bound(T, eta, d, L, C, phi, b2, eps, gap, a, variant="dp_adambc"))
+    with pytest.raises(ValueError, match="variant"):
+        K.prop6_bound(T, eta, d, L, C, phi, b2, eps, gap, a, variant="adam")
+    with pytest.raises(ValueError):
+        K.prop6_bound(T, -1.0, d, L, C, phi, b2, eps, gap, a)
+
+
+def test_prop6_rows():
+    from dpsim.analysis.checks import adambc as checks_adambc
+
+    rows = checks_adambc._check_prop6("quick", 0)
+    assert [r.verdict for r in rows] == ["reported", "sanity"]
+    assert rows[1].estimate < rows[1].bound
