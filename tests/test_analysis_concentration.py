@@ -686,3 +686,14 @@ def test_prop6_rows():
     rows = checks_adambc._check_prop6("quick", 0)
     assert [r.verdict for r in rows] == ["reported", "sanity"]
     assert rows[1].estimate < rows[1].bound
+
+
+def test_prop4_adaptive_row_is_tight_and_catches_a_factor_2(monkeypatch):
+    from dpsim.analysis.checks import adambc as checks_adambc
+
+    (row,) = checks_adambc._check_prop4_adaptive("quick", 0)
+    assert row.verdict == "pass" and row.strengthened() == "fail" and row.margin < 2
+    assert "clipped to ±C on 100%" in row.detail
+    real = checks_adambc.prop4_bound
+    monkeypatch.setattr(checks_adambc, "prop4_bound", lambda *a, **k: 0.5 * real(*a, **k))
+    assert checks_adambc._check_prop4_adaptive("quick", 0)[0].verdict == "fail"
