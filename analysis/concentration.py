@@ -218,13 +218,15 @@ def sgdm_equivalent_lr(lr, beta, t, phi):
     return _out(eta * (1.0 - b) / ((1.0 - b ** tt) * np.sqrt(ph)))
 
 
-def sgdm_equivalence_symbolic(t_max: int = 5) -> dict:
+def sgdm_equivalence_symbolic(t_max: int = 5, scale=1) -> dict:
     """Sympy check of the DP-Adam → DP-SGDM algebra behind Eq. 3 ([ADAMBC] §3).
 
     For symbolic gradients ``g_1..g_T`` and every ``t ≤ t_max`` it runs Adam's first moment
     ``m_t = β m_{t−1} + (1−β) g_t``, ``m̂_t = m_t/(1−β^t)`` and the momentum buffer
     ``b_t = β b_{t−1} + g_t``, and simplifies ``η m̂_t/√Φ − η_SGDM(t) b_t`` with Eq. 3's
     ``η_SGDM``.  Returns ``{"residuals": [...], "ok": bool}`` (all residuals must be 0).
+    ``scale`` multiplies Eq. 3's ``η_SGDM`` (a rational; 1 is the paper's formula; any other
+    value leaves a non-zero residual, which is how ``dpsim verify`` shows the row can fail).
     """
     import sympy as sp
 
@@ -238,7 +240,7 @@ def sgdm_equivalence_symbolic(t_max: int = 5) -> dict:
         m = beta * m + (1 - beta) * g[t - 1]
         b = beta * b + g[t - 1]
         m_hat = m / (1 - beta ** t)
-        eta_sgdm = eta * (1 - beta) / ((1 - beta ** t) * sp.sqrt(phi))
+        eta_sgdm = sp.nsimplify(scale) * eta * (1 - beta) / ((1 - beta ** t) * sp.sqrt(phi))
         res.append(sp.simplify(eta * m_hat / sp.sqrt(phi) - eta_sgdm * b))
     return {"residuals": res, "ok": all(r == 0 for r in res)}
 

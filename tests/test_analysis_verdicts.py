@@ -137,7 +137,7 @@ def test_every_pass_row_of_the_cheap_checks_fails_at_half_strength():
         for r in out if isinstance(out, list) else [out]:
             assert r.verdict != "fail", (r.check, r.source, r.detail)
             seen[r.verdict] += 1
-            if r.verdict == "pass" and r.holds is not None:
+            if r.verdict == "pass":  # every pass row carries its comparison
                 assert r.strengthened() == "fail", (r.check, r.source)
                 assert r.margin < 2.0, (r.check, r.source, r.margin)
             if r.verdict == "sanity":

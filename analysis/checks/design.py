@@ -10,7 +10,7 @@ import numpy as np
 
 from dpsim.transforms import lookup
 from dpsim.analysis.checks import base as _b
-from dpsim.analysis.checks.base import CheckResult, check, verdict
+from dpsim.analysis.checks.base import check
 from dpsim.analysis.stats import clopper_pearson, z_two_sided
 from dpsim.analysis.bias import (
     corrected_variance,
@@ -284,7 +284,7 @@ def _check_corrected_variance(scale, seed):
     per_trial_mean = r["dev1"] / d
     mean_est = float(per_trial_mean.mean())
     mean_half = z * float(per_trial_mean.std(ddof=1)) / math.sqrt(trials)
-    ok_sym, msg = _sympy_variance_derivation()
+    ok_sym, msg, ratios = _sympy_variance_derivation(with_ratios=True)
     rows = [
         _b.equal("design_corrected_variance[simulate]", "[DESIGN] §4.4.1 / App. C (reconstructed)",
                  FAMILY, var_pred, est, lo=est - half, hi=est + half, ci=half,
@@ -293,19 +293,22 @@ def _check_corrected_variance(scale, seed):
                             f"t={steps}, {trials} trials; exact finite-t formula (2Φ²+4g²Φ)Σw²; large-t form "
                             f"{corrected_variance(g, phi, beta2):.4g}; 99% normal CI over trials; unbiasedness: "
                             f"mean(v̂−Φ−g²) = {mean_est:.3g} ± {mean_half:.2g}")),
-        CheckResult(check="design_corrected_variance[sympy]",
-                    source="[DESIGN] §4.4.1 / App. C (reconstructed)", family=FAMILY,
-                    bound=0.0, estimate=0.0 if ok_sym else 1.0, relation="symbolic identity",
-                    verdict=verdict(ok_sym), detail=msg),
+        _b.predicate("design_corrected_variance[sympy]", "[DESIGN] §4.4.1 / App. C (reconstructed)",
+                     FAMILY, 0.0, 0.0 if ok_sym else 1.0,
+                     holds=lambda f: ok_sym and max(abs(f * r - 1.0) for r in ratios) < 1e-12,
+                     margin=1.0, stronger=(0.5, 2.0),
+                     relation="symbolic identity; corrected_variance × f against it",
+                     detail=msg),
     ]
     return rows
 
 
-def _sympy_variance_derivation():
+def _sympy_variance_derivation(with_ratios=False):
     """Symbolic check of :func:`corrected_variance`: ``Var((g+z)²) = 2Φ² + 4g²Φ`` and
     ``E[(g+z)²] − Φ = g²`` for ``z ~ N(0, Φ)``; ``Σ_{j≤t} w_j²`` (summed by sympy) equals the closed
     form ``((1−β)/(1+β))(1+β^t)/(1−β^t)`` for ``β ∈ [0, 1)``; its ``t → ∞`` limit is
-    ``(1−β)/(1+β)``.  Returns ``(ok, message)``."""
+    ``(1−β)/(1+β)``.  Returns ``(ok, message)`` (and, with ``with_ratios``, the ratios of
+    :func:`corrected_variance` to the symbolic value at the sample points)."""
     import sympy as sp
     from sympy.stats import E, Normal, variance
 
@@ -328,11 +331,13 @@ def _sympy_variance_derivation():
     pts = [(0.3, 0.05, 0.9, 1), (0.01, 0.5, 0.999, 7), (1.5, 2.0, 0.5, 40), (0.0, 1.0, 0.99, 300)]
     code_err = max(abs(corrected_variance(gv, pv, bv, t=tv) / float(sym.subs({g: gv, phi: pv, beta: bv, t: tv})) - 1.0)
                    for gv, pv, bv, tv in pts)
+    ratios = [corrected_variance(gv, pv, bv, t=tv) / float(sym.subs({g: gv, phi: pv, beta: bv, t: tv}))
+              for gv, pv, bv, tv in pts]
     ok = v1 == 0 and m1 == 0 and diff == 0 and lim == 0 and code_err < 1e-12
     msg = (f"sympy: Var((g+z)²) − (2Φ²+4g²Φ) = {v1}; E[(g+z)²] − Φ − g² = {m1}; "
            f"Σ_j w_j² − closed form = {diff}; limit (β^t → 0) − (1−β)/(1+β) = {lim}; "
            f"max relative gap of corrected_variance to the symbolic value = {code_err:.2g}")
-    return ok, msg
+    return (ok, msg, ratios) if with_ratios else (ok, msg)
 
 
 @check("design_postprocessing_bias_iid", family=FAMILY)
