@@ -289,8 +289,34 @@ def _worker_versions() -> dict:
     return {"dpsim": dpsim.__version__, "numerics": DPSIM_NUMERICS}
 
 
+def _dumps_cell(compute) -> bytes:
+    """``compute`` pickled by cloudpickle for a worker, solving (``.optimum``) every
+    :class:`dpsim.problems.Problem` it captures first: once here rather than once per task, and a
+    problem pickled before its optimum is known would reach the worker without it."""
+    import io
+
+    import cloudpickle
+
+    problem_type = dpsim.problems.Problem
+
+    class _Pickler(cloudpickle.Pickler):
+        def reducer_override(self, obj):
+            if isinstance(obj, problem_type):
+                obj.optimum  # noqa: B018 (solved and cached on the object)
+            return super().reducer_override(obj)
+
+    buf = io.BytesIO()
+    _Pickler(buf).dump(compute)
+    return buf.getvalue()
+
+
 def _run_cell(compute, seed, expected: dict):
-    """Compute one cell (in a worker or in this process): ``(Result, wall seconds)``."""
+    """Compute one cell (in a worker or in this process): ``(Result, wall seconds)``;
+    ``compute`` may come pickled (:func:`_dumps_cell`)."""
+    if isinstance(compute, bytes):
+        import pickle
+
+        compute = pickle.loads(compute)
     here = _worker_versions()
     if here != expected:
         raise RuntimeError(f"a Dask worker runs dpsim {here} but the sweep was keyed for "
@@ -380,7 +406,7 @@ class DaskRunner:
         futures = {}
         run_id = uuid.uuid4().hex[:8]
         for cell, seed in jobs:
-            fut = client.submit(_run_cell, cell.compute, seed, expected, pure=False,
+            fut = client.submit(_run_cell, _dumps_cell(cell.compute), seed, expected, pure=False,
                                 key=f"dpsim-cell-{cell.label}-{run_id}")
             futures[fut] = cell
         try:

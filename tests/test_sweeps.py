@@ -1,0 +1,405 @@
+"""Sweeps at scale: cells on a real dask.distributed LocalCluster (bitwise identical to the
+sequential run, surviving a killed worker), concurrent `dpsim reproduce` on one folder, cache keys
+that ignore source edits, `dpsim cache prune`, the results table, progress lines and `--backend`."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dpsim
+from dpsim import cli, experiments
+from dpsim.experiments import cli as experiments_cli
+from dpsim.experiments import dpsgd_logistic, pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def _arrays(res) -> dict:
+    out = {k: getattr(res, k) for k in ("steps", "loss", "excess_loss", "grad_norm_sq",
+                                         "dist_to_opt", "params", "mean_batch_size")}
+    out.update({f"probe_{k}": v for k, v in res.records.items()})
+    return {k: None if v is None else (np.asarray(v).dtype.str, np.asarray(v).shape,
+                                       np.asarray(v).tobytes()) for k, v in out.items()}
+
+
+def _same_results(a: dict, b: dict) -> None:
+    """Bitwise identical results: every array's bytes, the config (minus wall-clock) and privacy."""
+    assert sorted(a) == sorted(b)
+    for lab in a:
+        assert _arrays(a[lab]) == _arrays(b[lab]), lab
+        assert a[lab].config == b[lab].config and a[lab].privacy == b[lab].privacy, lab
+
+
+def _saved(root: Path) -> dict:
+    return {p.stem: dpsim.load(p) for p in sorted(root.glob("*.npz"))}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One real LocalCluster of 2 worker processes on 127.0.0.1, shared by the Dask tests."""
+    runner = pipeline.DaskRunner(workers=2)
+    try:
+        yield runner
+    finally:
+        runner.close()
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory):
+    """The tiny dpsgd_logistic sweep computed in this process (the reference)."""
+    tmp = tmp_path_factory.mktemp("seq")
+    exp = experiments.get("dpsgd_logistic")
+    cache, _ = pipeline.run_experiment(exp, "tiny", results_dir=tmp, progress=False)
+    return cache
+
+
+# ---------------------------------------------------------------------------------------------
+# Cells on Dask
+
+
+def test_make_runner_one_worker_is_in_process_and_default_is_every_core():
+    assert isinstance(pipeline.make_runner(1), pipeline.InProcess)
+    r = pipeline.make_runner(None)
+    n = pipeline.default_workers()
+    assert (isinstance(r, pipeline.InProcess) if n == 1 else r.workers == n)
+    assert pipeline.make_runner(scheduler="tcp://127.0.0.1:1").scheduler == "tcp://127.0.0.1:1"
+    for bad in (0, -2, 1.5, True, "2"):
+        with pytest.raises(ValueError, match=repr(bad).replace(".", r"\.")):
+            pipeline.make_runner(bad)
+    with pytest.raises(ValueError, match="not both"):
+        pipeline.make_runner(2, scheduler="tcp://127.0.0.1:1")
+
+
+def test_local_cluster_sweep_is_bitwise_identical_to_the_sequential_run(cluster, sequential,
+                                                                          tmp_path):
+    exp = experiments.get("dpsgd_logistic")
+    cache, _ = pipeline.run_experiment(exp, "tiny", results_dir=tmp_path, progress=False,
+                                       runner=cluster)
+    workers = cluster.client.run(os.getpid)
+    assert len(workers) == 2 and os.getpid() not in workers.values()  # really other processes
+    assert len(cache.computed) == len(sequential.computed) == len(cache.used)
+    _same_results(_saved(cache.root), _saved(sequential.root))
+    a, b = cache.manifest, sequential.manifest
+    assert (a["key"], a["notes"], a["results"]) == (b["key"], b["notes"], b["results"])
+    assert {k: v["meta"] for k, v in a["cells"].items()} == {k: v["meta"] for k, v in b["cells"].items()}
+    # one process wrote every file (the parent): the sha256 in the manifest is the file's
+    for lab, entry in a["cells"].items():
+        assert entry["sha256"] == pipeline._sha256(cache.path(lab))
+
+
+def test_a_killed_worker_does_not_stop_the_sweep(cluster, tmp_path):
+    """Cell 3 SIGKILLs the worker process that runs it (once, recorded in a marker file); its
+    nanny starts a new worker, Dask reruns the task and the sweep ends identical to the
+    sequential run."""
+    prob = dpsim.problems.logistic_regression(300, 4, seed=0)
+    prob.optimum  # solved here: a Problem pickled before its optimum is known loses it (core bug)
+    marker = tmp_path / "killed"
+    parent = os.getpid()
+
+    def make(i):
+        def compute(seed):
+            if i == 3 and os.getpid() != parent:
+                try:
+                    fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                except FileExistsError:
+                    pass
+                else:
+                    os.write(fd, str(os.getpid()).encode())
+                    os.close(fd)
+                    os.kill(os.getpid(), signal.SIGKILL)
+            opt = dpsim.optimizers.get("dp_sgd", lr=0.5, clip=1.0, noise_multiplier=1.0)
+            return dpsim.simulate(prob, opt, steps=200, batch_size=20, trials=4, seed=seed)
+        return pipeline.Cell(f"c{i}", i, compute, {"i": i})
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        seed: int = 11
+
+    def cache(sub, runner=None):
+        return pipeline.Cache(tmp_path / sub, experiment="kill", scale="tiny", config=Cfg(),
+                              version="v", progress=False, runner=runner)
+
+    on_dask = cache("dask", cluster).run([make(i) for i in range(6)])
+    killed = int(marker.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed, 0)  # that worker is gone ...
+    cluster.client.wait_for_workers(2, timeout=120)  # ... and is replaced by its nanny
+    assert killed not in cluster.client.run(os.getpid).values()
+    here = cache("seq").run([make(i) for i in range(6)])
+    _same_results(on_dask, here)
+
+
+def test_worker_with_other_dpsim_is_refused():
+    with pytest.raises(RuntimeError, match="same dpsim"):
+        pipeline._run_cell(lambda seed: None, None, {"dpsim": "0.0", "numerics": -1})
+
+
+def test_a_cell_that_captures_the_cache_is_refused_with_a_clear_error(sequential):
+    import cloudpickle
+
+    with pytest.raises(TypeError, match="must not capture the cache"):
+        cloudpickle.dumps(lambda seed: sequential.cell_seed(0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Two reproduce processes on one checkout
+
+
+@pytest.fixture(scope="module")
+def concurrent(tmp_path_factory):
+    """Two `dpsim reproduce` processes started together on one results and one figure folder:
+    the same two experiments in opposite order (so they run the same experiment at the same time
+    and different experiments at the same time)."""
+    tmp = tmp_path_factory.mktemp("concurrent")
+    order = [["dpsgd_logistic", "pagan_absreg"], ["pagan_absreg", "dpsgd_logistic"]]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([PY, "-m", "dpsim", "reproduce", *names, "--scale", "tiny",
+                               "--workers", "1", "--force", "--results", str(tmp / "results"),
+                               "--out", str(tmp / "out")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for names in order]
+    outs = [p.communicate(timeout=600) for p in procs]
+    return tmp, [p.returncode for p in procs], outs
+
+
+def test_two_concurrent_reproduce_both_finish_and_the_report_keeps_every_section(concurrent):
+    tmp, codes, outs = concurrent
+    assert codes == [0, 0], [o[1][-2000:] for o in outs]
+    text = (tmp / "out" / "REPORT.md").read_text()
+    assert "## dpsgd_logistic:" in text and "## pagan_absreg:" in text
+    assert sorted(json.loads((tmp / "out" / "report.json").read_text())) == ["dpsgd_logistic",
+                                                                             "pagan_absreg"]
+    for name in ("dpsgd_logistic", "pagan_absreg"):
+        root = pipeline.latest_dir(tmp / "results" / name / "tiny")
+        m = json.loads((root / "manifest.json").read_text())
+        assert m["complete"]
+        # no manifest update was lost: every cell file on disk is listed with its true SHA-256
+        on_disk = {p.stem for p in root.glob("*.npz")}
+        assert on_disk == set(m["cells"]) and len(on_disk) > 0
+        for lab, entry in m["cells"].items():
+            assert entry["sha256"] == pipeline._sha256(root / f"{lab}.npz")
+        assert not list(root.glob(".*.tmp"))  # no temporary file left behind
+
+
+def test_after_concurrent_runs_nothing_is_recomputed(concurrent, monkeypatch):
+    tmp, codes, _ = concurrent
+    assert codes == [0, 0]
+    monkeypatch.setattr(dpsim, "simulate", _refuse)
+    for name in ("dpsgd_logistic", "pagan_absreg"):
+        cache, _ = pipeline.run_experiment(experiments.get(name), "tiny",
+                                           results_dir=tmp / "results", progress=False)
+        assert cache.computed == [] and len(cache.reused) == len(cache.used) > 0
+
+
+def _refuse(*a, **k):
+    raise AssertionError("a cached cell was recomputed")
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys: source edits recompute nothing, a config change only its experiment's cells
+
+
+def test_a_comment_in_a_dpsim_source_file_recomputes_nothing(concurrent, tmp_path):
+    """A copy of the package with a comment added to dpsim/engine.py, imported in a fresh
+    process, reuses every cell computed by the original."""
+    src, codes, _ = concurrent
+    assert codes == [0, 0]
+    pkg = tmp_path / "src" / "dpsim"
+    ignore = shutil.ignore_patterns("__pycache__", "out")
+    shutil.copytree(ROOT / "dpsim", pkg, ignore=ignore)
+    for sub in ("experiments", "analysis", "paper_figures"):
+        shutil.copytree(ROOT / sub, pkg / sub, ignore=ignore)
+    engine = pkg / "engine.py"
+    engine.write_text(engine.read_text() + "\n# a comment changes no number\n")
+    shutil.copytree(src / "results", tmp_path / "results")
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path / 'src')!r})
+        import dpsim
+        from dpsim import experiments
+        assert dpsim.__file__.startswith({str(tmp_path / 'src')!r}), dpsim.__file__
+        def refuse(*a, **k):
+            raise SystemExit("recomputed a cell")
+        dpsim.simulate = refuse
+        from dpsim.experiments import pipeline
+        cache, _ = pipeline.run_experiment(experiments.get("dpsgd_logistic"), "tiny",
+                                           results_dir={str(tmp_path / 'results')!r},
+                                           progress=False)
+        assert cache.computed == [] and len(cache.reused) > 0
+        print("reused")
+    """)
+    p = subprocess.run([PY, "-c", script], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)
+    assert p.returncode == 0 and "reused" in p.stdout, p.stderr[-2000:]
+
+
+def test_a_config_change_recomputes_only_that_experiments_cells(concurrent, tmp_path, monkeypatch):
+    src, codes, _ = concurrent
+    assert codes == [0, 0]
+    shutil.copytree(src / "results", tmp_path / "results")
+    n_dpsgd = len(json.loads((pipeline.latest_dir(
+        tmp_path / "results" / "dpsgd_logistic" / "tiny") / "manifest.json").read_text())["cells"])
+    changed = dataclasses.replace(dpsgd_logistic.PRESETS["tiny"], trials=3)
+    monkeypatch.setitem(dpsgd_logistic.PRESETS, "tiny", changed)
+    computed = {name: pipeline.run_experiment(experiments.get(name), "tiny", progress=False,
+                                              results_dir=tmp_path / "results")[0].computed
+                for name in ("dpsgd_logistic", "pagan_absreg")}
+    assert len(computed["dpsgd_logistic"]) == n_dpsgd and computed["pagan_absreg"] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# dpsim cache prune
+
+
+def _cache_parser():
+    parser = argparse.ArgumentParser(prog="dpsim")
+    experiments_cli.register_cache(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def test_cache_prune_deletes_only_what_no_current_key_names(sequential, tmp_path, capsys):
+    results = tmp_path / "results"
+    scale_dir = results / "dpsgd_logistic" / "tiny"
+    shutil.copytree(sequential.root, scale_dir / sequential.key)
+    # a stale key folder (an older config), one in use by another process, an old-layout cache,
+    # a temporary file of a dead process, a foreign file and an unregistered experiment
+    stale, busy = scale_dir / ("0" * 16), scale_dir / ("1" * 16)
+    for d in (stale, busy):
+        shutil.copytree(sequential.root, d)
+        m = json.loads((d / "manifest.json").read_text())
+        m["key"] = d.name
+        (d / "manifest.json").write_text(json.dumps(m))
+    (scale_dir / "manifest.json").write_text(json.dumps(
+        {"format": "dpsim-experiment-cache-1", "cells": {"old": {"file": "old.npz"}}}))
+    (scale_dir / "old.npz").write_bytes(b"old")
+    dead_tmp = scale_dir / sequential.key / ".x.npz.999999999.0a1b.tmp"
+    dead_tmp.write_bytes(b"partial")
+    live_tmp = scale_dir / sequential.key / f".y.npz.{os.getpid()}.0a1b.tmp"
+    live_tmp.write_bytes(b"being written")
+    (scale_dir / "notes.txt").write_text("mine")
+    (results / "someone_else" / "x").mkdir(parents=True)
+
+    parser = _cache_parser()
+    args = parser.parse_args(["cache", "prune", "--results", str(results), "--dry-run"])
+    held = pipeline._try_lock(busy / ".lock")
+    try:
+        assert args.handler(args) == 0
+        listed = capsys.readouterr().out
+        assert str(stale) in listed and "would delete" in listed and stale.exists()
+        args = parser.parse_args(["cache", "prune", "--results", str(results)])
+        assert args.handler(args) == 0
+    finally:
+        held.close()
+    out = capsys.readouterr().out
+    assert not stale.exists() and busy.exists()  # a folder in use is skipped
+    assert not (scale_dir / "manifest.json").exists() and not (scale_dir / "old.npz").exists()
+    assert not dead_tmp.exists() and live_tmp.exists()
+    assert (scale_dir / "notes.txt").exists() and (results / "someone_else" / "x").exists()
+    assert _saved(scale_dir / sequential.key).keys() == _saved(sequential.root).keys()
+    assert f"deleted {stale}" in out
+    with pytest.raises(ValueError, match="prune"):
+        args.handler(parser.parse_args(["cache"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# The results table
+
+
+def test_results_table_opens_with_xarray_one_row_per_cell_and_trial(sequential):
+    import xarray as xr
+
+    path = sequential.root / "table.nc"
+    with xr.open_dataset(path) as ds:
+        df = ds.to_dataframe()
+    m = sequential.manifest
+    results = _saved(sequential.root)
+    assert len(df) == sum(r.trials for r in results.values())
+    assert set(df["cell"]) == set(m["cells"]) == set(results)
+    for lab, res in results.items():
+        rows = df[df["cell"] == lab].sort_values("trial")
+        assert rows["trial"].tolist() == list(range(res.trials))
+        assert rows["cell_index"].iloc[0] == m["cells"][lab]["index"]
+        assert (rows["is_result"] == int(lab in m["results"])).all()
+        np.testing.assert_array_equal(rows["final_loss"], res.loss[-1])
+        np.testing.assert_array_equal(rows["final_step"], res.steps[-1])
+        lr = res.config["hyperparameters"]["lr"]
+        np.testing.assert_array_equal(rows["hp_lr"], lr if isinstance(lr, list) else [lr] * res.trials)
+        for k, v in m["cells"][lab]["meta"].items():
+            assert (rows[f"meta_{k}"] == v).all(), (lab, k)
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress and --backend
+
+
+def _toy_cells(n=3):
+    prob = dpsim.problems.logistic_regression(50, 3, seed=0)
+    return [pipeline.Cell(f"t{i}", i, lambda seed: dpsim.simulate(
+        prob, dpsim.optimizers.get("sgd", lr=0.5), steps=3, batch_size=5, trials=2, seed=seed))
+        for i in range(n)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cfg:
+    seed: int = 3
+
+
+def test_progress_is_a_plain_line_per_cell_off_a_terminal(tmp_path, capsys):
+    assert not sys.stderr.isatty()
+    cache = pipeline.Cache(tmp_path, experiment="toy", scale="tiny", config=_Cfg(), version="v",
+                           progress=None)
+    cache.run(_toy_cells(), desc="toy")
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all(line.startswith(f"toy: {i + 1}/3 t{i} computed in ")
+                                 and line.endswith(" s") for i, line in enumerate(err))
+    cache.run(_toy_cells(), desc="toy")
+    assert capsys.readouterr().err.splitlines() == ["toy: 3/3 cells reused from the cache"]
+    pipeline.Cache(tmp_path / "q", experiment="toy", scale="tiny", config=_Cfg(), version="v",
+                   progress=False).run(_toy_cells())
+    assert capsys.readouterr().err == ""
+    pipeline.Cache(tmp_path / "bar", experiment="toy", scale="tiny", config=_Cfg(), version="v",
+                   progress=True).run(_toy_cells(), desc="toy")
+    assert "toy:" in capsys.readouterr().err  # a tqdm bar (forced on), erased when done
+
+
+def test_backend_is_validated_and_reaches_every_experiments_simulate(tmp_path, monkeypatch, capsys):
+    with pytest.raises(ValueError, match="'torch'"):
+        experiments.reproduce(["dpsgd_logistic"], scale="tiny", backend="torch",
+                              results_dir=tmp_path, out_dir=tmp_path / "out")
+    assert cli.main(["reproduce", "dpsgd_logistic", "--backend", "torch"]) == 2
+    assert "'torch'" in capsys.readouterr().err
+    if not dpsim.backend.cupy_available():
+        with pytest.raises(ValueError, match="cupy"):
+            experiments.reproduce(["dpsgd_logistic"], scale="tiny", backend="cupy",
+                                  results_dir=tmp_path, out_dir=tmp_path / "out")
+    assert not (tmp_path / "dpsgd_logistic").exists()  # refused before any work
+
+    class Seen(Exception):
+        pass
+
+    def spy(*a, **k):
+        raise Seen(k.get("backend"))
+
+    monkeypatch.setattr(dpsim, "simulate", spy)
+    for name in experiments.names():
+        exp = experiments.get(name)
+        cache = pipeline.Cache(tmp_path / name, experiment=name, scale="tiny",
+                               config=exp.config("tiny"), version="v", backend="cupy",
+                               progress=False)
+        with pytest.raises(Seen) as e:
+            exp.run(exp.config("tiny"), cache)
+        assert e.value.args == ("cupy",), name
+    assert pipeline.cache_key("x", _Cfg(), "v", "cupy") != pipeline.cache_key("x", _Cfg(), "v")
