@@ -6,6 +6,8 @@
     res = dpsim.simulate(prob, opt, steps=500, batch_size=64, trials=100, seed=0)
     res.loss            # (K, R) full objective per record and trial
     res.epsilon(1e-5)   # privacy spent, from the optimizer's declared privacy events
+    opt = dpsim.calibrate("dp_adam", epsilon=1.0, delta=1e-5, steps=500, batch_size=64, n=2000)
+    dpsim.audit("dp_sgd", noise_multiplier=1.0)   # empirical lower bound on ε vs the claim
 
 Layers (each imports only those below it): ``backend``, ``sampling``, ``_validate`` →
 ``problems`` → ``privacy.events`` → ``transforms`` → ``privacy`` (privatizers, noise, tCDP, DP-MF)
@@ -18,11 +20,15 @@ import importlib as _importlib
 
 from .engine import simulate  # noqa: E402
 from .results import Result, load  # noqa: E402
+# ``dpsim.calibrate`` and ``dpsim.audit`` are the functions (their modules stay importable as
+# ``dpsim.calibrate``/``dpsim.audit`` through ``sys.modules``: ``from dpsim.audit import GradientTable``).
+from .calibrate import calibrate  # noqa: E402
+from .audit import audit  # noqa: E402
 
 _SUBMODULES = ("problems", "optimizers", "privacy", "accounting", "backend", "transforms", "sampling",
                "engine", "results", "cli")
 
-__all__ = ["simulate", "load", "Result", "__version__", *_SUBMODULES]
+__all__ = ["simulate", "load", "Result", "calibrate", "audit", "__version__", *_SUBMODULES]
 
 
 def __getattr__(name):

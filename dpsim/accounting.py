@@ -132,11 +132,15 @@ from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 __all__ = [
     "ACCOUNTANTS",
     "SAMPLERS",
+    "ADJACENCY",
     "RDP_ORDERS",
     "RDP_ORDERS_FIXED",
     "PLD_INTERVALS",
     "PLD_RTOL",
     "UnsupportedAccountingError",
+    "AccountingTooExpensiveError",
+    "PLD_MAX_POINTS",
+    "solve_noise_multiplier",
     "epsilon",
     "noise_multiplier",
     "epsilon_from_releases",
@@ -149,6 +153,9 @@ __all__ = [
 
 ACCOUNTANTS = ("pld", "rdp")
 SAMPLERS = ("poisson", "fixed", "replacement")
+#: The neighbouring relation behind the ε of each sampler (module docstring).
+ADJACENCY = {"poisson": "add/remove one example", "fixed": "replace one example (n public)",
+             "replacement": "none (no accountant supports with-replacement sampling)"}
 
 _NeighborRel = dp_accounting.NeighboringRelation
 
@@ -186,7 +193,7 @@ PLD_RTOL: float = 1e-3
 # Calibration: relative tolerance on σ and the range searched.
 _SIGMA_RTOL = 1e-4
 _SIGMA_MIN = 1e-2
-_SIGMA_MAX = 1e6
+_SIGMA_MAX = 1e7
 
 
 class UnsupportedAccountingError(ValueError, NotImplementedError):
@@ -369,10 +376,60 @@ def _compose(acc, event):
     return acc.compose(event)
 
 
-def _pld_epsilon(event, delta: float) -> float:
+#: Largest predicted PLD grid (points summed over the refinements of one ``epsilon`` call).  The
+#: construction costs about 4 µs and 100 bytes per point, so this keeps a call near 10 s and well
+#: under 1 GiB; finer refinements beyond it are skipped (the coarser ε is a valid upper bound).
+PLD_MAX_POINTS: float = 2e6
+
+
+class AccountingTooExpensiveError(ValueError):
+    """The PLD accountant would need more time or memory than :data:`PLD_MAX_POINTS` allows."""
+
+
+def _loss_moments(sigma: float, q: float) -> tuple[float, float, float]:
+    """``(W, μ, s)`` of the privacy loss of one Poisson-subsampled Gaussian (remove direction):
+    the width of its range on ``x ∈ [−10.5σ, 1 + 10.5σ]`` (where dp_accounting truncates), and its
+    mean and standard deviation under the mixture (a 4001-point quadrature)."""
+    from scipy.stats import norm
+
+    x = np.linspace(-10.5 * sigma, 1 + 10.5 * sigma, 4001)
+    a = (2 * x - 1) / (2 * sigma * sigma)
+    base = math.log1p(-q) if q < 1 else -math.inf
+    loss = np.logaddexp(base, math.log(q) + a)
+    p = (1 - q) * norm.pdf(x, 0, sigma) + q * norm.pdf(x, 1, sigma)
+    p = p / p.sum()
+    mu = float(np.sum(p * loss))
+    sd = math.sqrt(max(float(np.sum(p * loss * loss)) - mu * mu, 0.0))
+    return float(loss.max() - loss.min()), mu, sd
+
+
+@functools.lru_cache(maxsize=4096)
+def _pld_points(key, q: float, unamplified: float) -> float:
+    """Predicted number of PLD grid points at interval h = 1 (divide by h): the base range plus the
+    composed mean and 12 standard deviations per step type (within a factor 1.5 of the library's
+    actual grid on σ ∈ [0.1, 2], q ∈ [1e-3, 1], T ∈ [100, 1e5]), times 1.5."""
+    total = 0.0
+    parts = list(key) + ([(unamplified, 1)] if math.isfinite(unamplified) else [])
+    for i, (s, count) in enumerate(parts):
+        W, mu, sd = _loss_moments(s, 1.0 if i >= len(key) else q)
+        total += W + count * mu + 12 * math.sqrt(count) * sd
+    return 1.5 * total
+
+
+def _pld_epsilon(event, delta: float, points: float = 0.0, describe=None) -> float:
     prev = None
     eps = math.inf
-    for h in PLD_INTERVALS:
+    spent = 0.0
+    for i, h in enumerate(PLD_INTERVALS):
+        spent += points / h
+        if spent > PLD_MAX_POINTS:
+            if i == 0:
+                raise AccountingTooExpensiveError(
+                    f"the PLD accountant would need about {points / h:.3g} grid points (limit "
+                    f"{PLD_MAX_POINTS:.3g}: about 10 s and 1 GiB) for {describe()}; the noise "
+                    f"multiplier is too small or the steps too many for PLD: use "
+                    f"accountant='rdp' (fast, an upper bound)")
+            break  # the coarser value already computed is a valid upper bound
         acc = _pld.PLDAccountant(_NeighborRel.ADD_OR_REMOVE_ONE, value_discretization_interval=h)
         eps = float(_compose(acc, event).get_epsilon(delta))
         if prev is not None and abs(prev - eps) <= PLD_RTOL * eps + 1e-12:
@@ -393,7 +450,11 @@ def _epsilon_key(key, q: float, delta: float, accountant: str, sampling: str,
     event = _event(key, q, sampling, unamplified)
     with _quiet_absl():
         if accountant == "pld":
-            return _pld_epsilon(event, delta)
+            def describe():
+                sig = ", ".join(f"noise_multiplier={s:.4g} for {c} steps" for s, c in key)
+                un = f", unamplified noise_multiplier={unamplified:.4g}" if math.isfinite(unamplified) else ""
+                return f"{sig}{un} at sample_rate={q:g}"
+            return _pld_epsilon(event, delta, _pld_points(key, q, unamplified), describe)
         return float(_compose(_rdp_accountant(sampling), event).get_epsilon(delta))
 
 
@@ -463,8 +524,12 @@ def noise_multiplier(epsilon, delta, sample_rate, steps, *, accountant="pld",
     with Brent's method on ``log σ``, keeping a pair ``σ_lo < σ_hi`` with ε(σ_lo) > target ≥
     ε(σ_hi) and ``σ_hi/σ_lo ≤ 1 + 1e-4``; σ_hi is returned, so the target is always met.  With r
     releases per step the answer is ``√r`` times the single-release one (exactly).  ``steps = 0``
-    returns 0.  Raises ``ValueError`` if the target is unattainable with σ ≤ 1e6, or needs
-    σ < 1e-2 (outside the range where the accountants are reliable and fast).
+    returns 0.  The bracket tests the ends of the searched range [1e-2, 1e7] themselves, so an
+    attainable target in that range is never refused; ``ValueError`` when the target is so large
+    that σ = 1e-2 already meets it, or so small that σ = 1e7 does not (with the PLD accountant
+    that happens below about 1e-5, its finest discretization: the message suggests
+    ``accountant="rdp"``).  A σ whose PLD computation would exceed :data:`PLD_MAX_POINTS` counts as
+    too small (ε above the target), so the answer still meets the target.
     """
     if not _is_real(epsilon) or not (0.0 < float(epsilon) < math.inf):
         raise ValueError(f"epsilon must be a positive finite number, got epsilon={epsilon!r}")
@@ -495,13 +560,51 @@ def _calibrate(target: float, delta: float, q: float, steps: int, accountant: st
         event_for = lambda s: _event(((s, steps),), q, sampling)  # noqa: E731
 
         def eps_coarse(s: float) -> float:
+            if _pld_points(((s, steps),), q, math.inf) / PLD_INTERVALS[0] > PLD_MAX_POINTS:
+                raise AccountingTooExpensiveError(f"noise_multiplier={s:g}")
             a = _pld.PLDAccountant(_NeighborRel.ADD_OR_REMOVE_ONE,
                                    value_discretization_interval=PLD_INTERVALS[0])
             return float(_compose(a, event_for(s)).get_epsilon(delta))
 
-        guess = _solve(eps_coarse, target, guess, factor, 1e-3, describe)
-        factor = 1.01
-    return _solve(eps_at, target, guess, factor, _SIGMA_RTOL, describe)
+        try:
+            guess = _solve(eps_coarse, target, guess, factor, 1e-3, describe)
+            factor = 1.01
+        except _Unattainable:
+            # the coarse grid cannot resolve a tiny ε (it bounds ε below by about its interval):
+            # bracket with the refined ε instead
+            guess, factor = 1.0, 2.0
+    try:
+        return _solve(eps_at, target, guess, factor, _SIGMA_RTOL, describe)
+    except _Unattainable as exc:
+        raise ValueError(str(exc)) from None
+
+
+class _Unattainable(ValueError):
+    pass
+
+
+def _solve_eval(eps_at, s: float) -> float:
+    """ε at σ, with a PLD computation too large to run counted as ε = ∞ (σ too small)."""
+    try:
+        return eps_at(s)
+    except AccountingTooExpensiveError:
+        return math.inf
+
+
+def solve_noise_multiplier(eps_at, target: float, *, describe=lambda: "", rtol: float = _SIGMA_RTOL) -> float:
+    """Smallest σ in [1e-2, 1e7] (to relative ``rtol``) with ``eps_at(σ) <= target``, for any
+    decreasing ``eps_at`` (e.g. the ε of an optimizer's declared events, :func:`dpsim.calibrate`).
+
+    Same search as :func:`noise_multiplier`: geometric bracketing from σ = 1 that tests the ends of
+    the range, then Brent's method on ``log σ`` and bisection; the returned σ always meets the
+    target.  ``describe()`` adds context to the error messages.
+    """
+    if not _is_real(target) or not (0.0 < float(target) < math.inf):
+        raise ValueError(f"epsilon must be a positive finite number, got epsilon={target!r}")
+    try:
+        return _solve(eps_at, float(target), 1.0, 2.0, rtol, describe)
+    except _Unattainable as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _solve(eps_at, target: float, guess: float, factor: float, rtol: float, describe) -> float:
@@ -518,7 +621,7 @@ def _solve(eps_at, target: float, guess: float, factor: float, rtol: float, desc
     def ev(s: float) -> float:
         if s not in values:
             with _quiet_absl():
-                values[s] = eps_at(s)
+                values[s] = _solve_eval(eps_at, s)
         return values[s]
 
     lo, hi = None, None  # ε(lo) > target >= ε(hi)
@@ -528,11 +631,14 @@ def _solve(eps_at, target: float, guess: float, factor: float, rtol: float, desc
         while lo is None:
             s /= factor
             factor *= factor
-            if s < _SIGMA_MIN:
-                raise ValueError(
-                    f"epsilon={target} is so large that a noise multiplier below {_SIGMA_MIN} "
-                    f"suffices ({describe()}); calibration is limited to noise_multiplier >= "
-                    f"{_SIGMA_MIN}, where the accountants are reliable")
+            if s < _SIGMA_MIN:  # test the edge of the range itself before giving up
+                s = _SIGMA_MIN
+                if ev(s) <= target:
+                    raise ValueError(
+                        f"epsilon={target} is so large that noise_multiplier={_SIGMA_MIN} already "
+                        f"gives epsilon={ev(s):.6g} <= {target} ({describe()}); calibration "
+                        f"searches noise_multiplier >= {_SIGMA_MIN}, where the accountants are "
+                        f"reliable")
             if ev(s) > target:
                 lo = s
             else:
@@ -543,9 +649,13 @@ def _solve(eps_at, target: float, guess: float, factor: float, rtol: float, desc
             s *= factor
             factor *= factor
             if s > _SIGMA_MAX:
-                raise ValueError(
-                    f"epsilon={target} is unattainable: even noise_multiplier={s:g} gives "
-                    f"epsilon={ev(s):.6g} ({describe()})")
+                s = _SIGMA_MAX
+                if ev(s) > target:
+                    raise _Unattainable(
+                        f"epsilon={target} is not attainable with this accountant: even "
+                        f"noise_multiplier={_SIGMA_MAX:g} gives epsilon={ev(s):.6g} > {target} "
+                        f"({describe()}); the PLD accountant resolves epsilon only down to about "
+                        f"1e-5 (its finest discretization): use accountant='rdp' for smaller targets")
             if ev(s) <= target:
                 hi = s
             else:
@@ -688,8 +798,8 @@ def privacy_record(events, final_state, *, steps: int, sample_rate: float, sampl
             if key:
                 groups[key] = groups.get(key, 0) + int(c)
         step_types.append([[list(k), c] for k, c in groups.items()])
-    rec.update(private=True, sampling=sampling, sample_rate=sample_rate, steps=steps,
-               step_types=step_types)
+    rec.update(private=True, sampling=sampling, adjacency=ADJACENCY.get(sampling, "unknown"),
+               sample_rate=sample_rate, steps=steps, step_types=step_types)
     if correlated:
         rec["unamplified"] = unamplified
         rec["note"] = ("correlated noise (DP-MF) is accounted as one Gaussian mechanism per release "

@@ -22,6 +22,7 @@ import scipy
 
 from . import accounting, optimizers
 from .backend import Backend, to_numpy
+from .problems import Problem
 from .results import METRICS, Result
 from .sampling import Sampler, check_sampling
 from .transforms.base import Batch, StepContext
@@ -86,7 +87,8 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
              sampling: str = "poisson", backend: str = "numpy", record_every: int | None = None,
              progress: bool = False, dtype: str = "float64", init=None,
              probes: dict[str, Callable] | None = None,
-             metrics=("loss", "grad_norm_sq", "dist_to_opt")) -> Result:
+             metrics=("loss", "grad_norm_sq", "dist_to_opt"), target_epsilon=None,
+             target_delta=None, accountant: str = "pld") -> Result:
     """Run ``trials`` independent trials of ``optimizer`` on ``problem`` for ``steps`` steps.
 
     Parameters
@@ -110,11 +112,22 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         ``grad_norm_sq`` is a pass over all n examples for all R trials; drop what a sweep does
         not need.  Metrics not recorded are ``None`` in the result (``loss`` is NaN-filled).
 
+    target_epsilon, target_delta : calibrate first: the optimizer's ``noise_multiplier`` is
+        replaced by the one that makes this run cost ``target_epsilon`` at ``target_delta``
+        (:func:`dpsim.calibrate`, from its declared events, with ``accountant``); the result's
+        ``config["calibration"]`` records the target and the σ found.
+    accountant : ``"pld"`` or ``"rdp"``, for the calibration and recorded in ``Result.privacy``
+        as the default accountant of :meth:`Result.epsilon`.
+
     Every record holds the full objective ``F(w)``, the excess ``F(w) − F*`` (when the problem
     knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.
     """
     if isinstance(optimizer, str):
         optimizer = optimizers.get(optimizer)
+    if not isinstance(optimizer, optimizers.Optimizer):
+        raise ValueError(f"optimizer must be an Optimizer or a registered name, got optimizer={optimizer!r}")
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be a dpsim.problems.Problem, got problem={problem!r}")
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got steps={steps!r}")
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
@@ -122,6 +135,21 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     public_fraction = optimizer.public_fraction
     n_public = _n_public(public_fraction, problem.n)
     check_sampling(sampling, problem.n - n_public, batch_size)
+    if accountant not in accounting.ACCOUNTANTS:
+        raise ValueError(f"accountant must be one of {accounting.ACCOUNTANTS}, got accountant={accountant!r}")
+    calibration = None
+    if target_epsilon is not None or target_delta is not None:
+        if target_epsilon is None or target_delta is None:
+            raise ValueError("target_epsilon and target_delta must be given together, got "
+                             f"target_epsilon={target_epsilon!r}, target_delta={target_delta!r}")
+        from .calibrate import calibrate
+
+        optimizer = calibrate(optimizer, epsilon=target_epsilon, delta=target_delta, steps=steps,
+                              batch_size=batch_size, n=problem.n, sampling=sampling,
+                              accountant=accountant)
+        calibration = {"target_epsilon": float(target_epsilon), "target_delta": float(target_delta),
+                       "accountant": accountant,
+                       "noise_multiplier": optimizer.hyperparameters.get("noise_multiplier")}
     n_hp = optimizer.trial_count()
     if n_hp is not None and n_hp != trials:
         raise ValueError(
@@ -240,9 +268,12 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         "record_every": int(rec_steps[1] - rec_steps[0]) if K > 1 else None,
         "versions": _versions(),
     }
+    if calibration is not None:
+        config["calibration"] = calibration
     privacy = accounting.privacy_record(optimizer.events, state, steps=steps,
                                         sample_rate=batch_size / n_private, sampling=sampling,
                                         trials=trials)
+    privacy["accountant"] = accountant
     if optimizer.note:
         privacy.setdefault("note", optimizer.note)
     if n_public:

@@ -41,16 +41,34 @@ class Result:
     def trials(self) -> int:
         return self.loss.shape[1]
 
-    def epsilon(self, delta: float, *, accountant: str = "pld"):
+    def epsilon(self, delta: float, *, accountant: str | None = None):
         """(ε, δ) privacy spent by the run, from the optimizer's declared privacy events and the
         sampler (:func:`dpsim.accounting.epsilon_of_record` of :attr:`privacy`).
 
-        Returns a float when every trial spent the same, else an ``(R,)`` array (per-trial noise
-        multipliers).  Runs whose optimizer declares ``NonPrivate`` return ``inf``.
+        ``accountant``: ``"pld"`` or ``"rdp"``; default the run's (``privacy["accountant"]``,
+        ``"pld"`` unless ``simulate(..., accountant=...)`` chose another).  Returns a float when
+        every trial spent the same, else an ``(R,)`` array (per-trial noise multipliers).  Runs
+        whose optimizer declares ``NonPrivate`` return ``inf``.  :meth:`privacy_report` says which
+        accountant, adjacency and sampling the number is for.
         """
         from . import accounting
 
+        if accountant is None:
+            accountant = self.privacy.get("accountant", "pld")
         return accounting.epsilon_of_record(self.privacy, delta, accountant=accountant)
+
+    def privacy_report(self, delta: float, *, accountant: str | None = None) -> dict:
+        """``{"epsilon", "delta", "accountant", "adjacency", "sampling", "private", "note"}``: ε with
+        what it means (the accountant that computed it, the neighbouring relation, the sampler).
+        A ctCDP run reports its own conversion ([L2P] Thm A.1) as the accountant."""
+        acc = accountant or self.privacy.get("accountant", "pld")
+        eps = self.epsilon(delta, accountant=acc)
+        kind = self.privacy.get("kind")
+        return {"epsilon": eps, "delta": float(delta),
+                "accountant": "tcdp (L2P Thm A.1)" if kind == "ctcdp" else acc,
+                "adjacency": self.privacy.get("adjacency", self.config.get("adjacency", "n/a")),
+                "sampling": self.privacy.get("sampling", self.config.get("sampling")),
+                "private": bool(self.privacy.get("private")), "note": self.privacy.get("note", "")}
 
     def to_xarray(self):
         """Labelled ``xarray.Dataset`` with dims ``step`` × ``trial`` (and ``dim`` for params);
