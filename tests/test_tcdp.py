@@ -388,3 +388,56 @@ def test_sinh_normal_quadrature_oracle_and_condition_is_not_vacuous():
     assert np.any(bad.renyi_divergence(alphas, D) > rho * alphas)
     with pytest.raises(ValueError, match="sigma=-1"):
         T.sinh_normal(1.0, -1.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# gaps found by mutation testing (tools/mutation.py): boundaries that no test reached
+
+
+def test_condition_13_value_and_boundary():
+    # (13): ρ <= log(1/q)/6, checked at q = 1/2 where it is the binding condition
+    from dpsim.privacy import tcdp as P
+
+    q, a = 0.5, 1.0
+    edge = math.log(2.0) / 6.0
+    for rho, ok in ((edge * (1 - 1e-9), True), (edge * (1 + 1e-9), False)):
+        c = P.subsample_conditions(rho, q, a)["(13)"]
+        assert bool(c["ok"]) is ok
+        assert float(c["rhs"]) == pytest.approx(edge, rel=1e-15)
+
+
+def test_init_budget_rate_raised_by_the_rho_0_cap():
+    # a huge per-step budget: the nominal rate would give ρ_0 = ρ'_0/(13q²) > 0.1, so q moves up
+    # to the smallest batch with ρ_0 <= 0.1, i.e. q >= √(ρ'_0/1.3)
+    from dpsim.privacy import tcdp as P
+
+    n = 10 ** 6
+    b = P.init_budget(100.0, 1e-2, 10 ** 6, n, 1.0)
+    assert b["q_adjusted"] and b["q"] > b["q_nominal"]
+    q_lo = math.sqrt(b["rho_step"] / 1.3)
+    assert b["batch_size"] == math.ceil(q_lo * n - 1e-6)
+    assert b["rho_0"] <= 0.1 and b["rho_0"] == pytest.approx(b["rho_step"] / (13 * b["q"] ** 2))
+    assert b["rho_0"] > 0.1 * (1 - 2.0 / b["batch_size"])  # the cap binds (one batch less breaks it)
+
+
+def test_init_budget_noise_multiplier_with_sensitivity():
+    from dpsim.privacy import tcdp as P
+
+    b1 = P.init_budget(1.0, 1e-5, 1000, 10 ** 4, 1.0)
+    b = P.init_budget(1.0, 1e-5, 1000, 10 ** 4, 2.5)
+    assert b["sigma_g"] == pytest.approx(2.5 / math.sqrt(2 * b["rho_0"]))
+    assert b["sigma_g"] == pytest.approx(2.5 * b1["sigma_g"])
+    assert b["noise_multiplier"] == pytest.approx(b["sigma_g"] / 2.5) == pytest.approx(b1["noise_multiplier"])
+
+
+def test_sinh_normal_divergence_zero_shift_and_finiteness_threshold():
+    # D_α(P‖P) = 0; the divergence is finite exactly for α − 1 < 1/(e^{2|s|/A} − 1)
+    from dpsim.analysis import tcdp as T
+
+    m = T.sinh_normal(2.0, 1.0)
+    assert m.renyi_divergence(3.0, 0.0) == 0.0
+    a_star = 1.0 + 1.0 / math.expm1(2.0 * 1.0 / 2.0)  # 1.5820 for shift 1, A = 2
+    below, above = m.renyi_divergence([a_star - 1e-3, a_star + 1e-3], 1.0)
+    assert math.isfinite(below) and below > 0 and math.isinf(above)
+    assert math.isinf(m.renyi_divergence(1.9, -1.0))  # |shift|: the same threshold
+    assert math.isfinite(m.renyi_divergence(1.3, 1.0))
