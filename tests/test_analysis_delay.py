@@ -557,3 +557,40 @@ def test_checks_registered_and_lemma1_check_passes():
 def test_discrepancies_documented():
     assert {"h_definition", "lr_exponent", "first_term_exponent", "lemma1_cross_term",
             "a2_constant", "T_v_cardinality"} <= set(D.DISCREPANCIES)
+
+
+# ------------------------------------------------------------------------------------------------
+# gaps found by mutation testing (tools/mutation.py)
+
+
+def test_D_l1_probe_is_the_l1_norm_of_sqrt_v_plus_eps():
+    # the h(s) tracer's ||D^t||_1 = Σ_j (√v_j + ε), against v read coordinate by coordinate
+    import dataclasses
+
+    from dpsim.transforms import lookup
+
+    p = dpsim.problems.logistic_regression(60, 4, seed=3)
+    eps = 1e-3
+    opt = dpsim.optimizers.get("dp2_rmsprop", s1=2, s2=2, lr=0.5, lr2=0.05, clip=1.0,
+                               noise_multiplier=1.0, beta=0.9, eps=eps)
+    traced = D._traced_optimizer(opt)
+    probes = dict(traced.probes)
+    for j in range(4):
+        probes[f"v{j}"] = lambda st, w, ctx, j=j: lookup(st, "preconditioner").v[:, j]
+    res = dpsim.simulate(p, dataclasses.replace(traced, probes=probes), steps=9, batch_size=8,
+                         trials=3, seed=2, sampling="fixed", record_every=1, metrics=())
+    V = np.stack([np.asarray(res.records[f"v{j}"]) for j in range(4)], axis=-1)
+    assert np.any(V > 0)
+    np.testing.assert_allclose(np.asarray(res.records["h_D_l1"]),
+                               np.sum(np.sqrt(np.maximum(V, 0.0)) + eps, axis=-1), rtol=1e-12)
+
+
+def test_h_bound_default_drift_is_the_largest_observed():
+    p = dpsim.problems.logistic_regression(100, 5, density=0.5, seed=1)
+    tr = D.record_h_traces(p, 3, steps=18, batch_size=10, trials=4, seed=5, metrics=(), lr=0.5,
+                           lr2=0.05, clip=1.0, noise_multiplier=1.0, beta=0.9, eps=1e-3)
+    M = float(np.max(tr.diff_l1[1:]))
+    assert M > float(np.min(tr.diff_l1[1:]))
+    for form in ("tight", "paper"):
+        assert D.h_bound_a2(tr, form=form) == pytest.approx(D.h_bound_a2(tr, form=form, M_diff=M))
+        assert D.h_bound_a2(tr, form=form) > D.h_bound_a2(tr, form=form, M_diff=0.5 * M)
