@@ -629,6 +629,8 @@ def _check_prop2_sim(scale, seed):
     rows.append(_row("adambc_prop2_sim", "Prop. 2 (consistency)", rms[0], rms[-1], None,
                      "RMS |u − Eḡ/√Eḡ²| decreases as β1, β2 → 1, t → ∞",
                      "sanity" if all(a > b_ for a, b_ in zip(rms, rms[1:])) else "fail",
+                     "Sanity only: a monotone trend (consistency), not a bound with a value to "
+                     "scale. "
                      f"RMS error over the settings {[s[:2] for s in sz['p2_settings']]}: "
                      f"{[round(r, 4) for r in rms]}; DP-Adam's limit stays "
                      f"{float(np.sqrt(np.mean((adam_lim - target) ** 2))):.3g} away (RMS)."))

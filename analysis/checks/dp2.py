@@ -142,8 +142,8 @@ def _check_h(scale, seed):
         verdict="sanity" if inc else "reported",  # an empirical trend (Fig. 3), not a bound
         detail=(f"h = {[round(x, 4) for x in hs]} at s = {s_list}; least squares c1 = {fit.c1:.4g}, "
                 f"c2 = {fit.c2:.4g}, R^2 = {fit.r2:.4f}, rmse = {fit.rmse:.3g}, max residual "
-                f"{fit.max_residual:.3g}. " + ("h increases with s, as Fig. 3 shows on IMDB (an "
-                                               "empirical claim, not a theorem)." if inc else
+                f"{fit.max_residual:.3g}. " + ("Sanity only: h increases with s, as Fig. 3 shows "
+                                               "on IMDB (an empirical claim, not a theorem)." if inc else
                                                "h is NOT increasing in s on this run: Fig. 3's "
                                                "trend is empirical, not a theorem."))))
     return rows
