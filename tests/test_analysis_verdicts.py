@@ -140,8 +140,8 @@ def test_every_pass_row_of_the_cheap_checks_fails_at_half_strength():
             if r.verdict == "pass":  # every pass row carries its comparison
                 assert r.strengthened() == "fail", (r.check, r.source)
                 assert r.margin < 2.0, (r.check, r.source, r.margin)
-            if r.verdict == "sanity":
-                assert r.strengthened() in ("pass", None)
+            if r.verdict == "sanity":  # it cannot catch a factor 2, and says why
+                assert r.strengthened() in ("pass", None) and "Sanity only" in r.detail
     assert seen["pass"] >= 15 and seen["reported"] >= 5
 
 
