@@ -405,14 +405,14 @@ def _loss_moments(sigma: float, q: float) -> tuple[float, float, float]:
 
 @functools.lru_cache(maxsize=4096)
 def _pld_points(key, q: float, unamplified: float) -> float:
-    """Predicted number of PLD grid points at interval h = 1 (divide by h): the base range plus the
-    composed mean and 12 standard deviations per step type (within a factor 1.5 of the library's
+    """Predicted number of PLD grid points at interval h = 1 (divide by h): the base range plus (for
+    a composition of several steps) the composed mean and 12 standard deviations per step type (within a factor 1.5 of the library's
     actual grid on σ ∈ [0.1, 2], q ∈ [1e-3, 1], T ∈ [100, 1e5]), times 1.5."""
     total = 0.0
     parts = list(key) + ([(unamplified, 1)] if math.isfinite(unamplified) else [])
     for i, (s, count) in enumerate(parts):
         W, mu, sd = _loss_moments(s, 1.0 if i >= len(key) else q)
-        total += W + count * mu + 12 * math.sqrt(count) * sd
+        total += W if count == 1 else W + count * mu + 12 * math.sqrt(count) * sd  # 1: no composition
     return 1.5 * total
 
 

@@ -129,6 +129,19 @@ def _eps_bound(k1, k0, m, delta, level):
     return math.log((p1_lo - delta) / p0_hi)
 
 
+def _eps_bounds(k1, k0, m, delta, level):
+    """Vectorized :func:`_eps_bound` over arrays of counts."""
+    from scipy.stats import beta
+
+    k1 = np.asarray(k1, dtype=float)
+    k0 = np.asarray(k0, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p1_lo = np.where(k1 == 0, 0.0, beta.ppf(1 - level, k1, m - k1 + 1))
+        p0_hi = np.where(k0 == m, 1.0, beta.ppf(level, k0 + 1, m - k0))
+        out = np.log((p1_lo - delta) / p0_hi)
+    return np.where(p1_lo - delta > 0, out, -np.inf)
+
+
 def _count_above(x, t):
     return int(np.count_nonzero(x > t))
 
@@ -150,18 +163,23 @@ def threshold_lower_bound(s0, s1, delta: float, *, confidence: float = 0.95):
     level = 1 - (1 - confidence) / 2
     h = s0.size // 2
     a0, b0, a1, b1 = s0[:h], s0[h:], s1[:h], s1[h:]
-    cands = np.unique(np.quantile(np.concatenate([a0, a1])[np.isfinite(np.concatenate([a0, a1]))],
-                                  np.linspace(0.0, 1.0, 401))) if np.isfinite(np.concatenate([a0, a1])).any() else np.array([0.0])
+    pooled = np.concatenate([a0, a1])
+    pooled = pooled[np.isfinite(pooled)]
+    quant = np.quantile(pooled, np.linspace(0.0, 1.0, 401)) if pooled.size else np.array([0.0])
+    # ranks from the top, geometric: thresholds in the far tail (k₀ ≈ 0) matter most
+    ranks = np.unique(np.round(np.geomspace(1, h, 200)).astype(int))
     best = (-math.inf, 0.0, 1)
     for sign in (1, -1):  # +1: D₁ above the threshold; -1: D₀ above (the other direction)
         x0, x1 = (a0, a1) if sign == 1 else (a1, a0)
         x0s, x1s = np.sort(x0), np.sort(x1)
-        for t in cands:
-            k1 = x1s.size - np.searchsorted(x1s, t, side="right")
-            k0 = x0s.size - np.searchsorted(x0s, t, side="right")
-            e = _eps_bound(int(k1), int(k0), h, delta, level)
-            if e > best[0]:
-                best = (e, float(t), sign)
+        tails = np.concatenate([x0s[-ranks], x1s[-ranks]])
+        cands = np.unique(np.concatenate([quant, tails[np.isfinite(tails)]]))
+        k1 = x1s.size - np.searchsorted(x1s, cands, side="right")
+        k0 = x0s.size - np.searchsorted(x0s, cands, side="right")
+        e = _eps_bounds(k1, k0, h, delta, level)
+        j = int(np.argmax(e))
+        if e[j] > best[0]:
+            best = (float(e[j]), float(cands[j]), sign)
     _, t, sign = best
     y0, y1 = (b0, b1) if sign == 1 else (b1, b0)
     m = y0.size
