@@ -687,9 +687,5 @@ def prop6_bound(T, lr, d, L, clip, phi, beta2, eps, f_gap, alpha, *, variant="dp
         first = 2.0 * delta * gap / (lr * T)
         coef = 4.0 * d * (C * C + ph) / math.sqrt(1.0 - b2) + lr * d * L * math.sqrt(C * C + ph) / (1.0 - b2)
         return first + coef * (math.log1p((C * C + ph) / ((1.0 - b2) * e)) / T - math.log(b2))
-    arg = float(prop6_log_argument(C, ph, b2))
-    if arg <= 0 or delta * delta < ph:
-        return float("nan")
-    first = 2.0 * math.sqrt(delta * delta - ph) * gap / (lr * T)  # pragma: no cover (unreachable)
-    coef = 4.0 * d * C * C / math.sqrt(1.0 - b2) + lr * d * L * C / (1.0 - b2)  # pragma: no cover
-    return first + coef * (math.log(arg) / T - math.log(b2))  # pragma: no cover
+    # ln(prop6_log_argument(C, Φ, β2)) with a negative argument for every input: undefined
+    return float("nan")

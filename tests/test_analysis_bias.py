@@ -471,3 +471,19 @@ def test_pessimistic_regime_formula_outside_its_premise_is_reported():
     reg = [r for r in rows if "regime formula" in r.check]
     assert len(reg) == 1 and reg[0].verdict == "reported"
     assert reg[0].bound < 1e-9 < 0.05 < reg[0].estimate  # 1e-12 predicted, about 0.1 measured
+
+
+def test_cumulants_match_the_noncentral_chi_square():
+    # Q = Σ_j a_j X_j, X_j ~ noncentral χ²_1(λ) i.i.d.: κ_n(Q) = Σ_j a_j^n κ_n(X), with κ_n(X)
+    # from scipy's ncx2 (mean, variance, skewness) — independent of the module's closed forms
+    from scipy.stats import ncx2
+
+    from dpsim.analysis import bias as B
+
+    a = np.array([0.5, 0.3, 0.2, 0.05])
+    for lam in (0.0, 0.7, 4.0):
+        m, v, sk = (float(x) for x in ncx2(1, lam).stats(moments="mvs"))
+        k1, k2, k3 = B._cumulants(a, lam)
+        assert k1 == pytest.approx(a.sum() * m, rel=1e-12)
+        assert k2 == pytest.approx(np.sum(a ** 2) * v, rel=1e-12)
+        assert k3 == pytest.approx(np.sum(a ** 3) * sk * v ** 1.5, rel=1e-10)
