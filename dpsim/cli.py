@@ -3,7 +3,9 @@
     dpsim list
     dpsim run --problem P [--problem-arg k=v ...] --optimizer O [--set k=v ...]
               --steps N --batch-size B --trials R --seed S [--backend cupy] --out FILE
-    dpsim account --noise-multiplier S --sample-rate Q --steps T --delta D
+              [--accountant pld|rdp] [--target-epsilon E]
+    dpsim account (--noise-multiplier S | --epsilon E) --sample-rate Q --steps T --delta D
+    dpsim audit OPTIMIZER [--set k=v ...] [--trials R] [--n N] [--others zero|aligned]
 
 Further commands come from the installed applications through entry points (``dpsim verify`` from
 ``dpsim.analysis``, ``dpsim reproduce`` from ``dpsim.experiments``): every entry point of the group
@@ -89,16 +91,38 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default="numpy")
     r.add_argument("--record-every", type=int, default=None)
     r.add_argument("--delta", type=float, default=1e-5, help="δ for the reported ε")
+    r.add_argument("--accountant", default="pld", help="pld (default) or rdp (needed with --sampling fixed)")
+    r.add_argument("--target-epsilon", type=float, default=None,
+                   help="calibrate the noise multiplier so that the run costs this ε at --delta")
     r.add_argument("--out", default=None, help="save the result here (.npz)")
     r.add_argument("--no-progress", action="store_true")
 
-    a = sub.add_parser("account", help="(ε, δ) of the Poisson-subsampled Gaussian mechanism")
-    a.add_argument("--noise-multiplier", type=float, required=True)
+    a = sub.add_parser("account", help="(ε, δ) of the Poisson-subsampled Gaussian mechanism, or "
+                                       "the noise multiplier for a target ε (--epsilon)")
+    g = a.add_mutually_exclusive_group(required=True)
+    g.add_argument("--noise-multiplier", type=float)
+    g.add_argument("--epsilon", type=float, help="calibrate: the noise multiplier for this ε")
     a.add_argument("--sample-rate", type=float, required=True)
     a.add_argument("--steps", type=int, required=True)
     a.add_argument("--delta", type=float, required=True)
     a.add_argument("--accountant", default="pld", help="pld (default) or rdp")
+    a.add_argument("--sampling", default="poisson", help="poisson (default) or fixed (rdp only)")
     a.add_argument("--releases-per-step", type=int, default=1)
+
+    u = sub.add_parser("audit", help="empirical lower bound on ε (canary threshold test) vs the "
+                                     "claimed ε")
+    u.add_argument("optimizer")
+    u.add_argument("--set", action="append", metavar="K=V", help="optimizer hyperparameter")
+    u.add_argument("--trials", type=int, default=100_000, help="trials per dataset")
+    u.add_argument("--n", type=int, default=4, help="rows of the built-in canary table")
+    u.add_argument("--d", type=int, default=1)
+    u.add_argument("--others", default="zero", help="zero (default) or aligned")
+    u.add_argument("--batch-size", type=int, default=1)
+    u.add_argument("--steps", type=int, default=1)
+    u.add_argument("--sampling", default="poisson")
+    u.add_argument("--accountant", default="pld")
+    u.add_argument("--delta", type=float, default=1e-5)
+    u.add_argument("--seed", type=int, default=0)
 
     for ep in entry_points(group=COMMANDS_GROUP):
         try:
@@ -129,42 +153,120 @@ def _cmd_list() -> int:
     return 0
 
 
+def _validate_run(args):
+    """Everything that can be checked before simulating (so a bad option never costs a run)."""
+    import os
+
+    from . import accounting
+
+    accounting._check_delta(args.delta)
+    accounting._check_options(args.accountant, args.sampling)
+    for name in ("steps", "batch_size", "trials", "seed"):
+        v = getattr(args, name)
+        lo = 0 if name in ("steps", "seed") else 1
+        if v < lo:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {lo}, got {v}")
+    if args.target_epsilon is not None and not (0 < args.target_epsilon < float("inf")):
+        raise ValueError(f"--target-epsilon must be a positive finite number, got {args.target_epsilon}")
+    if args.out:
+        out = os.path.abspath(args.out)
+        parent = os.path.dirname(out)
+        if os.path.isdir(out):
+            raise ValueError(f"--out {args.out!r} is a directory")
+        if not os.path.isdir(parent):
+            raise ValueError(f"--out {args.out!r}: directory {parent!r} does not exist")
+        if not os.access(parent, os.W_OK):
+            raise ValueError(f"--out {args.out!r}: directory {parent!r} is not writable")
+
+
 def _cmd_run(args) -> int:
     import numpy as np
 
     from . import optimizers, problems, simulate
 
+    _validate_run(args)
     prob = problems.get(args.problem, **_kv(args.problem_arg, "--problem-arg"))
     opt = optimizers.get(args.optimizer, **_kv(args.set, "--set"))
+    target = {} if args.target_epsilon is None else dict(target_epsilon=args.target_epsilon,
+                                                           target_delta=args.delta)
     res = simulate(prob, opt, steps=args.steps, batch_size=args.batch_size, trials=args.trials,
                    seed=args.seed, sampling=args.sampling, backend=args.backend,
-                   record_every=args.record_every, progress=not args.no_progress)
+                   record_every=args.record_every, progress=not args.no_progress,
+                   accountant=args.accountant, **target)
+    if args.out:  # save before anything else can fail
+        _save(res, args.out)
     final = res.loss[-1]
+    ok = np.isfinite(final)
     print(f"{opt.name} on {prob.name}: {args.steps} steps, {args.trials} trial(s), "
           f"{res.wall_time:.2f} s")
-    print(f"  final loss      {np.mean(final):.6g} ± {np.std(final):.2g} (mean ± sd over trials)")
-    if res.excess_loss is not None:
-        ex = res.excess_loss[-1]
+    if "calibration" in res.config:
+        print(f"  noise multiplier {res.config['calibration']['noise_multiplier']:.6g} "
+              f"(calibrated for epsilon={args.target_epsilon:g})")
+    if ok.all():
+        print(f"  final loss      {np.mean(final):.6g} ± {np.std(final):.2g} (mean ± sd over trials)")
+    elif ok.any():
+        print(f"  final loss      {np.mean(final[ok]):.6g} ± {np.std(final[ok]):.2g} over the "
+              f"{int(ok.sum())} finite trial(s); {int((~ok).sum())} diverged")
+    else:
+        print(f"  final loss      all {args.trials} trial(s) diverged (non-finite)")
+    if res.excess_loss is not None and ok.any():
+        ex = res.excess_loss[-1][ok]
         print(f"  excess loss     {np.mean(ex):.6g} ± {np.std(ex):.2g}")
-    eps = res.epsilon(args.delta)
+    rep = res.privacy_report(args.delta, accountant=args.accountant)
+    eps = rep["epsilon"]
     eps_txt = "inf (not private)" if np.all(np.isinf(eps)) else (
         f"{eps:.4g}" if np.ndim(eps) == 0 else f"{np.min(eps):.4g} .. {np.max(eps):.4g} (per trial)")
-    print(f"  epsilon         {eps_txt} at delta={args.delta:g}")
+    print(f"  epsilon         {eps_txt} at delta={args.delta:g} (accountant {rep['accountant']}, "
+          f"adjacency {rep['adjacency']}, sampling {rep['sampling']})")
     if args.out:
-        res.save(args.out)
         print(f"  saved to {args.out}")
     return 0
+
+
+def _save(res, path):
+    import os
+
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        res.save(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise ValueError(f"cannot write --out {path!r}: {exc.strerror or exc}") from None
 
 
 def _cmd_account(args) -> int:
     from . import accounting
 
+    if args.epsilon is not None:
+        sigma = accounting.noise_multiplier(args.epsilon, args.delta, args.sample_rate, args.steps,
+                                            accountant=args.accountant, sampling=args.sampling,
+                                            releases_per_step=args.releases_per_step)
+        print(f"noise_multiplier = {sigma:.6g} (epsilon={args.epsilon:g}, delta={args.delta:g}, "
+              f"accountant={args.accountant}, sampling={args.sampling}, "
+              f"sample_rate={args.sample_rate:g}, steps={args.steps}, "
+              f"releases_per_step={args.releases_per_step})")
+        return 0
     eps = accounting.epsilon(args.noise_multiplier, args.sample_rate, args.steps, args.delta,
-                             accountant=args.accountant, releases_per_step=args.releases_per_step)
+                             accountant=args.accountant, releases_per_step=args.releases_per_step,
+                             sampling=args.sampling)
     print(f"epsilon = {eps:.6g} (delta={args.delta:g}, accountant={args.accountant}, "
+          f"sampling={args.sampling}, adjacency={accounting.ADJACENCY[args.sampling]}, "
           f"noise_multiplier={args.noise_multiplier:g}, sample_rate={args.sample_rate:g}, "
           f"steps={args.steps})")
     return 0
+
+
+def _cmd_audit(args) -> int:
+    from .audit import audit
+
+    rep = audit(args.optimizer, trials=args.trials, n=args.n, d=args.d, others=args.others,
+                batch_size=args.batch_size, steps=args.steps, sampling=args.sampling,
+                accountant=args.accountant, delta=args.delta, seed=args.seed,
+                **_kv(args.set, "--set"))
+    print(rep)
+    return 0 if rep.consistent else 1
 
 
 def _warn(message: str) -> None:
@@ -180,10 +282,19 @@ def main(argv=None) -> int:
             return _cmd_run(args)
         if args.command == "account":
             return _cmd_account(args)
+        if args.command == "audit":
+            return _cmd_audit(args)
         return int(args.handler(args))
     except (ValueError, KeyError, TypeError, NotImplementedError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         sys.stderr.write(f"dpsim: error: {msg}\n".replace("\n", " ").rstrip() + "\n")
+        return 2
+    except MemoryError as exc:
+        sys.stderr.write(f"dpsim: error: out of memory ({exc}); use fewer trials or a smaller "
+                         "problem\n".replace("\n", " ").rstrip() + "\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("dpsim: interrupted (nothing saved by the interrupted command)\n")
         return 2
     return 1  # pragma: no cover
 

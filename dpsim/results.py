@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,15 @@ class Result:
     @property
     def trials(self) -> int:
         return self.loss.shape[1]
+
+    @property
+    def diverged(self) -> np.ndarray:
+        """``(R,)`` bool: the trials whose final parameters (or last recorded loss, when recorded)
+        are not finite.  Summaries should report the finite trials separately."""
+        bad = ~np.all(np.isfinite(self.params), axis=1)
+        if self.loss is not None and self.loss.size and "loss" in self.config.get("metrics", ["loss"]):
+            bad |= ~np.isfinite(self.loss[-1])
+        return bad
 
     def epsilon(self, delta: float, *, accountant: str | None = None):
         """(ε, δ) privacy spent by the run, from the optimizer's declared privacy events and the
@@ -106,10 +116,33 @@ class Result:
 
 
 def load(path) -> Result:
-    """Read a :class:`Result` written by :meth:`Result.save`."""
+    """Read a :class:`Result` written by :meth:`Result.save`.
+
+    A missing, truncated, corrupt or foreign file raises one ``ValueError`` naming the file."""
+    try:
+        return _load(path)
+    except ValueError as exc:
+        if str(path) in str(exc):
+            raise
+        raise ValueError(f"{path} is not a readable dpsim result file ({_why(exc)})") from None
+    except (OSError, EOFError, KeyError, TypeError, AttributeError, json.JSONDecodeError,
+            zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path} is not a readable dpsim result file ({_why(exc)})") from None
+
+
+def _why(exc) -> str:
+    text = str(exc).split("\n")[0][:120]
+    if "pickled" in text:  # numpy's guess for bytes that are neither .npy nor .npz
+        return "not a NumPy .npz archive"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _load(path) -> Result:
     with np.load(path, allow_pickle=False) as z:
+        if not hasattr(z, "files") or "__meta__" not in z.files:
+            raise ValueError(f"{path} is not a dpsim result file (no __meta__ entry)")
         meta = json.loads(str(z["__meta__"]))
-        if meta.get("format") != FORMAT:
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise ValueError(f"{path} is not a dpsim result file of format {FORMAT!r} "
                              f"(found {meta.get('format')!r}); rerun to regenerate it")
         get = lambda k: np.array(z[k]) if k in z.files else None  # noqa: E731
