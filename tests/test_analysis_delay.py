@@ -594,3 +594,15 @@ def test_h_bound_default_drift_is_the_largest_observed():
     for form in ("tight", "paper"):
         assert D.h_bound_a2(tr, form=form) == pytest.approx(D.h_bound_a2(tr, form=form, M_diff=M))
         assert D.h_bound_a2(tr, form=form) > D.h_bound_a2(tr, form=form, M_diff=0.5 * M)
+
+
+def test_lr_schedule_alone_sets_the_rate():
+    # with lr_schedule and no lr/lr2, the schedule is the learning rate (lr = lr2 = 1)
+    p = dpsim.problems.logistic_regression(80, 4, seed=2)
+    kw = dict(steps=12, batch_size=8, trials=2, seed=4, metrics=("loss",), clip=1.0,
+              noise_multiplier=1.0, beta=0.9, eps=1e-3, lr_schedule=lambda t: 0.3 / math.sqrt(t))
+    a = D.record_h_traces(p, 3, **kw)
+    b = D.record_h_traces(p, 3, lr=1.0, lr2=1.0, **kw)
+    c = D.record_h_traces(p, 3, lr=2.0, lr2=2.0, **kw)
+    np.testing.assert_array_equal(a.excess, b.excess)
+    assert not np.allclose(a.excess, c.excess)
