@@ -32,6 +32,7 @@ import math
 from . import accounting
 from . import optimizers as _optimizers
 from .privacy.events import NonPrivate, TcdpBudget
+from .sampling import public_count
 
 __all__ = ["calibrate", "epsilon_for", "sample_rate_for"]
 
@@ -49,11 +50,9 @@ def _check_int(name, value, lo):
 def sample_rate_for(optimizer, batch_size: int, n: int) -> float:
     """The sample rate ``b / n_private`` the engine accounts with (a public split, when the optimizer
     has one, is carved out of the ``n`` examples first)."""
-    from .engine import _n_public  # same layer: the engine's own rule
-
     n = _check_int("n", n, 1)
     batch_size = _check_int("batch_size", batch_size, 1)
-    n_priv = n - _n_public(optimizer.public_fraction, n)
+    n_priv = n - public_count(optimizer.public_fraction, n)  # the engine's own rule
     if batch_size > n_priv:
         raise ValueError(f"batch_size={batch_size} exceeds the {n_priv} private examples (n={n})")
     return batch_size / n_priv

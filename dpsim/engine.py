@@ -24,7 +24,7 @@ from . import accounting, optimizers
 from .backend import Backend, to_numpy
 from .problems import Problem
 from .results import METRICS, Result
-from .sampling import Sampler, check_sampling
+from .sampling import Sampler, check_sampling, public_count
 from .transforms.base import Batch, StepContext
 
 __all__ = ["simulate"]
@@ -51,11 +51,7 @@ def _streams(seed):
                                         pool_size=ss.pool_size) for i in range(3))
 
 
-def _n_public(public_fraction, n):
-    n_public = int(round(public_fraction * n)) if public_fraction else 0
-    if public_fraction and n_public < 1:
-        raise ValueError(f"public_fraction={public_fraction} leaves no public example (n={n})")
-    return n_public
+_n_public = public_count
 
 
 def _split(public_ss, n, n_public):

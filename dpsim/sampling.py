@@ -21,13 +21,22 @@ import numpy as np
 
 SAMPLINGS = ("poisson", "fixed", "replacement")
 
-__all__ = ["SAMPLINGS", "BatchIndices", "Sampler", "check_sampling"]
+__all__ = ["SAMPLINGS", "BatchIndices", "Sampler", "check_sampling", "public_count"]
 
 
 class BatchIndices(NamedTuple):
     idx: np.ndarray  # (R, b_max) int64 example indices (padded slots hold 0)
     mask: np.ndarray | None  # (R, b_max) bool, None when every slot is real
     sizes: np.ndarray  # (R,) actual batch sizes
+
+
+def public_count(public_fraction, n: int) -> int:
+    """Number of examples of ``n`` that a public split of ``public_fraction`` takes (0 for none;
+    ``ValueError`` when a positive fraction rounds to no example)."""
+    n_public = int(round(public_fraction * n)) if public_fraction else 0
+    if public_fraction and n_public < 1:
+        raise ValueError(f"public_fraction={public_fraction} leaves no public example (n={n})")
+    return n_public
 
 
 def check_sampling(sampling: str, n: int, batch_size) -> None:
