@@ -487,3 +487,15 @@ def test_cumulants_match_the_noncentral_chi_square():
         assert k1 == pytest.approx(a.sum() * m, rel=1e-12)
         assert k2 == pytest.approx(np.sum(a ** 2) * v, rel=1e-12)
         assert k3 == pytest.approx(np.sum(a ** 3) * sk * v ** 1.5, rel=1e-10)
+
+
+def test_saddlepoint_at_the_mean_against_the_exact_cdf():
+    # Lugannani–Rice at the mean: 1/2 + κ3/(6√(2π) κ2^{3/2}); against Imhof's exact P(Q < E Q)
+    from dpsim.analysis import bias as B
+
+    a = np.full(30, 1.0 / 30)
+    for lam in (0.0, 1.0):
+        k1, k2, k3 = B._cumulants(a, lam)
+        sp = B._saddlepoint_cdf(a, lam, x=k1)
+        assert sp == pytest.approx(0.5 + k3 / (6 * math.sqrt(2 * math.pi) * k2 ** 1.5), rel=1e-12)
+        assert sp == pytest.approx(B._imhof_cdf(a, lam, x=k1), abs=2e-3)

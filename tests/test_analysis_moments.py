@@ -482,3 +482,13 @@ def test_verify_rows_quick():
         rows = rows if isinstance(rows, list) else [rows]
         assert rows and all(r.verdict in ("pass", "sanity", "reported") for r in rows)
         assert all(r.family == checks.FAMILY and r.source.startswith("[PAGAN]") for r in rows)
+
+
+def test_pasan_rate_default_diameter_is_the_box():
+    # Eq. (9) with diam_2 = 2√d (the box [−1, 1]^d): hand value
+    sigma = np.arange(1, 11, dtype=float) ** -1.5
+    n, eps, dlt = 5000, 1.0, 1e-5
+    hand = 2 * math.sqrt(10) * sigma.sum() * math.log(10 / dlt) / (n * eps)
+    assert float(M.pasan_rate(sigma, n, eps, dlt)) == pytest.approx(hand, rel=1e-12)
+    assert float(M.pasan_rate(sigma, n, eps, dlt, diam2=1.0)) == pytest.approx(
+        hand / (2 * math.sqrt(10)), rel=1e-12)
