@@ -84,7 +84,8 @@ def reproduce(names: Iterable[str], *, scale: str = "quick", out_dir=None, force
     workers : ``1`` (default here; the command line's default is every core): cells run in this
         process, no cluster; ``N > 1``: on a ``dask.distributed`` LocalCluster of ``N`` worker
         processes on 127.0.0.1, started when a sweep first has cells to compute; ``None``: every
-        core.
+        core.  (Worker processes are spawned: a script that calls ``reproduce`` with
+        ``workers > 1`` needs the usual ``if __name__ == "__main__":`` guard.)
     scheduler : address of an existing Dask scheduler (``tcp://host:8786``) to run cells on
         instead (``workers`` must then be ``None``).
     backend : ``"numpy"`` (default) or ``"cupy"`` (cells run on the GPU; part of the cache key);
