@@ -791,3 +791,15 @@ def test_user_problem_with_a_ball_domain_projects_onto_it():
 def test_problem_rejects_an_unknown_domain():
     with pytest.raises(ValueError, match="domain='box'"):
         Problem(name="x", n=1, d=1, config={"name": "x"}, domain="box")
+
+
+def test_a_problem_sent_to_another_process_still_computes_its_optimum():
+    """The "optimum not computed yet" sentinel survives pickling (Dask workers receive problems
+    pickled before their optimum is known)."""
+    import cloudpickle
+
+    p = problems.logistic_regression(60, 3, seed=0)
+    q = cloudpickle.loads(cloudpickle.dumps(p))
+    w_star, f_star = q.optimum
+    assert f_star == p.optimum[1]
+    np.testing.assert_array_equal(w_star, p.optimum[0])

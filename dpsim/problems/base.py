@@ -13,7 +13,25 @@ import numpy as np
 
 from ..backend import Backend
 
-_UNSET = object()
+class _Unset:
+    """Sentinel for "optimum not computed yet" that survives pickling (a problem sent to another
+    process keeps meaning "not computed", instead of becoming a fresh, unequal ``object()``)."""
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __reduce__(self):
+        return (_Unset, ())
+
+    def __repr__(self):
+        return "<unset>"
+
+
+_UNSET = _Unset()
 
 
 # =============================================================================================
