@@ -798,7 +798,7 @@ def test_a_problem_sent_to_another_process_still_computes_its_optimum():
     pickled before their optimum is known)."""
     import cloudpickle
 
-    p = problems.logistic_regression(60, 3, seed=0)
+    p = P.logistic_regression(60, 3, seed=0)
     q = cloudpickle.loads(cloudpickle.dumps(p))
     w_star, f_star = q.optimum
     assert f_star == p.optimum[1]
