@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-from . import DEFAULT_RESULTS_DIR, SCALES, names, reproduce
+from . import DEFAULT_RESULTS_DIR, SCALES, get, names, reproduce
 
 __all__ = ["register", "register_cache"]
 
@@ -93,7 +93,7 @@ def _handle_cache(args) -> int:
     root = Path(args.results)
     if root.exists() and not root.is_dir():
         raise ValueError(f"--results must be a folder, got the file {str(root)!r}")
-    gone = prune(root, dry_run=args.dry_run)
+    gone = prune(root, {name: get(name) for name in names()}, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"
     for p in gone:
         print(f"{verb} {p}")

@@ -797,7 +797,7 @@ def write_table(path: Path, used: Mapping[str, dict], results: Sequence[str], at
 # Pruning stale results
 
 
-def prune(results_dir, *, dry_run: bool = False) -> list[Path]:
+def prune(results_dir, experiments: dict, *, dry_run: bool = False) -> list[Path]:
     """Delete results no current key names; returns what was (or, ``dry_run``, would be) deleted.
 
     Under ``results_dir/<experiment>/<scale>/`` a key folder is kept when its key is the current
@@ -806,9 +806,10 @@ def prune(results_dir, *, dry_run: bool = False) -> list[Path]:
     Also deleted: files of the old cache layout (a ``manifest.json`` of format
     ``dpsim-experiment-cache-1`` directly in the scale folder, and the cells it lists) and
     temporary files left by killed processes.  Folders of unregistered experiments and files
-    dpsim did not write are left alone.
+    dpsim did not write are left alone.  ``experiments``: the registered experiments,
+    ``{name: Experiment}`` (``dpsim.experiments`` passes its registry; the pipeline does not import
+    the package that imports it).
     """
-    from . import get, names
 
     results_dir = Path(results_dir)
     gone: list[Path] = []
@@ -826,8 +827,7 @@ def prune(results_dir, *, dry_run: bool = False) -> list[Path]:
         elif p.exists():
             p.unlink()
 
-    for name in names():
-        exp = get(name)
+    for name, exp in experiments.items():
         for scale_dir in sorted(p for p in (results_dir / name).glob("*") if p.is_dir()):
             scale = scale_dir.name
             current = set()
