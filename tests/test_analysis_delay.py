@@ -606,3 +606,18 @@ def test_lr_schedule_alone_sets_the_rate():
     c = D.record_h_traces(p, 3, lr=2.0, lr2=2.0, **kw)
     np.testing.assert_array_equal(a.excess, b.excess)
     assert not np.allclose(a.excess, c.excess)
+
+
+def test_h_bound_is_the_largest_step_value():
+    # App. A.2's bound is a maximum over the adaptive steps, recomputed here from the traces
+    p = dpsim.problems.logistic_regression(100, 5, density=0.5, seed=1)
+    tr = D.record_h_traces(p, 3, steps=18, batch_size=10, trials=4, seed=5, metrics=(), lr=0.5,
+                           lr2=0.05, clip=1.0, noise_multiplier=1.0, beta=0.9, eps=1e-3)
+    M = 0.7
+    den = tr.acc_l1.mean(axis=1) + tr.d * tr.eps
+    tight = ((tr.b_l1.mean(axis=1) + tr.dist * M) / den)[tr.adaptive]
+    paper = (tr.b_l1.mean(axis=1) / den)[tr.adaptive]
+    assert np.ptp(tight) > 0 and np.ptp(paper) > 0  # the steps differ: max ≠ min
+    assert D.h_bound_a2(tr, M_diff=M) == pytest.approx(float(np.max(tight)), rel=1e-12)
+    assert D.h_bound_a2(tr, form="paper", M_diff=M) == pytest.approx(
+        float(np.max(paper)) + tr.s1 * M / (tr.d * tr.eps), rel=1e-12)
