@@ -294,16 +294,20 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     modules = args.module or list(TARGETS)
-    mutants: list[Mutant] = []
+    per_module: list[list[Mutant]] = []
     rng = random.Random(args.seed)
     for m in modules:
         if m not in TARGETS:
             raise SystemExit(f"unknown module {m!r}; known: {', '.join(TARGETS)}")
         ms = collect(m)
         if args.sample and len(ms) > args.sample:
-            ms = sorted(rng.sample(ms, args.sample), key=lambda x: (x.line, x.start))
-        mutants += ms
+            ms = rng.sample(ms, args.sample)
+        per_module.append(ms)
         print(f"{m}: {len(collect(m))} candidate mutants, trying {len(ms)}", flush=True)
+    # round-robin over the modules, so that a run cut short still samples every module
+    mutants: list[Mutant] = []
+    for i in range(max(map(len, per_module), default=0)):
+        mutants += [ms[i] for ms in per_module if i < len(ms)]
     if args.list_only:
         for mu in mutants:
             print(mu.label())
