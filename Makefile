@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: all install test figures bench clean
+.PHONY: all install test figures bench mutation clean
 
 all: figures
 
@@ -29,6 +29,10 @@ figures: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_dp_sgd.py
+
+# Mutation testing of the bounds modules of analysis/ (a sample of mutants; see tools/mutation.py)
+mutation: $(STAMP)
+	HYPOTHESIS_PROFILE=ci $(PY) tools/mutation.py --sample 40 --json mutation.json
 
 clean:
 	rm -rf $(VENV) paper_figures/out results .pytest_cache
