@@ -15,8 +15,10 @@ scale-then-privatize variants and two non-private oracles.
 
 Pieces: ``"privatizer"``, ``"preconditioner"`` (``AdamState`` with raw ``v``, or
 ``PreconditionState``), ``"lr"``.  Ranges: ``lr`` ∈ [0, ∞); ``beta1``, ``beta2`` ∈ [0, 1); ``eps``
-∈ [0, ∞); ``eps_scale`` ∈ (0, ∞); ``clip`` ∈ (0, ∞] (``inf`` only with σ = 0);
-``noise_multiplier`` ∈ [0, ∞); ``base`` ∈ {adam, rmsprop, adagrad}.
+∈ [0, ∞); ``eps_scale`` ∈ (0, ∞); ``clip`` ∈ (0, ∞] (``inf`` only with σ = 0), except
+``dp_adam_ime`` and ``dp_adam_ime_free``: ``clip`` ∈ (0, ∞) (independent moment estimation
+releases ``ḡ²``, whose sensitivity needs a finite clip); ``noise_multiplier`` ∈ [0, ∞);
+``base`` ∈ {adam, rmsprop, adagrad}.
 """
 
 from __future__ import annotations
