@@ -11,6 +11,16 @@ sees the same batches on every backend.
   rounded; the batch is padded to the step's largest size and a mask marks the real slots.
 * ``fixed`` — exactly ``b`` distinct examples per trial (uniform without replacement).
 * ``replacement`` — ``b`` indices drawn i.i.d. uniformly (with replacement), as PASAN/PAGAN do.
+* ``cyclic_poisson:<k>`` — cyclic Poisson sampling (the participation scheme of Choquette-Choo,
+  McMahan, Rush & Thakurta, "(Amplified) Banded Matrix Factorization: A unified approach to
+  private training", NeurIPS 2023).  The ``n`` examples are split once, by a public rule that
+  does not look at the data, into ``k`` disjoint groups: example ``i`` is in group ``i mod k``
+  (group ``g`` holds ``n_g = ⌈(n − g)/k⌉`` examples).  Step ``t`` (``t = 1, 2, …``) samples only
+  group ``(t − 1) mod k``, every member independently with probability ``q_k = min(1, (b/n)·k)``
+  (expected batch ``q_k·n_g ≈ b``), drawn like ``poisson`` inside the group.  Hence an example
+  takes part only in the steps of its group — at most ``⌈T/k⌉`` of ``T`` steps, any two of them at
+  least ``k`` steps apart — each time with probability ``q_k``.  ``k = 1`` is ``poisson`` (the
+  same draws).  Requires ``1 ≤ k`` and ``b·k ≤ n``.  The sampler counts its draws (the step).
 """
 
 from __future__ import annotations
@@ -19,9 +29,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-SAMPLINGS = ("poisson", "fixed", "replacement")
+import re
 
-__all__ = ["SAMPLINGS", "BatchIndices", "Sampler", "check_sampling", "public_count"]
+#: The sampler names without a parameter; ``"cyclic_poisson:<k>"`` is accepted besides them.
+SAMPLINGS = ("poisson", "fixed", "replacement")
+CYCLIC = "cyclic_poisson"
+
+__all__ = ["SAMPLINGS", "CYCLIC", "BatchIndices", "Sampler", "check_sampling", "parse_sampling",
+           "cyclic_rate", "public_count"]
+
+_CYCLIC_RE = re.compile(r"cyclic_poisson:(\d+)")
+_SAMPLING_HELP = "'poisson', 'fixed', 'replacement' or 'cyclic_poisson:<k>' with an integer k >= 1"
 
 
 class BatchIndices(NamedTuple):
@@ -39,13 +57,46 @@ def public_count(public_fraction, n: int) -> int:
     return n_public
 
 
+def parse_sampling(sampling) -> tuple[str, int | None]:
+    """``"poisson"``/``"fixed"``/``"replacement"`` → ``(name, None)``; ``"cyclic_poisson:<k>"`` →
+    ``("cyclic_poisson", k)``.  ``ValueError`` naming the value otherwise (``k`` must be an integer
+    ``>= 1``; ``"cyclic_poisson:1"`` is accepted and equals ``"poisson"``)."""
+    if not isinstance(sampling, str):
+        raise ValueError(f"sampling must be a string ({_SAMPLING_HELP}), got sampling={sampling!r}")
+    if sampling in SAMPLINGS:
+        return sampling, None
+    if sampling.startswith(CYCLIC):
+        m = _CYCLIC_RE.fullmatch(sampling)
+        if m is None or int(m.group(1)) < 1:
+            raise ValueError(f"cyclic Poisson sampling needs a positive integer number of groups, "
+                             f"'cyclic_poisson:<k>' with k >= 1; got sampling={sampling!r}")
+        return CYCLIC, int(m.group(1))
+    raise ValueError(f"unknown sampling {sampling!r}; expected {_SAMPLING_HELP}")
+
+
+def cyclic_rate(sample_rate: float, k: int) -> float:
+    """Per-step inclusion probability of cyclic Poisson sampling with ``k`` groups and nominal rate
+    ``sample_rate = b/n``: ``q_k = min(1, (b/n)·k)`` (the sampler and the accountant both use this
+    expression, so they agree bit for bit)."""
+    return min(1.0, float(sample_rate) * int(k))
+
+
 def check_sampling(sampling: str, n: int, batch_size) -> None:
-    if sampling not in SAMPLINGS:
-        raise ValueError(f"unknown sampling {sampling!r}; expected one of {', '.join(SAMPLINGS)}")
+    """Validate a sampler name against the data size ``n`` and the nominal ``batch_size``."""
+    kind, k = parse_sampling(sampling)
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
     if batch_size > n:
         raise ValueError(f"batch_size={batch_size} is larger than the data (n={n})")
+    if k is not None:
+        if k > n:
+            raise ValueError(f"sampling={sampling!r} asks for k={k} groups but there are only n={n} "
+                             f"examples (need k <= n)")
+        if batch_size * k > n:
+            raise ValueError(f"sampling={sampling!r} with batch_size={batch_size} needs "
+                             f"batch_size*k = {batch_size * k} <= n = {n} (each of the k groups of "
+                             f"about n/k examples must supply an expected batch of batch_size); "
+                             f"use k <= {n // batch_size}")
 
 
 class Sampler:
@@ -54,13 +105,18 @@ class Sampler:
     def __init__(self, sampling: str, n: int, batch_size: int, trials: int, seed):
         check_sampling(sampling, n, batch_size)
         self.sampling = sampling
+        self.kind, self.k = parse_sampling(sampling)
         self.n = int(n)
         self.b = int(batch_size)
         self.R = int(trials)
         self.rng = np.random.Generator(np.random.PCG64(seed))
+        self.step = 0  # draws made so far (cyclic sampling: the next step samples group step mod k)
 
     def draw(self) -> BatchIndices:
         R, n, b = self.R, self.n, self.b
+        self.step += 1
+        if self.kind == CYCLIC:
+            return self._draw_cyclic()
         if self.sampling == "replacement":
             idx = self.rng.integers(0, n, size=(R, b), dtype=np.int64)
             return BatchIndices(idx, None, np.full(R, b, dtype=np.int64))
@@ -73,6 +129,24 @@ class Sampler:
             return BatchIndices(idx, None, sizes)
         kmax = idx.shape[1]
         mask = np.arange(kmax)[None, :] < sizes[:, None]
+        if mask.all():
+            mask = None
+        return BatchIndices(idx, mask, sizes)
+
+    def _draw_cyclic(self) -> BatchIndices:
+        """Poisson sample at rate ``q_k`` of group ``(t − 1) mod k`` (module docstring): a
+        ``Binomial(n_g, q_k)`` size, then a uniform subset of that size of the group's members
+        ``g, g + k, g + 2k, …``."""
+        k, n = self.k, self.n
+        g = (self.step - 1) % k
+        n_g = (n - g + k - 1) // k
+        q = cyclic_rate(self.b / n, k)
+        sizes = self.rng.binomial(n_g, q, size=self.R).astype(np.int64)
+        local = _uniform_subsets(self.rng, n_g, sizes)
+        idx = g + k * local
+        kmax = idx.shape[1]
+        mask = np.arange(kmax)[None, :] < sizes[:, None]
+        idx[~mask] = 0  # padded slots hold 0, as for the other samplers
         if mask.all():
             mask = None
         return BatchIndices(idx, mask, sizes)
