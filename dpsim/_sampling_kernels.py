@@ -1,0 +1,97 @@
+"""O(R·b) batch samplers for R trials: a Numba kernel for uniform subsets (Floyd's algorithm).
+
+Layer 0 (beside :mod:`dpsim.sampling`, which uses it).
+
+The stream ("floyd-v1")
+-----------------------
+One step of ``R`` trials with batch sizes ``k_r`` (``Binomial(n, q)`` for Poisson sampling, drawn
+by the caller from the sampler's PCG64 generator, or ``b`` for fixed-size sampling) consumes
+exactly ``K = Σ_r k_r`` uniforms ``u ∈ [0, 1)`` drawn in one vectorized call
+``rng.random(K)`` from the same host generator (so the run stays a deterministic function of the
+seed, and the kernel needs no generator state of its own: Numba's ``np.random`` inside ``njit``
+has a per-thread state that the host ``Generator`` does not seed).  Trial ``r`` takes the next
+``k_r`` uniforms ``u_0 … u_{k−1}`` and runs Floyd's algorithm (Bentley & Floyd, "Programming
+pearls: a sample of brilliance", CACM 30(9), 1987):
+
+    S = ∅
+    for i = 0 … k−1:   j = n − k + i;   t = ⌊u_i · (j + 1)⌋        (t uniform on {0, …, j})
+                       if t ∈ S: add j to S  else: add t to S
+
+which returns a uniformly random ``k``-subset of ``{0, …, n−1}`` (by induction on ``j``: after the
+step for ``j`` the set is a uniform ``(i+1)``-subset of ``{0, …, j}``).  The members are written
+in insertion order (the *set* is uniform; the order is not a uniform permutation — every consumer
+sums over the batch, which does not depend on the order).  Membership is a bitmap of ``n`` bits
+(cleared after each trial by unsetting the chosen bits), so a trial costs ``O(k)`` and a step
+``O(R·b)`` plus ``O(n/64)`` once.
+
+``⌊u (j+1)⌋`` with a 53-bit uniform ``u`` is uniform on ``{0, …, j}`` up to a relative
+non-uniformity of at most ``(j+1)·2^{-53}`` per value (``≤ 1.2e-10`` for ``n = 10^6``), far
+below anything a simulation can resolve; ``t`` is also clamped to ``j`` (``u·(j+1)`` cannot round
+up to ``j+1`` for ``u ≤ 1 − 2^{-53}`` and ``j < 2^{52}``, the clamp is a guard).
+
+This stream replaces the earlier one (first ``k`` distinct values of an i.i.d. index stream, found
+with argsorts of ``(R, m)`` candidates: ~65% of a small-d step).  The batch-size draws are
+unchanged; the indices differ.  Statistical equivalence (inclusion frequencies, batch sizes,
+uniformity of subsets) is tested in ``tests/test_sampling_kernels.py``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+__all__ = ["uniform_subsets", "floyd_fill", "STREAM"]
+
+#: Name of the index stream drawn here (recorded for reference in docs and reports).
+STREAM = "floyd-v1"
+
+
+@numba.njit(cache=True)
+def floyd_fill(n, sizes, u, out):
+    """Row ``r`` of ``out`` (R, ≥ max(sizes)) int64: a uniform ``sizes[r]``-subset of ``range(n)``
+    (insertion order) from the next ``sizes[r]`` entries of ``u``; remaining columns set to 0.
+    Returns the number of uniforms consumed (``sum(sizes)``)."""
+    R = sizes.shape[0]
+    kmax = out.shape[1]
+    bits = np.zeros((n + 63) // 64, dtype=np.uint64)
+    pos = 0
+    for r in range(R):
+        k = sizes[r]
+        for i in range(k):
+            j = n - k + i
+            t = np.int64(u[pos + i] * (j + 1))
+            if t > j:
+                t = j
+            w = t >> 6
+            m = np.uint64(1) << np.uint64(t & 63)
+            if bits[w] & m:
+                t = j
+                w = t >> 6
+                m = np.uint64(1) << np.uint64(t & 63)
+            bits[w] |= m
+            out[r, i] = t
+        for i in range(k, kmax):
+            out[r, i] = 0
+        for i in range(k):  # clear this trial's bits
+            t = out[r, i]
+            bits[t >> 6] = np.uint64(0)
+        pos += k
+    return pos
+
+
+def uniform_subsets(rng: np.random.Generator, n: int, sizes: np.ndarray) -> np.ndarray:
+    """Row r: a uniformly random ``sizes[r]``-subset of ``range(n)`` (stream ``floyd-v1``, module
+    docstring), padded with 0 to ``max(sizes)`` columns; draws ``sum(sizes)`` uniforms from
+    ``rng``."""
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    R = sizes.shape[0]
+    kmax = int(sizes.max()) if R else 0
+    out = np.empty((R, kmax), dtype=np.int64)
+    if kmax == 0:
+        return out
+    if int(sizes.max()) > n or int(sizes.min()) < 0:
+        raise ValueError(f"batch sizes must be in [0, n={n}], got sizes in "
+                         f"[{int(sizes.min())}, {int(sizes.max())}]")
+    u = rng.random(int(sizes.sum()))
+    floyd_fill(int(n), sizes, u, out)
+    return out
