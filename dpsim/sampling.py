@@ -5,11 +5,15 @@ the host with a NumPy generator (the index arrays are tiny next to the ``(R, d)`
 sees the same batches on every backend.
 
 * ``poisson`` — every example joins independently with probability ``q = b/n``.  Drawn exactly as
-  ``B_r ~ Binomial(n, q)`` followed by a uniformly random subset of size ``B_r`` (the first ``B_r``
-  distinct values of an i.i.d. uniform index stream — a uniform subset by symmetry; or a random
-  permutation when the batch is a large fraction of ``n``).  Batch sizes vary and are **not**
-  rounded; the batch is padded to the step's largest size and a mask marks the real slots.
-* ``fixed`` — exactly ``b`` distinct examples per trial (uniform without replacement).
+  ``B_r ~ Binomial(n, q)`` followed by a uniformly random subset of size ``B_r`` (Floyd's
+  algorithm in a Numba kernel fed ``B_r`` uniforms of the sampler's generator, ``O(R·b)`` per
+  step: stream ``floyd-v1`` of :mod:`dpsim._sampling_kernels`, which replaced the earlier
+  argsort-based draw of the indices; the batch sizes are drawn as before).  Batch sizes vary and
+  are **not** rounded; the batch is padded to the step's largest size and a mask marks the real
+  slots.  Within a row the indices are in Floyd's insertion order (the set is uniform, the order
+  is not a uniform permutation; every consumer sums over the batch).
+* ``fixed`` — exactly ``b`` distinct examples per trial (uniform without replacement; the same
+  kernel).
 * ``replacement`` — ``b`` indices drawn i.i.d. uniformly (with replacement), as PASAN/PAGAN do.
 * ``cyclic_poisson:<k>`` — cyclic Poisson sampling (the participation scheme of Choquette-Choo,
   McMahan, Rush & Thakurta, "(Amplified) Banded Matrix Factorization: A unified approach to
@@ -25,11 +29,12 @@ sees the same batches on every backend.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 import numpy as np
 
-import re
+from ._sampling_kernels import uniform_subsets
 
 #: The sampler names without a parameter; ``"cyclic_poisson:<k>"`` is accepted besides them.
 SAMPLINGS = ("poisson", "fixed", "replacement")
@@ -153,37 +158,8 @@ class Sampler:
 
 
 def _uniform_subsets(rng: np.random.Generator, n: int, sizes: np.ndarray) -> np.ndarray:
-    """Row r: a uniformly random subset of ``range(n)`` of size ``sizes[r]`` (random order),
-    padded with 0 to ``max(sizes)`` columns."""
-    R = sizes.shape[0]
-    kmax = int(sizes.max()) if R else 0
-    if kmax == 0:
-        return np.zeros((R, 0), dtype=np.int64)
-    if 4 * kmax > n:
-        # Large batches: a random permutation per row (argsort of uniforms), keep the first k.
-        perm = np.argsort(rng.random((R, n)), axis=1, kind="stable")[:, :kmax].astype(np.int64)
-        perm[np.arange(kmax)[None, :] >= sizes[:, None]] = 0
-        return perm
-    out = np.zeros((R, kmax), dtype=np.int64)
-    todo = np.arange(R)
-    # Expected duplicates in m draws ≈ m²/(2n); draw a margin so a redraw is rare.
-    m = kmax + 8 + int(np.ceil(2.0 * kmax * kmax / n))
-    while todo.size:
-        cand = rng.integers(0, n, size=(todo.size, m), dtype=np.int64)
-        order = np.argsort(cand, axis=1, kind="stable")
-        srt = np.take_along_axis(cand, order, axis=1)
-        first_sorted = np.ones_like(srt, dtype=bool)
-        first_sorted[:, 1:] = srt[:, 1:] != srt[:, :-1]  # stable sort: first draw of a value wins
-        first = np.empty_like(first_sorted)
-        np.put_along_axis(first, order, first_sorted, axis=1)
-        rank = np.cumsum(first, axis=1) - 1
-        k = sizes[todo][:, None]
-        keep = first & (rank < k)
-        ok = keep.sum(axis=1) == k[:, 0]
-        # move kept draws (in draw order) to the front
-        front = np.argsort(~keep, axis=1, kind="stable")[:, :kmax]
-        vals = np.take_along_axis(cand, front, axis=1)
-        vals[np.arange(kmax)[None, :] >= k] = 0
-        out[todo[ok]] = vals[ok]
-        todo = todo[~ok]
-    return out
+    """Row r: a uniformly random subset of ``range(n)`` of size ``sizes[r]``, padded with 0 to
+    ``max(sizes)`` columns: Floyd's algorithm in a Numba kernel, ``O(sum(sizes))``, one uniform
+    from ``rng`` per index (stream ``floyd-v1``, :mod:`dpsim._sampling_kernels`).  The set is
+    uniform; the order within a row is Floyd's insertion order."""
+    return uniform_subsets(rng, n, sizes)
