@@ -2,7 +2,8 @@
 
 * :mod:`dpsim.testing.strategies` — hypothesis strategies: ``problems``, ``optimizers`` (from the
   optimizers' declared hyperparameter ranges), ``privacy_params``, ``gradient_tables``,
-  ``simulations``.
+  ``simulations``; for properties of the papers' bounds ``bound_params`` (C, σ, b, β, s, T),
+  ``dp2_phases``, ``dp_budgets`` (ε, δ), ``tcdp_params`` (ρ, ω) and ``seeds``.
 * :mod:`dpsim.testing.assertions` — ``assert_bound_holds``, ``assert_distribution_matches``,
   ``assert_privacy_holds``: a claim against simulation at a stated false-alarm rate, with the
   numbers and the reproducing seed in the message.
@@ -15,10 +16,12 @@ A tutorial is in ``docs/property-testing.md``.
 from . import strategies
 from .assertions import (BoundViolation, assert_bound_holds, assert_distribution_matches,
                          assert_privacy_holds, scaled_trials, set_trials_scale)
-from .strategies import (GradientTable, PrivacyParams, Simulation, gradient_tables, optimizers,
-                         privacy_params, problems, simulations)
+from .strategies import (BoundParams, DP2Phases, DPBudget, GradientTable, PrivacyParams, Simulation,
+                         TcdpParams, bound_params, dp2_phases, dp_budgets, gradient_tables, optimizers,
+                         privacy_params, problems, seeds, simulations, tcdp_params)
 
 __all__ = ["strategies", "BoundViolation", "assert_bound_holds", "assert_distribution_matches",
            "assert_privacy_holds", "scaled_trials", "set_trials_scale", "GradientTable",
            "PrivacyParams", "Simulation", "gradient_tables", "optimizers", "privacy_params",
-           "problems", "simulations"]
+           "problems", "simulations", "BoundParams", "DP2Phases", "DPBudget", "TcdpParams",
+           "bound_params", "dp2_phases", "dp_budgets", "seeds", "tcdp_params"]

@@ -34,9 +34,18 @@ from ..audit import GradientTable as _AuditTable
 from ..privacy.events import TcdpBudget
 
 __all__ = ["problems", "optimizers", "hyperparameter", "privacy_params", "PrivacyParams",
-           "gradient_tables", "GradientTable", "simulations", "Simulation", "PROBLEM_KINDS"]
+           "bound_params", "BoundParams", "dp2_phases", "DP2Phases", "dp_budgets", "DPBudget",
+           "tcdp_params", "TcdpParams", "seeds", "gradient_tables", "GradientTable", "simulations",
+           "Simulation", "PROBLEM_KINDS", "BATCH_SIZE", "STEPS", "RHO", "OMEGA"]
 
 _SEEDS = st.integers(0, 2 ** 16)
+
+
+def seeds(max_seed: int = 2 ** 16):
+    """Seeds for a simulation or a random generator: integers in ``[0, max_seed]``, shrinking to 0."""
+    if isinstance(max_seed, bool) or not isinstance(max_seed, int) or max_seed < 0:
+        raise ValueError(f"max_seed must be a non-negative integer, got max_seed={max_seed!r}")
+    return _SEEDS if max_seed == 2 ** 16 else st.integers(0, max_seed)
 
 
 def _real(lo, hi, *, log=False):
@@ -123,11 +132,26 @@ def problems(kind=None, *, max_d: int = 8, min_n: int = 20, max_n: int = 200):
 # optimizers
 
 
-def hyperparameter(spec):
+def hyperparameter(spec, window=None, *, name: str = "value"):
     """A strategy for one hyperparameter from its declared spec (:mod:`dpsim.optimizers._hyper`):
     reals from the generation window, integers from theirs, choices and noises from their typical
     values, ``None`` or the inner value for optional ones.  ``None`` for an opaque spec without
-    examples (keep the default)."""
+    examples (keep the default).
+
+    ``window`` narrows the draw for a property that needs part of the range (a bound stated for
+    ``C < 1``, a Monte Carlo that must stay fast), and is checked against the *valid* interval of
+    the spec, so a property can never draw a value the library rejects:
+
+    * ``(lo, hi)`` — the closed window ``[lo, hi]`` (integers for an integer spec); reals are
+      drawn on a log scale when the spec is (and ``lo > 0``), or with ``(lo, hi, "log")``;
+    * a list of values — one of them (``st.sampled_from``, shrinking to the first);
+    * a single number (or string) — exactly that value.
+
+    Every end / listed value is validated by the spec (``spec.validate``), so an invalid window is
+    a ``ValueError`` naming ``name`` and the value, raised when the strategy is built.
+    """
+    if window is not None:
+        return _windowed(spec, window, name)
     if isinstance(spec, _hyper.Real):
         lo, hi = spec.typical
         return _real(lo, hi, log=spec.log)
@@ -145,6 +169,38 @@ def hyperparameter(spec):
     if isinstance(spec, _hyper.Opaque):
         return st.sampled_from(spec.examples) if spec.examples else None
     raise TypeError(f"no strategy for hyperparameter spec {spec!r}")
+
+
+def _windowed(spec, window, name):
+    inner = spec.inner if isinstance(spec, _hyper.OrNone) else spec
+    if isinstance(window, list):
+        if not window:
+            raise ValueError(f"the window of {name} lists no value")
+        for v in window:
+            spec.validate(name, v)
+        return st.sampled_from(window)
+    if isinstance(window, tuple):
+        log = len(window) == 3 and window[2] == "log"
+        if len(window) not in (2, 3) or (len(window) == 3 and not log):
+            raise ValueError(f"the window of {name} must be (lo, hi) or (lo, hi, 'log'), got {window!r}")
+        lo, hi = window[:2]
+        for v in (lo, hi):
+            inner.validate(name, v)
+        if isinstance(inner, _hyper.PositiveInt):
+            if not lo <= hi:
+                raise ValueError(f"the window of {name} needs lo <= hi, got {window!r}")
+            return st.integers(int(lo), int(hi))
+        if not isinstance(inner, _hyper.Real):
+            raise ValueError(f"a (lo, hi) window needs a real or integer spec, {name} is {inner.describe()}")
+        lo, hi = float(lo), float(hi)
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise ValueError(f"the window of {name} must be finite with lo <= hi, got {window!r}")
+        log = log or (inner.log and lo > 0)
+        if log and lo <= 0:
+            raise ValueError(f"a log-scale window of {name} needs lo > 0, got {window!r}")
+        return _real(lo, hi, log=log)
+    spec.validate(name, window)
+    return st.just(window)
 
 
 def _minimal(spec, default):
@@ -220,20 +276,148 @@ class PrivacyParams(NamedTuple):
 
 
 def privacy_params(*, min_noise: float = 0.5, max_noise: float = 10.0, max_steps: int = 200,
-                   min_sample_rate: float = 1e-3, max_sample_rate: float = 0.5):
+                   min_sample_rate: float = 1e-3, max_sample_rate: float = 0.5, min_steps: int = 1,
+                   min_delta: float = 1e-8, max_delta: float = 1e-3):
     """:class:`PrivacyParams` in ranges where the accountants are accurate and take about a second
     or less per call: ``σ ∈ [min_noise, max_noise]``, ``q ∈ [min_sample_rate, max_sample_rate]``
-    (log scale), ``T ∈ [1, max_steps]``, ``δ ∈ [1e-8, 1e-3]`` (log scale)."""
+    (log scale), ``T ∈ [min_steps, max_steps]``, ``δ ∈ [min_delta, max_delta]`` (log scale;
+    default ``[1e-8, 1e-3]``).  Shrinks toward the smallest σ, q, T and δ."""
     if not (0 < min_noise <= max_noise < math.inf):
         raise ValueError(f"need 0 < min_noise <= max_noise < inf, got {min_noise!r}, {max_noise!r}")
     if not (0 < min_sample_rate <= max_sample_rate <= 1):
         raise ValueError(f"need 0 < min_sample_rate <= max_sample_rate <= 1, got "
                          f"{min_sample_rate!r}, {max_sample_rate!r}")
-    if not (isinstance(max_steps, int) and max_steps >= 1):
-        raise ValueError(f"max_steps must be a positive integer, got max_steps={max_steps!r}")
+    if not (isinstance(max_steps, int) and isinstance(min_steps, int) and 1 <= min_steps <= max_steps):
+        raise ValueError(f"need positive integers min_steps <= max_steps, got min_steps={min_steps!r}, "
+                         f"max_steps={max_steps!r}")
+    if not (0 < min_delta <= max_delta < 1):
+        raise ValueError(f"need 0 < min_delta <= max_delta < 1, got {min_delta!r}, {max_delta!r}")
     return st.builds(PrivacyParams, _real(min_noise, max_noise),
                      _real(min_sample_rate, max_sample_rate, log=True),
-                     st.integers(1, max_steps), _real(1e-8, 1e-3, log=True))
+                     st.integers(min_steps, max_steps), _real(min_delta, max_delta, log=True))
+
+
+class DPBudget(NamedTuple):
+    """An ``(ε, δ)`` target: a ctCDP budget, a calibration target, a conversion's δ."""
+
+    epsilon: float
+    delta: float
+
+
+#: ``ε`` and ``δ`` of an (ε, δ) target: the declarations of ``dp_sgd_ctcdp`` (ε ∈ (0, ∞),
+#: generation window [0.5, 10] log; δ ∈ (0, 1), window [1e-8, 1e-3] log).
+EPSILON = _ctcdp.EPSILON
+DELTA = _ctcdp.DELTA
+
+
+def dp_budgets(*, epsilon=None, delta=None):
+    """:class:`DPBudget` ``(ε, δ)`` drawn from the declared ranges of an (ε, δ) target (those of
+    ``dp_sgd_ctcdp``: ε ∈ (0, ∞), δ ∈ (0, 1)); both on a log scale, shrinking toward the smallest.
+
+    ``epsilon``/``delta``: a window as in :func:`hyperparameter` — ``(lo, hi)``, a list of values,
+    or one value — checked against the valid interval (default: the generation windows
+    ε ∈ [0.5, 10], δ ∈ [1e-8, 1e-3])."""
+    return st.builds(DPBudget, hyperparameter(EPSILON, epsilon, name="epsilon"),
+                     hyperparameter(DELTA, delta, name="delta"))
+
+
+class TcdpParams(NamedTuple):
+    """``(ρ, ω)`` of ω-truncated concentrated DP ([L2P] Def. A.3 / Bun et al. 2018):
+    ``D_α(M(x) ‖ M(x')) ≤ ρα`` for every order ``α ∈ (1, ω)``; ``ω = inf`` is zCDP."""
+
+    rho: float
+    omega: float
+
+
+#: ρ ∈ [0, ∞) (window [1e-6, 10], log); ω ∈ (1, ∞] (window [1.5, 1e4], log).
+RHO = _hyper.Real("[0, inf)", typical=(1e-6, 10.0), log=True)
+OMEGA = _hyper.Real("(1, inf]", typical=(1.5, 1e4), log=True)
+
+
+def tcdp_params(*, rho=None, omega=None, infinite_omega: bool = False):
+    """:class:`TcdpParams` ``(ρ, ω)``: ``ρ`` from :data:`RHO`'s range, ``ω`` from :data:`OMEGA`'s
+    (both log scale; windows as in :func:`hyperparameter`).  ``infinite_omega=True`` also draws
+    ``ω = inf`` (zCDP, the untruncated limit), which a test of a formula's ``ω → ∞`` branch needs."""
+    om = hyperparameter(OMEGA, omega, name="omega")
+    if infinite_omega:
+        om = st.one_of(om, st.just(math.inf))
+    return st.builds(TcdpParams, hyperparameter(RHO, rho, name="rho"), om)
+
+
+# ------------------------------------------------------------------------------------------------
+# parameters of the papers' bounds
+
+
+class BoundParams(NamedTuple):
+    """The hyperparameters the papers' bounds are stated in: clip ``C``, noise multiplier ``σ``,
+    batch size ``b``, moment decay ``β``, delay (DP² phase length) ``s`` and step count ``T``
+    (``t`` of a bound at step ``t``)."""
+
+    clip: float
+    noise_multiplier: float
+    batch_size: int
+    beta: float
+    s: int
+    steps: int
+
+
+#: Batch size ``b``: a positive integer (window [1, 64]); step count ``T``: (window [1, 100]).
+BATCH_SIZE = _hyper.PositiveInt(typical=(1, 64))
+STEPS = _hyper.PositiveInt(typical=(1, 100))
+
+
+def bound_params(*, clip=None, noise_multiplier=None, batch_size=None, beta=None, s=None, steps=None):
+    """:class:`BoundParams` ``(C, σ, b, β, s, T)`` for a property of an analysis bound, each drawn
+    from the range the optimizers declare for it (:mod:`dpsim.optimizers._hyper`: ``C`` from
+    ``CLIP`` — finite, window [0.05, 10] log —, ``σ`` from ``SIGMA`` [0, 5], ``β`` from ``BETA``
+    [0, 0.999], ``s`` from ``DELAY`` [1, 8]; ``b`` from :data:`BATCH_SIZE`, ``T`` from
+    :data:`STEPS`).
+
+    Every keyword takes a window as in :func:`hyperparameter` — ``(lo, hi)``, ``(lo, hi, "log")``,
+    a list of values, or one value — validated against the declared interval, so a bound is only
+    ever exercised at valid hyperparameters (``clip=(0, 1)`` is refused: ``C`` must be positive).
+    The fields are drawn independently (a property that needs ``s ≤ T`` uses :func:`dp2_phases`).
+    Shrinks toward the low end of every window (for ``σ``: no noise)."""
+    return st.builds(BoundParams,
+                     hyperparameter(_hyper.CLIP, clip, name="clip"),
+                     hyperparameter(_hyper.SIGMA, noise_multiplier, name="noise_multiplier"),
+                     hyperparameter(BATCH_SIZE, batch_size, name="batch_size"),
+                     hyperparameter(_hyper.BETA, beta, name="beta"),
+                     hyperparameter(_hyper.DELAY, s, name="s"),
+                     hyperparameter(STEPS, steps, name="steps"))
+
+
+class DP2Phases(NamedTuple):
+    """A DP² run's length ``steps`` and phase lengths ``s1`` (private SGD) and ``s2`` (private
+    adaptive), ``1 ≤ s1, s2 ≤ steps``; :meth:`hyperparameters` gives ``dict(s1=..., s2=...)``."""
+
+    steps: int
+    s1: int
+    s2: int
+
+    def hyperparameters(self) -> dict:
+        """The ``s1``/``s2`` keywords of ``dpsim.optimizers.dp2_*``."""
+        return {"s1": self.s1, "s2": self.s2}
+
+
+def dp2_phases(*, min_steps: int = 1, max_steps: int = 120, equal: bool = True):
+    """:class:`DP2Phases`: ``T ∈ [min_steps, max_steps]`` and delays ``1 ≤ s1 ≤ T`` ([DP2] Alg. 1:
+    ``s1`` SGD steps, then ``s2`` adaptive steps, alternating), so that every phase length from one
+    step to the whole run — no refresh at all — is reachable.  ``equal=True`` (the papers' setting
+    and the optimizers' default ``s2 = s1``) draws ``s2 = s1``; ``False`` draws ``s2 ∈ [1, T]``
+    independently.  Shrinks toward ``T = min_steps`` and ``s1 = s2 = 1``."""
+    if not (isinstance(min_steps, int) and isinstance(max_steps, int) and 1 <= min_steps <= max_steps):
+        raise ValueError(f"need positive integers min_steps <= max_steps, got min_steps={min_steps!r}, "
+                         f"max_steps={max_steps!r}")
+
+    @st.composite
+    def draw(draw):
+        T = draw(st.integers(min_steps, max_steps))
+        s1 = draw(st.integers(1, T))
+        s2 = s1 if equal else draw(st.integers(1, T))
+        return DP2Phases(T, s1, s2)
+
+    return draw()
 
 
 # ------------------------------------------------------------------------------------------------
