@@ -54,6 +54,24 @@ def test_clopper_pearson_and_hoeffding_rates_are_at_most_alpha():
     assert _rate(fails)[0] <= ALPHA
 
 
+def test_demonstrate_mode_miss_rate_is_alpha_and_it_needs_a_margin():
+    """demonstrate=True at a bound exactly at the estimand: the claim "θ ≤ bound" is then not
+    shown, and the assertion passes (a miss) with probability α (Student t, Gaussian samples);
+    against a bound eight standard errors above the mean every draw passes."""
+    passes = SEEDS - _count(lambda rng, seed: assert_bound_holds(
+        rng.normal(2.0, 3.0, 30), 2.0, alpha=ALPHA, demonstrate=True))
+    lo, hi = _rate(passes)
+    assert lo <= ALPHA <= hi, (passes, lo, hi)
+    lower = 1000 - _count(lambda rng, seed: assert_bound_holds(
+        rng.normal(2.0, 3.0, 30), 2.0, alpha=ALPHA, demonstrate=True, side="lower"), n=1000)
+    assert _rate(lower, n=1000)[0] <= ALPHA <= _rate(lower, n=1000)[1]
+    rng = np.random.default_rng(1)
+    for _ in range(20):  # N(0, 1), R = 400: one standard error is 0.05
+        assert_bound_holds(rng.normal(0.0, 1.0, 400), 0.4, alpha=ALPHA, demonstrate=True)
+    with pytest.raises(BoundViolation, match="bound not demonstrated.*miss rate"):
+        assert_bound_holds(rng.normal(0.0, 1.0, 400), 0.0, alpha=ALPHA, demonstrate=True)
+
+
 def test_ks_false_alarm_rate_is_alpha():
     law = stats.norm(0.0, 2.0)
     fails = _count(lambda rng, seed: assert_distribution_matches(rng.normal(0.0, 2.0, 60), law,

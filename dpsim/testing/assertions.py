@@ -81,7 +81,7 @@ def _fmt(v):
 
 def assert_bound_holds(estimate_fn, bound, *, trials: int | None = None, alpha: float = 1e-3,
                        seed: int = 0, side: str = "upper", kind: str = "mean", value_range=None,
-                       rtol: float = 1e-12, what: str = "E[X]"):
+                       rtol: float = 1e-12, what: str = "E[X]", demonstrate: bool = False):
     """Assert that ``bound`` holds for the quantity estimated by simulation, failing with
     probability at most ``alpha`` when it does (the false-alarm probability).
 
@@ -104,6 +104,14 @@ def assert_bound_holds(estimate_fn, bound, *, trials: int | None = None, alpha: 
 
     ``rtol``: floating-point slack, the bound is compared as ``bound + rtol·|bound|`` (a bound
     met with equality, e.g. with σ = 0, must not fail by one rounding error).
+
+    ``demonstrate=True`` reverses the burden of proof: the assertion passes only when the data
+    *show* the claim at level ``alpha`` — for ``side="upper"``, when the one-sided *upper*
+    confidence bound of every ``θ_k`` (level ``1 − alpha/m``) is at most ``bound_k``.  Then a
+    claim that is false (``θ_k > bound_k`` for some ``k``) passes with probability at most
+    ``alpha`` (the miss rate), while a true claim fails unless it holds with a margin of about one
+    confidence-interval width: the mode for a bound that is known to be loose, where a pass should
+    mean "clearly below", not merely "not clearly above".
 
     Raises :class:`BoundViolation` (an ``AssertionError``) naming the bound, the estimate, its
     two-sided ``1 − 2·alpha/m`` interval, ``R`` and the seed.
@@ -141,16 +149,23 @@ def assert_bound_holds(estimate_fn, bound, *, trials: int | None = None, alpha: 
         lo, hi = est - t * se, est + t * se
         method = "Student t"
     slack = float(rtol) * np.abs(bnd)
-    bad = (lo > bnd + slack) if side == "upper" else (hi < bnd - slack)
+    if demonstrate:
+        bad = (hi > bnd + slack) if side == "upper" else (lo < bnd - slack)
+    else:
+        bad = (lo > bnd + slack) if side == "upper" else (hi < bnd - slack)
     if np.any(bad):
         j = int(np.argmax(bad))
         rel = "<=" if side == "upper" else ">="
         details = {"bound": bnd, "estimate": est, "interval": (lo, hi), "trials": R, "seed": seed,
-                   "alpha": a, "index": j, "method": method}
+                   "alpha": a, "index": j, "method": method, "demonstrate": bool(demonstrate)}
         where = f"[{j}]" if m > 1 else ""
-        msg = (f"bound violated: claim {what}{where} {rel} {bnd[j]:.6g}, but the estimate is "
+        head = (f"bound not demonstrated: claim {what}{where} {rel} {bnd[j]:.6g} must hold with "
+                f"its whole interval, but the estimate is " if demonstrate else
+                f"bound violated: claim {what}{where} {rel} {bnd[j]:.6g}, but the estimate is ")
+        msg = (head +
                f"{est[j]:.6g} with {100 * (1 - 2 * am):.4g}% interval [{lo[j]:.6g}, {hi[j]:.6g}] "
-               f"({method}; one-sided false-alarm rate alpha={a:g}"
+               f"({method}; one-sided " + ("miss" if demonstrate else "false-alarm")
+               + f" rate alpha={a:g}"
                + (f", Bonferroni over {m}" if m > 1 else "")
                + f"); trials={R}, seed={seed}"
                + (f"; reproduce with estimate_fn({R}, {seed})" if callable(estimate_fn) else ""))
