@@ -58,73 +58,73 @@ _EPS = 2.0 ** -52
 
 
 @numba.njit(cache=True)
-def _secular_sums(uu, Amat, k, lam):
+def _secular_sums(uu, a, lam):
     """``(Σ_j v_j², Σ_j a_j v_j² / (1 + λ a_j))`` with ``v_j = u_j / (1 + λ a_j)``."""
     Q = 0.0
     S = 0.0
     for j in range(uu.shape[0]):
-        a = Amat[k, j]
-        inv = 1.0 / (1.0 + lam * a)
+        aj = a[j]
+        inv = 1.0 / (1.0 + lam * aj)
         v = uu[j] * inv
         v2 = v * v
         Q += v2
-        S += a * v2 * inv
+        S += aj * v2 * inv
     return Q, S
 
 
 @numba.njit(cache=True)
-def _project_row(G, Amat, SA, ISA, aidx, out, lam_out, i):
-    """Project row ``i`` of ``G`` onto the ellipsoid of row ``aidx[i]`` of ``Amat``
-    (``SA = √Amat``, ``ISA = 1/√Amat``, precomputed per ellipsoid)."""
-    d = G.shape[1]
-    k = aidx[i]
+def _project_vec(g, a, sa, isa, out, uu):
+    """Project the vector ``g`` onto ``{x : Σ_j a_j x_j² ≤ 1}`` into ``out``; return ``λ``.
+
+    ``sa = √a``, ``isa = 1/√a`` (precomputed), ``uu`` a scratch vector of ``g``'s length.  All
+    are 1-D of the same length; the sums run over that length in index order, so a vector holding
+    only the nonzero entries of a sparse ``g`` (with the matching entries of ``a``) gives the same
+    bits as the dense vector (a zero entry adds an exact ``+0`` to every sum and never wins a max).
+    """
+    d = g.shape[0]
     # pass 1: scale of the whitened vector h = sqrt(a) * g and of g / sqrt(a)
     m = 0.0
     m2 = 0.0
     finite = True
     for j in range(d):
-        ag = abs(G[i, j])
+        ag = abs(g[j])
         if not ag < math.inf:
             finite = False
-        h = SA[k, j] * ag
+        h = sa[j] * ag
         if h > m:
             m = h
-        h2 = ISA[k, j] * ag
+        h2 = isa[j] * ag
         if h2 > m2:
             m2 = h2
     if not finite:  # inf or nan entries: no meaningful projection
         for j in range(d):
-            out[i, j] = math.nan
-        lam_out[i] = math.nan
-        return
-    if m == 0.0:  # zero row (also a masked / padded slot; or an all-zero row of `Amat`: no
-        for j in range(d):  # constraint): the projection is the row itself
-            out[i, j] = G[i, j]
-        lam_out[i] = 0.0
-        return
+            out[j] = math.nan
+        return math.nan
+    if m == 0.0:  # zero vector (also a masked / padded slot; or an all-zero `a`: no
+        for j in range(d):  # constraint): the projection is the vector itself
+            out[j] = g[j]
+        return 0.0
     # pass 2: whitened, scaled u = sqrt(a) g / m (|u_j| <= 1), ||A^{1/2} g|| and the bracket's
     # upper end ||A^{-1/2} g|| (where N <= 1)
-    uu = np.empty(d)
     q = 0.0
     q2 = 0.0
     im = 1.0 / m
     im2 = 1.0 / m2
     for j in range(d):
-        u = SA[k, j] * G[i, j] * im
+        u = sa[j] * g[j] * im
         uu[j] = u
         q += u * u
-        u2 = ISA[k, j] * G[i, j] * im2
+        u2 = isa[j] * g[j] * im2
         q2 += u2 * u2
     if m * math.sqrt(q) <= 1.0:  # already inside
         for j in range(d):
-            out[i, j] = G[i, j]
-        lam_out[i] = 0.0
-        return
+            out[j] = g[j]
+        return 0.0
     lo = 0.0
     hi = m2 * math.sqrt(q2)
     lam = 0.0
     for _ in range(MAX_ITER):
-        Q, S = _secular_sums(uu, Amat, k, lam)
+        Q, S = _secular_sums(uu[:d], a, lam)
         N = m * math.sqrt(Q)
         if N > 1.0:
             lo = lam
@@ -146,22 +146,31 @@ def _project_row(G, Amat, SA, ISA, aidx, out, lam_out, i):
     step = 4.0 * _EPS * lam
     for _ in range(MAX_ITER):
         for j in range(d):
-            out[i, j] = G[i, j] / (1.0 + lam * Amat[k, j])
-        if _a_norm(out, i, SA, k) <= 1.0:
+            out[j] = g[j] / (1.0 + lam * a[j])
+        if _a_norm(out, sa) <= 1.0:
             break
         lam += step
         step *= 2.0
-    lam_out[i] = lam
+    return lam
 
 
 @numba.njit(cache=True)
-def _a_norm(X, i, SA, k):
-    """``||A^{1/2} x||`` for row ``i`` of ``X``, computed exactly as the inside test of
-    :func:`_project_row` does (largest whitened entry factored out)."""
-    d = X.shape[1]
+def _project_row(G, Amat, SA, ISA, aidx, out, lam_out, i):
+    """Project row ``i`` of ``G`` onto the ellipsoid of row ``aidx[i]`` of ``Amat``
+    (``SA = √Amat``, ``ISA = 1/√Amat``, precomputed per ellipsoid)."""
+    k = aidx[i]
+    uu = np.empty(G.shape[1])
+    lam_out[i] = _project_vec(G[i], Amat[k], SA[k], ISA[k], out[i], uu)
+
+
+@numba.njit(cache=True)
+def _a_norm(x, sa):
+    """``||A^{1/2} x||`` for the vector ``x``, computed exactly as the inside test of
+    :func:`_project_vec` does (largest whitened entry factored out)."""
+    d = x.shape[0]
     m = 0.0
     for j in range(d):
-        h = SA[k, j] * abs(X[i, j])
+        h = sa[j] * abs(x[j])
         if h > m:
             m = h
     if m == 0.0:
@@ -169,7 +178,7 @@ def _a_norm(X, i, SA, k):
     im = 1.0 / m
     q = 0.0
     for j in range(d):
-        u = SA[k, j] * X[i, j] * im
+        u = sa[j] * x[j] * im
         q += u * u
     return m * math.sqrt(q)
 
@@ -296,3 +305,217 @@ def project_ellipsoid(g, a, *, return_lambda=False):
         out = xp.asarray(out)
         lam = xp.asarray(lam)
     return (out, lam) if return_lambda else out
+
+
+# ------------------------------------------------------------------------------------------------
+# Generalized linear models: Σ_i π_A(g_i) straight from the feature rows
+#
+# For f_i(w) = l(x_i·w, y_i) + (ρ/2)||w||² the per-example gradient is g_i = c_i x_i + ρ w with
+# c_i = l'(x_i·w, y_i).  With ρ = 0 it is zero off the nonzeros S_i of x_i, so π_A(g_i) is zero there
+# too (π_A(g)_j = g_j/(1 + λ a_j)) and the secular sums of φ(λ) = Σ_j a_j g_j²/(1 + λ a_j)² − 1 run
+# over S_i only: :func:`_project_vec` on the |S_i| gathered entries gives the dense row's bits.
+# With ρ ≠ 0 and a constant row of A (a_j = α: the ℓ2 ball of radius 1/√α, scaling="identity"),
+# π_A(g) = g·min(1, 1/(√α||g||)) and ||g||² = Σ_{S_i} (c_i x_ij + ρ w_j)² + ρ²(||w||² − Σ_{S_i} w_j²),
+# so the example still costs O(|S_i|) and its sum contributes Σ_i f_i c_i x_i + ρ (Σ_i f_i) w.
+# With ρ ≠ 0 and a varying A every coordinate is nonzero and enters φ with its own a_j: the dense
+# g_i is formed in a length-d scratch vector (never the (R, b, d) array) and projected there.
+
+_SQUARED, _LOGISTIC, _ABSOLUTE, _LINEAR = 0, 1, 2, 3
+#: link names in kernel-code order (the names of ``Problem.link``)
+LINKS = ("squared", "logistic", "absolute", "linear")
+
+
+@numba.njit(cache=True)
+def _link_derivative(kind, m, y):
+    """``l'(m, y)``: squared ``m − y``; logistic ``−y·sigmoid(−y m)`` (stable); absolute
+    ``sign(m − y)`` (``sign(0) = 0``); linear ``−1``."""
+    if kind == _SQUARED:
+        return m - y
+    if kind == _LOGISTIC:
+        t = -y * m
+        if t >= 0:
+            e = math.exp(-t)
+            return -y * (1.0 / (1.0 + e))
+        e = math.exp(t)
+        return -y * (e / (1.0 + e))
+    if kind == _ABSOLUTE:
+        r = m - y
+        if r > 0:
+            return 1.0
+        if r < 0:
+            return -1.0
+        return 0.0
+    return -1.0
+
+
+@numba.njit(cache=True)
+def _glm_trial(r, vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, use_mask,
+               Amat, SA, ISA, arow, const_a, out, lam_out):
+    """Σ over trial ``r``'s batch of π_A(g_i) into ``out[r]``; λ's into ``lam_out[r]``.
+
+    Rows are given as CSR (``vals_all``, ``cols_all``, ``ptr``) or, when ``dense_d > 0``, as a
+    dense row-major matrix flattened into ``vals_all`` with ``cols_all = arange(d)``."""
+    d = W.shape[1]
+    bmax = idx.shape[1]
+    k = arow[r]
+    a = Amat[k]
+    sa = SA[k]
+    isa = ISA[k]
+    alpha = const_a[k]  # >= 0: every a_j equals it; < 0: a varies
+    w = W[r]
+    maxnnz = d
+    if dense_d == 0:
+        maxnnz = 0
+        for i in range(bmax):
+            row = idx[r, i]
+            nz = ptr[row + 1] - ptr[row]
+            if nz > maxnnz:
+                maxnnz = nz
+    gv = np.empty(maxnnz)
+    av = np.empty(maxnnz)
+    sav = np.empty(maxnnz)
+    isav = np.empty(maxnnz)
+    pv = np.empty(maxnnz)
+    uu = np.empty(d if (reg != 0.0 and alpha < 0.0) else maxnnz)
+    gd = np.empty(0)
+    pd = np.empty(0)
+    w2 = 0.0
+    if reg != 0.0:
+        for j in range(d):
+            w2 += w[j] * w[j]
+        if alpha < 0.0:
+            gd = np.empty(d)
+            pd = np.empty(d)
+            for j in range(d):
+                gd[j] = reg * w[j]
+    wcoef = 0.0  # Σ_i f_i (constant-A path) or Σ over valid slots (the projected dense path adds
+    for j in range(d):  # its own w part)
+        out[r, j] = 0.0
+    for i in range(bmax):
+        if use_mask and not mask[r, i]:
+            lam_out[r, i] = 0.0
+            continue
+        row = idx[r, i]
+        if dense_d > 0:
+            s0 = row * dense_d
+            s1 = s0 + dense_d
+        else:
+            s0 = ptr[row]
+            s1 = ptr[row + 1]
+        nz = s1 - s0
+        c = -1.0
+        if kind != _LINEAR:
+            mg = 0.0
+            for t in range(s0, s1):
+                mg += vals_all[t] * w[cols_all[t - s0] if dense_d > 0 else cols_all[t]]
+            c = _link_derivative(kind, mg, y[row])
+        if reg == 0.0:
+            for t in range(nz):
+                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
+                gv[t] = c * vals_all[s0 + t]
+                av[t] = a[j]
+                sav[t] = sa[j]
+                isav[t] = isa[j]
+            lam = _project_vec(gv[:nz], av[:nz], sav[:nz], isav[:nz], pv[:nz], uu)
+            lam_out[r, i] = lam
+            for t in range(nz):
+                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
+                out[r, j] += pv[t]
+        elif alpha >= 0.0:
+            # ||g||² = Σ_S (c x_j + ρ w_j)² + ρ²(||w||² − Σ_S w_j²)
+            q = 0.0
+            ws = 0.0
+            for t in range(nz):
+                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
+                gj = c * vals_all[s0 + t] + reg * w[j]
+                q += gj * gj
+                ws += w[j] * w[j]
+            rest = w2 - ws
+            if rest < 0.0:
+                rest = 0.0
+            nrm = math.sqrt(q + reg * reg * rest)
+            f = 1.0
+            lam = 0.0
+            if not nrm < math.inf:
+                f = math.nan
+                lam = math.nan
+            elif alpha > 0.0 and math.sqrt(alpha) * nrm > 1.0:
+                f = 1.0 / (math.sqrt(alpha) * nrm)
+                lam = (math.sqrt(alpha) * nrm - 1.0) / alpha
+            lam_out[r, i] = lam
+            fc = f * c
+            for t in range(nz):
+                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
+                out[r, j] += fc * vals_all[s0 + t]
+            wcoef += f
+        else:
+            for t in range(nz):
+                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
+                gd[j] = c * vals_all[s0 + t] + reg * w[j]
+            lam = _project_vec(gd, a, sa, isa, pd, uu)
+            lam_out[r, i] = lam
+            for j in range(d):
+                out[r, j] += pd[j]
+            for t in range(nz):  # restore the scratch to ρ w
+                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
+                gd[j] = reg * w[j]
+    if reg != 0.0 and alpha >= 0.0:
+        cw = reg * wcoef
+        for j in range(d):
+            out[r, j] += cw * w[j]
+
+
+@numba.njit(cache=True)
+def _glm_serial(vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, use_mask,
+                Amat, SA, ISA, arow, const_a, out, lam_out):
+    for r in range(W.shape[0]):
+        _glm_trial(r, vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, use_mask,
+                   Amat, SA, ISA, arow, const_a, out, lam_out)
+
+
+@numba.njit(cache=True, parallel=True)
+def _glm_parallel(vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, use_mask,
+                  Amat, SA, ISA, arow, const_a, out, lam_out):
+    for r in numba.prange(W.shape[0]):
+        _glm_trial(r, vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, use_mask,
+                   Amat, SA, ISA, arow, const_a, out, lam_out)
+
+
+def glm_projected_sum(X, y, link, reg, W, idx, mask, Amat, arow):
+    """``(S, λ)`` with ``S_r = Σ_i π_{A_r}(g_{r,i})`` over the valid slots and ``λ`` the multipliers.
+
+    ``g_{r,i} = l'(x·w_r, y)·x + ρ w_r`` for the row ``x = X[idx[r, i]]`` (the per-example gradient
+    of the GLM ``l(x·w, y) + (ρ/2)||w||²``, ``l`` = ``link``), projected onto ``{Σ_j a_j g_j² ≤ 1}``
+    with ``a = Amat[arow[r]]`` (rows of zeros: no constraint).  ``X``: dense ``(n, d)`` float64 or
+    ``scipy.sparse`` CSR with sorted indices; ``W`` ``(R, d)``; ``idx`` ``(R, b)`` int;
+    ``mask`` ``(R, b)`` bool or ``None``.  Padded (masked) slots contribute nothing and get
+    ``λ = 0``.  Host NumPy float64 in and out; the ``(R, b, d)`` gradients are never formed (see the
+    comment above :data:`LINKS` for the three cases and their cost).
+    """
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    R, d = W.shape
+    idx = np.ascontiguousarray(idx, dtype=np.int64)
+    bmax = idx.shape[1]
+    use_mask = mask is not None
+    mask_a = (np.ascontiguousarray(mask, dtype=np.bool_) if use_mask
+              else np.ones((1, 1), dtype=np.bool_))
+    Amat = np.ascontiguousarray(Amat, dtype=np.float64)
+    SA = np.sqrt(Amat)
+    with np.errstate(divide="ignore"):
+        ISA = 1.0 / SA
+    first = Amat[:, :1]
+    const_a = np.where(np.all(Amat == first, axis=1), first[:, 0], -1.0)
+    if isinstance(X, np.ndarray):
+        Xd = np.ascontiguousarray(X, dtype=np.float64)
+        vals, cols, ptr, dense_d = Xd.reshape(-1), np.arange(d, dtype=np.int64), np.zeros(1, np.int64), d
+    else:
+        vals, cols, ptr, dense_d = X.data, X.indices, X.indptr, 0
+    out = np.empty((R, d))
+    lam = np.empty((R, bmax))
+    work = R * bmax * (d if (dense_d or (reg != 0.0 and np.any(const_a < 0))) else
+                       max(1.0, float(len(vals)) / max(X.shape[0], 1)))
+    fn = _glm_parallel if _use_parallel(R, work) else _glm_serial
+    fn(vals, cols, ptr, dense_d, np.ascontiguousarray(y, dtype=np.float64), LINKS.index(link),
+       float(reg), W, idx, mask_a, use_mask, Amat, SA, ISA, np.ascontiguousarray(arow, dtype=np.int64),
+       const_a, out, lam)
+    return out, lam

@@ -84,7 +84,7 @@ from .._validate import hyper
 from ..backend import to_numpy
 from ..problems import Box
 from ..transforms.base import GradientTransformation
-from ._ellipsoid import _project_flat, project_ellipsoid
+from ._ellipsoid import LINKS, _project_flat, glm_projected_sum, project_ellipsoid
 from .events import NonPrivate
 from .noise import NoiseSource
 
@@ -304,8 +304,13 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
 
     ``ĝ = (1/b) Σ_{i∈B} π_A(g_i) + (σ/b) ξ``, ``ξ ~ N(0, A⁻¹)`` (drawn as ``z/√a``, ``z`` the
     backend's standard normals of shape ``(R, d)``, one draw per step; none when ``σ = 0``),
-    ``A = C/B²``.  Per-example gradients are materialized (``Batch.per_example()``) and projected
-    with the Numba kernel of :mod:`dpsim.privacy._ellipsoid` (on the host: CuPy arrays make a round trip).
+    ``A = C/B²``.  For a generalized linear model on host NumPy float64 the sum ``Σ_i π_A(g_i)`` comes
+    from the feature rows in one Numba pass (:func:`~dpsim.privacy._ellipsoid.glm_projected_sum`:
+    ``g_i = l'(x_i·w, y_i) x_i + ρ w``, the root-find over the nonzeros of ``x_i`` when ``ρ = 0``,
+    in closed form for a constant ``A`` row, in a length-``d`` scratch vector otherwise; the
+    ``(R, b, d)`` gradients are never formed).  Otherwise the per-example gradients are
+    materialized (``Batch.per_example()``) and projected with the same root-finder (on the host:
+    CuPy arrays make a round trip).  Both paths draw the same noise.
 
     ``noise_multiplier`` σ ≥ 0 (scalar or per-trial); ``radius`` ``B`` (public; ``None``: the Theorem 1/2
     formula on the training data, declared non-private; module docstring); ``scaling`` ``"identity" | "optimal" | C_diag``; ``sigma_hat``
@@ -378,9 +383,25 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
         if state.a is None:
             state = setup(batch, params, ctx)
         xp = ctx.xp
+        a = state.a
+        glm = _glm_inputs(batch, params)
+        if glm is not None:  # GLM rows: Σ_i π_A(g_i) without the (R, b, d) gradients
+            R, bmax = batch.idx.shape
+            X, y, link, reg = glm
+            arow = (np.zeros(R, dtype=np.int64) if a.shape[0] == 1
+                    else np.arange(R, dtype=np.int64))
+            mask = None if batch.mask is None else np.asarray(batch.mask)
+            total, lam = glm_projected_sum(X, y, link, reg, params, batch.idx, mask, a, arow)
+            valid = (bmax * np.ones(R) if mask is None else mask.sum(axis=1))
+            frac = (lam > 0).sum(axis=1) / np.maximum(valid, 1)
+            out = total / float(batch.batch_size)
+            ns = state.noise
+            if state.noise_std is not None:
+                z, ns = src.draw(ns, ctx, out.shape)
+                out = out + z * state.noise_std
+            return out, state._replace(projected=frac, noise=ns)
         g = batch.per_example()  # (R, b_max, d), zero in padded slots
         R, bmax, d = g.shape
-        a = state.a
         if a.shape[0] == 1 and not np.any(a):  # B = inf: no projection
             pg = g
             frac = np.zeros(R)
@@ -409,6 +430,31 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
         event = src.event(sigma, sensitivity="B (projection onto the ellipsoid of public radius B; "
                                              "whitened sensitivity 1, add/remove)")
     return GradientTransformation(init, update, (event,))
+
+
+def _glm_inputs(batch, params):
+    """``(X, y, link, reg)`` when the step can use :func:`glm_projected_sum`, else ``None``.
+
+    Needs a generalized linear model (``problem.link`` one of the four links, ``problem.features``
+    a dense array or CSR matrix, labels ``problem.y``), host NumPy float64 parameters and an
+    unscaled batch; every other case (other problems, CuPy or float32 runs) materializes the
+    per-example gradients and projects them with the same root-finder.
+    """
+    problem = batch.problem
+    if batch.scale is not None or not isinstance(params, np.ndarray) or params.dtype != np.float64:
+        return None
+    link = problem.link
+    X = problem.features
+    y = getattr(problem, "y", None)
+    if link not in LINKS or X is None or not isinstance(y, np.ndarray) or y.shape != (problem.n,):
+        return None
+    if isinstance(X, np.ndarray):
+        ok = X.dtype == np.float64 and X.shape == (problem.n, problem.d)
+    else:
+        ok = getattr(X, "format", None) == "csr" and X.dtype == np.float64
+    if not ok or not isinstance(batch.idx, np.ndarray):
+        return None
+    return X, y, link, problem.reg
 
 
 def _is_box(problem) -> bool:
