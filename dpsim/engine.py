@@ -84,7 +84,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
              progress: bool = False, dtype: str = "float64", init=None,
              probes: dict[str, Callable] | None = None,
              metrics=("loss", "grad_norm_sq", "dist_to_opt"), target_epsilon=None,
-             target_delta=None, accountant: str = "pld") -> Result:
+             target_delta=None, accountant: str = "pld", fast: bool | None = None) -> Result:
     """Run ``trials`` independent trials of ``optimizer`` on ``problem`` for ``steps`` steps.
 
     Parameters
@@ -114,6 +114,11 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         ``config["calibration"]`` records the target and the σ found.
     accountant : ``"pld"`` or ``"rdp"``, for the calibration and recorded in ``Result.privacy``
         as the default accountant of :meth:`Result.epsilon`.
+    fast : ``None`` (default): run the step loop in the compiled small-d kernel of
+        :mod:`dpsim.fused` when it covers this (problem, optimizer, backend, dtype), else the
+        general chain engine; ``True``: the fused kernel or a ``ValueError`` saying why not;
+        ``False``: always the general engine (the reference).  Both draw the same batches and
+        the same noise and agree to rounding; ``config["engine"]`` says which ran.
 
     Every record holds the full objective ``F(w)``, the excess ``F(w) − F*`` (when the problem
     knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.
@@ -200,7 +205,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     rec = {k: np.full((K, trials), np.nan) for k in METRICS}
     prec = {k: np.full((K, trials), np.nan) for k in all_probes}
 
-    def record(k):
+    def record(k, params, state):
         if want_loss and want_grad:
             loss, g = prob.loss_and_grad(params)
         else:
@@ -225,12 +230,29 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
 
         bar = tqdm(total=steps, desc=f"{optimizer.name} on {prob.name}", unit="step", delay=1.0,
                    leave=False)
+    fused_plan = None
+    if fast is not None and not isinstance(fast, bool):
+        raise ValueError(f"fast must be None, True or False, got fast={fast!r}")
+    if fast is not False:
+        from . import fused
+
+        fused_plan = fused.plan(prob, optimizer, trials=trials, backend=backend, dtype=dtype)
+        if isinstance(fused_plan, str):
+            if fast:
+                raise ValueError(f"fast=True, but this run has no fused kernel: {fused_plan}")
+            fused_plan = None
+
     t0 = time.perf_counter()
     next_rec = 0
-    record(next_rec)
+    record(next_rec, params, state)
     next_rec += 1
     batch_sizes_sum = np.zeros(trials)
-    for t in range(1, steps + 1):
+    if fused_plan is not None:
+        params, state = fused.run(fused_plan, params=params, state=state, steps=steps,
+                                  rec_steps=rec_steps, record=record, sampler=sampler,
+                                  private_idx=private_idx, backend=be, ctx=ctx,
+                                  batch_sizes_sum=batch_sizes_sum, bar=bar)
+    for t in range(1, steps + 1 if fused_plan is None else 0):
         ctx.t = t
         bi = sampler.draw()
         batch_sizes_sum += bi.sizes
@@ -242,7 +264,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         if prob.has_domain:
             params = prob.project(params)
         if next_rec < K and t == rec_steps[next_rec]:
-            record(next_rec)
+            record(next_rec, params, state)
             next_rec += 1
         if bar is not None:
             bar.update(1)
@@ -263,6 +285,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         "backend": backend,
         "dtype": dtype,
         "record_every": int(rec_steps[1] - rec_steps[0]) if K > 1 else None,
+        "engine": "fused" if fused_plan is not None else "chain",
         "versions": _versions(),
     }
     if calibration is not None:

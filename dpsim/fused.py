@@ -1,0 +1,469 @@
+"""The small-d fast path of :func:`dpsim.simulate`: blocks of steps in one compiled Numba kernel.
+
+Layer 5 (beside :mod:`dpsim.engine`, which calls it; it imports nothing above the optimizers).
+
+The general engine (:mod:`dpsim.engine`) pays ~30 µs of Python per step and materializes a few
+``(R, d)`` temporaries per piece of the chain; for small ``d`` that, not arithmetic, is the cost.
+Here the step loop of a *recognized* (problem, optimizer) pair runs inside one kernel for a block
+of steps (up to the next record step), trial by trial, with the per-trial state in registers/L1:
+
+    for t in block:  for r in trials:
+        S_r = Σ_{i∈B_r} clip(s_r ⊙ g_i(w_r), C_r)          (the problem's per-example gradients)
+        g̃_r = (S_r + σ_r C_r z_{t,r}) / b                   (z: the run's noise stream)
+        optimizer recursion on g̃_r (module of the rule: dpsim.transforms.preconditioners)
+        w_r ← proj_X(w_r − η_r · direction)
+
+**Same random streams as the engine.**  The batch indices come from the run's own
+:class:`dpsim.sampling.Sampler` (``draw()`` once per step, in order) and the noise from the
+backend's generator: one ``standard_normal((K, R, d))`` call per block of ``K`` steps, which is
+the same stream as the engine's ``K`` successive ``(R, d)`` draws (NumPy's ``Generator`` fills
+arrays sequentially).  The arithmetic follows the engine's order of operations (GLM clipped sums
+call the very kernel the engine uses, :mod:`dpsim.problems._glm_kernels`), so the two agree to
+rounding (``tests/test_fused.py``: ≤ 1e-10 relative on every record; in practice ~1e-15).  The
+chain state is rebuilt with the engine's own state types at record steps and at the end, so
+probes and the privacy record are computed by the same code as in the engine.
+
+Recognized optimizers (the registry name, checked against a rebuild from the recorded
+hyperparameters: same piece names, same declared event types and noise multipliers, same probes;
+``noise="gaussian"`` only): ``sgd``, ``momentum``, ``dp_sgd``, ``dp_sgdm``, ``adam``, ``dp_adam``,
+``dp_adam_bc``, ``dp2_rmsprop``, ``dp2_adagrad``, ``dp2_yogi``.  Problems: dense GLMs
+(``least_squares``, ``logistic_regression(density=1)``, ``absolute_regression``,
+``linear_box``, ``sparse_logistic_1d``), ``random_quadratic``, ``quadratic_2d``; domains none,
+box or ball.  Backend ``numpy``, ``float64``.  :func:`plan` says why anything else is not.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from . import optimizers
+from ._validate import any_inf, hyper, is_zero, product
+from .problems import Ball, Box
+from .problems import _glm_kernels as _K
+from .problems import glm as _glm
+from .problems.glm import _LINKS
+from .problems.quadratic import _NoisyQuadratic, _RandomQuadratic
+
+#: Exact problem classes whose per-example gradients the kernel reproduces (a subclass may
+#: override them, so it goes to the engine).
+_GLM_TYPES = (_glm._GLMProblem, _glm._LeastSquares, _glm._Logistic, _glm._AbsoluteRegression,
+              _glm._LinearBox, _glm._SparseLogistic1D)
+
+__all__ = ["plan", "FusedPlan", "SUPPORTED_OPTIMIZERS"]
+
+# optimizer codes
+SGD, MOMENTUM, ADAM, DP2 = 0, 1, 2, 3
+# problem codes
+P_GLM, P_RQUAD, P_NQUAD = 0, 1, 2
+# domain codes
+D_NONE, D_BOX, D_BALL = 0, 1, 2
+# DP² second-moment rules
+RULE = {"dp2_rmsprop": 0, "dp2_adagrad": 1, "dp2_yogi": 2}
+
+SUPPORTED_OPTIMIZERS = ("sgd", "momentum", "dp_sgd", "dp_sgdm", "adam", "dp_adam", "dp_adam_bc",
+                        "dp2_rmsprop", "dp2_adagrad", "dp2_yogi")
+
+#: Noise and index buffers of one block hold at most this many numbers (bounds the block length).
+BLOCK_ELEMENTS = 1 << 21
+
+
+# ------------------------------------------------------------------------------------------------
+# kernels
+
+
+@numba.njit(cache=True)
+def _example_grad(pk, W, r, row, Wq, Yq, h, xi, qreg, g):
+    """Per-example gradient of a quadratic problem into ``g`` (d,)."""
+    d = W.shape[1]
+    if pk == P_NQUAD:  # h ⊙ w + ξ_i
+        for j in range(d):
+            g[j] = h[j] * W[r, j] + xi[row, j]
+    else:  # 2 W_iᵀ (W_i w − y_i) + (2 reg / n) w
+        k = Wq.shape[1]
+        for j in range(d):
+            g[j] = 0.0
+        for a in range(k):
+            s = 0.0
+            for j in range(d):
+                s += Wq[row, a, j] * W[r, j]
+            res = s - Yq[row, a]
+            for j in range(d):
+                g[j] += Wq[row, a, j] * res
+        for j in range(d):
+            g[j] = 2.0 * g[j] + qreg * W[r, j]
+
+
+@numba.njit(cache=True)
+def _quad_trial(pk, idx, mask, want_mask, W, S, want_scale, C, Wq, Yq, h, xi, qreg, out, g, r):
+    """``out[r] = Σ_i clip(s_r ⊙ g_i, C_r)`` for a quadratic problem (engine's generic path)."""
+    d = W.shape[1]
+    for j in range(d):
+        out[r, j] = 0.0
+    Cr = C[r]
+    for i in range(idx.shape[1]):
+        if want_mask and not mask[r, i]:
+            continue
+        _example_grad(pk, W, r, idx[r, i], Wq, Yq, h, xi, qreg, g)
+        n2 = 0.0
+        for j in range(d):
+            if want_scale:
+                g[j] = g[j] * S[r, j]
+            n2 += g[j] * g[j]
+        nrm = math.sqrt(n2)
+        f = 1.0
+        if nrm > Cr:
+            f = Cr / nrm
+        for j in range(d):
+            out[r, j] += g[j] * f
+
+
+@numba.njit(cache=True)
+def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
+           pk, X, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
+           ok, b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, eps, phi, floor,
+           use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, norms, S, g):
+    """Run steps ``t0 + 1 … t0 + K`` in place on ``W`` (params), ``A``, ``Bst`` (optimizer state:
+    momentum trace | Adam m, v | DP² v, G); returns the Adam count after the block."""
+    R, d = W.shape
+    fb = float(b)
+    cycle = s1 + s2
+    for k in range(K):
+        t = t0 + k + 1
+        idx = idx_b[k]
+        mask = mask_b[k if want_mask else 0]
+        phase2 = False
+        if ok == DP2:
+            p = (t - 1) % cycle
+            phase2 = p >= s1
+            if p == s1:  # refresh v from the accumulated releases (before this step's update)
+                for r in range(R):
+                    for j in range(d):
+                        a = Bst[r, j] / float(s1)
+                        sq = a * a
+                        if bias.shape[0] > 0:
+                            sq = sq - bias[r] / (float(s1) * fb * fb)
+                        v = A[r, j]
+                        if rule == 0:
+                            v = v * beta[r] + sq * (1.0 - beta[r])
+                        elif rule == 1:
+                            v = v + sq
+                        else:
+                            df = v - sq
+                            sg = 1.0 if df > 0 else (-1.0 if df < 0 else 0.0)
+                            v = v - (1.0 - beta[r]) * sg * sq
+                        A[r, j] = v
+                        Bst[r, j] = Bst[r, j] * 0.0
+            if phase2:
+                for r in range(R):
+                    for j in range(d):
+                        v = A[r, j]
+                        S[r, j] = 1.0 / (math.sqrt(v if v > 0.0 else 0.0) + eps[r])
+        Cv = clip2 if phase2 else clip
+        for r in range(R):
+            if pk == P_GLM:
+                _K._dense_trial(X, idx, W, y, link, reg, S if phase2 else W, phase2, Cv, mask,
+                                want_mask, out, norms, r)
+            else:
+                _quad_trial(pk, idx, mask, want_mask, W, S, phase2, Cv, Wq, Yq, h, xi, qreg, out,
+                            g, r)
+        if ok == ADAM:
+            count += 1
+        for r in range(R):
+            sd = std2[r] if phase2 else std[r]
+            for j in range(d):
+                if noisy:
+                    gt = (noise_b[k, r, j] * sd + out[r, j]) / fb
+                else:
+                    gt = out[r, j] / fb
+                if ok == SGD:
+                    u = gt * neglr[r]
+                elif ok == MOMENTUM:
+                    tr = A[r, j] * beta[r] + gt
+                    A[r, j] = tr
+                    u = tr * neglr[r]
+                elif ok == ADAM:
+                    b1 = beta1[r]
+                    b2 = beta2[r]
+                    m = A[r, j] * b1 + gt * (1.0 - b1)
+                    v = Bst[r, j] * b2 + (gt * gt) * (1.0 - b2)
+                    A[r, j] = m
+                    Bst[r, j] = v
+                    m_hat = m / (1.0 - b1 ** count)
+                    v_hat = v / (1.0 - b2 ** count)
+                    if use_phi:
+                        v_hat = max(v_hat - phi[r], floor[r])
+                    den = math.sqrt(v_hat) if eps_zero else math.sqrt(v_hat) + eps[r]
+                    u = (m_hat / den) * neglr[r]
+                else:  # DP²
+                    if phase2:
+                        u = gt * neglr2[r]
+                    else:
+                        Bst[r, j] = Bst[r, j] + gt
+                        u = gt * neglr[r]
+                W[r, j] = W[r, j] + u
+            if dk == D_BOX:
+                for j in range(d):
+                    W[r, j] = min(max(W[r, j], -drad), drad)
+            elif dk == D_BALL:
+                n2 = 0.0
+                for j in range(d):
+                    n2 += W[r, j] * W[r, j]
+                nrm = math.sqrt(n2)
+                if nrm > drad:
+                    f = drad / nrm
+                    for j in range(d):
+                        W[r, j] = W[r, j] * f
+    return count
+
+
+# ------------------------------------------------------------------------------------------------
+# planning: recognize the (problem, optimizer) pair, or say why not
+
+
+def _col(v, R):
+    return np.ascontiguousarray(np.broadcast_to(np.asarray(v, dtype=np.float64), (R,)))
+
+
+def _gauss_std(clip, sigma):
+    """``(std, draws)`` exactly as :func:`dpsim.privacy.privatizers.gaussian_privatizer` decides:
+    no noise when any clip is infinite or σ is the scalar 0."""
+    c = hyper("clip", clip, "(0, inf]")
+    s = hyper("noise_multiplier", sigma, "[0, inf)")
+    if any_inf(c):
+        return None, False
+    std = product(s, c)
+    return std, not is_zero(std)
+
+
+def _same_chain(optimizer) -> str | None:
+    """Why ``optimizer`` is not the registered optimizer of its name with its hyperparameters."""
+    try:
+        ref = optimizers.get(optimizer.name, **optimizer.hyperparameters)
+    except (KeyError, ValueError, TypeError) as exc:
+        return f"cannot rebuild {optimizer.name!r} from its hyperparameters ({exc})"
+    if tuple(ref.transform.names) != tuple(optimizer.transform.names):
+        return f"piece names {optimizer.transform.names} differ from the registered {ref.transform.names}"
+    ev_a = [(type(e).__name__, getattr(e, "noise_multiplier", None)) for e in optimizer.events]
+    ev_b = [(type(e).__name__, getattr(e, "noise_multiplier", None)) for e in ref.events]
+    if ev_a != ev_b:
+        return "declared events differ from the registered optimizer's"
+    if set(optimizer.probes) != set(ref.probes) or optimizer.public_fraction != ref.public_fraction:
+        return "probes or public split differ from the registered optimizer's"
+    return None
+
+
+class FusedPlan:
+    """A recognized (problem, optimizer) pair: the kernel's codes and per-trial hyperparameters."""
+
+    def __init__(self, problem, optimizer, R):
+        self.problem, self.optimizer, self.R = problem, optimizer, R
+
+    def describe(self):
+        return f"{self.optimizer.name} on {self.problem.name}"
+
+
+def plan(problem, optimizer, *, trials, backend="numpy", dtype="float64"):
+    """A :class:`FusedPlan` when the fast path covers this run, else a string saying why not."""
+    if backend != "numpy" or dtype != "float64":
+        return f"the fast path runs on backend='numpy' with dtype='float64' (got {backend}/{dtype})"
+    name = optimizer.name
+    if name not in SUPPORTED_OPTIMIZERS:
+        return f"optimizer {name!r} has no fused kernel (supported: {', '.join(SUPPORTED_OPTIMIZERS)})"
+    why = _same_chain(optimizer)
+    if why is not None:
+        return why
+    hp = dict(optimizer.hyperparameters)
+    if hp.get("noise", "gaussian") != "gaussian":
+        return f"correlated noise ({hp['noise']!r}) has no fused kernel"
+    R = trials
+    P = FusedPlan(problem, optimizer, R)
+    # -- problem
+    if type(problem) in _GLM_TYPES:
+        if problem.sparse:
+            return "sparse GLM features have no fused kernel (the engine's CSR kernel is used)"
+        P.pk = P_GLM
+    elif type(problem) is _RandomQuadratic:
+        P.pk = P_RQUAD
+    elif type(problem) is _NoisyQuadratic:
+        P.pk = P_NQUAD
+    else:
+        return f"problem {problem.name!r} has no fused kernel"
+    dom = problem.domain
+    if dom is None:
+        P.dk, P.drad = D_NONE, 0.0
+    elif isinstance(dom, Box):
+        P.dk, P.drad = D_BOX, float(dom.radius)
+    elif isinstance(dom, Ball):
+        P.dk, P.drad = D_BALL, float(dom.radius)
+    else:  # pragma: no cover - Problem only accepts Box/Ball
+        return f"domain {dom!r} has no fused projection"
+    # -- optimizer
+    z = np.zeros(R)
+    P.neglr2 = P.clip2 = P.std2 = P.beta = P.beta1 = P.beta2 = P.eps = P.phi = P.floor = z
+    P.use_phi, P.eps_zero, P.s1, P.s2, P.rule, P.bias = False, False, 1, 1, 0, np.zeros(0)
+    P.neglr = _col(-np.asarray(hyper("lr", hp["lr"], "[0, inf)")), R)
+    private = name.startswith("dp")
+    if private:
+        std, P.noisy = _gauss_std(hp["clip"], hp["noise_multiplier"])
+        P.clip = _col(hp["clip"], R)
+        P.std = _col(std if std is not None else 0.0, R)
+    else:
+        P.noisy = False
+        P.clip = _col(np.inf, R)
+        P.std = z
+    if name in ("sgd", "dp_sgd"):
+        P.ok = SGD
+    elif name in ("momentum", "dp_sgdm"):
+        P.ok = MOMENTUM
+        P.beta = _col(hp["beta"], R)
+    elif name in ("adam", "dp_adam", "dp_adam_bc"):
+        P.ok = ADAM
+        P.beta1, P.beta2 = _col(hp["beta1"], R), _col(hp["beta2"], R)
+        if name == "dp_adam_bc":
+            P.eps_zero = True
+            P.use_phi = True
+            P.floor = _col(hp["gamma_prime"], R)
+            # Φ = (σC/b)² needs the batch size: set in run() (0 without clipping)
+            P.phi_pending = not any_inf(hp["clip"])
+        else:
+            P.eps = _col(hp["eps"], R)
+            P.eps_zero = False
+    else:  # DP²
+        P.ok = DP2
+        P.rule = RULE[name]
+        P.s1 = int(hp["s1"])
+        P.s2 = P.s1 if hp["s2"] is None else int(hp["s2"])
+        lr2 = hp["lr"] if hp["lr2"] is None else hp["lr2"]
+        P.neglr2 = _col(-np.asarray(hyper("lr2", lr2, "[0, inf)")), R)
+        clip2 = hp["clip"] if hp["clip2"] is None else hp["clip2"]
+        std2, noisy2 = _gauss_std(clip2, hp["noise_multiplier"])
+        if noisy2 != P.noisy:
+            return "DP² phases that differ in whether they draw noise have no fused kernel"
+        P.clip2 = _col(clip2, R)
+        P.std2 = _col(std2 if std2 is not None else 0.0, R)
+        P.beta = _col(hp["beta"], R)
+        P.eps = _col(hp["eps"], R)
+        if hp["unbias"]:
+            s = np.asarray(hp["noise_multiplier"], dtype=float)
+            c = np.asarray(hp["clip"], dtype=float)
+            P.bias = _col((s * s) * (c * c), R)
+    return P
+
+
+# ------------------------------------------------------------------------------------------------
+# state ↔ arrays
+
+
+def _state_arrays(P, state, params):
+    """``(A, Bst, count)`` kernel arrays from the chain state (copies)."""
+    R, d = params.shape
+    zero = np.zeros((R, d))
+    if P.ok == MOMENTUM:
+        return np.array(state["momentum"].trace, dtype=np.float64, order="C"), zero, 0
+    if P.ok == ADAM:
+        s = state["preconditioner"]
+        return (np.array(s.m, dtype=np.float64, order="C"), np.array(s.v, dtype=np.float64, order="C"),
+                int(s.count))
+    if P.ok == DP2:
+        s = state["preconditioner"]
+        return np.array(s.v, dtype=np.float64, order="C"), np.array(s.G, dtype=np.float64, order="C"), 0
+    return zero, zero, 0
+
+
+def _rebuild_state(P, state, A, Bst, count):
+    """The chain state with this block's arrays (the engine's own state types)."""
+    new = dict(state)
+    if P.ok == MOMENTUM:
+        new["momentum"] = state["momentum"]._replace(trace=A.copy())
+    elif P.ok == ADAM:
+        new["preconditioner"] = state["preconditioner"]._replace(m=A.copy(), v=Bst.copy(), count=count)
+    elif P.ok == DP2:
+        new["preconditioner"] = state["preconditioner"]._replace(v=A.copy(), G=Bst.copy())
+    return new
+
+
+# ------------------------------------------------------------------------------------------------
+# the loop
+
+
+def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, backend, ctx,
+        batch_sizes_sum, bar=None):
+    """Steps ``1 … steps`` of the engine loop in fused blocks (ending at record steps).
+
+    ``record(k, params, state)`` is the engine's recorder; ``params``/``state`` are the engine's
+    initial ones (already recorded at step 0).  Returns ``(params, state)`` after the last step.
+    """
+    prob = P.problem
+    R, d = params.shape
+    b = ctx.batch_size
+    W = np.array(params, dtype=np.float64, order="C")
+    A, Bst, count = _state_arrays(P, state, W)
+    if P.ok == ADAM and getattr(P, "phi_pending", False):
+        hp = P.optimizer.hyperparameters
+        P.phi = _col((np.asarray(hp["noise_multiplier"], dtype=float) * np.asarray(hp["clip"], dtype=float)
+                      / float(b)) ** 2, R)
+    # problem arrays (dummies of the right types where unused)
+    e1 = np.zeros(1)
+    e2 = np.zeros((1, 1))
+    e3 = np.zeros((1, 1, 1))
+    X, y, link, reg = e2, e1, 0, 0.0
+    Wq, Yq, h, xi, qreg = e3, e2, e1, e2, 0.0
+    if P.pk == P_GLM:
+        X, y = prob.X, prob.y
+        link, reg = _LINKS.index(prob.link), float(prob.reg)
+    elif P.pk == P_RQUAD:
+        Wq, Yq = np.ascontiguousarray(prob.W), np.ascontiguousarray(prob.Y)
+        qreg = 2.0 * prob.reg / prob.n
+    else:
+        h, xi = np.ascontiguousarray(prob.h), np.ascontiguousarray(prob.xi)
+    out = np.empty((R, d))
+    S = np.ones((R, d))
+    g = np.empty(d)
+    no_mask = np.ones((1, 1, 1), dtype=np.bool_)
+    t = 0
+    next_rec = 1
+    K_rec = rec_steps.size
+    while t < steps:
+        stop = int(rec_steps[next_rec]) if next_rec < K_rec else steps
+        draws = []
+        bmax = 0
+        while t + len(draws) < stop:
+            bi = sampler.draw()
+            batch_sizes_sum += bi.sizes
+            draws.append(bi)
+            bmax = max(bmax, bi.idx.shape[1])
+            if (len(draws) + 1) * R * (d + max(bmax, 1)) > BLOCK_ELEMENTS:
+                break
+        K = len(draws)
+        bmax = max(bmax, 1)
+        idx_b = np.zeros((K, R, bmax), dtype=np.int64)
+        any_mask = any(bi.mask is not None or bi.idx.shape[1] < bmax for bi in draws)
+        mask_b = np.zeros((K, R, bmax), dtype=np.bool_) if any_mask else no_mask
+        for k, bi in enumerate(draws):
+            ib = bi.idx if private_idx is None else private_idx[bi.idx]
+            w_ = ib.shape[1]
+            idx_b[k, :, :w_] = ib
+            if any_mask:
+                if bi.mask is None:
+                    mask_b[k, :, :w_] = True
+                else:
+                    mask_b[k, :, :w_] = bi.mask
+        noise_b = backend.normal((K, R, d)) if P.noisy else e3
+        norms = np.empty((R, bmax))
+        count = _block(t, K, idx_b, mask_b, any_mask, noise_b, P.noisy,
+                       P.pk, X, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
+                       P.ok, b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta, P.beta1,
+                       P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1, P.s2, P.rule,
+                       P.bias, W, A, Bst, count, out, norms, S, g)
+        t += K
+        if bar is not None:
+            bar.update(K)
+        if next_rec < K_rec and t == int(rec_steps[next_rec]):
+            ctx.t = t
+            record(next_rec, W.copy(), _rebuild_state(P, state, A, Bst, count))
+            next_rec += 1
+    ctx.t = steps
+    return W, _rebuild_state(P, state, A, Bst, count)
