@@ -70,6 +70,15 @@ sampling           accountant      what is computed
                                    cf. Zhu, Dong & Wang 2022 on sampling without replacement
                                    under substitution).  At σ=1.5, q=0.04, 2250 steps, δ=1e-5 the
                                    former gives ε≈13.5, the latter ≥ 25.5: it would under-report.
+``"cyclic_poisson   either          Cyclic Poisson sampling (:mod:`dpsim.sampling`), add/remove:
+:<k>"``                            an example belongs to one of ``k`` fixed groups and can
+                                   only be sampled, at rate ``q_k = min(1, k·q)``, on the
+                                   steps of its group (every k-th step, at most ``⌈T/k⌉``
+                                   of them).  So each example sees a Poisson-subsampled
+                                   run of ``⌈T/k⌉`` steps at rate ``q_k``: ε is that of the
+                                   worst group, accounted as ``"poisson"`` at ``q_k``.  Banded
+                                   DP-MF with bandwidth ≤ k is amplified the same way
+                                   (:mod:`dpsim.privacy.mf`).  ``k = 1`` is ``"poisson"``.
 ``"replacement"``  either          **ValueError** (:class:`UnsupportedAccountingError`).
                                    ``SampledWithReplacementDpEvent`` exists in
                                    ``dp_accounting`` but neither accountant supports it, and an
@@ -108,10 +117,29 @@ Runs: events → record → ε
 This module is the only consumer of the privacy events optimizers declare
 (:mod:`dpsim.privacy.events`).  After a run, :func:`privacy_record` resolves them into a JSON-able
 record (``Result.privacy``): the Gaussian releases become per-trial *step types* (the σ's released
-on a step, and how many steps release exactly those), correlated-noise releases become whole-run
-unamplified Gaussian mechanisms (noise multiplier ``σ·sens(M)/worst_sens(M)``), a ctCDP budget is
-read from the final state of the piece that declared it, and any ``NonPrivate`` event makes the
-run non-private.  :func:`epsilon_of_record` turns a record into ε.
+on a step, and how many steps release exactly those), a ctCDP budget is read from the final state
+of the piece that declared it, and any ``NonPrivate`` event makes the run non-private.
+:func:`epsilon_of_record` turns a record into ε.
+
+Correlated-noise (DP-MF) releases are accounted one of two ways, and the record says which
+(``events[i]["accounting"]``, ``correlated_accounting``, ``note``):
+
+* **amplified** — with ``"poisson"`` (one group) or ``"cyclic_poisson:<k>"`` sampling, a strategy
+  of bandwidth ``w ≤ k`` released on every step: by the reduction of Choquette-Choo et al. 2023
+  (derived in :mod:`dpsim.privacy.mf`) each example's participations are independent
+  Poisson-subsampled Gaussian mechanisms with noise multiplier σ, so the release is accounted
+  exactly like an i.i.d. Gaussian release with σ on every step of the example's group (merged with
+  the other releases of that step's batch).  ``banded:1`` is then DP-SGD.
+* **unamplified** — otherwise (``w > k``, e.g. ``banded:4`` or ``sqrt_toeplitz`` under
+  ``"poisson"``; fixed-size batches; a release restricted to some steps, whose stream index is
+  not the step index): one Gaussian mechanism for the whole run with noise multiplier
+  ``σ·sens(M)/worst_sens(M)``, without amplification by sampling; this bound holds for every
+  participation pattern, the cyclic one included.
+
+For ``"cyclic_poisson:<k>"`` the record also holds ``participation`` (groups, per-step rate
+``q_k``, at most ``⌈T/k⌉`` participations, ``k`` steps apart) and ``group_step_types``: per trial,
+the step types one group's example sees, for every group not dominated by another (ε is the
+maximum over them).
 """
 
 from __future__ import annotations
@@ -129,10 +157,13 @@ from dp_accounting import dp_event as _ev
 from dp_accounting.pld import pld_privacy_accountant as _pld
 from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 
+from .sampling import CYCLIC, cyclic_rate, parse_sampling
+
 __all__ = [
     "ACCOUNTANTS",
     "SAMPLERS",
     "ADJACENCY",
+    "adjacency",
     "RDP_ORDERS",
     "RDP_ORDERS_FIXED",
     "PLD_INTERVALS",
@@ -158,6 +189,25 @@ ADJACENCY = {"poisson": "add/remove one example", "fixed": "replace one example 
              "replacement": "none (no accountant supports with-replacement sampling)"}
 
 _NeighborRel = dp_accounting.NeighboringRelation
+
+
+def _sampling(sampling) -> tuple[str, int | None]:
+    """``(kind, k)`` of a sampler name (``k`` the number of cyclic groups, else None); the same
+    error as before for anything else."""
+    try:
+        return parse_sampling(sampling)
+    except ValueError:
+        raise ValueError(f"sampling must be one of {SAMPLERS} or 'cyclic_poisson:<k>' (k >= 1), "
+                         f"got sampling={sampling!r}") from None
+
+
+def adjacency(sampling) -> str:
+    """The neighbouring relation behind the ε of ``sampling`` (:data:`ADJACENCY`; cyclic Poisson
+    sampling is add/remove with the groups fixed by a public rule)."""
+    kind, k = _sampling(sampling)
+    if kind == CYCLIC:
+        return f"add/remove one example (in one of {k} fixed groups)"
+    return ADJACENCY[kind]
 
 
 def _grid(*parts) -> tuple[float, ...]:
@@ -241,15 +291,14 @@ def _check_count(n, name) -> int:
 def _check_options(accountant, sampling) -> None:
     if accountant not in ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {ACCOUNTANTS}, got accountant={accountant!r}")
-    if sampling not in SAMPLERS:
-        raise ValueError(f"sampling must be one of {SAMPLERS}, got sampling={sampling!r}")
-    if sampling == "replacement":
+    kind, _ = _sampling(sampling)
+    if kind == "replacement":
         raise UnsupportedAccountingError(
             f"sampling='replacement' (with-replacement batches) is not supported by "
             f"accountant={accountant!r}: dp_accounting has no correct accountant for "
             f"SampledWithReplacementDpEvent; use sampling='poisson' (add/remove) or "
             f"sampling='fixed' with accountant='rdp' (replace-one)")
-    if sampling == "fixed" and accountant == "pld":
+    if kind == "fixed" and accountant == "pld":
         raise UnsupportedAccountingError(
             "accountant='pld' with sampling='fixed' is not supported: dp_accounting's PLD "
             "accountant has no sampling-without-replacement event (its Poisson PLD is not a "
@@ -336,11 +385,21 @@ def make_event(releases, sample_rate, *, sampling="poisson") -> dp_accounting.Dp
     replace-one).  Releases costing nothing give ``NoOpDpEvent``.
     """
     q = _check_rate(sample_rate)
-    if sampling not in SAMPLERS:
-        raise ValueError(f"sampling must be one of {SAMPLERS}, got sampling={sampling!r}")
+    _no_cyclic(sampling, "make_event")
     if sampling == "replacement":
         _check_options("rdp", sampling)
     return _event(_normalize(releases), q, sampling)
+
+
+def _no_cyclic(sampling, what: str) -> None:
+    """Refuse cyclic sampling where whole-run step counts cannot be mapped to groups."""
+    kind, k = _sampling(sampling)
+    if kind == CYCLIC:
+        raise ValueError(
+            f"{what} takes whole-run step counts, which do not say which group's steps they are; "
+            f"for sampling={sampling!r} pass the step types one example's group sees, with "
+            f"sampling='poisson' and sample_rate=q_k=min(1, {k}*b/n) (dpsim.sampling.cyclic_rate), "
+            f"or use accounting.epsilon / privacy_record")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,6 +543,7 @@ def epsilon_from_releases(releases, sample_rate, delta, *, accountant="pld",
     q = _check_rate(sample_rate)
     d = _check_delta(delta)
     _check_options(accountant, sampling)
+    _no_cyclic(sampling, "epsilon_from_releases")
     un = effective_noise_multiplier(tuple(unamplified)) if len(unamplified) else math.inf
     return _epsilon_key(_normalize(releases), q, d, accountant, sampling, un)
 
@@ -495,7 +555,9 @@ def epsilon(noise_multiplier, sample_rate, steps, delta, *, accountant="pld",
     Each step draws a batch at rate ``sample_rate`` and makes ``releases_per_step`` Gaussian
     releases with noise multiplier σ from that same batch — exactly one release with σ/√r (see
     module docstring).  ``accountant``: ``"pld"`` (default, tight) or ``"rdp"``; ``sampling``:
-    ``"poisson"`` (add/remove), ``"fixed"`` (RDP only, replace-one), ``"replacement"`` (error).
+    ``"poisson"`` (add/remove), ``"fixed"`` (RDP only, replace-one), ``"replacement"`` (error),
+    ``"cyclic_poisson:<k>"`` (add/remove: each example sees ``⌈steps/k⌉`` steps at rate
+    ``min(1, k·sample_rate)``; also the amplified ε of banded DP-MF with bandwidth ≤ k).
     """
     sigma = _check_noise(noise_multiplier)
     q = _check_rate(sample_rate)
@@ -503,8 +565,18 @@ def epsilon(noise_multiplier, sample_rate, steps, delta, *, accountant="pld",
     d = _check_delta(delta)
     r = _check_releases_per_step(releases_per_step)
     _check_options(accountant, sampling)
+    q, steps, sampling = _per_example(q, steps, sampling)
     key = _normalize([((sigma,) * r, steps)])
     return _epsilon_key(key, q, d, accountant, sampling, math.inf)  # same cache key as epsilon_from_releases
+
+
+def _per_example(q: float, steps: int, sampling):
+    """What one example sees: cyclic Poisson sampling with ``k`` groups is ``⌈steps/k⌉`` Poisson
+    steps at rate ``min(1, k·q)``; the other samplers are unchanged."""
+    kind, k = _sampling(sampling)
+    if kind != CYCLIC:
+        return q, steps, sampling
+    return cyclic_rate(q, k), -(-steps // k), "poisson"
 
 
 def _check_releases_per_step(r) -> int:
@@ -538,6 +610,7 @@ def noise_multiplier(epsilon, delta, sample_rate, steps, *, accountant="pld",
     steps = _check_count(steps, "steps")
     r = _check_releases_per_step(releases_per_step)
     _check_options(accountant, sampling)
+    q, steps, sampling = _per_example(q, steps, sampling)
     if steps == 0:
         return 0.0
     return math.sqrt(r) * _calibrate(float(epsilon), d, q, steps, accountant, sampling)
@@ -697,6 +770,7 @@ def rdp_curve(releases, sample_rate, *, sampling="poisson") -> tuple[np.ndarray,
     """
     q = _check_rate(sample_rate)
     _check_options("rdp", sampling)
+    _no_cyclic(sampling, "rdp_curve")
     key = _normalize(releases)
     acc = _rdp_accountant(sampling)
     if any(s == 0.0 for s, _ in key):
@@ -743,11 +817,16 @@ def privacy_record(events, final_state, *, steps: int, sample_rate: float, sampl
 
     ``final_state``: the optimizer's state after the last step (state-dependent events, e.g. a
     :class:`~dpsim.privacy.events.TcdpBudget`, read their piece's state at ``event.path``).  Keys:
-    ``private``; ``events`` (each event described); for Gaussian releases ``sampling``,
-    ``sample_rate``, ``steps``, ``step_types`` (per trial ``[[σ of each release on the step],
-    count]``) and, with correlated noise, ``unamplified`` (per trial, the whole-run noise
-    multipliers) and ``note``; for a ctCDP budget its fields (``kind="ctcdp"``, ``rho_spent``,
-    ``steps_taken``, ``rho_tot``, ``a``, ``omega_a``, ...).
+    ``private``; ``events`` (each event described; a correlated release also says how it is
+    ``accounting``); for Gaussian releases ``sampling``, ``adjacency``, ``participation``,
+    ``sample_rate`` (the nominal ``b/n``), ``steps``, ``step_types`` (per trial ``[[σ of each
+    release on the step], count]`` over the whole run, amplified correlated releases included)
+    and, with cyclic sampling, ``group_rate`` and ``group_step_types`` (per trial, the step types
+    of each non-dominated group); with correlated noise ``correlated_accounting``
+    (``"amplified"``, ``"unamplified"`` or ``"mixed"``), ``unamplified`` (per trial, the
+    whole-run noise multipliers of the unamplified ones) and ``note``; for a ctCDP budget its
+    fields (``kind="ctcdp"``, ``rho_spent``, ``steps_taken``, ``rho_tot``, ``a``, ``omega_a``,
+    ...).  The module docstring says when correlated noise is amplified.
     """
     from .privacy import events as ev
     from .privacy.mf import noise_stream
@@ -774,38 +853,122 @@ def privacy_record(events, final_state, *, steps: int, sample_rate: float, sampl
         if rec.get("planned_steps") is None:
             rec["planned_steps"] = int(steps)
         return rec
+    kind, k = _sampling(sampling)
+    groups = k if kind == CYCLIC else (1 if kind == "poisson" else None)  # None: no amplification
     releases = [e for e in events if isinstance(e, ev.GaussianRelease)]
     correlated = [e for e in events if isinstance(e, ev.CorrelatedRelease)]
-    masks = [ev.schedule_mask(e, steps) for e in releases]
-    pats, counts = [], []
-    if masks and steps:  # the release pattern of each step is shared by all trials
-        pats, counts = np.unique(np.stack(masks, axis=1), axis=0, return_counts=True)
     unamplified = [[] for _ in range(trials)]
-    if correlated and steps:
-        for e in correlated:
-            if not np.any(ev.schedule_mask(e, steps)):
-                continue
-            st = noise_stream(e.strategy, steps)
-            for i in range(trials):
-                unamplified[i].append(st.equivalent_noise_multiplier(_per_trial(e.noise_multiplier, i),
-                                                                     participation="any"))
-    step_types = []
-    for i in range(trials):
-        sig = [_per_trial(e.noise_multiplier, i) for e in releases]
-        groups: dict[tuple, int] = {}
-        for pat, c in zip(pats, counts):
-            key = tuple(s for s, a in zip(sig, pat) if a)
-            if key:
-                groups[key] = groups.get(key, 0) + int(c)
-        step_types.append([[list(k), c] for k, c in groups.items()])
-    rec.update(private=True, sampling=sampling, adjacency=ADJACENCY.get(sampling, "unknown"),
-               sample_rate=sample_rate, steps=steps, step_types=step_types)
+    how = []
+    for idx, e in enumerate(events):
+        if not isinstance(e, ev.CorrelatedRelease):
+            continue
+        mask = ev.schedule_mask(e, steps) if steps else np.zeros(0, bool)
+        if not np.any(mask):
+            rec["events"][idx]["accounting"] = "no release"
+            continue
+        st = noise_stream(e.strategy, steps)
+        label = _correlated_verdict(st, groups, kind, k, bool(np.all(mask)))
+        rec["events"][idx]["accounting"] = label
+        rec["events"][idx]["bandwidth"] = st.bandwidth
+        if label.startswith("amplified"):
+            releases.append(e)  # one subsampled Gaussian at σ per step of the example's group
+            how.append("amplified")
+            continue
+        how.append("unamplified")
+        for i in range(trials):
+            unamplified[i].append(st.equivalent_noise_multiplier(_per_trial(e.noise_multiplier, i),
+                                                                 participation="any"))
+    masks = [ev.schedule_mask(e, steps) for e in releases]
+    step_mat = np.stack(masks, axis=1) if masks and steps else np.zeros((steps, 0), bool)
+    sig = [[_per_trial(e.noise_multiplier, i) for e in releases] for i in range(trials)]
+    rec.update(private=True, sampling=sampling, adjacency=adjacency(sampling),
+               participation=_participation(kind, k, sample_rate, steps),
+               sample_rate=sample_rate, steps=steps,
+               step_types=[_types(step_mat, s_i) for s_i in sig])
+    if kind == CYCLIC:
+        per_group = _group_patterns(step_mat, k)
+        rec["group_rate"] = cyclic_rate(sample_rate, k)
+        rec["group_step_types"] = [[_types_of(pg, s_i) for pg in per_group] for s_i in sig]
     if correlated:
         rec["unamplified"] = unamplified
-        rec["note"] = ("correlated noise (DP-MF) is accounted as one Gaussian mechanism per release "
-                       "sequence with noise multiplier sigma*sens(M)/worst_sens(M), without "
-                       "amplification by sampling")
+        verdicts = set(how)
+        rec["correlated_accounting"] = (verdicts.pop() if len(verdicts) == 1 else
+                                        "mixed" if verdicts else "no release")
+        if "unamplified" in how:
+            rec["note"] = ("correlated noise (DP-MF) accounted UNAMPLIFIED: one Gaussian mechanism "
+                           "per release sequence with noise multiplier sigma*sens(M)/worst_sens(M), "
+                           "without amplification by sampling (see events[].accounting)")
+        elif how:
+            rec["note"] = ("correlated noise (DP-MF) accounted AMPLIFIED: banded strategy under "
+                           f"{'cyclic Poisson' if kind == CYCLIC else 'Poisson'} sampling reduces to "
+                           "DP-SGD on each example's group (Choquette-Choo et al. 2023)")
     return rec
+
+
+def _correlated_verdict(stream, groups, kind: str, k, every_step: bool) -> str:
+    """How a correlated release is accounted (module docstring): ``"amplified (...)"`` or
+    ``"unamplified (reason)"``."""
+    w = stream.bandwidth
+    if groups is None:
+        return f"unamplified ({kind} sampling: no amplification for correlated noise)"
+    scheme = f"cyclic_poisson:{k}" if kind == CYCLIC else "poisson"
+    if not every_step:
+        return ("unamplified (the release is restricted to some steps, so its noise stream does "
+                "not follow the step index)")
+    if stream.amplifiable(groups):
+        return f"amplified (bandwidth {w} <= {groups} groups of {scheme})"
+    return (f"unamplified (bandwidth {w} > {groups} group{'s' if groups > 1 else ''} of {scheme}; "
+            f"amplification needs sampling='cyclic_poisson:<k>' with k >= {w})")
+
+
+def _participation(kind: str, k, q: float, steps: int) -> dict:
+    """What the accountant assumes about how often, and how far apart, an example takes part."""
+    if kind == CYCLIC:
+        return {"scheme": "cyclic Poisson", "groups": k, "rate": cyclic_rate(q, k),
+                "max_participations": -(-int(steps) // k), "min_separation": k,
+                "rule": "example i in group i mod k; step t samples group (t-1) mod k"}
+    if kind == "poisson":
+        return {"scheme": "Poisson", "groups": 1, "rate": float(q),
+                "max_participations": int(steps), "min_separation": 1}
+    return {"scheme": kind, "rate": float(q)}
+
+
+def _group_patterns(step_mat: np.ndarray, k: int) -> list:
+    """For each group of cyclic sampling (step index ``i`` in group ``i mod k``), its release
+    patterns and counts, keeping only groups not dominated by another (same patterns, each count
+    at most the other's: ε is monotone in every count)."""
+    out = []
+    for g in range(min(k, step_mat.shape[0])):
+        sub = step_mat[g::k]
+        if sub.shape[1]:
+            pats, counts = np.unique(sub, axis=0, return_counts=True)
+            out.append({tuple(bool(a) for a in p): int(c) for p, c in zip(pats, counts)})
+        else:
+            out.append({})
+    distinct = []
+    for a in out:
+        if a not in distinct:
+            distinct.append(a)
+    keep = [a for a in distinct
+            if not any(b != a and all(b.get(p, 0) >= c for p, c in a.items()) for b in distinct)]
+    return keep or [{}]
+
+
+def _types_of(patterns: dict, sig) -> list:
+    groups: dict[tuple, int] = {}
+    for pat, c in patterns.items():
+        key = tuple(s for s, a in zip(sig, pat) if a)
+        if key:
+            groups[key] = groups.get(key, 0) + int(c)
+    return [[list(key), c] for key, c in groups.items()]
+
+
+def _types(step_mat: np.ndarray, sig) -> list:
+    """Whole-run step types ``[[σ's of the releases on the step], count]`` of one trial."""
+    if not step_mat.shape[0] or not step_mat.shape[1]:
+        return []
+    pats, counts = np.unique(step_mat, axis=0, return_counts=True)
+    return _types_of({tuple(bool(a) for a in p): int(c) for p, c in zip(pats, counts)}, sig)
 
 
 def _tcdp_epsilon(record: dict, delta: float):
@@ -833,14 +996,17 @@ def epsilon_of_record(record: dict, delta: float, *, accountant: str = "pld"):
     else:
         types = record["step_types"]
         unamp = record.get("unamplified") or [[] for _ in types]
+        sampling, q = record["sampling"], record["sample_rate"]
+        groups = [[st] for st in types]
+        if "group_step_types" in record:  # cyclic Poisson: each example sees its group's steps
+            groups, q, sampling = record["group_step_types"], record["group_rate"], "poisson"
         out = np.empty(len(types))
-        for i, st in enumerate(types):
-            if not st and not unamp[i]:
-                out[i] = 0.0
-            else:
-                out[i] = epsilon_from_releases([(tuple(s), c) for s, c in st], record["sample_rate"], d,
-                                               accountant=accountant, sampling=record["sampling"],
-                                               unamplified=tuple(unamp[i]))
+        for i, per_group in enumerate(groups):
+            out[i] = max(
+                0.0 if not st and not unamp[i] else
+                epsilon_from_releases([(tuple(s), c) for s, c in st], q, d, accountant=accountant,
+                                      sampling=sampling, unamplified=tuple(unamp[i]))
+                for st in per_group)
     if out.size and np.all(out == out.flat[0]):
         return float(out.flat[0])
     return out

@@ -18,15 +18,42 @@ Privacy meaning (what the lead declares to the accountant).
       disjoint batches): changing one example changes ``M X`` by ``M_{:,j} g^T`` with
       ``||g|| ≤ C``, ℓ2 norm at most ``C · sens(M)``.  The whole run is therefore ONE Gaussian
       mechanism with noise multiplier ``σ`` (not T of them).
-    * **Unrestricted participation** (Poisson sampling gives no bound on how often an example is
-      used): the sensitivity of ``M X`` is ``C · worst_case_sensitivity(M)``, so the whole run is ONE
-      Gaussian mechanism with noise multiplier ``σ · sens(M) / worst_sens(M)``, **without**
-      amplification by sampling.  Amplification for matrix mechanisms (e.g. MMCC of Choquette-Choo,
-      Ganesh, Steinke & Thakurta, "Privacy amplification for matrix mechanisms", ICLR 2024, or the
-      b-min-sep / cyclic-Poisson analysis of banded MF) is NOT implemented.
-      For ``M = I`` this equals T-fold composition of the unamplified Gaussian with multiplier σ
-      (``worst_sens = √T``); identity noise should keep DP-SGD's amplified accounting instead —
-      its draws are bit-identical to DP-SGD's.
+    * **Unrestricted participation** (no bound on how often, or how close together, an example
+      is used): the sensitivity of ``M X`` is ``C · worst_case_sensitivity(M)``, so the whole run
+      is ONE Gaussian mechanism with noise multiplier ``σ · sens(M) / worst_sens(M)``, **without**
+      amplification by sampling ("unamplified").  For ``M = I`` this equals T-fold composition of
+      the unamplified Gaussian with multiplier σ (``worst_sens = √T``); identity noise keeps
+      DP-SGD's amplified accounting instead (it declares a plain Gaussian release — its draws are
+      bit-identical to DP-SGD's).  MMCC-style amplification for general matrices (Choquette-Choo,
+      Ganesh, Steinke & Thakurta, ICLR 2024) is not implemented.
+    * **Cyclic Poisson participation, banded strategy** (amplified; Choquette-Choo, McMahan, Rush &
+      Thakurta, "(Amplified) Banded Matrix Factorization: A unified approach to private
+      training", NeurIPS 2023, arXiv:2306.08153, the amplification theorem of its §4; the same
+      reduction as jax_privacy's ``amplified_bandmf_event``).  Let the *bandwidth* ``w`` of ``M``
+      be the number of its nonzero diagonals (:attr:`NoiseStream.bandwidth`: ``w = 1`` for
+      identity and ``banded:1``, ``min(k_bands, T)`` for ``banded:<k_bands>``, ``T`` for
+      ``sqrt_toeplitz``), so column ``j`` of ``M`` is supported on rows ``j … j + w − 1``.  Under
+      ``sampling="cyclic_poisson:<k>"`` (:mod:`dpsim.sampling`) the examples are split into ``k``
+      fixed groups and step ``t`` Poisson-samples group ``(t − 1) mod k`` at rate
+      ``q_k = b·k/n``; ``"poisson"`` is the case ``k = 1``.  Take ``w ≤ k`` and fix one example
+      ``x`` of group ``g``.  It can take part only in the steps ``j`` of its group, which are
+      ``k ≥ w`` apart, so the row blocks ``j … j + w − 1`` its columns touch are **disjoint**:
+      each potential participation ``j`` changes only its own block of ``M X`` (by
+      ``M_{:,j} g_jᵀ`` if ``x`` was sampled at ``j``, by nothing otherwise), and the block is
+      released in full (steps ``j … j + w − 1 < j + k``) before the example's next chance.  Inside
+      a block, the other examples' contributions to rows after ``j`` depend on earlier outputs,
+      but those are known to the adversary when the row is released and cancel in the privacy
+      loss; what remains is the shift ``1[x ∈ B_j] · M_{j:j+w, j} g_j`` with
+      ``‖M_{:,j} g_jᵀ‖_F ≤ C·‖M_{:,j}‖ ≤ C·sens(M)`` under noise ``σ C sens(M) · N(0, I)`` per
+      entry: a Poisson-subsampled Gaussian mechanism at rate ``q_k`` with noise multiplier at
+      least ``σ``.  The example has at most ``⌈T/k⌉`` such chances, chosen adaptively one after
+      the other, so the run is dominated by **DP-SGD with noise multiplier σ, sampling rate q_k
+      and ⌈T/k⌉ steps** — in dpsim's normalization the ``sens(M)`` factor of the noise is exactly
+      the column normalization the theorem assumes, so no rescaling of σ is needed.  For ``w = 1``
+      and ``k = 1`` this *is* DP-SGD (``banded:1`` is ``M = m_0 I``; the noise is ``σ C Z``).
+      With ``w > k`` the blocks overlap and the reduction does not apply; dpsim then falls back
+      to the unamplified bound above, which holds for every participation pattern (labelled
+      ``"unamplified"`` in the run's privacy record).
 
 Strategies (``strategy(name, steps)``; also accepted by :func:`noise_stream`):
     * ``"identity"`` (alias ``"gaussian"``): ``M = I``, i.i.d. noise.
@@ -91,6 +118,7 @@ __all__ = [
     "inverse_coefficients",
     "toeplitz_sensitivity",
     "toeplitz_worst_case_sensitivity",
+    "toeplitz_bandwidth",
     "toeplitz_prefix_rmse",
     "toeplitz_step_variance",
     "sqrt_toeplitz_coefficients",
@@ -255,6 +283,17 @@ def toeplitz_worst_case_sensitivity(coefs, steps: int) -> float:
         return float(math.sqrt(float(s @ s)))
     col_norms = np.sqrt(np.cumsum(c * c))  # ||column T-1-j|| at index j
     return float(col_norms.sum())
+
+
+def toeplitz_bandwidth(coefs, steps: int) -> int:
+    """Number of nonzero diagonals of the T×T lower-triangular Toeplitz ``M``: one plus the index
+    of its last nonzero coefficient among the first T (column ``j`` is supported on rows
+    ``j … j + w − 1``).  The amplified cyclic-Poisson accounting needs ``w ≤ k`` (module
+    docstring)."""
+    steps = _check_steps(steps)
+    c = np.asarray(coefs, dtype=float).reshape(-1)[:steps]
+    nz = np.flatnonzero(c)
+    return int(nz[-1]) + 1 if nz.size else 0
 
 
 def toeplitz_prefix_rmse(coefs, steps: int, *, inverse=None) -> float:
@@ -449,7 +488,7 @@ class NoiseStream:
     (u, state)`` draws ``Z_t = backend.normal(shape)`` once and returns a fresh backend array ``u``
     of ``shape``.  Attributes: ``name``, ``steps``, ``kind`` (``"identity"``, ``"banded"``,
     ``"history"``), ``sens`` (single-participation sensitivity), ``worst_sens``
-    (:func:`worst_case_sensitivity`), ``strategy_coefficients`` (Toeplitz coefficients of ``M``),
+    (:func:`worst_case_sensitivity`), ``bandwidth`` (:func:`toeplitz_bandwidth`), ``strategy_coefficients`` (Toeplitz coefficients of ``M``),
     ``inverse_coefficients`` (of ``M⁻¹``, length T), ``prefix_rmse``, ``step_variance`` ((T,)
     per-step variance of ``u``), ``max_bytes``.
     """
@@ -464,6 +503,7 @@ class NoiseStream:
         self.strategy_coefficients = c
         self.sens = toeplitz_sensitivity(c, steps)
         self.worst_sens = toeplitz_worst_case_sensitivity(c, steps)
+        self.bandwidth = toeplitz_bandwidth(c, steps)
         if name == "sqrt_toeplitz":
             r = sqrt_toeplitz_inverse_coefficients(steps)
         else:
@@ -497,13 +537,19 @@ class NoiseStream:
         """Noise multiplier of the ONE Gaussian mechanism the whole run is equivalent to.
 
         ``participation="single"``: ``σ`` (each example in at most one step).
-        ``participation="any"``: ``σ · sens / worst_sens`` (any participation pattern, e.g. Poisson
-        sampling; no amplification — MMCC-style amplification is not implemented)."""
+        ``participation="any"``: ``σ · sens / worst_sens`` (any participation pattern; no
+        amplification).  The amplified cyclic-Poisson bound is not one Gaussian mechanism but
+        ``⌈T/k⌉`` subsampled ones at ``σ``, valid when :meth:`amplifiable` (module docstring)."""
         if participation == "single":
             return float(noise_multiplier)
         if participation == "any":
             return float(noise_multiplier) * self.sens / self.worst_sens
         raise ValueError(f"participation must be 'single' or 'any', got {participation!r}")
+
+    def amplifiable(self, groups: int) -> bool:
+        """True when cyclic Poisson sampling with ``groups`` groups amplifies this strategy:
+        ``bandwidth ≤ groups`` (each example's column blocks are disjoint; module docstring)."""
+        return self.bandwidth <= int(groups)
 
     # -- memory -------------------------------------------------------------------------------
     def state_bytes(self, shape, itemsize: int = 8) -> int:
