@@ -1,27 +1,66 @@
 """Array backend selection and randomness.
 
-dpsim code on hot paths is written against an array namespace ``xp`` (NumPy, CuPy, or, in tests,
-``array_api_strict``) and never calls ``numpy`` directly on device arrays.  The array API standard
-has no random number generator, so randomness is owned here: a :class:`Backend` bundles a
-namespace with a generator seeded from a :class:`numpy.random.SeedSequence`.
+dpsim code on hot paths is written against an array namespace ``xp`` that follows the array API
+standard (2023.12) and never calls ``numpy`` directly on device arrays.  One code path serves all
+backends; the namespaces come from ``array-api-compat``:
 
-* ``numpy``: draws come from ``numpy.random.Generator(PCG64)``.
+* ``numpy``: NumPy's own main namespace when NumPy ≥ 2 (it implements the standard; no wrapper
+  call on the hot path), ``array_api_compat.numpy`` on NumPy 1.x;
+* ``cupy``: ``array_api_compat.cupy`` (CuPy's main namespace lacks parts of the standard, e.g.
+  ``linalg.vector_norm`` in CuPy 14; the compat namespace supplies them);
+* ``array_api_strict`` (tests): the reference implementation, which rejects everything outside
+  the standard.  The suite also runs the engine on a stricter stand-in that drops the extension
+  functions (``tests/test_array_namespace.py``, through :data:`STRICT_NAMESPACE`).
+
+A function that gets arrays but no namespace asks :func:`array_namespace`.
+
+Randomness.  The array API standard has no random number generator, so randomness is owned here:
+a :class:`Backend` bundles a namespace with a generator seeded from a
+:class:`numpy.random.SeedSequence`.
+
+* ``numpy``: draws come from ``numpy.random.Generator(PCG64)``, one stream.
+* ``numpy:blocked``: the *blocked* noise layout.  Every draw is cut, in C order, into fixed blocks
+  of :data:`NOISE_BLOCK` elements; block ``j`` is always filled from its own stream
+  ``PCG64(SeedSequence(entropy, spawn_key=key + (j,)))``, continuing where that block's previous
+  draw stopped.  The blocks of one draw are filled by a pool of threads (NumPy's generators release
+  the GIL while filling an ``out=`` array), so the noise of one step uses every core that is free;
+  since the partition is fixed, the result is the same for every thread count (1 included) —
+  ``tests/test_backend.py`` checks it.  With two or more threads the next draw of the same shape is
+  also generated ahead, in the background, while the rest of the step runs (if the next request
+  has another shape, the block streams are rewound and it is drawn afresh, so the numbers never
+  depend on the guess).  The thread count is ``threads=`` or the environment variable
+  ``DPSIM_NOISE_THREADS`` (default: the CPUs this process may use).  The stream differs from the
+  ``numpy`` layout's (a different, equally valid sequence of i.i.d. normals), which is why it is
+  an opt-in name.
 * ``cupy``: draws come from ``cupy.random.Generator`` (XORWOW bit generator) seeded from the
   same ``SeedSequence``; the streams differ from NumPy's (documented, not a bug).
 * ``array_api_strict``: draws are made by NumPy and converted with ``xp.asarray``; this backend
-  exists to catch NumPy-only calls in backend-generic code.
+  exists to catch NumPy-only calls in backend-generic code.  ``array_api_strict:blocked`` uses the
+  blocked layout.
+
+``dtype="float32"``: every state array, the noise and the problem data are float32 (the fused GLM
+kernels still accumulate in float64).  Its accuracy is checked in ``tests/test_float32.py``.
 
 Results are always handed back to users as NumPy arrays (:func:`to_numpy`).
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 BACKENDS = ("numpy", "cupy", "array_api_strict")
+NOISE_LAYOUTS = ("stream", "blocked")
+NOISE_BLOCK = 1 << 16  # elements per block of the blocked noise layout (fixed: part of the stream)
+
+# The namespace used for array_api_strict arrays.  ``None``: the array_api_strict module itself.
+# tests/test_array_namespace.py substitutes a stand-in without the standard's extensions.
+STRICT_NAMESPACE = None
 
 
 def _import_cupy():
@@ -30,7 +69,8 @@ def _import_cupy():
     except Exception as exc:  # ImportError, or CUDA driver errors raised at import
         raise ValueError(
             f"backend='cupy' was requested but CuPy is not usable here ({type(exc).__name__}: {exc}); "
-            "install the 'gpu' extra (pip install 'dpsim[gpu]') on a machine with a CUDA GPU"
+            "install the 'gpu-cuda12' or 'gpu-cuda13' extra (pip install 'dpsim[gpu-cuda13]') on a "
+            "machine with a CUDA GPU"
         ) from None
     try:
         if cupy.cuda.runtime.getDeviceCount() < 1:
@@ -51,21 +91,58 @@ def cupy_available() -> bool:
     return True
 
 
-def get_namespace(name: str):
-    """Return the array namespace for a backend name (``numpy``, ``cupy``, ``array_api_strict``)."""
-    if name == "numpy":
+def _numpy_namespace():
+    if int(np.__version__.split(".")[0]) >= 2:
         return np
-    if name == "cupy":
-        return _import_cupy()
-    if name == "array_api_strict":
-        try:
-            import array_api_strict  # noqa: PLC0415
-        except ImportError:
-            raise ValueError(
-                "backend='array_api_strict' needs the array-api-strict package (test extra)"
-            ) from None
-        return array_api_strict
-    raise ValueError(f"unknown backend {name!r}; expected one of {', '.join(BACKENDS)}")
+    import array_api_compat.numpy as xnp  # noqa: PLC0415
+
+    return xnp
+
+
+def _cupy_namespace():
+    _import_cupy()
+    import array_api_compat.cupy as xcp  # noqa: PLC0415
+
+    return xcp
+
+
+def _strict_namespace():
+    if STRICT_NAMESPACE is not None:
+        return STRICT_NAMESPACE
+    try:
+        import array_api_strict  # noqa: PLC0415
+    except ImportError:
+        raise ValueError(
+            "backend='array_api_strict' needs the array-api-strict package (test extra)"
+        ) from None
+    return array_api_strict
+
+
+def parse_backend(spec: str) -> tuple[str, str]:
+    """``"numpy"`` → ``("numpy", "stream")``; ``"numpy:blocked"`` → ``("numpy", "blocked")``."""
+    if not isinstance(spec, str):
+        raise ValueError(f"backend must be a string such as 'numpy' or 'numpy:blocked', got {spec!r}")
+    name, _, layout = spec.partition(":")
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {spec!r}; expected one of {', '.join(BACKENDS)} "
+                         "(optionally with ':blocked')")
+    layout = layout or "stream"
+    if layout not in NOISE_LAYOUTS:
+        raise ValueError(f"unknown noise layout {layout!r} in backend={spec!r}; expected 'blocked'")
+    if layout == "blocked" and name == "cupy":
+        raise ValueError("backend='cupy:blocked' is not supported: CuPy's generator already fills "
+                         "the whole array in parallel on the GPU; use backend='cupy'")
+    return name, layout
+
+
+def get_namespace(name: str):
+    """The array namespace of a backend name (``numpy``, ``cupy``, ``array_api_strict``)."""
+    base, _ = parse_backend(name)
+    if base == "numpy":
+        return _numpy_namespace()
+    if base == "cupy":
+        return _cupy_namespace()
+    return _strict_namespace()
 
 
 def array_namespace(*arrays):
@@ -75,14 +152,12 @@ def array_namespace(*arrays):
             continue
         mod = type(a).__module__.split(".")[0]
         if mod == "cupy":
-            import cupy  # noqa: PLC0415
+            import array_api_compat.cupy as xcp  # noqa: PLC0415
 
-            return cupy
+            return xcp
         if mod == "array_api_strict":
-            import array_api_strict  # noqa: PLC0415
-
-            return array_api_strict
-    return np
+            return _strict_namespace()
+    return _numpy_namespace()
 
 
 def to_numpy(a) -> np.ndarray:
@@ -95,9 +170,105 @@ def to_numpy(a) -> np.ndarray:
     if mod == "cupy":
         return a.get()
     if mod == "array_api_strict":
-        # array_api_strict arrays implement the buffer protocol via __array__ on the CPU device
+        # array_api_strict arrays on the CPU device wrap a NumPy array
         return np.asarray(a._array) if hasattr(a, "_array") else np.asarray(a)
     return np.asarray(a)
+
+
+def noise_threads(threads=None) -> int:
+    """Thread count for the blocked noise layout: ``threads``, else ``DPSIM_NOISE_THREADS``, else the
+    number of CPUs this process may run on."""
+    if threads is None:
+        env = os.environ.get("DPSIM_NOISE_THREADS")
+        if env:
+            try:
+                threads = int(env)
+            except ValueError:
+                raise ValueError(f"DPSIM_NOISE_THREADS must be a positive integer, got {env!r}") from None
+        else:
+            try:
+                threads = len(os.sched_getaffinity(0))
+            except AttributeError:  # pragma: no cover - not Linux
+                threads = os.cpu_count() or 1
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got threads={threads!r}")
+    return int(threads)
+
+
+class _BlockedNormals:
+    """The blocked noise layout (module docstring): block ``j`` of every draw comes from stream
+    ``j``; blocks are filled by a thread pool; the next draw of the same shape is prepared ahead."""
+
+    def __init__(self, ss: np.random.SeedSequence, threads: int):
+        self._ss = ss
+        self._gens: list = []
+        self.threads = threads
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="dpsim-noise") if threads > 1 else None
+        self._ahead = None  # (shape, dtype, out, futures, saved states) of a draw made in advance
+        self._lock = threading.Lock()
+
+    def _gen(self, j):
+        while len(self._gens) <= j:
+            k = len(self._gens)
+            ss = np.random.SeedSequence(self._ss.entropy, spawn_key=tuple(self._ss.spawn_key) + (k,),
+                                        pool_size=self._ss.pool_size)
+            self._gens.append(np.random.Generator(np.random.PCG64(ss)))
+        return self._gens[j]
+
+    def _launch(self, shape, dtype, kind):
+        """Start filling a fresh array; returns (out, futures or None, saved stream states)."""
+        out = np.empty(shape, dtype=dtype)
+        flat = out.reshape(-1)
+        n = flat.size
+        nblocks = -(-n // NOISE_BLOCK)
+        gens = [self._gen(j) for j in range(nblocks)]
+        saved = [g.bit_generator.state for g in gens]
+
+        def fill(j):
+            part = flat[j * NOISE_BLOCK:min(n, (j + 1) * NOISE_BLOCK)]
+            if kind == "normal":
+                gens[j].standard_normal(out=part, dtype=dtype)
+            else:
+                gens[j].random(out=part, dtype=dtype)
+
+        if self._pool is None or nblocks == 0:
+            for j in range(nblocks):
+                fill(j)
+            return out, None, saved
+        return out, [self._pool.submit(fill, j) for j in range(nblocks)], saved
+
+    def draw(self, shape, dtype, kind):
+        shape = tuple(int(s) for s in shape)
+        dtype = np.dtype(dtype)
+        with self._lock:
+            ahead, self._ahead = self._ahead, None
+            out = None
+            if ahead is not None:
+                a_shape, a_dtype, a_kind, a_out, a_futs, a_saved = ahead
+                for f in a_futs or ():
+                    f.result()
+                if (a_shape, a_dtype, a_kind) == (shape, dtype, kind):
+                    out = a_out
+                else:  # wrong guess: rewind the block streams, then draw what was asked
+                    for j, st in enumerate(a_saved):
+                        self._gens[j].bit_generator.state = st
+            if out is None:
+                out, futs, _ = self._launch(shape, dtype, kind)
+                for f in futs or ():
+                    f.result()
+            if self._pool is not None and kind == "normal" and out.size >= NOISE_BLOCK:
+                nxt = self._launch(shape, dtype, kind)
+                self._ahead = (shape, dtype, kind) + nxt
+            return out
+
+    def close(self):
+        if self._ahead is not None:
+            for f in self._ahead[3] or ():
+                f.result()
+            self._ahead = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 @dataclass
@@ -106,27 +277,39 @@ class Backend:
 
     Parameters
     ----------
-    name : ``"numpy"``, ``"cupy"`` or ``"array_api_strict"``.
+    name : ``"numpy"``, ``"cupy"`` or ``"array_api_strict"``, optionally with the blocked noise
+        layout, ``"numpy:blocked"`` (module docstring).  After construction ``name`` is the
+        namespace's name and ``noise_layout`` the layout (``"stream"`` or ``"blocked"``).
     seed : int or :class:`numpy.random.SeedSequence` — the generator is a pure function of it.
     dtype : floating dtype name used for all state (``"float64"`` default, ``"float32"``).
+    threads : threads of the blocked layout (default :func:`noise_threads`); results do not depend
+        on it.  Ignored by the ``stream`` layout.
     """
 
     name: str = "numpy"
     seed: Any = 0
     dtype: str = "float64"
+    threads: Any = None
+    noise_layout: str = field(init=False, default="stream")
     xp: Any = field(init=False, repr=False)
     _gen: Any = field(init=False, repr=False)
+    _blocked: Any = field(init=False, repr=False, default=None)
 
     def __post_init__(self):
         if self.dtype not in ("float64", "float32"):
             raise ValueError(f"dtype must be 'float64' or 'float32', got {self.dtype!r}")
+        self.name, self.noise_layout = parse_backend(self.name)
         self.xp = get_namespace(self.name)
         ss = self.seed if isinstance(self.seed, np.random.SeedSequence) else np.random.SeedSequence(self.seed)
         if self.name == "cupy":
             # CuPy's Generator takes an integer seed; derive a 64-bit one from the SeedSequence.
-            self._gen = self.xp.random.Generator(
-                self.xp.random.XORWOW(int(ss.generate_state(1, np.uint64)[0]))
-            )
+            import cupy  # noqa: PLC0415
+
+            self._gen = cupy.random.Generator(cupy.random.XORWOW(int(ss.generate_state(1, np.uint64)[0])))
+        elif self.noise_layout == "blocked":
+            self.threads = noise_threads(self.threads)
+            self._gen = None
+            self._blocked = _BlockedNormals(ss, self.threads)
         else:
             self._gen = np.random.Generator(np.random.PCG64(ss))
 
@@ -135,17 +318,21 @@ class Backend:
         return getattr(self.xp, self.dtype)
 
     # -- randomness -----------------------------------------------------------------------------
+    def _host(self, a):
+        return a if self.name == "numpy" else self.xp.asarray(a)
+
     def normal(self, shape, scale=1.0):
-        """``scale * N(0, 1)`` draws of the given shape, on this backend, in its float dtype.
+        """``scale * N(0, 1)`` draws of the given shape, on this backend, in its float dtype; a
+        fresh array that the caller owns (it may scale it in place).
 
         ``scale`` may be a Python float or a backend array broadcastable to ``shape``.
         """
         if self.name == "cupy":
             z = self._gen.standard_normal(shape, dtype=self.float_dtype)
+        elif self._blocked is not None:
+            z = self._host(self._blocked.draw(shape, self.dtype, "normal"))
         else:
-            z = self._gen.standard_normal(shape, dtype=np.dtype(self.dtype))
-            if self.name != "numpy":
-                z = self.xp.asarray(z)
+            z = self._host(self._gen.standard_normal(shape, dtype=np.dtype(self.dtype)))
         if isinstance(scale, (int, float)) and scale == 1.0:
             return z
         return z * scale
@@ -154,8 +341,20 @@ class Backend:
         """Uniform draws on ``[0, 1)``."""
         if self.name == "cupy":
             return self._gen.random(shape, dtype=self.float_dtype)
-        u = self._gen.random(shape, dtype=np.dtype(self.dtype))
-        return u if self.name == "numpy" else self.xp.asarray(u)
+        if self._blocked is not None:
+            return self._host(self._blocked.draw(shape, self.dtype, "uniform"))
+        return self._host(self._gen.random(shape, dtype=np.dtype(self.dtype)))
+
+    def close(self):
+        """Stop the noise threads of the blocked layout (idempotent; also done at exit)."""
+        if self._blocked is not None:
+            self._blocked.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
     # -- conversion -----------------------------------------------------------------------------
     def asarray(self, a, dtype=None):

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import numba
+import numpy as np
+
 from . import mf
 from .events import CorrelatedRelease, GaussianRelease
 from .._validate import is_zero
@@ -54,12 +57,39 @@ class NoiseSource:
 
 
 def add_noise(total, std, b: float, ctx, src: NoiseSource, nstate=None):
-    """``((total + std · u) / b, nstate)`` with unit noise ``u`` from ``src``, in place on the fresh
-    noise array; ``std`` ``None`` or scalar 0: no noise is drawn."""
+    """``((total + std · u) / b, nstate)`` with unit noise ``u`` from ``src``, computed in place on
+    the fresh noise array; ``std`` ``None`` or scalar 0: no noise is drawn.
+
+    On NumPy the three element-wise operations run as one fused pass (:func:`_noisy_mean`), with
+    the same operations in the same order as ``u *= std; u += total; u /= b``, so the result is
+    bit-for-bit the one of the three-pass form (``tests/test_backend.py``)."""
     if std is None or is_zero(std):
         return total / b, nstate
     z, nstate = src.draw(nstate, ctx, total.shape)
-    z *= ctx.hp(std)
+    s = ctx.hp(std)
+    if (isinstance(z, np.ndarray) and isinstance(total, np.ndarray) and z.ndim == 2
+            and z.shape == total.shape and z.dtype == total.dtype and z.flags.c_contiguous
+            and total.flags.c_contiguous and z.flags.writeable):
+        if isinstance(s, float):
+            _noisy_mean(z, total, np.full((1, 1), s, dtype=z.dtype), float(b))
+            return z, nstate
+        if isinstance(s, np.ndarray) and s.shape == (z.shape[0], 1) and s.dtype == z.dtype:
+            _noisy_mean(z, total, s, float(b))
+            return z, nstate
+    z *= s
     z += total
     z /= b
     return z, nstate
+
+
+@numba.njit(cache=True, nogil=True)
+def _noisy_mean(z, total, s, b):
+    """``z ← (z · s + total) / b`` in one pass; ``s`` (1, 1) or (R, 1).  The rounding is that of the
+    three NumPy passes: a product, a sum, a quotient, each rounded once (no fused multiply-add:
+    Numba compiles without fast-math, so LLVM does not contract ``z·s + total``)."""
+    R, d = z.shape
+    per_row = s.shape[0] != 1
+    for r in range(R):
+        sr = s[r, 0] if per_row else s[0, 0]
+        for j in range(d):
+            z[r, j] = (z[r, j] * sr + total[r, j]) / b

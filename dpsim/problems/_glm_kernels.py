@@ -17,7 +17,8 @@ per trial does everything: for each example, read its row once (margin and gathe
 indices, indptr)``.  Each has a serial and a ``parallel=True`` build (``prange`` over trials; a
 trial writes only its own rows of the outputs, so results do not depend on the thread schedule)
 sharing one per-trial body.  Everything is deterministic and also runs, slowly, with
-``NUMBA_DISABLE_JIT=1``.  The naive NumPy oracles live in ``tests/test_problems.py``.
+``NUMBA_DISABLE_JIT=1``.  The kernels release the GIL (``nogil=True``), so the noise threads of the
+blocked layout (:mod:`dpsim.backend`) run while a step's clipped sum is computed.  The naive NumPy oracles live in ``tests/test_problems.py``.
 
 Arguments of the drivers
     idx (R, b) int64 row indices; W (R, d) parameters; y (n,) labels; kind 0 squared, 1 logistic,
@@ -42,7 +43,7 @@ __all__ = ["clip_sum_dense", "clip_sum_csr", "row_sq_norms_csr", "link_derivativ
 SQUARED, LOGISTIC, ABSOLUTE, LINEAR = 0, 1, 2, 3
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def link_derivative(kind, m, y):
     """``l'(m, y)`` for the four GLM links (scalar)."""
     if kind == SQUARED:
@@ -103,7 +104,7 @@ else:
 _u = numba.uintp  # unsigned column index: no negative-index wraparound code in the hot loops
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _prefetch_csr_row(data, indices, indptr, row):
     start = indptr[row]
     stop = indptr[row + 1]
@@ -112,7 +113,7 @@ def _prefetch_csr_row(data, indices, indptr, row):
         _prefetch(indices, k)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _prefetch_dense_row(X, row):
     d = X.shape[1]
     base = row * d
@@ -120,7 +121,7 @@ def _prefetch_dense_row(X, row):
         _prefetch(X, base + j)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _next_row(idx, r, i):
     """Index of the example processed after (r, i) within trial r (itself at the end)."""
     if i + 1 < idx.shape[1]:
@@ -133,7 +134,7 @@ def _next_row(idx, r, i):
 # three times faster.  The order is fixed, so results stay deterministic.
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _csr_dot(data, indices, start, stop, W, r):
     s0 = 0.0
     s1 = 0.0
@@ -152,7 +153,7 @@ def _csr_dot(data, indices, start, stop, W, r):
     return (s0 + s1) + (s2 + s3)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _csr_dot_scaled(data, indices, start, stop, W, S, r):
     """(x.w, sum s^2 x^2, sum s^2 x w) over one CSR row, two accumulators each."""
     m0 = 0.0
@@ -192,7 +193,7 @@ def _csr_dot_scaled(data, indices, start, stop, W, S, r):
     return m0 + m1, a0 + a1, c0 + c1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _dense_dot(X, row, W, r):
     """(x.w, ||x||^2) over one dense row, four accumulators each."""
     d = X.shape[1]
@@ -227,7 +228,7 @@ def _dense_dot(X, row, W, r):
     return (m0 + m1) + (m2 + m3), (q0 + q1) + (q2 + q3)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _dense_dot_scaled(X, row, W, S, r):
     d = X.shape[1]
     m0 = 0.0
@@ -264,7 +265,7 @@ def _dense_dot_scaled(X, row, W, S, r):
     return m0 + m1, a0 + a1, c0 + c1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _finish_example(kind, m, sx2, sxw, yv, lam, lam2_sw2, Cr):
     """Return (a, f, norm): the coefficient a = f c of x_i, the clip factor, and ||s g_i||."""
     c = link_derivative(kind, m, yv)
@@ -278,7 +279,7 @@ def _finish_example(kind, m, sx2, sxw, yv, lam, lam2_sw2, Cr):
     return f * c, f, nrm
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _init_trial(out, W, S, want_scale, want_norm, r):
     """Zero ``out[r]``; return ``||w_r||^2`` (or ``||s_r * w_r||^2``) when asked, else 0.
 
@@ -323,7 +324,7 @@ def _init_trial(out, W, S, want_scale, want_norm, r):
     return (q0 + q1) + (q2 + q3)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _finish_trial(out, W, S, want_scale, lam, fsum, r):
     """``out[r] = s_r * (out[r] + lam * fsum * w_r)`` in one pass."""
     d = out.shape[1]
@@ -340,7 +341,7 @@ def _finish_trial(out, W, S, want_scale, lam, fsum, r):
             out[r, j] *= S[r, j]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _dense_trial(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, out, norms, r):
     b = idx.shape[1]
     d = X.shape[1]
@@ -367,7 +368,7 @@ def _dense_trial(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, out
     _finish_trial(out, W, S, want_scale, lam, fsum, r)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _csr_trial(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask,
                out, norms, r):
     b = idx.shape[1]
@@ -397,19 +398,19 @@ def _csr_trial(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, 
     _finish_trial(out, W, S, want_scale, lam, fsum, r)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _dense_serial(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, out, norms):
     for r in range(idx.shape[0]):
         _dense_trial(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, out, norms, r)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _dense_parallel(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, out, norms):
     for r in numba.prange(idx.shape[0]):
         _dense_trial(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, out, norms, r)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _csr_serial(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask,
                 out, norms):
     for r in range(idx.shape[0]):
@@ -417,7 +418,7 @@ def _csr_serial(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale,
                    want_mask, out, norms, r)
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _csr_parallel(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask,
                   want_mask, out, norms):
     for r in numba.prange(idx.shape[0]):
@@ -425,7 +426,7 @@ def _csr_parallel(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scal
                    want_mask, out, norms, r)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _row_sq_norms_csr(data, indptr, out):
     for row in range(out.shape[0]):
         s = 0.0
