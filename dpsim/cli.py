@@ -87,7 +87,9 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--batch-size", type=int, required=True)
     r.add_argument("--trials", type=int, default=1)
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--sampling", default="poisson")
+    r.add_argument("--sampling", default="poisson",
+                   help="poisson (default), fixed (rdp only) or cyclic_poisson:<k> (k fixed groups, "
+                        "amplifies banded DP-MF with at most k bands)")
     r.add_argument("--backend", default="numpy")
     r.add_argument("--record-every", type=int, default=None)
     r.add_argument("--delta", type=float, default=1e-5, help="δ for the reported ε")
@@ -106,7 +108,9 @@ def _build_parser() -> argparse.ArgumentParser:
     a.add_argument("--steps", type=int, required=True)
     a.add_argument("--delta", type=float, required=True)
     a.add_argument("--accountant", default="pld", help="pld (default) or rdp")
-    a.add_argument("--sampling", default="poisson", help="poisson (default) or fixed (rdp only)")
+    a.add_argument("--sampling", default="poisson",
+                   help="poisson (default), fixed (rdp only) or cyclic_poisson:<k> (each example: "
+                        "ceil(steps/k) steps at rate k*sample_rate)")
     a.add_argument("--releases-per-step", type=int, default=1)
 
     u = sub.add_parser("audit", help="empirical lower bound on ε (canary threshold test) vs the "
@@ -218,6 +222,13 @@ def _cmd_run(args) -> int:
         f"{eps:.4g}" if np.ndim(eps) == 0 else f"{np.min(eps):.4g} .. {np.max(eps):.4g} (per trial)")
     print(f"  epsilon         {eps_txt} at delta={args.delta:g} (accountant {rep['accountant']}, "
           f"adjacency {rep['adjacency']}, sampling {rep['sampling']})")
+    part = rep.get("participation") or {}
+    if part.get("scheme") == "cyclic Poisson":
+        print(f"  participation   {part['groups']} fixed groups, rate {part['rate']:.4g} per step, "
+              f"at most {part['max_participations']} steps per example, {part['min_separation']} apart")
+    if rep.get("correlated"):  # DP-MF: say whether amplification by sampling was used
+        labels = [e["accounting"] for e in res.privacy.get("events", []) if "accounting" in e]
+        print(f"  DP-MF noise     accounted {rep['correlated'].upper()}: {'; '.join(labels)}")
     if args.out:
         print(f"  saved to {args.out}")
     return 0
@@ -252,7 +263,7 @@ def _cmd_account(args) -> int:
                              accountant=args.accountant, releases_per_step=args.releases_per_step,
                              sampling=args.sampling)
     print(f"epsilon = {eps:.6g} (delta={args.delta:g}, accountant={args.accountant}, "
-          f"sampling={args.sampling}, adjacency={accounting.ADJACENCY[args.sampling]}, "
+          f"sampling={args.sampling}, adjacency={accounting.adjacency(args.sampling)}, "
           f"noise_multiplier={args.noise_multiplier:g}, sample_rate={args.sample_rate:g}, "
           f"steps={args.steps})")
     return 0

@@ -68,8 +68,10 @@ class Result:
         return accounting.epsilon_of_record(self.privacy, delta, accountant=accountant)
 
     def privacy_report(self, delta: float, *, accountant: str | None = None) -> dict:
-        """``{"epsilon", "delta", "accountant", "adjacency", "sampling", "private", "note"}``: ε with
-        what it means (the accountant that computed it, the neighbouring relation, the sampler).
+        """``{"epsilon", "delta", "accountant", "adjacency", "sampling", "participation",
+        "correlated", "private", "note"}``: ε with what it means (the accountant that computed it,
+        the neighbouring relation, the sampler and the participation it implies, and — for
+        correlated noise (DP-MF) — ``"amplified"``/``"unamplified"``/``"mixed"``, else ``None``).
         A ctCDP run reports its own conversion ([L2P] Thm A.1) as the accountant."""
         acc = accountant or self.privacy.get("accountant", "pld")
         eps = self.epsilon(delta, accountant=acc)
@@ -78,6 +80,8 @@ class Result:
                 "accountant": "tcdp (L2P Thm A.1)" if kind == "ctcdp" else acc,
                 "adjacency": self.privacy.get("adjacency", self.config.get("adjacency", "n/a")),
                 "sampling": self.privacy.get("sampling", self.config.get("sampling")),
+                "participation": self.privacy.get("participation"),
+                "correlated": self.privacy.get("correlated_accounting"),
                 "private": bool(self.privacy.get("private")), "note": self.privacy.get("note", "")}
 
     def to_xarray(self):

@@ -97,7 +97,9 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
       ``ḡ²`` is released as is, with declared sensitivity ``Δ₂ = (2b−1)C²/b²``.  The accountant
       doubles every sensitivity under replace-one, and the true replace-one sensitivity of ``ḡ²``
       is at most ``4(b−1)C²/b² ≤ 2Δ₂`` (the maximum of ``‖(S−x+x')² − S²‖/b²``).
-    * ``sampling="poisson"`` (add/remove; also ``"replacement"``, which no accountant accepts):
+    * ``sampling="poisson"`` or ``"cyclic_poisson:<k>"`` (add/remove; the cyclic sampler also
+      draws a Poisson batch of varying size, from one group; also ``"replacement"``, which no
+      accountant accepts):
       the batch may hold more than ``b`` examples, and the add/remove sensitivity of ``ḡ²`` grows
       with the batch (``(2k+1)C²/b²`` for ``k`` other examples aligned with ``x``; the old
       declaration ``(2b−1)C²/b²`` under-declared it — an exact one-step computation on
@@ -133,7 +135,8 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
         g_clean = total / b
         g, n1 = add_noise(total, std1, b, ctx, src1, state.noise1)
         c = ctx.hp(clip)
-        if ctx.sampling == "fixed":  # exactly b examples: ‖ḡ‖ ≤ C, ḡ² as is
+        if ctx.sampling == "fixed":  # exactly b examples: ‖ḡ‖ ≤ C, ḡ² as is (every other sampler,
+            # cyclic Poisson included, has a varying batch size: the projected branch below)
             sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
             u = g_clean
         else:  # any batch size: project ḡ onto the C-ball first (docstring)
