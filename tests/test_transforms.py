@@ -150,3 +150,56 @@ def test_hyper_returns_float_or_read_only_array():
         hyper("clip", float("inf"), "(0, inf)")
     with pytest.raises(ValueError, match="scalar or a 1-D"):
         hyper("beta", [[0.1]], "[0, 1)")
+
+
+# ---------------------------------------------------------------------------------------------
+# the fused NumPy Adam step and buffer donation (issue 10, memory)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("kw", [{}, {"phi": 1e-3, "floor": 1e-4, "eps": 0.0}, {"phi": 0.02},
+                                {"beta1": [0.5, 0.9, 0.99], "eps": [1e-8, 1e-3, 0.0]}],
+                         ids=["adam", "adambc", "corrected", "per-trial"])
+def test_fused_adam_is_bit_identical_to_the_array_expressions(monkeypatch, dtype, kw):
+    """The one-pass kernel performs the array expressions' operations in their order: equal bits,
+    for both dtypes, scalar and per-trial hyperparameters, the bias-corrected variants."""
+    from dpsim.backend import Backend
+    from dpsim.transforms import StepContext
+    from dpsim.transforms import preconditioners as P
+
+    kw = {k: (np.array(v) if isinstance(v, list) else v) for k, v in kw.items()}
+    tx = scale_by_adam(**kw)
+    ctx = StepContext(Backend("numpy", 0, dtype), 3, 8, 10)
+    rng = np.random.default_rng(5)
+    p = np.zeros((3, 40), dtype=dtype)
+    fused = ref = tx.init(p)
+    for t in range(1, 6):
+        ctx.t = t
+        g = (0.1 * rng.standard_normal((3, 40))).astype(dtype)
+        o1, fused = tx.update(g, fused, p, ctx)
+        with monkeypatch.context() as mp:
+            mp.setattr(P, "_fusable", lambda *a: False)
+            o2, ref = tx.update(g, ref, p, ctx)
+        assert o1.dtype == o2.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(o1, o2)
+        np.testing.assert_array_equal(fused.m, ref.m)
+        np.testing.assert_array_equal(fused.v, ref.v)
+
+
+def test_adam_donation_updates_in_place_only_when_donated():
+    from dpsim.backend import Backend
+    from dpsim.transforms import StepContext
+
+    tx = scale_by_adam()
+    ctx = StepContext(Backend("numpy", 0), 2, 8, 10)
+    p = np.zeros((2, 5))
+    s0 = tx.init(p)
+    g = np.ones((2, 5))
+    _, s1 = tx.update(g, s0, p, ctx)
+    assert s1.m is not s0.m and not s0.m.any()  # pure: the old state is untouched
+    ctx.donate_state = True
+    _, s2 = tx.update(g, s1, p, ctx)
+    assert s2.m is s1.m and s2.v is s1.v  # donated: overwritten in place
+    _, s3 = tx.update(g, tx.init(p), p, StepContext(Backend("numpy", 0), 2, 8, 10))
+    _, s4 = tx.update(g, s3, p, StepContext(Backend("numpy", 0), 2, 8, 10))
+    np.testing.assert_array_equal(s2.m, s4.m)

@@ -76,7 +76,13 @@ class StepContext:
 
     Attributes: ``backend`` (:class:`dpsim.backend.Backend`), ``xp``, ``t`` (1-based index of the
     step being taken), ``trials`` (R), ``batch_size`` (nominal b), ``num_steps`` (T), ``n`` (number
-    of training examples, when the engine knows it), ``sampling`` (the sampler's name).
+    of training examples, when the engine knows it), ``sampling`` (the sampler's name),
+    ``donate_state`` (default ``False``; the engine's loop sets it ``True``): the caller will never
+    use a state again after passing it to ``update`` (it keeps only the returned state), so a piece
+    may overwrite the arrays of its *own* state in place instead of allocating new ones — buffer
+    donation.  Pieces that do so (:func:`~dpsim.transforms.preconditioners.scale_by_adam`) touch
+    only arrays they created themselves (in ``init`` or an earlier ``update``), never their input.
+    With ``False`` every ``update`` is a pure function of its arguments.
     """
 
     def __init__(self, backend, trials: int, batch_size: int, num_steps: int, n: int | None = None,
@@ -89,6 +95,7 @@ class StepContext:
         self.n = n
         self.sampling = sampling
         self.t = 0
+        self.donate_state = False
         self._cache: dict = {}
 
     def hp(self, value):

@@ -31,6 +31,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import numba
+import numpy as np
+
 from .._validate import hyper
 from .base import GradientTransformation
 
@@ -201,23 +204,97 @@ def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> 
 
     def update(u, state, params, ctx):
         xp = ctx.xp
-        g, sq = _split(u)
         b1, b2 = ctx.hp(beta1), ctx.hp(beta2)
         t = state.count + 1
+        ph = fl = None
+        if phi is not None:
+            ph = phi(ctx) if callable(phi) else ctx.hp(phi)
+            fl = ctx.hp(floor if floor is not None else 0.0)
+        e = ctx.hp(eps)
+        add_eps = not (isinstance(e, float) and e == 0.0)
+        if not isinstance(u, MomentInputs) and _fusable(u, state.m, state.v):
+            return _adam_fused(u, state, t, b1, b2, ph, fl, e, add_eps,
+                               getattr(ctx, "donate_state", False))
+        g, sq = _split(u)
         m = ema(state.m, g, b1)
         v = ema(state.v, sq, b2)
         m_hat = m / (1.0 - b1 ** t)
         v_hat = adam_v_hat(AdamState(m, v, t), b2)
         if phi is not None:
-            ph = phi(ctx) if callable(phi) else ctx.hp(phi)
-            v_hat = xp.maximum(v_hat - ph, ctx.hp(floor if floor is not None else 0.0))
+            v_hat = xp.maximum(v_hat - ph, fl)
         elif isinstance(u, MomentInputs):
             v_hat = xp.maximum(v_hat, 0.0)
-        e = ctx.hp(eps)
-        denom = xp.sqrt(v_hat) if (isinstance(e, float) and e == 0.0) else xp.sqrt(v_hat) + e
+        denom = xp.sqrt(v_hat) + e if add_eps else xp.sqrt(v_hat)
         return m_hat / denom, AdamState(m=m, v=v, count=t)
 
     return GradientTransformation(init, update)
+
+
+def _fusable(g, m, v) -> bool:
+    """The NumPy fast path applies: three C-contiguous (R, d) arrays of one float dtype."""
+    return (isinstance(g, np.ndarray) and isinstance(m, np.ndarray) and isinstance(v, np.ndarray)
+            and g.ndim == 2 and g.shape == m.shape == v.shape and g.dtype == m.dtype == v.dtype
+            and g.flags.c_contiguous and m.flags.c_contiguous and v.flags.c_contiguous)
+
+
+def _col(x, dt):
+    """A scalar or (R, 1) hyperparameter as a (1, 1) or (R, 1) array of ``dt``; a Python float is
+    rounded to ``dt`` exactly as NumPy rounds a Python scalar operand (NEP 50)."""
+    return np.ascontiguousarray(np.asarray(x, dtype=dt).reshape(-1, 1))
+
+
+def _adam_fused(g, state, t, b1, b2, ph, fl, e, add_eps, donate):
+    """Adam's step in one pass over ``(R, d)`` (NumPy): the same operations in the same order as
+    the array expressions of :func:`scale_by_adam` (each rounded once; Numba compiles without
+    fast-math, so no fused multiply-add), hence bit-for-bit the same result
+    (``tests/test_transforms.py``) without the ~10 temporaries of size ``R·d``.
+
+    ``donate`` (``StepContext.donate_state``): the caller drops the old state, so ``m`` and ``v``
+    are overwritten in place; otherwise new arrays hold them (the old state stays valid)."""
+    dt = g.dtype
+    one_b1, one_b2 = 1.0 - b1, 1.0 - b2
+    c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
+    use_phi = ph is not None
+    m_out = state.m if donate else np.empty_like(state.m)
+    v_out = state.v if donate else np.empty_like(state.v)
+    out = np.empty_like(g)
+    zero = _col(0.0, dt)
+    _adam_kernel(g, state.m, state.v, m_out, v_out, out, _col(b1, dt), _col(one_b1, dt), _col(b2, dt),
+                 _col(one_b2, dt), _col(c1, dt), _col(c2, dt), _col(ph, dt) if use_phi else zero,
+                 _col(fl, dt) if use_phi else zero, use_phi, _col(e, dt) if add_eps else zero, add_eps)
+    return out, AdamState(m=m_out, v=v_out, count=t)
+
+
+@numba.njit(cache=True, nogil=True)
+def _adam_kernel(g, m, v, m_out, v_out, out, b1, ob1, b2, ob2, c1, c2, ph, fl, use_phi, e, add_eps):
+    """Element-wise: ``m' = m·β1 + g·(1−β1)``, ``v' = v·β2 + (g·g)·(1−β2)``,
+    ``v̂ = v'/c2`` (``max(v̂ − Φ, floor)`` with ``use_phi``; NaN-propagating like ``np.maximum``),
+    ``out = (m'/c1) / (√v̂ [+ ε])``.  Hyperparameters are (1, 1) or (R, 1) columns."""
+    R, d = g.shape
+    for r in range(R):
+        b1r = b1[r if b1.shape[0] > 1 else 0, 0]
+        ob1r = ob1[r if ob1.shape[0] > 1 else 0, 0]
+        b2r = b2[r if b2.shape[0] > 1 else 0, 0]
+        ob2r = ob2[r if ob2.shape[0] > 1 else 0, 0]
+        c1r = c1[r if c1.shape[0] > 1 else 0, 0]
+        c2r = c2[r if c2.shape[0] > 1 else 0, 0]
+        phr = ph[r if ph.shape[0] > 1 else 0, 0]
+        flr = fl[r if fl.shape[0] > 1 else 0, 0]
+        er = e[r if e.shape[0] > 1 else 0, 0]
+        for j in range(d):
+            gj = g[r, j]
+            mj = m[r, j] * b1r + gj * ob1r
+            vj = v[r, j] * b2r + (gj * gj) * ob2r
+            m_out[r, j] = mj
+            v_out[r, j] = vj
+            vh = vj / c2r
+            if use_phi:
+                x = vh - phr
+                vh = x if (x >= flr or x != x) else flr
+            den = np.sqrt(vh)
+            if add_eps:
+                den = den + er
+            out[r, j] = (mj / c1r) / den
 
 
 # ------------------------------------------------------------------------------------------------
