@@ -7,8 +7,16 @@ under another name (``analysis/`` → ``dpsim.analysis``, see pyproject's ``pack
 mutmut 3 cannot follow, and the operators that matter for closed-form bounds (a constant doubled
 or halved, ``+``/``−``, ``*``/``/``, an exponent, ``<``/``<=``, ``min``/``max``, ``sqrt``/``log``
 dropped) are a short list.  Each mutant is one text substitution at the AST node's exact position,
-applied to a private copy of the repository (never the working tree), and judged by running the
-module's own test files with ``pytest -x``: killed (a test failed or timed out) or survived.
+applied to a private copy of the repository (never the working tree), and judged by running
+tests with ``pytest -x``: killed (a test failed or timed out) or survived.
+
+Which tests a mutant runs: before any mutant, every test file of ``TESTS`` runs once in the copy
+under a profiling hook (:data:`_PLUGIN`) that records, per test, which functions of the bounds
+modules it called (setup of module- or class-wide fixtures is charged to every test of the file).
+A mutant inside function ``f`` then runs only the tests that called ``f``, fastest first, with
+``-x`` and a time limit of ``--timeout`` or five times those tests' unmutated time plus the start-up,
+whichever is larger; a mutant in a function that no test calls survives without running anything
+("uncovered").  ``--no-select`` runs the module's whole test files instead.
 
 Scope: the bodies of functions of the module; docstrings, strings, f-strings, ``raise`` statements
 and argument validation (``_arr``, ``_require``, ``hyper``, ``_check_*`` calls) are skipped, and so
@@ -40,14 +48,99 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: bounds module -> the test files that exercise it (run with -x, in this order)
+#: the tests written against the bounds modules; with --no-select a mutant of a module runs the
+#: files listed for it (with -x, in this order)
+_SHARED = ["tests/test_analysis_mutants.py", "tests/test_analysis_rows.py"]
 TARGETS = {
-    "analysis/delay.py": ["tests/test_analysis_delay.py"],
-    "analysis/concentration.py": ["tests/test_analysis_concentration.py"],
-    "analysis/moments.py": ["tests/test_analysis_moments.py"],
-    "analysis/bias.py": ["tests/test_analysis_bias.py"],
-    "analysis/tcdp.py": ["tests/test_analysis_tcdp_checks.py", "tests/test_tcdp.py"],
+    "analysis/delay.py": ["tests/test_analysis_delay.py", *_SHARED],
+    "analysis/concentration.py": ["tests/test_analysis_concentration.py", *_SHARED],
+    "analysis/moments.py": ["tests/test_analysis_moments.py", *_SHARED],
+    "analysis/bias.py": ["tests/test_analysis_bias.py", *_SHARED],
+    "analysis/tcdp.py": ["tests/test_analysis_tcdp_checks.py", "tests/test_tcdp.py", *_SHARED],
 }
+#: every file profiled for the per-test selection (each bounds module's own files and the shared ones)
+TESTS = list(dict.fromkeys(f for fs in TARGETS.values() for f in fs))
+
+#: the pytest plugin that records which functions of the bounds modules each test calls
+_PLUGIN = r"""
+import json, os, sys, threading, time
+import pytest
+
+_MODULES = set(json.loads(os.environ["DPSIM_MUTCOV_MODULES"]))
+_OUT = os.environ["DPSIM_MUTCOV_OUT"]
+_files = {}
+_hit = set()
+_records = {}
+_phase = {"setup": set()}
+
+
+def _module_of(filename):
+    m = _files.get(filename)
+    if m is None:
+        parts = os.path.realpath(filename).replace(os.sep, "/").split("/")
+        m = "/".join(parts[-2:]) if "/".join(parts[-2:]) in _MODULES else ""
+        _files[filename] = m
+    return m
+
+
+def _profile(frame, event, arg):
+    if event == "call":
+        m = _module_of(frame.f_code.co_filename)
+        if m:
+            _hit.add((m, frame.f_code.co_name))
+
+
+def _start():
+    _hit.clear()
+    sys.setprofile(_profile)
+    threading.setprofile(_profile)
+
+
+def _stop():
+    sys.setprofile(None)
+    threading.setprofile(None)
+    return set(_hit)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    _start()
+    yield
+    rec = _records.setdefault(item.nodeid, {"funcs": set(), "setup": set(), "seconds": 0.0, "ok": True})
+    rec["setup"] |= _stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    _start()
+    t0 = time.perf_counter()
+    yield
+    rec = _records.setdefault(item.nodeid, {"funcs": set(), "setup": set(), "seconds": 0.0, "ok": True})
+    rec["funcs"] |= _stop()
+    rec["seconds"] += time.perf_counter() - t0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    _start()
+    yield
+    rec = _records.setdefault(item.nodeid, {"funcs": set(), "setup": set(), "seconds": 0.0, "ok": True})
+    rec["setup"] |= _stop()
+
+
+def pytest_runtest_logreport(report):
+    rec = _records.setdefault(report.nodeid, {"funcs": set(), "setup": set(), "seconds": 0.0, "ok": True})
+    rec["seconds"] += report.duration if report.when != "call" else 0.0
+    if report.failed:
+        rec["ok"] = False
+
+
+def pytest_sessionfinish(session):
+    out = {k: {"funcs": sorted(map(list, v["funcs"])), "setup": sorted(map(list, v["setup"])),
+               "seconds": v["seconds"], "ok": v["ok"]} for k, v in _records.items()}
+    with open(_OUT, "w") as f:
+        json.dump(out, f)
+"""
 
 _SKIP_CALLS = {"_arr", "_require", "hyper", "_check_eps_delta", "_alpha", "_beta", "_steps", "_out",
                "_bc", "_raise_failed", "check_epsilon_delta", "real", "integer", "warn", "ValueError",
@@ -265,6 +358,10 @@ def _env(dest: Path) -> dict:
     return env
 
 
+def _existing(dest: Path, tests: list[str]) -> list[str]:
+    return [t for t in tests if (dest / t).exists()]
+
+
 def run_tests(dest: Path, tests: list[str], timeout: float, extra: list[str]) -> tuple[str, str]:
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header",
            "-o", "addopts=", *extra, *tests]
@@ -281,6 +378,136 @@ def run_tests(dest: Path, tests: list[str], timeout: float, extra: list[str]) ->
     return "error", (p.stdout + p.stderr)[-300:]
 
 
+#: a fork server: imports pytest, NumPy, SciPy, Hypothesis and the simulator once (never
+#: ``dpsim.analysis``, which each mutant changes), then runs every pytest session in a forked child,
+#: so a mutant pays for its tests and not for the imports
+_SERVER = r"""
+import json, os, signal, sys, time
+import numpy, scipy.stats, scipy.special, scipy.integrate, scipy.optimize, scipy.linalg
+import hypothesis, pytest
+import dpsim, dpsim.testing
+pre = [m for m in sys.modules if m.startswith(("dpsim.analysis", "dpsim.experiments", "dpsim.paper_figures"))]
+if pre:
+    raise SystemExit(f"the fork server must not import {pre}")
+print("ready", flush=True)
+for line in sys.stdin:
+    req = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        try:
+            code = int(pytest.main(req["args"]))
+        except BaseException:
+            code = 3
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    t_end = time.monotonic() + req["timeout"]
+    status = None
+    while status is None:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(st)
+        elif time.monotonic() > t_end:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            status = "timeout"
+        else:
+            time.sleep(0.02)
+    print(json.dumps({"status": status}), flush=True)
+"""
+
+
+class ForkServer:
+    """Runs pytest sessions in children forked from one warm process (see :data:`_SERVER`)."""
+
+    def __init__(self, dest: Path):
+        self.dest = dest
+        (dest / "_dpsim_mutserver.py").write_text(_SERVER)
+        self.proc = subprocess.Popen([sys.executable, str(dest / "_dpsim_mutserver.py")], cwd=dest,
+                                     env=_env(dest), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True)
+        ready = self.proc.stdout.readline().strip()
+        if ready != "ready":
+            raise RuntimeError(f"the fork server did not start: {ready!r}")
+
+    def run(self, tests: list[str], timeout: float, extra: list[str]) -> tuple[str, str]:
+        log = self.dest / "_dpsim_mutant.log"
+        args = ["-x", "-q", "-p", "no:cacheprovider", "--no-header", "-o", "addopts=", *extra, *tests]
+        self.proc.stdin.write(json.dumps({"args": args, "timeout": timeout, "log": str(log)}) + "\n")
+        self.proc.stdin.flush()
+        status = json.loads(self.proc.stdout.readline())["status"]
+        out = log.read_text(errors="replace") if log.exists() else ""
+        if status == "timeout":
+            return "timeout", ""
+        if status == 0:
+            return "survived", ""
+        if status == 1:
+            first = next((ln for ln in out.splitlines() if ln.startswith("FAILED")), "")
+            return "killed", first[:200]
+        return "error", out[-300:]
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def _fingerprint(dest: Path, tests: list[str]) -> str:
+    """A hash of the test files, the tests' conftest and the (unmutated) bounds modules: a saved
+    coverage map is reused only while none of them changed."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted({*tests, "tests/conftest.py", *TARGETS}):
+        p = dest / f
+        h.update(f.encode() + b"\0" + (p.read_bytes() if p.exists() else b"<missing>") + b"\0")
+    return h.hexdigest()
+
+
+def coverage_map(dest: Path, tests: list[str], timeout: float, cache: str | None = None) -> dict:
+    """Run ``tests`` once, unmutated, under :data:`_PLUGIN`; return ``{nodeid: record}`` with the
+    functions each test called (``funcs``; ``setup`` for its fixtures), its time and whether it
+    passed.  Calls made while setting up or tearing down a fixture shared by several tests are
+    charged to every test of that file, since a subset run sets the fixture up again."""
+    fp = _fingerprint(dest, tests)
+    if cache and Path(cache).exists():
+        saved = json.loads(Path(cache).read_text())
+        if saved.get("fingerprint") == fp:
+            return _charge_shared(saved["records"])
+    (dest / "_dpsim_mutcov.py").write_text(_PLUGIN)
+    out = dest / "_dpsim_mutcov.json"
+    env = _env(dest)
+    env["DPSIM_MUTCOV_MODULES"] = json.dumps(list(TARGETS))
+    env["DPSIM_MUTCOV_OUT"] = str(out)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--no-header", "-o", "addopts=",
+           "-p", "_dpsim_mutcov", *[t for t in tests if (dest / t).exists()]]
+    p = subprocess.run(cmd, cwd=dest, capture_output=True, text=True, timeout=timeout, env=env)
+    if not out.exists():
+        raise RuntimeError(f"the coverage run wrote nothing: {(p.stdout + p.stderr)[-1000:]}")
+    recs = json.loads(out.read_text())
+    if cache:
+        Path(cache).write_text(json.dumps({"fingerprint": fp, "records": recs}))
+    return _charge_shared(recs)
+
+
+def _charge_shared(recs: dict) -> dict:
+    shared: dict[str, set] = {}
+    for nodeid, r in recs.items():
+        shared.setdefault(nodeid.split("::")[0], set()).update(map(tuple, r["setup"]))
+    for nodeid, r in recs.items():
+        r["covers"] = set(map(tuple, r["funcs"])) | set(map(tuple, r["setup"])) | shared[nodeid.split("::")[0]]
+    return recs
+
+
+def select(recs: dict, mu: Mutant) -> list[str]:
+    """The passing tests that called the mutant's function, fastest first."""
+    key = (mu.module, mu.function)
+    hit = [(r["seconds"], nodeid) for nodeid, r in recs.items() if r["ok"] and key in r["covers"]]
+    return [nodeid for _, nodeid in sorted(hit)]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--module", action="append", help="bounds module(s), default: all of TARGETS")
@@ -291,6 +518,14 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", help="where to put the private copy (default: a temporary folder)")
     ap.add_argument("-k", default=None, help="pytest -k expression for the mutant runs")
     ap.add_argument("--list-only", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--coverage-cache", help="save the per-test coverage map here and reuse it while "
+                    "the tests and the bounds modules are unchanged")
+    ap.add_argument("--no-fork", action="store_true",
+                    help="start a fresh Python for every mutant instead of forking a warm one")
+    ap.add_argument("--no-select", action="store_true",
+                    help="run each module's whole test files for every mutant (no per-test selection)")
+    ap.add_argument("--startup", type=float, default=30.0,
+                    help="seconds allowed for pytest's start-up on top of the selected tests' time")
     args = ap.parse_args(argv)
 
     modules = args.module or list(TARGETS)
@@ -316,10 +551,19 @@ def main(argv=None) -> int:
     tmp = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="dpsim-mutation-"))
     dest = _prepare_copy(tmp)
     extra = ["-k", args.k] if args.k else []
-    for m in modules:  # the unmutated tests must pass in the copy
-        status, why = run_tests(dest, TARGETS[m], args.timeout * 3, extra)
-        if status != "survived":
-            raise SystemExit(f"the tests of {m} do not pass unmutated in {dest}: {status} {why}")
+    recs = None
+    if args.no_select:
+        for m in modules:  # the unmutated tests must pass in the copy
+            status, why = run_tests(dest, _existing(dest, TARGETS[m]), args.timeout * 3, extra)
+            if status != "survived":
+                raise SystemExit(f"the tests of {m} do not pass unmutated in {dest}: {status} {why}")
+    else:
+        t0 = time.perf_counter()
+        recs = coverage_map(dest, TESTS, args.timeout * 30, args.coverage_cache)
+        bad = sorted(k for k, r in recs.items() if not r["ok"])
+        print(f"coverage run: {len(recs)} tests in {time.perf_counter() - t0:.0f}s"
+              + (f"; {len(bad)} fail unmutated and are never used: {bad[:5]}" if bad else ""), flush=True)
+    server = None if args.no_fork else ForkServer(dest)
     for i, mu in enumerate(mutants, 1):
         path = dest / mu.module
         original = path.read_text()
@@ -330,14 +574,29 @@ def main(argv=None) -> int:
             mu.status = "invalid"
             continue
         t0 = time.perf_counter()
+        if recs is None:
+            tests, limit = _existing(dest, TARGETS[mu.module]), args.timeout
+        else:
+            tests = select(recs, mu)
+            limit = max(args.timeout, 5 * sum(recs[t]["seconds"] for t in tests) + args.startup)
+            if not tests:
+                mu.status, mu.seconds = "survived", 0.0
+                mu.first_failure = "uncovered: no test calls this function"
+                print(f"[{i}/{len(mutants)}] {'uncovered':8s} {mu.label()}", flush=True)
+                continue
         try:
             path.write_text(mutated)
-            mu.status, mu.first_failure = run_tests(dest, TARGETS[mu.module], args.timeout, extra)
+            if server is None:
+                mu.status, mu.first_failure = run_tests(dest, tests, limit, extra)
+            else:
+                mu.status, mu.first_failure = server.run(tests, limit, extra)
         finally:
             path.write_text(original)
         mu.seconds = time.perf_counter() - t0
         print(f"[{i}/{len(mutants)}] {mu.status:8s} {mu.seconds:5.1f}s {mu.label()}", flush=True)
 
+    if server is not None:
+        server.close()
     tried = [m for m in mutants if m.status in ("killed", "survived", "timeout", "error")]
     killed = [m for m in tried if m.status in ("killed", "timeout", "error")]
     print("\n== mutation score ==")
