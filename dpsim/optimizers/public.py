@@ -9,6 +9,31 @@ engine, used without privacy, and never sampled for the private batches; ε cove
   (:func:`~dpsim.transforms.scale_then_privatize` without unscaling, with the public statistic as
   lookahead).
 
+Structured paths (generalized linear models on host NumPy float64; every other problem or
+backend runs the materializing reference).  The public per-example gradients of a GLM are
+``p_j = c_j x_j + ρ w`` with ``c_j = l'(x_j·w, y_j)``: they change with ``w`` (so the ``c_j`` are
+recomputed every step, one sparse product ``X_pub w``) but the public feature rows do not.  Reused
+across steps, and why that is exact:
+
+* the public rows ``X_pub`` (a CSR slice) and their Gram matrix ``M = X_pub X_pubᵀ`` (``m × m``),
+  functions of the fixed public split only;
+* AdaDPS: the mean public gradient is ``ḡ = X_pubᵀ c / m + ρ w`` — the same sum as
+  ``mean_j p_j`` in another order (no ``(R, m, d)`` array);
+* PDP-SGD: with ``P = diag(c) X_pub + ρ 1 wᵀ`` (``m × d``) the top-``k`` right singular vectors of
+  ``P`` are ``V_k = Pᵀ U_k Λ_k^{-1/2}`` for the top-``k`` eigenpairs ``(Λ_k, U_k)`` of the Gram
+  matrix ``K = P Pᵀ = diag(c) M diag(c) + ρ(u 1ᵀ + 1 uᵀ) + ρ²||w||² 1 1ᵀ``, ``u = c ⊙ X_pub w``
+  (an identity: ``P = U Σ Vᵀ`` gives ``K = U Σ² Uᵀ``), so the projection of the release ``g̃`` is
+  ``V_k V_kᵀ g̃ = Pᵀ U_k Λ_k^{-1} U_kᵀ (P g̃)``: one ``m × m`` partial eigendecomposition per trial
+  (``O(m³)``) instead of the SVD of the dense ``m × d`` matrix (``O(m² d)`` and ``R m d`` memory).
+  Accuracy: the eigenvectors of ``K`` carry an error of order ``ε_mach λ_1 / (λ_k − λ_{k+1})``
+  against ``ε_mach s_1 / (s_k − s_{k+1})`` for the SVD (``λ = s²``), i.e. the top-``k`` block's
+  condition number ``s_1/s_k`` more; a trial whose ``λ_k < 10⁻⁸ λ_1`` (nearly rank-deficient
+  top-``k`` block, where the SVD's trailing directions are themselves ill-determined) falls
+  back to the reference SVD of that trial's public gradients (when ``rank P < k`` the reference's
+  trailing singular vectors are arbitrary null directions of ``P``, so only the projection onto
+  the row space of ``P`` is determined; both paths give that part).  Tested against the reference
+  (projections compared, not vectors: singular vectors are defined up to sign).
+
 Pieces: ``"privatizer"``, ``"preconditioner"`` (adadps), ``"lr"``.  Ranges: ``lr`` ∈ [0, ∞),
 ``clip`` ∈ (0, ∞], ``noise_multiplier`` ∈ [0, ∞), ``beta`` ∈ [0, 1), ``eps`` ∈ (0, ∞), ``k`` a
 positive integer, ``public_fraction`` ∈ (0, 1).
@@ -16,9 +41,12 @@ positive integer, ``public_fraction`` ∈ (0, 1).
 
 from __future__ import annotations
 
-from .._validate import hyper
+import numpy as np
+import scipy.linalg
+
+from .._validate import hyper, positive_int
 from ..privacy.privatizers import gaussian_privatizer, public_subspace_privatizer
-from ..transforms.base import named_chain
+from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import precondition, rmsprop
 from ._hyper import BETA, CLIP, EPS_POSITIVE, FRACTION, LR, NOISE, SIGMA, PositiveInt
@@ -43,14 +71,22 @@ def _fraction(x) -> float:
 def pdp_sgd(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, k: SUBSPACE = 10,
             public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
     """PDP-SGD: the DP-SGD release projected onto the top-``k`` public gradient subspace."""
-    return optimizer(named_chain(("privatizer", public_subspace_privatizer(clip, noise_multiplier, k=k,
-                                                                           noise=noise)),
+    return optimizer(named_chain(("privatizer", _subspace_privatizer(clip, noise_multiplier, k, noise)),
                                  learning_rate(lr)),
                      note=_PUBLIC_NOTE, public_fraction=_fraction(public_fraction))
 
 
 def _public_mean_gradient(batch, ctx):
-    return ctx.xp.mean(batch.public_per_example(), axis=1)
+    """Mean public gradient ``(1/m) Σ_j p_j`` (R, d): ``X_pubᵀ c / m + ρ w`` for a GLM."""
+    pub = _PUBLIC.get(batch)
+    if pub is None:
+        return ctx.xp.mean(batch.public_per_example(), axis=1)
+    W = batch.params
+    C = pub.derivatives(W)  # (m, R)
+    out = np.ascontiguousarray((pub.X.T @ C).T) / pub.m
+    if pub.reg:
+        out = out + pub.reg * W
+    return out
 
 
 @register
@@ -63,3 +99,149 @@ def adadps(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, beta: 
                                lookahead=_public_mean_gradient)
     return optimizer(named_chain(stp, learning_rate(lr)), note=_PUBLIC_NOTE,
                      public_fraction=_fraction(public_fraction))
+
+
+# ------------------------------------------------------------------------------------------------
+# GLM structure of the public split (module docstring)
+
+
+def _link_derivative(link, m, y):
+    """``l'(m, y)`` elementwise: squared ``m − y``; logistic ``−y σ(−y m)`` (stable); absolute
+    ``sign(m − y)``; linear ``−1`` (the links of :mod:`dpsim.problems`)."""
+    if link == "squared":
+        return m - y
+    if link == "logistic":
+        t = -y * m
+        e = np.exp(-np.abs(t))
+        return -y * np.where(t >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    if link == "absolute":
+        return np.sign(m - y)
+    return -np.ones_like(m)
+
+
+class _PublicGLM:
+    """The public split's rows of a GLM: ``X`` (``m × d``, CSR or dense), labels ``y``, ``link``,
+    ``reg``, and (lazily) ``gram = X Xᵀ`` (dense ``m × m``)."""
+
+    def __init__(self, features, X, y, link, reg, public_idx):
+        self.features = features
+        self.public_idx = public_idx
+        self.X, self.y, self.link, self.reg = X, y, link, reg
+        self.m = X.shape[0]
+        self._gram = None
+
+    @property
+    def gram(self):
+        if self._gram is None:
+            G = self.X @ self.X.T
+            self._gram = np.ascontiguousarray(G.toarray() if hasattr(G, "toarray") else G)
+        return self._gram
+
+    def margins(self, W):
+        """``X_pub W.T`` (m, R)."""
+        return np.asarray(self.X @ np.ascontiguousarray(W.T))
+
+    def derivatives(self, W, margins=None):
+        """``c_{j r} = l'(x_j · w_r, y_j)`` (m, R)."""
+        if self.link == "linear":
+            return -np.ones((self.m, W.shape[0]))
+        M = self.margins(W) if margins is None else margins
+        return _link_derivative(self.link, M, self.y[:, None])
+
+
+class _PublicCache:
+    """One :class:`_PublicGLM` per (feature matrix, public split), rebuilt when either changes."""
+
+    def __init__(self):
+        self._entry = None
+
+    def get(self, batch):
+        problem = batch.problem
+        W = batch.params
+        idx = batch.public_idx
+        if (idx is None or not isinstance(W, np.ndarray) or W.dtype != np.float64
+                or not isinstance(idx, np.ndarray)):
+            return None
+        link, X = problem.link, problem.features
+        y = getattr(problem, "y", None)
+        if (link not in ("squared", "logistic", "absolute", "linear") or X is None
+                or not isinstance(y, np.ndarray) or y.shape != (problem.n,)):
+            return None
+        if not (isinstance(X, np.ndarray) and X.dtype == np.float64
+                or getattr(X, "format", None) == "csr" and X.dtype == np.float64):
+            return None
+        e = self._entry
+        if (e is not None and e.features is X and e.public_idx.shape == idx.shape
+                and np.array_equal(e.public_idx, idx) and e.reg == problem.reg and e.link == link):
+            return e
+        e = _PublicGLM(X, X[idx], np.ascontiguousarray(y[idx]), link, problem.reg, np.array(idx))
+        self._entry = e
+        return e
+
+
+_PUBLIC = _PublicCache()
+
+#: A trial whose top-k Gram eigenvalue is below this fraction of the largest uses the reference SVD.
+GRAM_RELATIVE_FLOOR = 1e-8
+
+
+def _subspace_privatizer(clip, noise_multiplier, k, noise) -> GradientTransformation:
+    """PDP-SGD's privatizer: :func:`~dpsim.privacy.privatizers.public_subspace_privatizer` (the
+    reference: same state, same declared release) with the projection computed from the public
+    Gram matrix for a GLM (module docstring).  The release itself (clipped sum + noise) is the
+    reference's Gaussian privatizer, so the random stream is unchanged."""
+    k = positive_int("k", k)
+    ref = public_subspace_privatizer(clip, noise_multiplier, k=k, noise=noise)
+    inner = gaussian_privatizer(clip, noise_multiplier, noise=noise)
+
+    def update(batch, state, params, ctx):
+        pub = _PUBLIC.get(batch)
+        if pub is None or pub.m > params.shape[1]:  # d < m: the d × d side is the cheap one
+            return ref.update(batch, state, params, ctx)
+        m, d = pub.m, params.shape[1]
+        if k > min(m, d):
+            raise ValueError(f"k={k} exceeds the rank available from {m} public examples in d={d}")
+        g, state = inner.update(batch, state, params, ctx)
+        return _project_public_subspace(pub, params, np.asarray(g), k), state
+
+    return GradientTransformation(ref.init, update, ref.privacy)
+
+
+def _project_public_subspace(pub, W, g, k):
+    """``V_k V_kᵀ g_r`` per trial from the Gram matrix of the public gradients (module docstring)."""
+    R, d = W.shape
+    m, reg = pub.m, pub.reg
+    S = pub.margins(W)  # (m, R)
+    C = pub.derivatives(W, S)
+    Pg = C * np.asarray(pub.X @ np.ascontiguousarray(g.T))  # (m, R): diag(c) X g
+    if reg:
+        Pg = Pg + reg * np.sum(W * g, axis=1)[None, :]
+    M = pub.gram
+    Y = np.empty((m, R))
+    fallback = []
+    for r in range(R):
+        c = C[:, r]
+        K = M * np.outer(c, c)
+        if reg:
+            u = c * S[:, r]
+            K += reg * (u[:, None] + u[None, :]) + reg * reg * float(W[r] @ W[r])
+        lam, U = scipy.linalg.eigh(K, subset_by_index=[m - k, m - 1], driver="evr")
+        top = lam[-1]
+        if not (lam[0] > GRAM_RELATIVE_FLOOR * top):
+            fallback.append(r)
+            Y[:, r] = 0.0
+            continue
+        Y[:, r] = U @ ((U.T @ Pg[:, r]) / lam)
+    out = np.ascontiguousarray((pub.X.T @ (C * Y)).T)  # Pᵀ y = X_pubᵀ (c ⊙ y) + ρ (Σ y) w
+    if reg:
+        out += reg * Y.sum(axis=0)[:, None] * W
+    if fallback:
+        Xd = pub.X.toarray() if hasattr(pub.X, "toarray") else pub.X
+    for r in fallback:  # the reference's SVD on this trial's dense public gradients
+        P = C[:, r:r + 1] * Xd
+        if reg:
+            P = P + reg * W[r]
+        _, _, vh = np.linalg.svd(P, full_matrices=False)
+        V = vh[:k]
+        out[r] = V.T @ (V @ g[r])
+    return out

@@ -1,0 +1,155 @@
+"""The GLM paths of AdaDPS and PDP-SGD (``dpsim.optimizers.public``) against their references.
+
+* AdaDPS's mean public gradient ``X_pubᵀ c / m + ρ w`` is the reference's
+  ``mean(public_per_example())`` summed in another order: agreement to rounding (``1e-12``
+  relative to the largest entry, a margin of ~10³ over the observed ~1e-15).
+* PDP-SGD's projection ``Pᵀ U_k Λ_k⁻¹ U_kᵀ P g`` from the ``m × m`` Gram matrix is the reference's
+  ``V_k V_kᵀ g`` from the SVD of ``P``.  Singular vectors are defined up to sign (and rotation inside
+  a repeated singular value), so projections are compared, never vectors.  Both are accurate to
+  ``O(ε_mach · s_1 / (s_k − s_{k+1}))`` times the top-``k`` block's condition number ``s_1/s_k`` (the
+  Gram side); the tolerances below are that bound, computed from the test matrix's own singular
+  values, times a safety factor of 100.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dpsim
+import dpsim.optimizers.public as PB
+from dpsim import optimizers, problems
+
+EPS = np.finfo(float).eps
+
+
+def _run(problem, name, fast, monkeypatch, steps=5, **kw):
+    if not fast:  # the materializing reference
+        monkeypatch.setattr(PB._PUBLIC, "get", lambda batch: None)
+    try:
+        opt = optimizers.get(name, **kw)
+        return dpsim.simulate(problem, opt, steps=steps, batch_size=16, trials=3, seed=2,
+                              record_every=1)
+    finally:
+        monkeypatch.undo()
+
+
+PROBLEMS = {
+    "sparse_logistic": lambda: problems.logistic_regression(2000, 300, density=0.05, seed=0),
+    "sparse_logistic_noreg": lambda: problems.logistic_regression(2000, 300, density=0.05, reg=0.0,
+                                                                  seed=1),
+    "least_squares": lambda: problems.least_squares(3000, 60, seed=0),
+    "absolute_regression": lambda: problems.absolute_regression(3000, 40, seed=0),
+    "linear_box": lambda: problems.linear_box(3000, 40, seed=0),
+}
+
+
+@pytest.mark.parametrize("which", sorted(PROBLEMS))
+def test_adadps_matches_reference(which, monkeypatch):
+    prob = PROBLEMS[which]()
+    fast = _run(prob, "adadps", True, monkeypatch, public_fraction=0.01)
+    ref = _run(prob, "adadps", False, monkeypatch, public_fraction=0.01)
+    scale = np.max(np.abs(ref.params))
+    np.testing.assert_allclose(fast.params, ref.params, rtol=1e-12, atol=1e-12 * scale)
+    np.testing.assert_allclose(fast.loss, ref.loss, rtol=1e-12)
+
+
+def _naive_projection(P, g, k):
+    """V_k V_kᵀ g from NumPy's SVD of the dense public gradients P (m, d)."""
+    _, s, vh = np.linalg.svd(P, full_matrices=False)
+    V = vh[:k]
+    return V.T @ (V @ g), s
+
+
+def _dense_public_grads(X, y, link, reg, w):
+    Xd = X.toarray() if sp.issparse(X) else X
+    m = Xd @ w
+    c = PB._link_derivative(link, m, y)
+    return c[:, None] * Xd + reg * w[None, :]
+
+
+@pytest.mark.parametrize("link,sparse,reg", [("logistic", True, 0.0), ("logistic", True, 1e-2),
+                                              ("squared", False, 0.0), ("squared", False, 0.5),
+                                              ("absolute", True, 0.1), ("linear", False, 0.0)])
+def test_gram_projection_matches_svd(link, sparse, reg):
+    rng = np.random.default_rng(11)
+    m, d, R, k = 30, 80, 4, 5
+    if sparse:
+        X = sp.random(m, d, density=0.2, format="csr", random_state=rng, dtype=np.float64)
+        X.data = rng.standard_normal(X.data.size)
+    else:
+        X = rng.standard_normal((m, d))
+    y = rng.choice([-1.0, 1.0], m) if link == "logistic" else rng.standard_normal(m)
+    W = rng.standard_normal((R, d))
+    G = rng.standard_normal((R, d))
+    pub = PB._PublicGLM(X, X, y, link, reg, np.arange(m))
+    got = PB._project_public_subspace(pub, W, G, k)
+    for r in range(R):
+        P = _dense_public_grads(X, y, link, reg, W[r])
+        ref, s = _naive_projection(P, G[r], k)
+        bound = 100 * EPS * (s[0] / s[k - 1]) * s[0] / (s[k - 1] - s[k]) * np.linalg.norm(G[r])
+        assert np.linalg.norm(got[r] - ref) <= bound
+        # and it is a projection onto a k-dimensional subspace of P's row space
+        np.testing.assert_allclose(got[r] @ (G[r] - got[r]), 0.0, atol=1e-10 * (G[r] @ G[r]))
+
+
+@pytest.mark.parametrize("which", ["sparse_logistic", "least_squares", "absolute_regression"])
+def test_pdp_sgd_matches_reference(which, monkeypatch):
+    prob = PROBLEMS[which]()
+    kw = dict(public_fraction=0.01, k=3)
+    fast = _run(prob, "pdp_sgd", True, monkeypatch, **kw)
+    ref = _run(prob, "pdp_sgd", False, monkeypatch, **kw)
+    scale = np.max(np.abs(ref.params))
+    # measured differences ~1e-15; the bound of the module docstring for these public splits
+    # (s_1/s_k ≤ 10, s_1/(s_k − s_{k+1}) ≤ 10³) is ~1e-12 per step
+    np.testing.assert_allclose(fast.params, ref.params, rtol=1e-10, atol=1e-10 * scale)
+
+
+def test_rank_deficient_public_gradients_fall_back_to_the_svd(monkeypatch):
+    """Three distinct public feature rows, k = 5: λ_4 = λ_5 = 0 in the Gram matrix and the top-k
+    right singular vectors include two arbitrary null directions of P (the reference's answer
+    there is whatever LAPACK returns).  The trial falls back to the SVD; what is determined — the
+    projection onto P's row space — equals the reference's, and the result is the orthogonal
+    projection of g onto a k-dimensional subspace containing that row space."""
+    rng = np.random.default_rng(0)
+    m, d, k = 20, 12, 5
+    X = rng.standard_normal((3, d))[rng.integers(0, 3, m)]
+    y = rng.standard_normal(m)
+    W = rng.standard_normal((2, d))
+    G = rng.standard_normal((2, d))
+    pub = PB._PublicGLM(X, X, y, "squared", 0.0, np.arange(m))
+    calls = []
+    real_svd = np.linalg.svd
+    monkeypatch.setattr(np.linalg, "svd", lambda *a, **kw: calls.append(1) or real_svd(*a, **kw))
+    got = PB._project_public_subspace(pub, W, G, k)
+    assert len(calls) == 2  # both trials fell back
+    for r in range(2):
+        P = _dense_public_grads(X, y, "squared", 0.0, W[r])
+        ref, s = _naive_projection(P, G[r], k)
+        _, s, vh = real_svd(P, full_matrices=False)
+        row = vh[:3]  # s[3:] are zero: the row space is 3-dimensional
+        assert s[3] < 1e-12 * s[0]
+        np.testing.assert_allclose(row @ got[r], row @ ref, atol=1e-12 * np.linalg.norm(G[r]))
+        np.testing.assert_allclose(row @ got[r], row @ G[r], atol=1e-12 * np.linalg.norm(G[r]))
+        np.testing.assert_allclose(got[r] @ (G[r] - got[r]), 0.0, atol=1e-12 * (G[r] @ G[r]))
+
+
+@pytest.mark.parametrize("name", ["adadps", "pdp_sgd"])
+def test_fast_paths_never_materialize_public_gradients(name, monkeypatch):
+    prob = problems.logistic_regression(2000, 300, density=0.05, seed=0)
+
+    def boom(*a, **k):
+        raise AssertionError("per-example gradients materialized")
+
+    monkeypatch.setattr(type(prob), "per_example_grads", boom)
+    kw = dict(public_fraction=0.01) if name == "adadps" else dict(public_fraction=0.01, k=4)
+    res = dpsim.simulate(prob, optimizers.get(name, **kw), steps=2, batch_size=8, trials=2, seed=0)
+    assert np.all(np.isfinite(res.params))
+
+
+def test_pdp_sgd_k_larger_than_the_public_split():
+    prob = problems.logistic_regression(500, 300, density=0.05, seed=0)
+    with pytest.raises(ValueError, match="k=10 exceeds"):
+        dpsim.simulate(prob, optimizers.get("pdp_sgd", k=10, public_fraction=0.01), steps=1,
+                       batch_size=8, trials=1, seed=0)
