@@ -4,7 +4,9 @@ Oracles: published numbers ([ADAMBC]), closed forms (non-central χ², a double 
 terms), sympy (the variance derivation), direct Monte Carlo of the EMA, dpsim.privacy.mf's streamed
 correlated noise, and ``dpsim.simulate`` runs with frozen parameters (lr = 0) so that the clean
 clipped mean is known.  Statistical tolerances are confidence intervals (levels stated at each
-test); hypothesis runs derandomized in CI (tests/conftest.py).
+test) asserted with :mod:`dpsim.testing` (``assert_bound_holds``: Student t for means, exact
+Clopper–Pearson for fractions); hyperparameters come from its public strategies
+(``bound_params``, ``seeds``); hypothesis runs derandomized in CI (tests/conftest.py).
 
 [DESIGN] printed numbers: none of the paper's example values (its "consider setting σ = …, b = …,
 the dimension should be ≲ …" examples, App. C's "equal to roughly …", the Fig. 4 percentages)
@@ -27,15 +29,29 @@ from dpsim.analysis import verify
 from dpsim.analysis.checks import design as checks
 from dpsim import optimizers, problems
 from dpsim.privacy import mf
+from dpsim.testing import assert_bound_holds, scaled_trials
+from dpsim.testing.strategies import bound_params, seeds
 
-Z4 = 4.0  # normal quantile of the per-example CIs below (two-sided 6e-5)
+Z4 = 4.0  # the mean tests below allow ±4 standard errors (two-sided 6e-5 for a normal mean)
 
 
-def _cp(k, n, level):
-    a = 1.0 - level
-    lo = 0.0 if k == 0 else stats.beta.ppf(a / 2, k, n - k + 1)
-    hi = 1.0 if k == n else stats.beta.ppf(1 - a / 2, k + 1, n - k)
-    return lo, hi
+def _mean_equals(x, value, what):
+    """``E[x] = value`` (per column of ``x``): two one-sided Student-t assertions whose tolerance is
+    ±Z4 standard errors, i.e. at the one-sided level ``t.sf(Z4, R − 1)`` per side and column (the
+    level a ±4 s.e. interval really has with ``R`` trials)."""
+    x = np.asarray(x, dtype=float)
+    m = x.shape[1] if x.ndim == 2 else 1
+    a = m * float(stats.t.sf(Z4, x.shape[0] - 1))  # assert_bound_holds divides by m (Bonferroni)
+    for side in ("upper", "lower"):
+        assert_bound_holds(x, value, side=side, alpha=a, what=what)
+
+
+def _fraction_equals(k, n, p, what, level=1e-4):
+    """``k`` of ``n`` independent 0/1 outcomes have probability ``p``: exact two-sided
+    Clopper–Pearson at ``level`` (``level/2`` per side)."""
+    hits = np.repeat([1.0, 0.0], [k, n - k])  # the interval depends on (k, n) only
+    for side in ("upper", "lower"):
+        assert_bound_holds(hits, p, kind="probability", side=side, alpha=level / 2, rtol=0.0, what=what)
 
 
 def _ema_mc(g, phi, beta2, t, n, rng):
@@ -144,16 +160,17 @@ def test_corrected_variance_large_t_is_papers_form():
 
 
 @settings(max_examples=20)
-@given(g=st.floats(0.0, 2.0), phi=st.floats(0.01, 4.0), beta=st.sampled_from([0.0, 0.5, 0.9, 0.97, 0.99]),
-       t=st.integers(1, 120), seed=st.integers(0, 2 ** 16))
-def test_corrected_variance_monte_carlo(g, phi, beta, t, seed):
-    n = 40_000
+@given(g=st.floats(0.0, 2.0), phi=st.floats(0.01, 4.0),
+       hp=bound_params(beta=[0.0, 0.5, 0.9, 0.97, 0.99], steps=(1, 120)), seed=seeds())
+def test_corrected_variance_monte_carlo(g, phi, hp, seed):
+    beta, t = hp.beta, hp.steps
+    n = scaled_trials(40_000)
     x = _ema_mc(g, phi, beta, t, n, np.random.default_rng(seed)) - phi
     var = x.var(ddof=1)
     se = math.sqrt(max(np.mean((x - x.mean()) ** 4) - var ** 2, 0.0) / n)
     pred = B.corrected_variance(g, phi, beta, t=t)
     assert abs(var - pred) <= Z4 * se, (var, pred, se)
-    assert abs(x.mean() - g * g) <= Z4 * math.sqrt(var / n)  # unbiased: E[v̂ − Φ] = g²
+    _mean_equals(x, g * g, "E[v_hat - Phi] = g^2")  # unbiased
 
 
 # ------------------------------------------------------------------------------------------------
@@ -192,33 +209,35 @@ def test_approximations_against_exact(beta, t):
 
 
 @settings(max_examples=25)
-@given(regime=st.sampled_from(B.REGIMES), b=st.integers(2, 64), sigma=st.floats(0.3, 4.0),
-       beta=st.sampled_from([0.0, 0.5, 0.9, 0.95, 0.99]), t=st.integers(1, 150),
-       factor=st.floats(0.2, 5.0), seed=st.integers(0, 2 ** 16))
-def test_negative_fraction_monte_carlo(regime, b, sigma, beta, t, factor, seed):
+@given(regime=st.sampled_from(B.REGIMES),
+       hp=bound_params(batch_size=(2, 64), noise_multiplier=(0.3, 4.0), beta=[0.0, 0.5, 0.9, 0.95, 0.99],
+                       steps=(1, 150)),
+       factor=st.floats(0.2, 5.0), seed=seeds())
+def test_negative_fraction_monte_carlo(regime, hp, factor, seed):
     """Predicted vs directly simulated fraction; d drawn around the κ=1 threshold."""
+    b, sigma, beta, t = hp.batch_size, hp.noise_multiplier, hp.beta, hp.steps
     d = max(1.0, round(factor * B.max_dimension(b, sigma, beta, kappa=1.0, regime=regime, t=t)))
     if regime == "pessimistic":
         d = max(d, b)
     C = 1.0
     phi = (sigma * C / b) ** 2
     g = math.sqrt(C * C / d) if regime == "optimistic" else math.sqrt(C * C / (b * d))
-    n = 20_000
+    n = scaled_trials(20_000)
     k = int(np.sum(_ema_mc(g, phi, beta, t, n, np.random.default_rng(seed)) - phi < 0))
-    lo, hi = _cp(k, n, 1 - 1e-4)
     pred = B.negative_fraction(d, b, sigma, beta, clip=C, regime=regime, t=t)
-    assert lo <= pred <= hi, (pred, k / n, lo, hi)
+    _fraction_equals(k, n, pred, "P(v_hat - Phi < 0)")
 
 
 @settings(max_examples=6)
-@given(b=st.sampled_from([4, 8]), sigma=st.floats(1.0, 3.0), d=st.sampled_from([16, 64, 256]),
-       beta=st.sampled_from([0.9, 0.95, 0.99]), t=st.integers(20, 150), seed=st.integers(0, 1000))
-def test_negative_fraction_against_simulate(b, sigma, d, beta, t, seed):
+@given(hp=bound_params(batch_size=[4, 8], noise_multiplier=(1.0, 3.0), beta=[0.9, 0.95, 0.99], steps=(20, 150)),
+       d=st.sampled_from([16, 64, 256]), seed=seeds(1000))
+def test_negative_fraction_against_simulate(hp, d, seed):
     """dp_adam_corrected, lr = 0, on linear_box(bias=1): every example's gradient is the same ±1
     vector, so the clipped mean is ±C/√d in every coordinate (the optimistic regime exactly)."""
+    b, sigma, beta, t = hp.batch_size, hp.noise_multiplier, hp.beta, hp.steps
     C = 1.0
     phi = (sigma * C / b) ** 2
-    R = max(4, 4096 // d)
+    R = max(4, scaled_trials(4096) // d)
     prob = problems.linear_box(b, d, scales="ones", bias=1.0, seed=seed)
     opt = optimizers.get("dp_adam_corrected", lr=0.0, beta2=beta, clip=C, noise_multiplier=sigma)
 
@@ -230,9 +249,8 @@ def test_negative_fraction_against_simulate(b, sigma, d, beta, t, seed):
     res = dpsim.simulate(prob, opt, steps=t, batch_size=b, trials=R, seed=seed, sampling="fixed",
                          record_every=t, metrics=(), probes={"neg": neg})
     k = int(np.asarray(res.records["neg"])[-1].sum())
-    lo, hi = _cp(k, R * d, 1 - 1e-4)
     pred = B.negative_fraction(d, b, sigma, beta, regime="optimistic", t=t)
-    assert lo <= pred <= hi, (pred, k / (R * d), lo, hi)
+    _fraction_equals(k, R * d, pred, "P(v_hat - Phi < 0) in dpsim.simulate")
 
 
 def test_negative_fraction_limits_and_clip_invariance():
@@ -285,10 +303,11 @@ def test_max_dimension_fraction_inverts_negative_fraction(regime):
 # post-processing bias against simulation (i.i.d. and DP-MF)
 # ------------------------------------------------------------------------------------------------
 @settings(max_examples=10)
-@given(b=st.integers(1, 12), sigma=st.floats(0.2, 3.0), C=st.floats(0.1, 3.0),
-       beta=st.sampled_from([0.0, 0.9, 0.99, 0.999]), t=st.integers(1, 60), seed=st.integers(0, 1000))
-def test_postprocessing_bias_iid_against_simulate(b, sigma, C, beta, t, seed):
-    d, R = 32, 100
+@given(hp=bound_params(batch_size=(1, 12), noise_multiplier=(0.2, 3.0), clip=(0.1, 3.0),
+                       beta=[0.0, 0.9, 0.99, 0.999], steps=(1, 60)), seed=seeds(1000))
+def test_postprocessing_bias_iid_against_simulate(hp, seed):
+    b, sigma, C, beta, t = hp.batch_size, hp.noise_multiplier, hp.clip, hp.beta, hp.steps
+    d, R = 32, scaled_trials(100)
     prob = problems.linear_box(b, d, scales="ones", bias=1.0, seed=seed)
     g2 = min(1.0, C / math.sqrt(d)) ** 2  # every coordinate of the clipped mean is ±min(1, C/√d)
     opt = optimizers.get("dp_adam", lr=0.0, beta2=beta, clip=C, noise_multiplier=sigma)
@@ -306,7 +325,7 @@ def test_postprocessing_bias_iid_against_simulate(b, sigma, C, beta, t, seed):
     for key, is_raw in (("dev", False), ("raw", True)):
         x = np.asarray(res.records[key])[-1]
         pred = B.postprocessing_bias(sigma, C, b, beta2=beta, t=t, raw=is_raw)
-        assert abs(x.mean() - pred) <= Z4 * x.std(ddof=1) / math.sqrt(R), (key, x.mean(), pred)
+        _mean_equals(x, pred, f"post-processing bias ({key})")
 
 
 def test_mf_identity_is_iid_and_matrix_path_matches_names():
@@ -330,17 +349,18 @@ def test_mf_identity_is_iid_and_matrix_path_matches_names():
 
 
 @settings(max_examples=12)
-@given(name=st.sampled_from(["sqrt_toeplitz", "banded:2", "banded:3", "banded:6"]), T=st.integers(4, 40),
-       frac=st.floats(0.05, 1.0), beta=st.sampled_from([0.5, 0.9, 0.99]), g=st.floats(0.0, 1.0),
-       seed=st.integers(0, 1000))
-def test_postprocessing_bias_mf_monte_carlo(name, T, frac, beta, g, seed):
+@given(name=st.sampled_from(["sqrt_toeplitz", "banded:2", "banded:3", "banded:6"]),
+       hp=bound_params(steps=(4, 40), beta=[0.5, 0.9, 0.99]), frac=st.floats(0.05, 1.0), g=st.floats(0.0, 1.0),
+       seed=seeds(1000))
+def test_postprocessing_bias_mf_monte_carlo(name, hp, frac, g, seed):
     """E[v̂_t] − v̂_t^c against a Monte Carlo with dpsim.privacy.mf's streamed correlated noise."""
     from dpsim.backend import Backend
 
+    T, beta = hp.steps, hp.beta
     t = max(1, int(round(frac * T)))
     sigma, C, b = 1.0, 1.0, 2
     phi = (sigma * C / b) ** 2
-    R, d = 200, 50
+    R, d = scaled_trials(200), 50
     be = Backend("numpy", seed=seed)
     stream = mf.noise_stream(name, T)
     state = stream.init((R, d), be)
@@ -350,16 +370,17 @@ def test_postprocessing_bias_mf_monte_carlo(name, T, frac, beta, g, seed):
         v = beta * v + (1 - beta) * (g + math.sqrt(phi) * np.asarray(u)) ** 2
     x = (v / (1 - beta ** t) - g * g).mean(axis=1)
     pred = B.postprocessing_bias(sigma, C, b, beta2=beta, t=t, strategy=name, steps=T)
-    assert abs(x.mean() - pred) <= Z4 * x.std(ddof=1) / math.sqrt(R), (x.mean(), pred)
+    _mean_equals(x, pred, "DP-MF post-processing bias (Monte Carlo)")
 
 
 @settings(max_examples=6)
-@given(name=st.sampled_from(["sqrt_toeplitz", "banded:2", "banded:4"]), T=st.integers(3, 40),
-       beta=st.sampled_from([0.5, 0.9, 0.99]), sigma=st.floats(0.5, 2.0), seed=st.integers(0, 1000))
-def test_postprocessing_bias_mf_against_simulate(name, T, beta, sigma, seed):
+@given(name=st.sampled_from(["sqrt_toeplitz", "banded:2", "banded:4"]),
+       hp=bound_params(steps=(3, 40), beta=[0.5, 0.9, 0.99], noise_multiplier=(0.5, 2.0)), seed=seeds(1000))
+def test_postprocessing_bias_mf_against_simulate(name, hp, seed):
     """dp_adam with ``noise=`` (DP-MF, horizon = the run's T steps), lr = 0, constant clean mean:
     E[v̂_T] − v̂_T^c against the App. A formula."""
-    b, C, d, R = 4, 1.0, 32, 150
+    T, beta, sigma = hp.steps, hp.beta, hp.noise_multiplier
+    b, C, d, R = 4, 1.0, 32, scaled_trials(150)
     prob = problems.linear_box(b, d, scales="ones", bias=1.0, seed=seed)
     g2 = 1.0 / d
     opt = optimizers.get("dp_adam", lr=0.0, beta2=beta, clip=C, noise_multiplier=sigma, noise=name)
@@ -372,7 +393,7 @@ def test_postprocessing_bias_mf_against_simulate(name, T, beta, sigma, seed):
                          record_every=T, metrics=(), probes={"dev": dev})
     x = np.asarray(res.records["dev"])[-1]
     pred = B.postprocessing_bias(sigma, C, b, beta2=beta, t=T, strategy=name)
-    assert abs(x.mean() - pred) <= Z4 * x.std(ddof=1) / math.sqrt(R), (x.mean(), pred)
+    _mean_equals(x, pred, "DP-MF post-processing bias (dpsim.simulate)")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -391,8 +412,8 @@ def test_stp_fixed_point_algebra():
 
 
 @settings(max_examples=5)
-@given(phi=st.floats(0.05, 0.4), C=st.floats(8.0, 20.0), bias=st.floats(0.3, 0.9), seed=st.integers(0, 1000))
-def test_stp_fixed_point_against_simulate(phi, C, bias, seed):
+@given(phi=st.floats(0.05, 0.4), hp=bound_params(clip=(8.0, 20.0)), bias=st.floats(0.3, 0.9), seed=seeds(1000))
+def test_stp_fixed_point_against_simulate(phi, hp, bias, seed):
     """dp_adam_stp, lr = 0, on linear_box (bounded per-example gradients, batches with
     replacement): the time-averaged stationary v is within CI + (v* − v_lo) of v* in every
     coordinate, and clipping is inactive after burn-in (the derivation's premise).
@@ -401,6 +422,7 @@ def test_stp_fixed_point_against_simulate(phi, C, bias, seed):
     law has a power tail ``P(v > x) ~ x^{−κ}`` with ``E[(β + (1−β)Φξ²)^κ] = 1``; β2 = 0.95 and
     Φ ≤ 0.4 keep ``κ > 30`` so that the normal CI over trials is valid (for β2 = 0.9, Φ = 0.6,
     ``κ`` is only about 5 and the t-statistic's left tail is visibly heavier)."""
+    C = hp.clip
     b, eps, beta = 16, 1e-3, 0.95
     sigma = b * math.sqrt(phi) / C
     scales = np.array([1.0, 0.3, 0.05])
@@ -412,7 +434,7 @@ def test_stp_fixed_point_against_simulate(phi, C, bias, seed):
     width = 2 * phi * eps * np.sqrt(hi) / (1 - phi)
     tau = 1.0 / ((1 - beta) * (1 - phi))
     burn = int(25 * tau)
-    steps, R = burn + 400, 256
+    steps, R = burn + 400, scaled_trials(256)
     opt = optimizers.get("dp_adam_stp", lr=0.0, beta2=beta, clip=C, noise_multiplier=sigma, eps_scale=eps)
     probes = {f"v{j}": (lambda j: lambda s, p, c: lookup(s, "preconditioner").v[:, j])(j) for j in range(3)}
     probes["snorm"] = lambda s, p, c: c.xp.sqrt(c.xp.sum((c.xp.asarray(scales) / (c.xp.sqrt(lookup(s, "preconditioner").v) + eps)) ** 2, axis=1))
@@ -420,10 +442,10 @@ def test_stp_fixed_point_against_simulate(phi, C, bias, seed):
                          record_every=1, metrics=(), probes=probes)
     keep = np.asarray(res.steps) >= burn
     assert np.asarray(res.records["snorm"])[keep].max() <= C
-    for j in range(3):
-        x = np.asarray(res.records[f"v{j}"])[keep].mean(axis=0)
-        half = Z4 * x.std(ddof=1) / math.sqrt(R)
-        assert abs(x.mean() - hi[j]) <= half + width[j], (j, x.mean(), hi[j], width[j], half)
+    x = np.stack([np.asarray(res.records[f"v{j}"])[keep].mean(axis=0) for j in range(3)], axis=1)  # (R, 3)
+    a = 3 * float(stats.t.sf(Z4, R - 1))  # ±Z4 s.e. per coordinate (Bonferroni factor undone)
+    assert_bound_holds(x, hi + width, side="upper", alpha=a, what="E[v_inf] <= v* + (v* - v_lo)")
+    assert_bound_holds(x, hi - width, side="lower", alpha=a, what="E[v_inf] >= v* - (v* - v_lo)")
 
 
 # ------------------------------------------------------------------------------------------------
