@@ -803,3 +803,21 @@ def test_a_problem_sent_to_another_process_still_computes_its_optimum():
     w_star, f_star = q.optimum
     assert f_star == p.optimum[1]
     np.testing.assert_array_equal(w_star, p.optimum[0])
+
+
+@pytest.mark.parametrize("density", [1.0, 0.2])
+def test_full_data_pass_by_row_blocks_matches_one_pass(monkeypatch, density):
+    """Above RECORD_BLOCK_BYTES the records' loss and gradient run by row blocks (bounded memory);
+    only the summation order changes: agreement to a few ulps of the sums."""
+    from dpsim.problems import glm
+
+    p = problems.logistic_regression(600, 12, density=density, seed=2)
+    w = np.random.default_rng(0).standard_normal((5, 12))
+    f1, g1 = p.loss_and_grad(w)
+    monkeypatch.setattr(glm, "RECORD_BLOCK_BYTES", 1000)
+    assert len(p._row_blocks(5)) > 1
+    f2, g2 = p.loss_and_grad(w)
+    np.testing.assert_allclose(f2, f1, rtol=1e-13)
+    np.testing.assert_allclose(g2, g1, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(p.loss(w), f1, rtol=1e-13)
+    np.testing.assert_allclose(p.grad(w), g1, rtol=1e-12, atol=1e-15)

@@ -50,6 +50,9 @@ def _clip_per_trial(clip, R):
     return np.asarray(clip, dtype=np.float64).reshape(R)
 
 
+# Above this size of the (n, R) margin matrix the full-data pass (records) runs by row blocks.
+RECORD_BLOCK_BYTES = 64 * 2**20
+
 _LINKS = ("squared", "logistic", "absolute", "linear")  # kernel codes 0..3 (_glm_kernels)
 _UNIT_LIPSCHITZ_LINKS = ("logistic", "absolute", "linear")  # |l'| <= 1
 
@@ -158,51 +161,69 @@ class _GLMProblem(Problem):
         return -xp.ones_like(m)
 
     # -- full-data quantities: one (sparse) matrix product ------------------------------------
-    def _margins_all(self, w):
-        """(n, R) margins ``X @ w.T``."""
-        if self.backend_name == "numpy":
-            return self.X @ np.ascontiguousarray(w.T)
-        return self.X @ w.T
+    def _row_blocks(self, R):
+        """Row ranges of the full-data pass: one block (the whole data) unless the ``(n, R)`` margin
+        matrix would exceed :data:`RECORD_BLOCK_BYTES`; then blocks of about ``d/4`` rows, so the
+        pass's ``(rows, R)`` temporaries (margins, link values, derivatives: about six) stay
+        within ~1.5 ``(R, d)`` arrays.  Blocking changes only the summation order of the loss and
+        gradient (the records), never an optimizer step; problems below the limit (every test
+        problem) are unaffected."""
+        n = self.n
+        itemsize = 4 if self.dtype == "float32" else 8
+        if n * R * itemsize <= RECORD_BLOCK_BYTES:
+            return [(0, n)]
+        rows = max(256, self.d // 4)
+        return [(a, min(n, a + rows)) for a in range(0, n, rows)]
+
+    def _full_pass(self, w, want_loss, want_grad):
+        """``(F(w), ∇F(w))`` over all n examples, by row blocks (:meth:`_row_blocks`)."""
+        xp = self.xp
+        if self._link == "linear":
+            out = G = None
+            if want_loss:
+                out = -xp.sum(w * self._xbar, axis=1)
+            if want_grad:
+                G = xp.zeros_like(w) - self._xbar
+        else:
+            blocks = self._row_blocks(w.shape[0])
+            wt = np.ascontiguousarray(w.T) if self.backend_name == "numpy" else w.T
+            out = G = None
+            for a, b in blocks:
+                whole = (a, b) == (0, self.n)
+                X = self.X if whole else self.X[a:b]
+                y = xp.expand_dims(self.y if whole else self.y[a:b], axis=1)
+                M = X @ wt  # (rows, R) margins
+                if want_loss:
+                    part = xp.sum(self._ell(M, y), axis=0) if not whole else None
+                    out = (xp.mean(self._ell(M, y), axis=0) if whole
+                           else (part if out is None else out + part))
+                if want_grad:
+                    C = self._dell(M, y)
+                    part = (X.T @ C).T
+                    G = part if G is None else G + part
+                del M
+            if want_loss and len(blocks) > 1:
+                out = out / self.n
+            if want_grad:
+                G = G / self.n
+                if self.backend_name == "numpy":
+                    G = np.ascontiguousarray(G)
+        if self.reg:
+            if want_loss:
+                out = out + (0.5 * self.reg) * xp.sum(w * w, axis=1)
+            if want_grad:
+                G = G + self.reg * w
+        return out, G
 
     def loss(self, w):
-        xp = self.xp
-        if self._link == "linear":
-            out = -xp.sum(w * self._xbar, axis=1)
-        else:
-            M = self._margins_all(w)
-            out = xp.mean(self._ell(M, xp.expand_dims(self.y, axis=1)), axis=0)
-        if self.reg:
-            out = out + (0.5 * self.reg) * xp.sum(w * w, axis=1)
-        return out
+        return self._full_pass(w, True, False)[0]
 
     def grad(self, w):
-        return self._grad_from_margins(w, None)
+        return self._full_pass(w, False, True)[1]
 
     def loss_and_grad(self, w):
-        """Loss and gradient from one ``X @ W.T`` product (the engine's records use this)."""
-        if self._link == "linear":
-            return self.loss(w), self.grad(w)
-        xp = self.xp
-        M = self._margins_all(w)
-        out = xp.mean(self._ell(M, xp.expand_dims(self.y, axis=1)), axis=0)
-        if self.reg:
-            out = out + (0.5 * self.reg) * xp.sum(w * w, axis=1)
-        return out, self._grad_from_margins(w, M)
-
-    def _grad_from_margins(self, w, M):
-        xp = self.xp
-        if self._link == "linear":
-            G = xp.zeros_like(w) - self._xbar
-        else:
-            if M is None:
-                M = self._margins_all(w)
-            C = self._dell(M, xp.expand_dims(self.y, axis=1))  # (n, R)
-            G = (self.X.T @ C).T / self.n
-            if self.backend_name == "numpy":
-                G = np.ascontiguousarray(G)
-        if self.reg:
-            G = G + self.reg * w
-        return G
+        """Loss and gradient from one pass of ``X @ W.T`` products (the engine's records use this)."""
+        return self._full_pass(w, True, True)
 
     # -- per-example quantities ---------------------------------------------------------------
     def _rows(self, flat):
