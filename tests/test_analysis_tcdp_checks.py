@@ -1,7 +1,8 @@
 """Property tests of the [L2P] tCDP verify rows (dpsim.analysis.checks.l2p) and the results they check.
 
-Hypothesis draws (ρ, ω, δ), (ρ, a) and sinh-normal parameters; the oracles are the brute-force
-minimization over Rényi orders and the quadrature Rényi divergence.
+Hypothesis draws (ρ, ω, δ), (ρ, a), (ε, δ) and sinh-normal parameters from the public strategies
+of :mod:`dpsim.testing.strategies` (``tcdp_params``, ``dp_budgets``); the oracles are the
+brute-force minimization over Rényi orders and the quadrature Rényi divergence.
 """
 
 import math
@@ -14,14 +15,16 @@ from hypothesis import strategies as st
 from dpsim.analysis import tcdp as T
 from dpsim.analysis import verify
 from dpsim.analysis.checks import l2p as K
+from dpsim.testing.strategies import dp_budgets, tcdp_params
 
-rho_s = st.floats(1e-7, 20.0)
-omega_s = st.one_of(st.floats(1.001, 1e5), st.just(math.inf))
-delta_s = st.floats(1e-14, 0.5)
+#: (ρ, ω) with ρ ∈ [1e-7, 20], ω ∈ [1.001, 1e5] or ω = ∞ (zCDP), and a conversion's δ ∈ [1e-14, 0.5]
+TCDP = tcdp_params(rho=(1e-7, 20.0), omega=(1.001, 1e5), infinite_omega=True)
+DELTA = dp_budgets(delta=(1e-14, 0.5)).map(lambda b: b.delta)
 
 
-@given(rho=rho_s, omega=omega_s, delta=delta_s)
-def test_tcdp_to_dp_is_the_minimum_over_orders(rho, omega, delta):
+@given(p=TCDP, delta=DELTA)
+def test_tcdp_to_dp_is_the_minimum_over_orders(p, delta):
+    rho, omega = p
     closed = T.tcdp_to_dp(rho, omega, delta)
     brute = K.bruteforce_tcdp_to_dp(rho, omega, delta)
     assert closed == pytest.approx(brute, rel=1e-7)
@@ -30,16 +33,18 @@ def test_tcdp_to_dp_is_the_minimum_over_orders(rho, omega, delta):
     assert closed >= K.bruteforce_tcdp_to_dp(rho, omega, delta, conversion="improved") * (1 - 1e-9)
 
 
-@given(rho=rho_s, omega=st.floats(1.001, 1e4), delta=delta_s, f=st.floats(1.01, 10.0))
-def test_tcdp_to_dp_monotone(rho, omega, delta, f):
+@given(p=tcdp_params(rho=(1e-7, 20.0), omega=(1.001, 1e4)), delta=DELTA, f=st.floats(1.01, 10.0))
+def test_tcdp_to_dp_monotone(p, delta, f):
+    rho, omega = p
     e = T.tcdp_to_dp(rho, omega, delta)
     assert T.tcdp_to_dp(rho * f, omega, delta) >= e            # more divergence, more ε
     assert T.tcdp_to_dp(rho, omega * f, delta) <= e * (1 + 1e-12)  # more orders, less ε
     assert T.tcdp_to_dp(rho, omega, min(delta * f, 0.9)) <= e * (1 + 1e-12)
 
 
-@given(rho=st.floats(1e-8, 5.0), a=st.floats(0.01, 1e4))
-def test_ctcdp_to_dp_is_the_tight_point_of_theorem_a1(rho, a):
+@given(p=tcdp_params(rho=(1e-8, 5.0)), a=st.floats(0.01, 1e4))
+def test_ctcdp_to_dp_is_the_tight_point_of_theorem_a1(p, a):
+    rho = p.rho  # (ρ, a)-ctCDP: a is the budget's tail parameter, not an order
     eps, dlt = T.ctcdp_to_dp(rho, a)
     if not (0 < dlt < 1) or a * eps > 700:
         return  # δ not representable
@@ -50,8 +55,9 @@ def test_ctcdp_to_dp_is_the_tight_point_of_theorem_a1(rho, a):
     assert a * eps == pytest.approx((om - 1) ** 2 * rho, rel=1e-9)  # truncation exactly tight
 
 
-@given(eps=st.floats(0.01, 20.0), delta=st.floats(1e-15, 0.1))
-def test_ctcdp_round_trip_through_rho_a(eps, delta):
+@given(budget=dp_budgets(epsilon=(0.01, 20.0), delta=(1e-15, 0.1)))
+def test_ctcdp_round_trip_through_rho_a(budget):
+    eps, delta = budget
     a = math.log(1 / delta) / eps
     e1, d1 = T.ctcdp_to_dp(T.rho_a(eps, delta), a)
     assert e1 == pytest.approx(eps, rel=1e-9)
@@ -59,9 +65,10 @@ def test_ctcdp_round_trip_through_rho_a(eps, delta):
 
 
 @settings(max_examples=10)
-@given(D=st.floats(0.05, 5.0), omega=st.floats(1.2, 60.0), u=st.floats(0.0, 1.0),
+@given(D=st.floats(0.05, 5.0), p=tcdp_params(omega=(1.2, 60.0)), u=st.floats(0.0, 1.0),
        v=st.floats(0.0, 1.0), sign=st.sampled_from([1.0, -1.0]))
-def test_sinh_normal_renyi_below_rho_alpha(D, omega, u, v, sign):
+def test_sinh_normal_renyi_below_rho_alpha(D, p, u, v, sign):
+    omega = p.omega  # ρ is drawn below, log-uniform on the range Thm A.2 admits for this ω
     lo = 1.0 / (4.0 * omega ** 2)
     rho = lo * (16.0 * 0.999 / lo) ** u  # log-uniform on [1/(4ω²), 16)
     m = T.sinh_normal_for_tcdp(D, rho, omega)
