@@ -811,7 +811,7 @@ def test_full_data_pass_by_row_blocks_matches_one_pass(monkeypatch, density):
     only the summation order changes: agreement to a few ulps of the sums."""
     from dpsim.problems import glm
 
-    p = problems.logistic_regression(600, 12, density=density, seed=2)
+    p = glm.logistic_regression(600, 12, density=density, seed=2)
     w = np.random.default_rng(0).standard_normal((5, 12))
     f1, g1 = p.loss_and_grad(w)
     monkeypatch.setattr(glm, "RECORD_BLOCK_BYTES", 1000)
