@@ -40,7 +40,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["uniform_subsets", "floyd_fill", "STREAM"]
+__all__ = ["uniform_subsets", "subsets_and_mask", "floyd_fill", "STREAM"]
 
 #: Name of the index stream drawn here (recorded for reference in docs and reports).
 STREAM = "floyd-v1"
@@ -77,6 +77,33 @@ def floyd_fill(n, sizes, u, out):
             bits[t >> 6] = np.uint64(0)
         pos += k
     return pos
+
+
+@numba.njit(cache=True)
+def _subsets_and_mask(n, sizes, u):
+    R = sizes.shape[0]
+    kmax = 0
+    kmin = n + 1
+    for r in range(R):
+        kmax = max(kmax, sizes[r])
+        kmin = min(kmin, sizes[r])
+    out = np.empty((R, kmax), dtype=np.int64)
+    floyd_fill(n, sizes, u, out)
+    mask = np.empty((R, kmax), dtype=np.bool_)
+    for r in range(R):
+        for i in range(kmax):
+            mask[r, i] = i < sizes[r]
+    return out, mask, kmin == kmax
+
+
+def subsets_and_mask(rng: np.random.Generator, n: int, sizes: np.ndarray):
+    """``(idx, mask)`` of one step: :func:`uniform_subsets` and the ``(R, max(sizes))`` mask of
+    the real slots (``None`` when every row is full), in one kernel call.  ``sizes`` must lie in
+    ``[0, n]`` (the samplers guarantee it; not re-checked here)."""
+    sizes = np.ascontiguousarray(sizes, dtype=np.int64)
+    u = rng.random(int(sizes.sum()))
+    idx, mask, full = _subsets_and_mask(int(n), sizes, u)
+    return idx, (None if full else mask)
 
 
 def uniform_subsets(rng: np.random.Generator, n: int, sizes: np.ndarray) -> np.ndarray:

@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._sampling_kernels import uniform_subsets
+from ._sampling_kernels import subsets_and_mask, uniform_subsets
 
 #: The sampler names without a parameter; ``"cyclic_poisson:<k>"`` is accepted besides them.
 SAMPLINGS = ("poisson", "fixed", "replacement")
@@ -128,14 +128,9 @@ class Sampler:
         if self.sampling == "fixed":
             sizes = np.full(R, b, dtype=np.int64)
         else:
-            sizes = self.rng.binomial(n, b / n, size=R).astype(np.int64)
-        idx = _uniform_subsets(self.rng, n, sizes)
-        if self.sampling == "fixed":
-            return BatchIndices(idx, None, sizes)
-        kmax = idx.shape[1]
-        mask = np.arange(kmax)[None, :] < sizes[:, None]
-        if mask.all():
-            mask = None
+            sizes = self.rng.binomial(n, b / n, size=R).astype(np.int64, copy=False)
+        # one kernel call: Floyd subsets (stream floyd-v1) and the mask of the real slots
+        idx, mask = subsets_and_mask(self.rng, n, sizes)
         return BatchIndices(idx, mask, sizes)
 
     def _draw_cyclic(self) -> BatchIndices:

@@ -137,3 +137,16 @@ def test_large_n_bitmap_words():
     out = uniform_subsets(rng, n, sizes)
     _rows_valid(out, sizes, n)
     assert (np.sort(out[sizes == n], axis=1) == np.arange(n)).all()
+
+
+def test_subsets_and_mask_is_the_same_stream():
+    """The samplers' one-call path draws the same indices as :func:`uniform_subsets`; the mask
+    marks the real slots and is None when every row is full."""
+    from dpsim._sampling_kernels import subsets_and_mask
+
+    sizes = np.array([3, 0, 5, 5], dtype=np.int64)
+    idx, mask = subsets_and_mask(np.random.default_rng(2), 30, sizes)
+    np.testing.assert_array_equal(idx, uniform_subsets(np.random.default_rng(2), 30, sizes))
+    np.testing.assert_array_equal(mask, np.arange(5)[None, :] < sizes[:, None])
+    idx, mask = subsets_and_mask(np.random.default_rng(2), 30, np.full(4, 5, dtype=np.int64))
+    assert mask is None and idx.shape == (4, 5)
