@@ -13,9 +13,12 @@ Events
     noise std = ``noise_multiplier`` × the release's ℓ2 sensitivity.  Releases that share a step
     share its batch; the accountant merges them (``σ_eff = (Σ σ_i⁻²)^{-1/2}``).
 :class:`CorrelatedRelease`
-    A sequence of releases with correlated noise (DP-MF, [DESIGN] §2.1): with unrestricted
-    participation the whole sequence is one Gaussian mechanism with noise multiplier
-    ``σ·sens(M)/worst_sens(M)``, composed without amplification by sampling.
+    A sequence of releases with correlated noise (DP-MF, [DESIGN] §2.1).  Under Poisson or
+    cyclic Poisson sampling with ``k`` groups (``"poisson"`` is ``k = 1``), a strategy of bandwidth
+    ``≤ k`` released on every step is amplified: it costs an i.i.d. Gaussian release with σ on each
+    step of the example's group (:mod:`dpsim.privacy.mf`).  Otherwise (unrestricted participation)
+    the whole sequence is one Gaussian mechanism with noise multiplier
+    ``σ·sens(M)/worst_sens(M)``, composed without amplification by sampling ("unamplified").
 :class:`TcdpBudget`
     A run-dependent spend under (ρ, a)-ctCDP ([L2P] Thm B.1): the privatizer stops releasing when
     its budget is spent, so the spend is read from the *final state* of the piece that declared
@@ -58,7 +61,9 @@ class GaussianRelease:
 
 @dataclass(frozen=True)
 class CorrelatedRelease:
-    """Correlated-noise (DP-MF) release sequence with strategy ``strategy`` (a noise name)."""
+    """Correlated-noise (DP-MF) release sequence with strategy ``strategy`` (a noise name);
+    :mod:`dpsim.accounting` decides from the sampler and the strategy's bandwidth whether it is
+    amplified."""
 
     noise_multiplier: Union[float, tuple]
     strategy: str  # "sqrt_toeplitz" | "banded:<k>"
