@@ -32,11 +32,12 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 from scipy.optimize import brentq
 from scipy.stats import norm
 
 from dpsim import accounting as acc
+from dpsim.testing.strategies import privacy_params
 
 DPS = 30
 
@@ -274,15 +275,16 @@ def test_pld_below_rdp(sigma, q, steps, delta):
 # ---------------------------------------------------------------------------------------------
 # 4. Calibration and monotonicity
 
-sigmas = st.floats(0.9, 5.0)
-rates = st.floats(1e-3, 0.1)
-step_counts = st.integers(1, 300)
-deltas = st.sampled_from([1e-5, 1e-6])
+#: (σ, q, T, δ): the public privacy_params strategy, σ ∈ [0.9, 5], q ∈ [1e-3, 0.1], T ≤ 300,
+#: δ ∈ [1e-6, 1e-5]
+PARAMS = privacy_params(min_noise=0.9, max_noise=5.0, min_sample_rate=1e-3, max_sample_rate=0.1,
+                        max_steps=300, min_delta=1e-6, max_delta=1e-5)
 
 
 @settings(max_examples=6, deadline=None)
-@given(sigma=sigmas, q=rates, steps=step_counts, delta=deltas)
-def test_rdp_monotone(sigma, q, steps, delta):
+@given(p=PARAMS)
+def test_rdp_monotone(p):
+    sigma, q, steps, delta = p
     e = acc.epsilon(sigma, q, steps, delta, accountant="rdp")
     assert acc.epsilon(1.25 * sigma, q, steps, delta, accountant="rdp") <= e
     assert acc.epsilon(sigma, q, 2 * steps, delta, accountant="rdp") >= e
@@ -290,8 +292,9 @@ def test_rdp_monotone(sigma, q, steps, delta):
 
 
 @settings(max_examples=6, deadline=None)
-@given(sigma=sigmas, q=rates, steps=step_counts, delta=deltas)
-def test_pld_monotone(sigma, q, steps, delta):
+@given(p=PARAMS)
+def test_pld_monotone(p):
+    sigma, q, steps, delta = p
     # PLD values carry a relative discretization error up to PLD_RTOL, hence the slack.
     tol = 1 + 2 * acc.PLD_RTOL
     e = acc.epsilon(sigma, q, steps, delta)
@@ -301,8 +304,10 @@ def test_pld_monotone(sigma, q, steps, delta):
 
 
 @settings(max_examples=4, deadline=None)
-@given(sigma=st.floats(0.8, 3.0), q=st.floats(1e-3, 0.1), steps=st.integers(1, 300))
-def test_rdp_noise_multiplier_inverts_epsilon(sigma, q, steps):
+@given(p=privacy_params(min_noise=0.8, max_noise=3.0, min_sample_rate=1e-3, max_sample_rate=0.1,
+                        max_steps=300, min_delta=1e-5, max_delta=1e-5))
+def test_rdp_noise_multiplier_inverts_epsilon(p):
+    sigma, q, steps, _ = p  # δ = 1e-5
     # ε(σ) is strictly decreasing under RDP, so the smallest σ meeting ε(σ0) is σ0 itself and the
     # returned value lies in [σ0, σ0(1 + 1e-4)].
     target = acc.epsilon(sigma, q, steps, 1e-5, accountant="rdp")
