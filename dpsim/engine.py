@@ -252,16 +252,21 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
                                   rec_steps=rec_steps, record=record, sampler=sampler,
                                   private_idx=private_idx, backend=be, ctx=ctx,
                                   batch_sizes_sum=batch_sizes_sum, bar=bar)
+    host_arrays = be.name == "numpy"
+    has_domain = prob.has_domain
     for t in range(1, steps + 1 if fused_plan is None else 0):
         ctx.t = t
         bi = sampler.draw()
         batch_sizes_sum += bi.sizes
-        idx = be.asindex(bi.idx if private_idx is None else private_idx[bi.idx])
-        mask = None if bi.mask is None else xp.asarray(bi.mask)
+        idx = bi.idx if private_idx is None else private_idx[bi.idx]
+        mask = bi.mask
+        if not host_arrays:  # the sampler's int64/bool host arrays are used as they are on NumPy
+            idx = be.asindex(idx)
+            mask = None if mask is None else xp.asarray(mask)
         batch = Batch(prob, params, idx, mask, batch_size, public_idx)
         updates, state = tx.update(batch, state, params, ctx)
         params = params + updates
-        if prob.has_domain:
+        if has_domain:
             params = prob.project(params)
         if next_rec < K and t == rec_steps[next_rec]:
             record(next_rec, params, state)
