@@ -1,8 +1,10 @@
 """Budget-constrained DP-SGD under ctCDP (``dp_sgd_ctcdp``, [L2P] App. A–B).
 
-Oracles: the budget invariant as a hypothesis property, a naive single-trial reference with the
-engine's noise draws injected, a χ² confidence interval for the noise scale, and the tCDP → DP
-conversion of the privacy record.
+Oracles: the budget invariant as a hypothesis property (budgets and schedules drawn by the public
+strategies of :mod:`dpsim.testing.strategies`, from ``dp_sgd_ctcdp``'s declared ranges), a naive
+single-trial reference with the engine's noise draws injected, a χ² confidence interval for the
+noise scale and a Kolmogorov–Smirnov test of its Gaussian law (``assert_distribution_matches``),
+and the tCDP → DP conversion of the privacy record.
 """
 
 import math
@@ -18,6 +20,8 @@ from dpsim import problems
 from dpsim.privacy import tcdp
 from dpsim.backend import Backend
 from dpsim.transforms import StepContext
+from dpsim.testing import assert_distribution_matches
+from dpsim.testing.strategies import dp_budgets, hyperparameter
 
 from naive import clip as naive_clip
 from naive import example_grad, streams
@@ -110,10 +114,16 @@ def test_budget_record_when_no_step_is_taken(quad):
     assert res.epsilon(1e-8) == 0.0 and res.privacy["steps_taken"] == [0, 0]
 
 
-@given(eps=st.floats(0.02, 1.0), delta=st.sampled_from([1e-8, 1e-5]), T=st.integers(8, 40),
-       extra=st.integers(0, 12), schedule=st.sampled_from(C.SCHEDULES),
-       param=st.floats(-0.9, 0.9), noise_norm=st.booleans())
-def test_never_spends_more_than_the_budget(quad, eps, delta, T, extra, schedule, param, noise_norm):
+HP = dpsim.optimizers.hyperparameters("dp_sgd_ctcdp")  # the declared ranges the draws come from
+
+
+@given(budget=dp_budgets(epsilon=(0.02, 1.0), delta=[1e-8, 1e-5]),
+       T=hyperparameter(HP["planned_steps"], (8, 40), name="planned_steps"),
+       extra=st.integers(0, 12),  # steps run past the planned horizon
+       schedule=hyperparameter(HP["schedule"]), param=hyperparameter(HP["schedule_param"], (-0.9, 0.9)),
+       noise_norm=hyperparameter(HP["noise_norm"]))
+def test_never_spends_more_than_the_budget(quad, budget, T, extra, schedule, param, noise_norm):
+    eps, delta = budget
     pl = C.plan(eps, delta, T, quad.n, 1.0, noise_norm=noise_norm)
     R = 6
     params = [param * (r / (R - 1)) for r in range(R)]  # per-trial schedule parameters
@@ -172,14 +182,19 @@ def test_noise_scale_matches_sigma_t():
     assert fits[0] and not fits[-1]  # early σ_t clamped down to 2σ_g: the last step does not fit
     N = R * d
     lo, hi = stats.chi2.ppf(5e-7, N) / N, stats.chi2.ppf(1 - 5e-7, N) / N
+    standardized = []
     for t in range(1, T + 1):
         ctx.t = t
         u, state = tx.update(ZeroBatch(), state, params, ctx)
         if fits[t - 1]:
             ratio = np.mean((np.asarray(u) * b) ** 2) / sig[t - 1] ** 2
             assert lo <= ratio <= hi, (t, ratio)
+            standardized.append(np.asarray(u) * b / sig[t - 1])
         else:
             assert np.all(np.asarray(u) == 0)
+    # the law, not only the scale: every update of a step that fits is σ_t ξ / b, ξ ~ N(0, I)
+    assert_distribution_matches(np.concatenate(standardized), stats.norm(0.0, 1.0), alpha=1e-6,
+                                what="b u_t / sigma_t")
     assert np.all(state.steps_taken == fits.sum())
     assert np.all(state.rho_spent <= pl["rho_tot"])
 
