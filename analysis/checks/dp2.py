@@ -127,7 +127,14 @@ def _check_h(scale, seed):
             ci=(lo, hi),
             relation="estimate <= bound (A.2 drift bound, M' = max observed ∣∣g^t - g^(t-1)∣∣_1)",
             why_loose="the A.2 bound is a pathwise triangle inequality with the largest observed "
-                      "drift M'; it is tight only if every step drifts by M' in the same direction.",
+                      "drift M'; it is tight only if every step drifts by M' in the same direction. "
+                      "Its equality case is zero drift (every example's gradient constant, e.g. "
+                      "linear losses), where M' = 0 and the bound is h(s) itself, so that instance "
+                      "checks nothing; with any minibatch sampling noise M' is the largest "
+                      "step-to-step noise over all steps and trials while the expected drift is "
+                      "near 0, and along a convex descent path the clean gradient shrinks rather "
+                      "than drifting steadily, so no convex instance realizes the (3s−1)/2·M' "
+                      "term.",
             detail=(f"logistic_regression n=1000 d=50 density=0.1, b=32, T={T}, R={R}, {hp}; h in "
                     f"the appendix form E||g||_1/(E||G/s||_1 + d eps) maximized over RMSProp steps; "
                     f"95% bootstrap CI over trials; Eq. (57) as printed gives "
