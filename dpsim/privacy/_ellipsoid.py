@@ -314,9 +314,10 @@ def project_ellipsoid(g, a, *, return_lambda=False):
 # c_i = l'(x_i·w, y_i).  With ρ = 0 it is zero off the nonzeros S_i of x_i, so π_A(g_i) is zero there
 # too (π_A(g)_j = g_j/(1 + λ a_j)) and the secular sums of φ(λ) = Σ_j a_j g_j²/(1 + λ a_j)² − 1 run
 # over S_i only: :func:`_project_vec` on the |S_i| gathered entries gives the dense row's bits.
-# With ρ ≠ 0 and a constant row of A (a_j = α: the ℓ2 ball of radius 1/√α, scaling="identity"),
-# π_A(g) = g·min(1, 1/(√α||g||)) and ||g||² = Σ_{S_i} (c_i x_ij + ρ w_j)² + ρ²(||w||² − Σ_{S_i} w_j²),
-# so the example still costs O(|S_i|) and its sum contributes Σ_i f_i c_i x_i + ρ (Σ_i f_i) w.
+# With a constant row of A (a_j = α: the ℓ2 ball of radius 1/√α, scaling="identity") the root is
+# explicit, π_A(g) = g·min(1, 1/(√α||g||)) (φ is then (√α||g||)²/(1 + λα)² − 1), with
+# ||g||² = Σ_{S_i} (c_i x_ij + ρ w_j)² + ρ²(||w||² − Σ_{S_i} w_j²), so the example costs O(|S_i|)
+# also when ρ ≠ 0 and its sum contributes Σ_i f_i c_i x_i + ρ (Σ_i f_i) w.
 # With ρ ≠ 0 and a varying A every coordinate is nonzero and enters φ with its own a_j: the dense
 # g_i is formed in a length-d scratch vector (never the (R, b, d) array) and projected there.
 
@@ -354,9 +355,13 @@ def _glm_trial(r, vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, 
     """Σ over trial ``r``'s batch of π_A(g_i) into ``out[r]``; λ's into ``lam_out[r]``.
 
     Rows are given as CSR (``vals_all``, ``cols_all``, ``ptr``) or, when ``dense_d > 0``, as a
-    dense row-major matrix flattened into ``vals_all`` with ``cols_all = arange(d)``."""
+    dense row-major matrix flattened into ``vals_all`` (``cols_all`` unused).  Three cases per
+    ellipsoid row (comment above :data:`LINKS`): constant ``a`` — closed form; varying ``a``,
+    ``ρ = 0`` — the root-find over the row's nonzeros; varying ``a``, ``ρ ≠ 0`` — the root-find
+    over a dense length-``d`` scratch gradient."""
     d = W.shape[1]
     bmax = idx.shape[1]
+    dense = dense_d > 0
     k = arow[r]
     a = Amat[k]
     sa = SA[k]
@@ -364,101 +369,126 @@ def _glm_trial(r, vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, 
     alpha = const_a[k]  # >= 0: every a_j equals it; < 0: a varies
     w = W[r]
     maxnnz = d
-    if dense_d == 0:
+    if not dense:
         maxnnz = 0
         for i in range(bmax):
             row = idx[r, i]
             nz = ptr[row + 1] - ptr[row]
             if nz > maxnnz:
                 maxnnz = nz
-    gv = np.empty(maxnnz)
-    av = np.empty(maxnnz)
-    sav = np.empty(maxnnz)
-    isav = np.empty(maxnnz)
-    pv = np.empty(maxnnz)
-    uu = np.empty(d if (reg != 0.0 and alpha < 0.0) else maxnnz)
-    gd = np.empty(0)
-    pd = np.empty(0)
+    scratch_dense = reg != 0.0 and alpha < 0.0
+    gv = np.empty(d if scratch_dense else maxnnz)
+    pv = np.empty(d if scratch_dense else maxnnz)
+    uu = np.empty(d if scratch_dense else maxnnz)
+    nb = 0 if (dense or alpha >= 0.0 or scratch_dense) else maxnnz
+    av = np.empty(nb)
+    sav = np.empty(nb)
+    isav = np.empty(nb)
     w2 = 0.0
     if reg != 0.0:
         for j in range(d):
             w2 += w[j] * w[j]
-        if alpha < 0.0:
-            gd = np.empty(d)
-            pd = np.empty(d)
+        if scratch_dense:
             for j in range(d):
-                gd[j] = reg * w[j]
-    wcoef = 0.0  # Σ_i f_i (constant-A path) or Σ over valid slots (the projected dense path adds
-    for j in range(d):  # its own w part)
+                gv[j] = reg * w[j]
+    sqa = math.sqrt(alpha) if alpha > 0.0 else 0.0
+    wcoef = 0.0  # Σ_i f_i over the examples (constant-a case with ρ ≠ 0)
+    for j in range(d):
         out[r, j] = 0.0
     for i in range(bmax):
         if use_mask and not mask[r, i]:
             lam_out[r, i] = 0.0
             continue
         row = idx[r, i]
-        if dense_d > 0:
+        if dense:
             s0 = row * dense_d
-            s1 = s0 + dense_d
+            nz = dense_d
         else:
             s0 = ptr[row]
-            s1 = ptr[row + 1]
-        nz = s1 - s0
+            nz = ptr[row + 1] - s0
         c = -1.0
         if kind != _LINEAR:
             mg = 0.0
-            for t in range(s0, s1):
-                mg += vals_all[t] * w[cols_all[t - s0] if dense_d > 0 else cols_all[t]]
+            if dense:
+                for t in range(nz):
+                    mg += vals_all[s0 + t] * w[t]
+            else:
+                for t in range(nz):
+                    mg += vals_all[s0 + t] * w[cols_all[s0 + t]]
             c = _link_derivative(kind, mg, y[row])
-        if reg == 0.0:
-            for t in range(nz):
-                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
-                gv[t] = c * vals_all[s0 + t]
-                av[t] = a[j]
-                sav[t] = sa[j]
-                isav[t] = isa[j]
-            lam = _project_vec(gv[:nz], av[:nz], sav[:nz], isav[:nz], pv[:nz], uu)
-            lam_out[r, i] = lam
-            for t in range(nz):
-                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
-                out[r, j] += pv[t]
-        elif alpha >= 0.0:
-            # ||g||² = Σ_S (c x_j + ρ w_j)² + ρ²(||w||² − Σ_S w_j²)
-            q = 0.0
-            ws = 0.0
-            for t in range(nz):
-                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
-                gj = c * vals_all[s0 + t] + reg * w[j]
-                q += gj * gj
-                ws += w[j] * w[j]
-            rest = w2 - ws
-            if rest < 0.0:
-                rest = 0.0
-            nrm = math.sqrt(q + reg * reg * rest)
+        if alpha >= 0.0:
+            # constant a = α: the ℓ2 ball of radius 1/√α, π = g·min(1, 1/(√α||g||))
+            if reg == 0.0:
+                mx = 0.0
+                for t in range(nz):
+                    v = abs(c * vals_all[s0 + t])
+                    if v > mx:
+                        mx = v
+                q = 0.0
+                if mx > 0.0 and mx < math.inf:
+                    imx = 1.0 / mx
+                    for t in range(nz):
+                        v = c * vals_all[s0 + t] * imx
+                        q += v * v
+                nrm = mx * math.sqrt(q)
+            else:  # ||g||² = Σ_S (c x_j + ρ w_j)² + ρ²(||w||² − Σ_S w_j²)
+                q = 0.0
+                ws = 0.0
+                for t in range(nz):
+                    j = t if dense else cols_all[s0 + t]
+                    gj = c * vals_all[s0 + t] + reg * w[j]
+                    q += gj * gj
+                    ws += w[j] * w[j]
+                rest = w2 - ws
+                if rest < 0.0:
+                    rest = 0.0
+                nrm = math.sqrt(q + reg * reg * rest)
             f = 1.0
             lam = 0.0
             if not nrm < math.inf:
                 f = math.nan
                 lam = math.nan
-            elif alpha > 0.0 and math.sqrt(alpha) * nrm > 1.0:
-                f = 1.0 / (math.sqrt(alpha) * nrm)
-                lam = (math.sqrt(alpha) * nrm - 1.0) / alpha
+            elif sqa * nrm > 1.0:
+                f = 1.0 / (sqa * nrm)
+                lam = (sqa * nrm - 1.0) / alpha
             lam_out[r, i] = lam
             fc = f * c
-            for t in range(nz):
-                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
-                out[r, j] += fc * vals_all[s0 + t]
+            if dense:
+                for t in range(nz):
+                    out[r, t] += fc * vals_all[s0 + t]
+            else:
+                for t in range(nz):
+                    out[r, cols_all[s0 + t]] += fc * vals_all[s0 + t]
             wcoef += f
-        else:
+        elif not scratch_dense:  # ρ = 0: the nonzeros of c x only
+            if dense:
+                for t in range(nz):
+                    gv[t] = c * vals_all[s0 + t]
+                lam = _project_vec(gv[:nz], a, sa, isa, pv[:nz], uu)
+                for t in range(nz):
+                    out[r, t] += pv[t]
+            else:
+                for t in range(nz):
+                    j = cols_all[s0 + t]
+                    gv[t] = c * vals_all[s0 + t]
+                    av[t] = a[j]
+                    sav[t] = sa[j]
+                    isav[t] = isa[j]
+                lam = _project_vec(gv[:nz], av[:nz], sav[:nz], isav[:nz], pv[:nz], uu)
+                for t in range(nz):
+                    out[r, cols_all[s0 + t]] += pv[t]
+            lam_out[r, i] = lam
+        else:  # ρ ≠ 0, varying a: the dense gradient in the scratch vector (holding ρ w)
             for t in range(nz):
-                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
-                gd[j] = c * vals_all[s0 + t] + reg * w[j]
-            lam = _project_vec(gd, a, sa, isa, pd, uu)
+                j = t if dense else cols_all[s0 + t]
+                gv[j] = c * vals_all[s0 + t] + reg * w[j]
+            lam = _project_vec(gv, a, sa, isa, pv, uu)
             lam_out[r, i] = lam
             for j in range(d):
-                out[r, j] += pd[j]
+                out[r, j] += pv[j]
             for t in range(nz):  # restore the scratch to ρ w
-                j = cols_all[t] if dense_d > 0 else cols_all[s0 + t]
-                gd[j] = reg * w[j]
+                j = t if dense else cols_all[s0 + t]
+                gv[j] = reg * w[j]
     if reg != 0.0 and alpha >= 0.0:
         cw = reg * wcoef
         for j in range(d):

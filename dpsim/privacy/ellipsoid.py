@@ -394,7 +394,8 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
             total, lam = glm_projected_sum(X, y, link, reg, params, batch.idx, mask, a, arow)
             valid = (bmax * np.ones(R) if mask is None else mask.sum(axis=1))
             frac = (lam > 0).sum(axis=1) / np.maximum(valid, 1)
-            out = total / float(batch.batch_size)
+            out = total
+            out /= float(batch.batch_size)  # in place: `total` is this step's own array
             ns = state.noise
             if state.noise_std is not None:
                 z, ns = src.draw(ns, ctx, out.shape)
