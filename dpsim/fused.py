@@ -26,7 +26,9 @@ probes and the privacy record are computed by the same code as in the engine.
 Recognized optimizers (the registry name, checked against a rebuild from the recorded
 hyperparameters: same piece names, same declared event types and noise multipliers, same probes;
 ``noise="gaussian"`` only): ``sgd``, ``momentum``, ``dp_sgd``, ``dp_sgdm``, ``adam``, ``dp_adam``,
-``dp_adam_bc``, ``dp2_rmsprop``, ``dp2_adagrad``, ``dp2_yogi``.  Problems: dense GLMs
+``dp_adam_bc``, ``dp2_rmsprop``, ``dp2_adagrad``, ``dp2_yogi``, ``pasan``, ``pagan`` (their
+first step runs through the engine's own transform, which sets up the ellipsoid and the noise
+scale; GLM rows are projected by the engine's kernel, :mod:`dpsim.privacy._ellipsoid`).  Problems: dense GLMs
 (``least_squares``, ``logistic_regression(density=1)``, ``absolute_regression``,
 ``linear_box``, ``sparse_logistic_1d``), ``random_quadratic``, ``quadratic_2d``; domains none,
 box or ball.  Backend ``numpy``, ``float64``.  :func:`plan` says why anything else is not.
@@ -41,8 +43,10 @@ import numpy as np
 
 from . import optimizers
 from ._validate import any_inf, hyper, is_zero, product
+from .privacy import _ellipsoid as _E
 from .problems import Ball, Box
 from .problems import _glm_kernels as _K
+from .transforms.base import Batch
 from .problems import glm as _glm
 from .problems.glm import _LINKS
 from .problems.quadratic import _NoisyQuadratic, _RandomQuadratic
@@ -55,7 +59,7 @@ _GLM_TYPES = (_glm._GLMProblem, _glm._LeastSquares, _glm._Logistic, _glm._Absolu
 __all__ = ["plan", "FusedPlan", "SUPPORTED_OPTIMIZERS"]
 
 # optimizer codes
-SGD, MOMENTUM, ADAM, DP2 = 0, 1, 2, 3
+SGD, MOMENTUM, ADAM, DP2, ELLIPSOID = 0, 1, 2, 3, 4
 # problem codes
 P_GLM, P_RQUAD, P_NQUAD = 0, 1, 2
 # domain codes
@@ -64,7 +68,7 @@ D_NONE, D_BOX, D_BALL = 0, 1, 2
 RULE = {"dp2_rmsprop": 0, "dp2_adagrad": 1, "dp2_yogi": 2}
 
 SUPPORTED_OPTIMIZERS = ("sgd", "momentum", "dp_sgd", "dp_sgdm", "adam", "dp_adam", "dp_adam_bc",
-                        "dp2_rmsprop", "dp2_adagrad", "dp2_yogi")
+                        "dp2_rmsprop", "dp2_adagrad", "dp2_yogi", "pasan", "pagan")
 
 #: Noise and index buffers of one block hold at most this many numbers (bounds the block length).
 BLOCK_ELEMENTS = 1 << 21
@@ -121,10 +125,34 @@ def _quad_trial(pk, idx, mask, want_mask, W, S, want_scale, C, Wq, Yq, h, xi, qr
 
 
 @numba.njit(cache=True)
+def _ellipsoid_trial(pk, idx, mask, want_mask, W, Wq, Yq, h, xi, qreg, vals, cols, ptr, dense_d, y,
+                     link, reg, Amat, SA, ISA, arow, const_a, out, lam_out, g, pv, uu, r):
+    """``out[r] = Σ_i π_A(g_i)`` and the multipliers (the engine's two paths: GLM rows through
+    :func:`dpsim.privacy._ellipsoid._glm_trial`, other problems per materialized gradient)."""
+    if pk == P_GLM:
+        _E._glm_trial(r, vals, cols, ptr, dense_d, y, link, reg, W, idx, mask, want_mask, Amat,
+                      SA, ISA, arow, const_a, out, lam_out)
+        return
+    d = W.shape[1]
+    k = arow[r]
+    for j in range(d):
+        out[r, j] = 0.0
+    for i in range(idx.shape[1]):
+        if want_mask and not mask[r, i]:
+            lam_out[r, i] = 0.0
+            continue
+        _example_grad(pk, W, r, idx[r, i], Wq, Yq, h, xi, qreg, g)
+        lam_out[r, i] = _E._project_vec(g, Amat[k], SA[k], ISA[k], pv, uu)
+        for j in range(d):
+            out[r, j] += pv[j]
+
+
+@numba.njit(cache=True)
 def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
            pk, X, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
            ok, b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, eps, phi, floor,
-           use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, norms, S, g):
+           use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, norms, S, g,
+           vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, per_norm, frac, pv, uu):
     """Run steps ``t0 + 1 … t0 + K`` in place on ``W`` (params), ``A``, ``Bst`` (optimizer state:
     momentum trace | Adam m, v | DP² v, G); returns the Adam count after the block."""
     R, d = W.shape
@@ -163,7 +191,19 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                         S[r, j] = 1.0 / (math.sqrt(v if v > 0.0 else 0.0) + eps[r])
         Cv = clip2 if phase2 else clip
         for r in range(R):
-            if pk == P_GLM:
+            if ok == ELLIPSOID:
+                _ellipsoid_trial(pk, idx, mask, want_mask, W, Wq, Yq, h, xi, qreg, vals, cols, ptr,
+                                 dense_d, y, link, reg, Amat, SA, ISA, arow, const_a, out, norms,
+                                 g, pv, uu, r)
+                nproj = 0
+                nvalid = 0
+                for i in range(idx.shape[1]):
+                    if norms[r, i] > 0:
+                        nproj += 1
+                    if not want_mask or mask[r, i]:
+                        nvalid += 1
+                frac[r] = nproj / max(nvalid, 1)
+            elif pk == P_GLM:
                 _K._dense_trial(X, idx, W, y, link, reg, S if phase2 else W, phase2, Cv, mask,
                                 want_mask, out, norms, r)
             else:
@@ -172,6 +212,29 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
         if ok == ADAM:
             count += 1
         for r in range(R):
+            if ok == ELLIPSOID:  # ĝ = S/b + z ⊙ noise_std; AdaGrad (per coordinate or on ||ĝ||²)
+                er = 0 if ens.shape[0] == 1 else r
+                for j in range(d):
+                    gt = out[r, j] / fb
+                    if noisy:
+                        gt = gt + noise_b[k, r, j] * ens[er, j]
+                    out[r, j] = gt
+                if per_norm:
+                    q = 0.0
+                    for j in range(d):
+                        q += out[r, j] * out[r, j]
+                    A[r, 0] = A[r, 0] + q
+                for j in range(d):
+                    gt = out[r, j]
+                    if per_norm:
+                        v = A[r, 0]
+                    else:
+                        v = A[r, j] + gt * gt
+                        A[r, j] = v
+                    u = (gt / max(math.sqrt(v), eps[r])) * neglr[r]
+                    W[r, j] = W[r, j] + u
+                _project_domain(W, r, dk, drad)
+                continue
             sd = std2[r] if phase2 else std[r]
             for j in range(d):
                 if noisy:
@@ -204,19 +267,25 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                         Bst[r, j] = Bst[r, j] + gt
                         u = gt * neglr[r]
                 W[r, j] = W[r, j] + u
-            if dk == D_BOX:
-                for j in range(d):
-                    W[r, j] = min(max(W[r, j], -drad), drad)
-            elif dk == D_BALL:
-                n2 = 0.0
-                for j in range(d):
-                    n2 += W[r, j] * W[r, j]
-                nrm = math.sqrt(n2)
-                if nrm > drad:
-                    f = drad / nrm
-                    for j in range(d):
-                        W[r, j] = W[r, j] * f
+            _project_domain(W, r, dk, drad)
     return count
+
+
+@numba.njit(cache=True)
+def _project_domain(W, r, dk, drad):
+    d = W.shape[1]
+    if dk == D_BOX:
+        for j in range(d):
+            W[r, j] = min(max(W[r, j], -drad), drad)
+    elif dk == D_BALL:
+        n2 = 0.0
+        for j in range(d):
+            n2 += W[r, j] * W[r, j]
+        nrm = math.sqrt(n2)
+        if nrm > drad:
+            f = drad / nrm
+            for j in range(d):
+                W[r, j] = W[r, j] * f
 
 
 # ------------------------------------------------------------------------------------------------
@@ -304,9 +373,12 @@ def plan(problem, optimizer, *, trials, backend="numpy", dtype="float64"):
     z = np.zeros(R)
     P.neglr2 = P.clip2 = P.std2 = P.beta = P.beta1 = P.beta2 = P.eps = P.phi = P.floor = z
     P.use_phi, P.eps_zero, P.s1, P.s2, P.rule, P.bias = False, False, 1, 1, 0, np.zeros(0)
+    P.per_norm = False
     P.neglr = _col(-np.asarray(hyper("lr", hp["lr"], "[0, inf)")), R)
     private = name.startswith("dp")
-    if private:
+    if name in ("pasan", "pagan"):
+        P.noisy, P.clip, P.std = False, z, z  # the noise scale is read from the state in run()
+    elif private:
         std, P.noisy = _gauss_std(hp["clip"], hp["noise_multiplier"])
         P.clip = _col(hp["clip"], R)
         P.std = _col(std if std is not None else 0.0, R)
@@ -331,6 +403,12 @@ def plan(problem, optimizer, *, trials, backend="numpy", dtype="float64"):
         else:
             P.eps = _col(hp["eps"], R)
             P.eps_zero = False
+    elif name in ("pasan", "pagan"):
+        # A, the noise scale and the radius are set up by the privatizer at the first step, which
+        # the engine's own transform takes (run()); the kernel continues from its state
+        P.ok = ELLIPSOID
+        P.per_norm = name == "pasan"
+        P.eps = _col(hp["eps"], R)
     else:  # DP²
         P.ok = DP2
         P.rule = RULE[name]
@@ -370,6 +448,11 @@ def _state_arrays(P, state, params):
     if P.ok == DP2:
         s = state["preconditioner"]
         return np.array(s.v, dtype=np.float64, order="C"), np.array(s.G, dtype=np.float64, order="C"), 0
+    if P.ok == ELLIPSOID:
+        v = np.asarray(state["preconditioner"].v, dtype=np.float64)
+        A = np.zeros((R, d))
+        A[:, : v.shape[1]] = v
+        return A, zero, 0
     return zero, zero, 0
 
 
@@ -382,6 +465,10 @@ def _rebuild_state(P, state, A, Bst, count):
         new["preconditioner"] = state["preconditioner"]._replace(m=A.copy(), v=Bst.copy(), count=count)
     elif P.ok == DP2:
         new["preconditioner"] = state["preconditioner"]._replace(v=A.copy(), G=Bst.copy())
+    elif P.ok == ELLIPSOID:
+        v = A[:, :1].copy() if P.per_norm else A.copy()
+        new["preconditioner"] = state["preconditioner"]._replace(v=v)
+        new["privatizer"] = state["privatizer"]._replace(projected=P.frac.copy())
     return new
 
 
@@ -399,21 +486,61 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     prob = P.problem
     R, d = params.shape
     b = ctx.batch_size
+    t = 0
+    next_rec = 1
+    K_rec = rec_steps.size
+    if P.ok == ELLIPSOID and state["privatizer"].a is None and steps > 0:
+        # step 1 through the engine's own transform: the privatizer sets up A = C/B² and the noise
+        # scale from the problem (its checks and errors included); the kernel continues from there
+        ctx.t = 1
+        bi = sampler.draw()
+        batch_sizes_sum += bi.sizes
+        idx = bi.idx if private_idx is None else private_idx[bi.idx]
+        batch = Batch(prob, params, idx, bi.mask, b, None)
+        updates, state = P.optimizer.transform.update(batch, state, params, ctx)
+        params = params + updates
+        if prob.has_domain:
+            params = prob.project(params)
+        t = 1
+        if bar is not None:
+            bar.update(1)
+        if next_rec < K_rec and int(rec_steps[next_rec]) == 1:
+            record(next_rec, params, state)
+            next_rec += 1
     W = np.array(params, dtype=np.float64, order="C")
     A, Bst, count = _state_arrays(P, state, W)
+    e1 = np.zeros(1)
+    e2 = np.zeros((1, 1))
+    e3 = np.zeros((1, 1, 1))
+    ie1 = np.zeros(1, dtype=np.int64)
+    Amat, SA, ISA, arow, const_a, ens = e2, e2, e2, ie1, e1, e2
+    P.frac = np.zeros(R)
+    if P.ok == ELLIPSOID:
+        es = state["privatizer"]
+        Amat = np.ascontiguousarray(es.a, dtype=np.float64)
+        SA = np.sqrt(Amat)
+        with np.errstate(divide="ignore"):
+            ISA = 1.0 / SA
+        arow = (np.zeros(R, dtype=np.int64) if Amat.shape[0] == 1 else np.arange(R, dtype=np.int64))
+        first = Amat[:, :1]
+        const_a = np.ascontiguousarray(np.where(np.all(Amat == first, axis=1), first[:, 0], -1.0))
+        P.noisy = es.noise_std is not None
+        if P.noisy:
+            ens = np.ascontiguousarray(np.asarray(es.noise_std, dtype=np.float64).reshape(-1, d))
+        P.frac = np.array(es.projected, dtype=np.float64) if es.projected is not None else P.frac
     if P.ok == ADAM and getattr(P, "phi_pending", False):
         hp = P.optimizer.hyperparameters
         P.phi = _col((np.asarray(hp["noise_multiplier"], dtype=float) * np.asarray(hp["clip"], dtype=float)
                       / float(b)) ** 2, R)
     # problem arrays (dummies of the right types where unused)
-    e1 = np.zeros(1)
-    e2 = np.zeros((1, 1))
-    e3 = np.zeros((1, 1, 1))
     X, y, link, reg = e2, e1, 0, 0.0
+    vals, cols, ptr, dense_d = e1, ie1, ie1, 0
     Wq, Yq, h, xi, qreg = e3, e2, e1, e2, 0.0
     if P.pk == P_GLM:
         X, y = prob.X, prob.y
         link, reg = _LINKS.index(prob.link), float(prob.reg)
+        if P.ok == ELLIPSOID:  # the row layout of dpsim.privacy._ellipsoid.glm_projected_sum
+            vals, cols, dense_d = X.reshape(-1), np.arange(d, dtype=np.int64), d
     elif P.pk == P_RQUAD:
         Wq, Yq = np.ascontiguousarray(prob.W), np.ascontiguousarray(prob.Y)
         qreg = 2.0 * prob.reg / prob.n
@@ -422,10 +549,9 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     out = np.empty((R, d))
     S = np.ones((R, d))
     g = np.empty(d)
+    pv = np.empty(d)
+    uu = np.empty(d)
     no_mask = np.ones((1, 1, 1), dtype=np.bool_)
-    t = 0
-    next_rec = 1
-    K_rec = rec_steps.size
     while t < steps:
         stop = int(rec_steps[next_rec]) if next_rec < K_rec else steps
         draws = []
@@ -457,7 +583,9 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
                        P.pk, X, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
                        P.ok, b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta, P.beta1,
                        P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1, P.s2, P.rule,
-                       P.bias, W, A, Bst, count, out, norms, S, g)
+                       P.bias, W, A, Bst, count, out, norms, S, g,
+                       vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, P.per_norm,
+                       P.frac, pv, uu)
         t += K
         if bar is not None:
             bar.update(K)

@@ -179,3 +179,27 @@ def test_subclassed_problem_is_not_fused():
     p = PROBLEMS["least_squares"]()
     p.__class__ = Mine
     assert isinstance(fused.plan(p, optimizers.get("dp_sgd"), trials=1), str)
+
+
+ELLIPSOID_CASES = {
+    "pagan_per_trial": ("pagan", dict(radius=0.5, noise_multiplier=[0.5, 1.0, 0.0], lr=[0.1, 0.05, 0.2])),
+    "pasan_per_trial_radius": ("pasan", dict(radius=[0.3, 1.0, 5.0], lr=0.05)),
+    "pagan_noiseless_unprojected": ("pagan", dict(noise_multiplier=0.0, radius=float("inf"))),
+}
+
+
+@pytest.mark.parametrize("case", list(ELLIPSOID_CASES))
+@pytest.mark.parametrize("prob_name", ["least_squares", "absolute_box", "quadratic_2d", "logistic"])
+def test_fused_ellipsoid_equals_engine(case, prob_name):
+    """PASAN/PAGAN: step 1 through the engine's transform (it sets up A and the noise scale),
+    then the kernel; projected fractions (the optimizer's probe) included."""
+    name, kw = ELLIPSOID_CASES[case]
+    a, b = _pair(PROBLEMS[prob_name](), optimizers.get(name, **kw), record_every=1)
+    _compare(a, b)
+    if case != "pagan_noiseless_unprojected":
+        assert np.nanmax(b.records["projected_fraction"]) > 0  # the projection is exercised
+
+
+def test_fused_pagan_optimal_scaling_box():
+    prob = PROBLEMS["absolute_box"]()
+    _compare(*_pair(prob, optimizers.get("pagan", scaling="optimal", radius=0.5), sampling="fixed"))
