@@ -263,7 +263,7 @@ class _BlockedNormals:
 
     def close(self):
         if self._ahead is not None:
-            for f in self._ahead[3] or ():
+            for f in self._ahead[4] or ():
                 f.result()
             self._ahead = None
         if self._pool is not None:

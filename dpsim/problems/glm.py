@@ -199,20 +199,24 @@ class _GLMProblem(Problem):
                            else (part if out is None else out + part))
                 if want_grad:
                     C = self._dell(M, y)
-                    part = (X.T @ C).T
-                    G = part if G is None else G + part
-                del M
+                    del M
+                    part = X.T @ C  # (d, R)
+                    del C
+                    if G is None:
+                        G = part  # a fresh product: accumulated into in place
+                    else:
+                        G += part
+                        del part
             if want_loss and len(blocks) > 1:
                 out = out / self.n
             if want_grad:
-                G = G / self.n
-                if self.backend_name == "numpy":
-                    G = np.ascontiguousarray(G)
+                G /= self.n
+                G = np.ascontiguousarray(G.T) if self.backend_name == "numpy" else G.T
         if self.reg:
             if want_loss:
                 out = out + (0.5 * self.reg) * xp.sum(w * w, axis=1)
             if want_grad:
-                G = G + self.reg * w
+                G += self.reg * w  # G is a fresh array of this pass
         return out, G
 
     def loss(self, w):
