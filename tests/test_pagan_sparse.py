@@ -92,6 +92,8 @@ CASES = [  # (link, sparse, reg, A varies along j)
     ("absolute", False, 0.0, True),
     ("linear", True, 0.0, True),
     ("absolute", True, 0.1, True),
+    ("logistic", True, 0.0, False),
+    ("linear", False, 0.0, False),
 ]
 
 

@@ -225,7 +225,8 @@ def _project_public_subspace(pub, W, g, k):
         if reg:
             u = c * S[:, r]
             K += reg * (u[:, None] + u[None, :]) + reg * reg * float(W[r] @ W[r])
-        lam, U = scipy.linalg.eigh(K, subset_by_index=[m - k, m - 1], driver="evr")
+        lam, U = scipy.linalg.eigh(K, subset_by_index=[m - k, m - 1], driver="evr",
+                                   overwrite_a=True, check_finite=False)
         top = lam[-1]
         if not (lam[0] > GRAM_RELATIVE_FLOOR * top):
             fallback.append(r)
