@@ -187,12 +187,16 @@ def _cmd_run(args) -> int:
     import numpy as np
 
     from . import optimizers, problems, simulate
+    from .memory import check_memory
 
     _validate_run(args)
     prob = problems.get(args.problem, **_kv(args.problem_arg, "--problem-arg"))
     opt = optimizers.get(args.optimizer, **_kv(args.set, "--set"))
     target = {} if args.target_epsilon is None else dict(target_epsilon=args.target_epsilon,
                                                            target_delta=args.delta)
+    # refuse a run that cannot fit before simulating (one line, exit 2; nothing is written)
+    check_memory(prob, opt, trials=args.trials, batch_size=args.batch_size, steps=args.steps,
+                 sampling=args.sampling, record_every=args.record_every)
     res = simulate(prob, opt, steps=args.steps, batch_size=args.batch_size, trials=args.trials,
                    seed=args.seed, sampling=args.sampling, backend=args.backend,
                    record_every=args.record_every, progress=not args.no_progress,

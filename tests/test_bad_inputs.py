@@ -118,6 +118,10 @@ CLI = [
     (RUN + ["--backend", "nope"], "nope"),
     (RUN + ["--record-every", "0"], "record_every=0"),
     (RUN + ["--steps", "abc"], "abc"),
+    (RUN + ["--sampling", "cyclic_poisson:0"], "k >= 1"),
+    (RUN + ["--sampling", "cyclic_poisson:20"], "batch_size*k = 100 <= n = 50"),
+    (RUN + ["--sampling", "cyclic"], "cyclic"),
+    (RUN + ["--trials", "1000000000000"], "R=1000000000000"),
     (ACC + ["--noise-multiplier", "-1"], "noise_multiplier=-1"),
     (ACC + ["--noise-multiplier", "0.001", "--sample-rate", "0.01", "--steps", "100"], "accountant='rdp'"),
     (ACC + ["--epsilon", "0"], "epsilon=0"),
@@ -126,6 +130,7 @@ CLI = [
     (ACC + ["--noise-multiplier", "1", "--accountant", "x"], "accountant='x'"),
     (ACC + ["--noise-multiplier", "1", "--sampling", "fixed"], "sampling='fixed'"),
     (ACC + ["--noise-multiplier", "1", "--releases-per-step", "0"], "releases_per_step=0"),
+    (ACC + ["--noise-multiplier", "1", "--sampling", "cyclic_poisson:x"], "cyclic_poisson:x"),
     (["audit", "nope", "--trials", "100"], "nope"),
     (["audit", "dp_sgd", "--trials", "2"], "trials=2"),
     (["audit", "dp_sgd", "--trials", "100", "--others", "x"], "others='x'"),
@@ -159,6 +164,17 @@ def test_at_least_sixty_cases_and_the_result_is_saved_before_epsilon(tmp_path, c
     assert res.epsilon(1e-5, accountant="rdp") > 0
 
 
+def test_too_large_run_is_refused_before_simulating(tmp_path, capsys):
+    """A huge R: one line naming R, d and the estimate, exit 2, nothing written, no simulation."""
+    out = tmp_path / "big.npz"
+    code = main(RUN + ["--trials", str(10**12), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("dpsim: error:"), err
+    assert "R=1000000000000" in err[0] and "d=2" in err[0] and "memory" in err[0], err[0]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_diverged_trials_are_flagged_per_trial(capsys):
     opt = optimizers.get("sgd", lr=[0.01, 1e3])  # the second trial blows up on a quadratic
     import warnings
@@ -168,3 +184,31 @@ def test_diverged_trials_are_flagged_per_trial(capsys):
         res = dpsim.simulate(problems.least_squares(50, 3, seed=0), opt, steps=200, batch_size=5,
                              trials=2)
     assert res.diverged.tolist() == [False, True]
+
+
+@pytest.mark.parametrize("name", ["dp_sgd", "dp_adam"])
+@pytest.mark.parametrize("n,d,R,b,metrics", [(2000, 40, 150, 32, ("loss", "grad_norm_sq")),
+                                             (300, 800, 60, 16, ())])
+def test_memory_estimate_is_within_a_factor_two_of_the_measured_peak(name, n, d, R, b, metrics):
+    """dpsim.memory's up-front estimate against tracemalloc's peak of the real run (the problem's
+    optimum is computed first: it is not part of a run's own allocations).  The two sizes are
+    dominated by the record pass and by the per-trial state and step temporaries."""
+    import tracemalloc
+
+    from dpsim.memory import estimate_peak_bytes
+
+    prob = problems.logistic_regression(n, d, seed=0)
+    prob.optimum  # noqa: B018 - computed before measuring
+    opt = optimizers.get(name)
+    est = estimate_peak_bytes(prob, opt, trials=R, batch_size=b, steps=8, metrics=metrics)
+    assert (est["R"], est["d"], est["b"]) == (R, d, b)
+    tracemalloc.start()
+    try:
+        dpsim.simulate(prob, opt, steps=8, batch_size=b, trials=R, seed=0, metrics=metrics)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak / 2 <= est["bytes"] <= 2 * peak, (est["bytes"], peak)
+    # and the estimate grows with R like the state and temporaries do
+    big = estimate_peak_bytes(prob, opt, trials=10 * R, batch_size=b, steps=8, metrics=metrics)
+    assert big["bytes"] > 5 * est["bytes"] - 5 * est["fixed"]
