@@ -83,9 +83,10 @@ def _public_mean_gradient(batch, ctx):
         return ctx.xp.mean(batch.public_per_example(), axis=1)
     W = batch.params
     C = pub.derivatives(W)  # (m, R)
-    out = np.ascontiguousarray((pub.X.T @ C).T) / pub.m
+    out = np.ascontiguousarray((pub.X.T @ C).T)  # (R, d), a fresh array
+    out /= pub.m  # after the sum, as the reference's mean
     if pub.reg:
-        out = out + pub.reg * W
+        out += pub.reg * W
     return out
 
 
@@ -144,7 +145,7 @@ class _PublicGLM:
     def derivatives(self, W, margins=None):
         """``c_{j r} = l'(x_j · w_r, y_j)`` (m, R)."""
         if self.link == "linear":
-            return -np.ones((self.m, W.shape[0]))
+            return np.full((self.m, W.shape[0]), -1.0)
         M = self.margins(W) if margins is None else margins
         return _link_derivative(self.link, M, self.y[:, None])
 
