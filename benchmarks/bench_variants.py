@@ -1,28 +1,58 @@
-"""Rerunnable benchmark: throughput of private variants relative to DP-SGD, in one run.
+"""Rerunnable benchmark: throughput of every optimizer relative to DP-SGD at workload W, in one run.
 
-    python benchmarks/bench_variants.py [--steps 100] [--trials 64] [--optimizers dp2_rmsprop pagan ...]
+    OMP_NUM_THREADS=1 python benchmarks/bench_variants.py [--steps 100] [--trials 64]
+        [--optimizers dp_sgd dp_adam ...] [--target-s 3] [--json OUT]
 
-Problem: the foundation benchmark, ``logistic_regression(n=25_000, d=10_000, density=0.01)``,
-b = 64, Poisson sampling (also for PAGAN, whose paper samples with replacement: the sampler does
-not change the per-step cost).  Reports steps × trials per second of each optimizer and its
-ratio to ``dp_sgd`` measured in the same process; recording only at the first and last step.
+Workload W: ``logistic_regression(n=25_000, d=10_000, density=0.01)``, b = 64, Poisson sampling
+(also for PAGAN, whose paper samples with replacement: the sampler does not change the per-step
+cost), R = 64.  Default: every registered optimizer (``dpsim.optimizers.names()``) plus DP-SGD
+with banded correlated noise (``dp_sgd[banded:4]``).  Each is run once for 2 steps (warm-up:
+Numba compilation) and then timed; the number of timed steps is ``--steps``, or fewer for a slow
+optimizer (enough for about ``--target-s`` seconds, at least 3), so the whole table stays
+affordable.  Reports steps × trials per second and the ratio to ``dp_sgd`` measured in the same
+process, with the machine-limits line of the same run.  The timed runs record nothing
+(``metrics=()``).  Optimizers that need settings get those of ``SETTINGS`` (the public split of
+AdaDPS / PDP-SGD, PAGAN's radius, the ctCDP plan's batch size and fixed-size sampling).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import sys
 import time
 
-import dpsim
-from dpsim import optimizers, problems
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-DEFAULT = ["dp_sgd", "dp2_rmsprop", "dp_adam_bc", "dp_adam", "pagan"]
+import dpsim  # noqa: E402
+import machine_limits  # noqa: E402
+from dpsim import optimizers, problems  # noqa: E402
 
 SETTINGS = {
     "pagan": dict(radius=1e3),
     "pasan": dict(radius=1e3),
+    "adadps": dict(public_fraction=0.05),
+    "pdp_sgd": dict(k=2, public_fraction=0.05),
+    "dp_sgd[banded:4]": dict(noise="banded:4"),
 }
+
+
+def _optimizer(label):
+    name = label.split("[")[0]
+    return optimizers.get(name, **SETTINGS.get(label, {}))
+
+
+def _sim_kwargs(label, args, n):
+    if label == "dp_sgd_ctcdp":
+        try:
+            from dpsim.optimizers import ctcdp  # noqa: PLC0415
+            plan = ctcdp.plan(epsilon=1.0, delta=1e-5, steps=args.steps, n=n, clip=1.0)
+            return dict(sampling="fixed", batch_size=plan["batch_size"])
+        except Exception:  # noqa: BLE001 - the plan's API is not part of this benchmark
+            return dict(sampling="fixed", batch_size=args.batch_size)
+    return dict(sampling="poisson", batch_size=args.batch_size)
 
 
 def main(argv=None):
@@ -33,38 +63,55 @@ def main(argv=None):
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--optimizers", nargs="+", default=DEFAULT)
+    ap.add_argument("--target-s", type=float, default=3.0)
+    ap.add_argument("--backend", default="numpy")
+    ap.add_argument("--optimizers", nargs="+", default=None)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
     prob = problems.logistic_regression(args.n, args.d, density=args.density, seed=0)
-    names = list(dict.fromkeys(["dp_sgd"] + args.optimizers))
-    rates = {}
-    for name in names:
-        opt = optimizers.get(name, **SETTINGS.get(name, {}))
+    labels = args.optimizers or (optimizers.names() + ["dp_sgd[banded:4]"])
+    labels = list(dict.fromkeys(["dp_sgd"] + list(labels)))
+    limits = machine_limits.measure(args.trials * args.d)
+    rates, steps_used, errors = {}, {}, {}
+    for label in labels:
+        try:
+            opt = _optimizer(label)
+        except Exception as exc:  # noqa: BLE001
+            errors[label] = f"{type(exc).__name__}: {exc}"
+            continue
+        skw = _sim_kwargs(label, args, prob.n)
 
         def run(steps):
-            return dpsim.simulate(prob, opt, steps=steps, batch_size=args.batch_size,
-                                  trials=args.trials, seed=0, record_every=steps)
+            return dpsim.simulate(prob, opt, steps=steps, trials=args.trials, seed=0, record_every=steps,
+                                  metrics=(), backend=args.backend, **skw)
 
-        run(2)  # warm-up (Numba compilation)
-        best = float("inf")
-        for _ in range(args.repeats):
+        try:
             t0 = time.perf_counter()
-            run(args.steps)
-            best = min(best, time.perf_counter() - t0)
-        rates[name] = args.trials * args.steps / best
+            run(2)  # warm-up (Numba compilation); also the per-step estimate
+            est = max((time.perf_counter() - t0) / 2, 1e-6)
+            steps = int(min(args.steps, max(3, math.ceil(args.target_s / est))))
+            t0 = time.perf_counter()
+            run(steps)
+            best = time.perf_counter() - t0
+        except Exception as exc:  # noqa: BLE001 - report and go on with the table
+            errors[label] = f"{type(exc).__name__}: {exc}"
+            continue
+        rates[label] = args.trials * steps / best
+        steps_used[label] = steps
     base = rates["dp_sgd"]
     print(f"logistic_regression(n={args.n}, d={args.d}, density={args.density}), b={args.batch_size}, "
-          f"R={args.trials}, {args.steps} steps")
-    print(f"{'optimizer':<16}{'steps*trials/s':>16}{'vs dp_sgd':>12}")
-    for name, r in rates.items():
-        print(f"{name:<16}{r:>16,.0f}{r / base:>12.2f}")
+          f"R={args.trials}, up to {args.steps} steps, backend={args.backend}")
+    print(machine_limits.line(limits))
+    print(f"{'optimizer':<26}{'steps':>7}{'steps*trials/s':>16}{'vs dp_sgd':>11}")
+    for name, r in sorted(rates.items(), key=lambda kv: -kv[1]):
+        print(f"{name:<26}{steps_used[name]:>7}{r:>16,.1f}{r / base:>11.3f}")
+    for name, e in errors.items():
+        print(f"{name:<26} failed: {e}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"rates": rates, "ratio_to_dp_sgd": {k: v / base for k, v in rates.items()}}, fh,
-                      indent=2)
+            json.dump({"rates": rates, "ratio_to_dp_sgd": {k: v / base for k, v in rates.items()},
+                       "steps": steps_used, "errors": errors, "machine_limits": limits}, fh, indent=2)
     return rates
 
 
