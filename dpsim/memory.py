@@ -122,6 +122,7 @@ def estimate_peak_bytes(problem, optimizer, *, trials: int, batch_size: int, ste
 
     if isinstance(optimizer, str):
         optimizer = _optimizers.get(optimizer)
+    optimizer = _scalar_version(optimizer)
     R = int(trials)
     n_private = problem.n - public_count(optimizer.public_fraction, problem.n)
     check_sampling(sampling, n_private, batch_size)
@@ -152,6 +153,23 @@ def estimate_peak_bytes(problem, optimizer, *, trials: int, batch_size: int, ste
     total = step_fixed + step_slope * R + rec_part + results + numba_margin
     return {"bytes": int(total), "per_trial": float(per_trial), "fixed": int(step_fixed + rec_fixed),
             "R": R, "d": int(problem.d), "b": int(batch_size)}
+
+
+def _scalar_version(optimizer):
+    """The optimizer with each per-trial hyperparameter replaced by its first value (memory
+    does not depend on the values, and the probe runs use R = 1 and 2 trials); rebuilt through the
+    registry by name.  An unregistered optimizer with per-trial values cannot be rebuilt:
+    ``ValueError``."""
+    from . import optimizers as _optimizers
+
+    if optimizer.trial_count() is None:
+        return optimizer
+    hp = {k: (v[0] if isinstance(v, (list, tuple)) and k not in optimizer.per_coordinate else v)
+          for k, v in optimizer.hyperparameters.items()}
+    if not optimizer.name or optimizer.name not in _optimizers.names():
+        raise ValueError(f"cannot estimate the memory of the unregistered optimizer "
+                         f"{optimizer.name or '(unnamed)'!r} with per-trial hyperparameters")
+    return _optimizers.get(optimizer.name, **hp)
 
 
 def _read_int(path: str):
