@@ -120,6 +120,13 @@ def _link_derivative(link, m, y):
     return -np.ones_like(m)
 
 
+def _labels(problem):
+    """The GLM's host labels ``y`` (n,): ``problem.labels`` where the Problem API offers it, else
+    the GLM factories' ``y`` attribute; ``None`` when neither exists."""
+    y = getattr(problem, "labels", None)
+    return getattr(problem, "y", None) if y is None else y
+
+
 class _PublicGLM:
     """The public split's rows of a GLM: ``X`` (``m × d``, CSR or dense), labels ``y``, ``link``,
     ``reg``, and (lazily) ``gram = X Xᵀ`` (dense ``m × m``)."""
@@ -164,7 +171,7 @@ class _PublicCache:
                 or not isinstance(idx, np.ndarray)):
             return None
         link, X = problem.link, problem.features
-        y = getattr(problem, "y", None)
+        y = _labels(problem)
         if (link not in ("squared", "logistic", "absolute", "linear") or X is None
                 or not isinstance(y, np.ndarray) or y.shape != (problem.n,)):
             return None
