@@ -31,6 +31,10 @@ for scalar input; ``ValueError`` naming the value outside the assumptions):
 * :func:`ema_weight_sq_sum` — ``Σ_j w_j²`` (finite ``t`` and ``t → ∞``).
 * :func:`postprocessing_bias` — ``E[v̂_t] − v̂_t^c``: ``Φ`` (i.i.d.), or with DP-MF correlated
   noise ``Φ · Σ_j w_j · sens(M)² Σ_k (M⁻¹)_{jk}²`` ([DESIGN] App. A, reconstructed).
+* :func:`mf_weighted_variance`, :func:`mf_variance_lower_bound` — the noise variance of a weighted
+  sum ``Σ_j w_j x_j`` of a stream released with DP-MF, and the lower bound that holds for every
+  strategy ([DESIGN] §4.4.1, "the high-dimensional case with prefix sums", reconstructed);
+  :func:`ema_sqrt_strategy` — a strategy for decaying sums that comes close to it.
 * :func:`corrected_variance` — ``Var(v̂_t − Φ)`` for a constant clean mean ``g``.
 * :func:`negative_probability` — ``P(v̂_t − Φ < 0)`` for one coordinate (exact, saddlepoint,
   gamma, Gaussian).
@@ -59,6 +63,9 @@ __all__ = [
     "ema_weight_sq_sum",
     "postprocessing_bias",
     "mf_step_variance",
+    "mf_weighted_variance",
+    "mf_variance_lower_bound",
+    "ema_sqrt_strategy",
     "corrected_variance",
     "negative_probability",
     "negative_fraction",
@@ -199,6 +206,89 @@ def mf_step_variance(strategy, steps):
 
     Minv = solve_triangular(M, np.eye(M.shape[0]), lower=True)
     return mf.sensitivity(M) ** 2 * np.sum(Minv * Minv, axis=1)
+
+
+def _strategy_matrix(strategy, steps):
+    from dpsim.privacy import mf
+
+    if isinstance(strategy, str):
+        return mf.strategy(strategy, int(_arr("steps", steps, positive=True, integer=True)))
+    M = np.asarray(strategy, dtype=float)
+    if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
+        raise ValueError(f"strategy must be a strategy name or a square matrix, got shape {M.shape}")
+    if np.any(np.triu(M, 1) != 0) or np.any(np.diag(M) == 0):
+        raise ValueError("strategy matrix must be lower triangular with a non-zero diagonal")
+    return M
+
+
+def _weight_vector(weights):
+    w = np.asarray(weights, dtype=float)
+    if w.ndim != 1 or w.size == 0 or not np.all(np.isfinite(w)):
+        raise ValueError(f"weights must be a non-empty finite vector, got shape {w.shape}")
+    return w
+
+
+def mf_weighted_variance(weights, strategy, steps=None):
+    """Variance of the noise in ``Σ_j w_j x̃_j`` when the stream ``x_1..x_T`` is released with DP-MF
+    at unit noise scale, ``x̃ = x + u``, ``u = sens(M) · M⁻¹ Z`` (:mod:`dpsim.privacy.mf`):
+
+        Var(Σ_j w_j u_j) = sens(M)² · ||wᵀ M⁻¹||²,        sens(M) = max_j ||M_{:,j}||.
+
+    Multiply by ``(σ C/b)²`` for a privatizer of noise multiplier ``σ``, clip ``C``, batch ``b``.
+    ``weights``: ``(T,)`` in step order (e.g. :func:`ema_weights`); ``strategy``: a name of
+    :mod:`dpsim.privacy.mf` (built for horizon ``steps``, default ``T``) or a lower-triangular
+    invertible ``T×T`` matrix.  Source: the DP-MF noise model of [DESIGN] §2.1 / App. A
+    (reconstructed; ALGORITHMS §2.6).
+    """
+    from scipy.linalg import solve_triangular
+
+    from dpsim.privacy import mf
+
+    w = _weight_vector(weights)
+    M = _strategy_matrix(strategy, w.size if steps is None else steps)
+    if M.shape[0] != w.size:
+        raise ValueError(f"weights have {w.size} steps but the strategy has {M.shape[0]}")
+    b = solve_triangular(M, w, trans="T", lower=True)  # Mᵀ b = w, i.e. bᵀ = wᵀ M⁻¹
+    return float(mf.sensitivity(M) ** 2 * (b @ b))
+
+
+def mf_variance_lower_bound(weights):
+    """Lower bound on :func:`mf_weighted_variance` over **every** strategy ``M``:
+
+        sens(M)² ||wᵀ M⁻¹||²  ≥  max_j w_j²   (unit noise scale).
+
+    Source: [DESIGN] §4.4.1 ("the high-dimensional case with prefix sums"; formulas lost in
+    extraction, **reconstructed** from its words): the paper bounds DP-MF's variance for a decaying
+    prefix sum below by "that of just privatizing the highest-weight term".  Why it holds for every
+    factorization: with ``bᵀ = wᵀ M⁻¹``, ``w_j = bᵀ M e_j ≤ ||b|| · ||M_{:,j}|| ≤ ||b|| · sens(M)``
+    (Cauchy–Schwarz), so ``sens(M)² ||b||² ≥ w_j²`` for every ``j``.  Equality needs ``b`` parallel to
+    the column ``M_{:,j}`` of largest weight, which one strategy can arrange for one sum only.  For
+    Adam's bias-corrected second moment (:func:`ema_weights`) the largest weight is the newest,
+    ``(1−β2)/(1−β2^t)``; i.i.d. noise gives ``Σ_j w_j²`` (:func:`ema_weight_sq_sum`), about
+    ``1/((1−β2)(1+β2))`` times the bound for large ``t``.
+    """
+    w = _weight_vector(weights)
+    return float(np.max(w * w))
+
+
+def ema_sqrt_strategy(beta, steps):
+    """Lower-triangular Toeplitz strategy ``M = (I − βS)^{−1/2}`` (``S`` the shift) for the decaying
+    sums ``Σ_j β^{t−j} x_j``: coefficients ``c_k = binom(2k, k) β^k / 4^k``, so ``M² = (I − βS)⁻¹``
+    and the noise of the EMA is ``(1−β) · sens(M) · M Z``; at ``t = T`` its variance is
+    ``(1−β)² (Σ_{k<T} c_k²)²`` against the lower bound ``(1−β)²`` of :func:`mf_variance_lower_bound`
+    (ratio ``(Σ c_k²)²`` → ``((2/π) K(β))²`` with ``K`` the complete elliptic integral of the first
+    kind, modulus ``β``).  The decaying analogue of the square-root factorization of prefix sums
+    (``β = 1``: :func:`dpsim.privacy.mf.sqrt_toeplitz_coefficients`); our construction, used as
+    a witness that the lower bound is nearly attained for moderate ``β``.
+    """
+    b = float(_arr("beta", beta, lo=0.0, hi=1.0, hi_open=True))
+    T = int(_arr("steps", steps, positive=True, integer=True))
+    k = np.arange(T, dtype=float)
+    # binom(2k, k)/4^k = Π_{i=1..k} (2i − 1)/(2i), built as a cumulative product (no overflow)
+    c = np.concatenate(([1.0], np.cumprod((2.0 * k[1:] - 1.0) / (2.0 * k[1:])))) * b ** k
+    idx = np.arange(T)
+    lag = idx[:, None] - idx[None, :]
+    return np.where(lag >= 0, c[np.clip(lag, 0, None)], 0.0)
 
 
 def postprocessing_bias(noise_multiplier, clip, batch_size, *, beta2=None, t=None, strategy=None,

@@ -46,3 +46,63 @@ def test_theorem3_tight_row_matches_the_descent_lemma_equality(thm3_tight):
     k = 1.0 + math.sqrt(lemma1_bound(C, sig, s, b))
     assert r.bound == pytest.approx(float(theorem3_rhs(F1, 1.0, T, 1.0, C, sig, b, s, d, math.sqrt(tau2), 1.0)))
     assert r.bound == pytest.approx(k * (2.0 * F1 / T + tau2 / b + d * sig * sig * C * C / b ** 2))
+
+
+# ------------------------------------------------------------------------------------------------
+# [DESIGN] §4.4.1: DP-MF variance lower bound (reconstructed)
+
+
+def test_mf_weighted_variance_of_iid_noise_is_the_sum_of_squared_weights():
+    from dpsim.analysis import bias
+
+    for beta, T in ((0.8, 30), (0.99, 200)):
+        w = bias.ema_weights(beta, T)
+        assert bias.mf_weighted_variance(w, "identity") == pytest.approx(
+            float(bias.ema_weight_sq_sum(beta, T)), rel=1e-12)
+
+
+def test_mf_variance_lower_bound_holds_for_random_strategies_and_is_attained_for_one_term():
+    from dpsim.analysis import bias
+
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        T = int(rng.integers(1, 12))
+        w = rng.normal(size=T)
+        M = np.tril(rng.normal(size=(T, T)))
+        M[np.diag_indices(T)] = rng.uniform(0.2, 2.0, size=T)
+        assert bias.mf_weighted_variance(w, M) >= bias.mf_variance_lower_bound(w) * (1 - 1e-12)
+    # a single weighted term: a diagonal strategy whose largest entry sits on that term attains
+    # the bound exactly (b = w/M_jj, sens = M_jj); elsewhere it pays (sens/M_jj)²
+    w = np.zeros(6)
+    w[3] = 0.7
+    assert bias.mf_weighted_variance(w, np.diag([1.0, 2.0, 3.0, 6.0, 5.0, 4.0])) == pytest.approx(0.49)
+    assert bias.mf_weighted_variance(w, np.diag([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])) == pytest.approx(0.49 * 36 / 16)
+    assert bias.mf_variance_lower_bound(w) == pytest.approx(0.49)
+
+
+def test_ema_sqrt_strategy_squares_to_the_decaying_sum_and_meets_its_closed_form():
+    from scipy.special import ellipk
+
+    from dpsim.analysis import bias
+
+    beta, T = 0.8, 300
+    M = bias.ema_sqrt_strategy(beta, T)
+    idx = np.arange(T)
+    lag = idx[:, None] - idx[None, :]
+    decay = np.where(lag >= 0, beta ** np.clip(lag, 0, None), 0.0)  # (I − βS)⁻¹
+    np.testing.assert_allclose(M @ M, decay, atol=1e-12)
+    w = bias.ema_weights(beta, T)
+    ratio = bias.mf_weighted_variance(w, M) / bias.mf_variance_lower_bound(w)
+    assert ratio == pytest.approx(((2 / math.pi) * float(ellipk(beta ** 2))) ** 2, rel=1e-6)
+
+
+def test_dpmf_lower_bound_rows():
+    from dpsim.analysis.checks import design
+
+    rows = {r.check: r for r in design._check_dpmf_lower_bound("quick", 0)}
+    tight = rows["design_dpmf_variance_lower_bound[beta2=0.8]"]
+    assert tight.verdict == "pass" and tight.strengthened() == "fail"
+    assert rows["design_dpmf_variance_lower_bound[beta2=0.999]"].verdict == "sanity"
+    for name in ("identity", "sqrt_toeplitz", "banded:4"):
+        r = rows[f"design_dpmf_weighted_variance[{name}]"]
+        assert r.verdict == "pass" and r.strengthened() == "fail"
