@@ -32,7 +32,16 @@ across steps, and why that is exact:
   back to the reference SVD of that trial's public gradients (when ``rank P < k`` the reference's
   trailing singular vectors are arbitrary null directions of ``P``, so only the projection onto
   the row space of ``P`` is determined; both paths give that part).  Tested against the reference
-  (projections compared, not vectors: singular vectors are defined up to sign).
+  (projections compared, not vectors: singular vectors are defined up to sign).  Used when
+  ``m ≤ d``; with ``d < m`` the reference's SVD is the cheaper side and runs as before.
+
+Not reused, because it is not exactly reusable: the ``c_j`` and the eigendecomposition of ``K``,
+which move with ``w`` every step.  A solver warm-started from the previous step's ``U_k`` would be
+an approximation, and a slow one where it matters: on the foundation workload's public split
+(``m = 250``) the spectrum near the cut is flat (``λ_10/λ_11 ≈ 1.007`` at ``w = 0``), so a
+subspace or Krylov iteration needs many ``R m² k`` block products per step.  The exact cost,
+``R`` partial ``m × m`` eigendecompositions (``≈ (4/3) m³`` each), is what bounds PDP-SGD's
+throughput there.
 
 Pieces: ``"privatizer"``, ``"preconditioner"`` (adadps), ``"lr"``.  Ranges: ``lr`` ∈ [0, ∞),
 ``clip`` ∈ (0, ∞], ``noise_multiplier`` ∈ [0, ∞), ``beta`` ∈ [0, 1), ``eps`` ∈ (0, ∞), ``k`` a
