@@ -41,12 +41,12 @@ PACKAGE_DIRS = {"dpsim": "dpsim", "analysis": "dpsim.analysis", "experiments": "
 
 LAYERS: list[tuple[str, ...]] = [
     ("dpsim.backend", "dpsim._validate", "dpsim.sampling", "dpsim.privacy.events",
-     "dpsim.privacy.mf", "dpsim.privacy.tcdp", "dpsim.privacy._ellipsoid"),
+     "dpsim.privacy.mf", "dpsim.privacy.tcdp", "dpsim.privacy._ellipsoid", "dpsim._sampling_kernels"),
     ("dpsim.problems",),
     ("dpsim.accounting", "dpsim.transforms"),
     ("dpsim.privacy",),
     ("dpsim.optimizers",),
-    ("dpsim.engine", "dpsim.results", "dpsim.calibrate"),
+    ("dpsim.engine", "dpsim.results", "dpsim.calibrate", "dpsim.fused", "dpsim.memory"),
     ("dpsim", "dpsim.cli", "dpsim.__main__", "dpsim.audit", "dpsim.testing"),
     ("dpsim.analysis",),
     ("dpsim.experiments",),
