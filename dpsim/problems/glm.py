@@ -163,16 +163,16 @@ class _GLMProblem(Problem):
     # -- full-data quantities: one (sparse) matrix product ------------------------------------
     def _row_blocks(self, R):
         """Row ranges of the full-data pass: one block (the whole data) unless the ``(n, R)`` margin
-        matrix would exceed :data:`RECORD_BLOCK_BYTES`; then blocks of about ``d/4`` rows, so the
+        matrix would exceed :data:`RECORD_BLOCK_BYTES`; then blocks of about ``d/8`` rows, so the
         pass's ``(rows, R)`` temporaries (margins, link values, derivatives: about six) stay
-        within ~1.5 ``(R, d)`` arrays.  Blocking changes only the summation order of the loss and
+        within ~0.75 of an ``(R, d)`` array.  Blocking changes only the summation order of the loss and
         gradient (the records), never an optimizer step; problems below the limit (every test
         problem) are unaffected."""
         n = self.n
         itemsize = 4 if self.dtype == "float32" else 8
         if n * R * itemsize <= RECORD_BLOCK_BYTES:
             return [(0, n)]
-        rows = max(256, self.d // 4)
+        rows = max(256, self.d // 8)
         return [(a, min(n, a + rows)) for a in range(0, n, rows)]
 
     def _full_pass(self, w, want_loss, want_grad):
@@ -207,6 +207,7 @@ class _GLMProblem(Problem):
                     else:
                         G += part
                         del part
+            del wt
             if want_loss and len(blocks) > 1:
                 out = out / self.n
             if want_grad:
