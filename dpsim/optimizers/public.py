@@ -38,7 +38,7 @@ across steps, and why that is exact:
 Not reused, because it is not exactly reusable: the ``c_j`` and the eigendecomposition of ``K``,
 which move with ``w`` every step.  A solver warm-started from the previous step's ``U_k`` would be
 an approximation, and a slow one where it matters: on the foundation workload's public split
-(``m = 250``) the spectrum near the cut is flat (``λ_10/λ_11 ≈ 1.007`` at ``w = 0``), so a
+(``m = 250``) the spectrum near the cut is flat (``λ_10/λ_11`` ≈ 1.01–1.03 at ``w = 0``), so a
 subspace or Krylov iteration needs many ``R m² k`` block products per step.  The exact cost,
 ``R`` partial ``m × m`` eigendecompositions (``≈ (4/3) m³`` each), is what bounds PDP-SGD's
 throughput there.
