@@ -253,6 +253,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
                                   private_idx=private_idx, backend=be, ctx=ctx,
                                   batch_sizes_sum=batch_sizes_sum, bar=bar)
     host_arrays = be.name == "numpy"
+    rec_list = rec_steps.tolist()  # Python ints: the per-step comparison stays cheap
     has_domain = prob.has_domain
     for t in range(1, steps + 1 if fused_plan is None else 0):
         ctx.t = t
@@ -268,7 +269,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         params = params + updates
         if has_domain:
             params = prob.project(params)
-        if next_rec < K and t == rec_steps[next_rec]:
+        if next_rec < K and t == rec_list[next_rec]:
             record(next_rec, params, state)
             next_rec += 1
         if bar is not None:
