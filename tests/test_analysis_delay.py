@@ -275,17 +275,20 @@ def _naive_theorem2_printed(R, C, sig, b, T, s, d, eps, beta, h, D_l1=None):
 def test_theorem2_exact_for_every_pair_up_to_400():
     # [DP2] Theorem 2 as printed, every (T, s) with 1 <= s <= T <= 400, against exact rationals.
     # Exponents: with v = s/T, t/(2vT) = t/2s and (t+vT)/(2vT) = (t+s)/2s, so one table of exact
-    # floors E[s][t-1] (t <= 400) serves every T.
-    E = {s: np.array([math.floor(Fraction(t, 2 * s)) + math.floor(Fraction(t + s, 2 * s))
-                      for t in range(1, 401)]) for s in range(1, 401)}
+    # floors E[s][t-1] (t <= 400) serves every T.  The floor of a positive rational p/q is the
+    # integer division p // q (exact, no float); spot-checked against Fraction below.
+    t_all = np.arange(1, 401)
+    E = {s: t_all // (2 * s) + (t_all + s) // (2 * s) for s in range(1, 401)}
+    for s, t in [(1, 1), (3, 7), (7, 400), (400, 399), (150, 300)]:
+        assert E[s][t - 1] == math.floor(Fraction(t, 2 * s)) + math.floor(Fraction(t + s, 2 * s))
     # RHS with σ = 0: only the first term, (R² + κ)/α^{e_T} · Σ_{T_v} E||D^t||_1 / √T, remains.
     R, C, eps, beta, h, d = 1.0, 1.0, 1.0, 0.75, 0.5, 1
     alpha = min(eps, 1 / (C + eps), 1)
     kappa = max(alpha ** 2 * C ** 2, C * h / (eps * math.sqrt(1 - beta)))
     bad_T, bad_t = [], []
     for T in range(1, 401):
-        v = [Fraction(s, T) for s in range(1, T + 1)]
-        ref_eT = [math.floor(1 / (2 * x)) + math.floor((1 + x) / (2 * x)) for x in v]
+        # v = s/T: floor(1/(2v)) = T // 2s and floor((1 + v)/(2v)) = (T + s) // 2s, exactly
+        ref_eT = [T // (2 * s) + (T + s) // (2 * s) for s in range(1, T + 1)]
         ref = []
         for s in range(1, T + 1):
             e_T, e_t = D._printed_exponents(T, s)

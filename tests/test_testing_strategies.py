@@ -211,12 +211,28 @@ def test_strategy_arguments_are_validated():
 
 # ------------------------------------------------------------------------------------------------
 # strategies for the papers' bounds (bound_params, dp2_phases, dp_budgets, tcdp_params, seeds)
+#
+# One 1 000-example run draws all of them side by side (every health check on, as above): each
+# strategy gets its 1 000 draws, and hypothesis's per-example overhead is paid once, not five times.
 
 
-def test_bound_params_1000_draws_build_valid_optimizers_and_simulate():
+@pytest.fixture(scope="module")
+def bound_draws():
+    import hypothesis.strategies as hst
+    drawn = _draw_all(hst.fixed_dictionaries({
+        "bound": S.bound_params(), "narrow": S.bound_params(
+            clip=(0.05, 0.95), noise_multiplier=[0.0, 1.0], batch_size=(2, 3), beta=0.9, s=(1, 5), steps=[7]),
+        "logclip": S.bound_params(clip=(1e-3, 1.0, "log")),
+        "phases": S.dp2_phases(), "free": S.dp2_phases(min_steps=4, max_steps=30, equal=False),
+        "budget": S.dp_budgets(), "wide": S.dp_budgets(epsilon=(0.01, 20.0), delta=(1e-15, 0.1)),
+        "tcdp": S.tcdp_params(infinite_omega=True), "seed": S.seeds(), "small_seed": S.seeds(1000)}))
+    return {k: [d[k] for d in drawn] for k in drawn[0]}
+
+
+def test_bound_params_1000_draws_build_valid_optimizers_and_simulate(bound_draws):
     """Every draw is accepted by the optimizer the bounds are about (dp2_rmsprop validates C, σ,
     β, s with the declared specs); every 100th draw runs through simulate with its b and T."""
-    drawn = _draw_all(S.bound_params())
+    drawn = bound_draws["bound"]
     assert all(0.05 <= p.clip <= 10 and 0 <= p.noise_multiplier <= 5 and 1 <= p.batch_size <= 64
                and 0 <= p.beta <= 0.999 and 1 <= p.s <= 8 and 1 <= p.steps <= 100 for p in drawn)
     assert min(p.noise_multiplier for p in drawn) == 0.0  # σ = 0 (no noise) is drawn
@@ -228,13 +244,12 @@ def test_bound_params_1000_draws_build_valid_optimizers_and_simulate():
         assert res.params.shape == (2, 2)
 
 
-def test_bound_params_windows_are_validated_against_the_declared_ranges():
-    narrow = _draw_all(S.bound_params(clip=(0.05, 0.95), noise_multiplier=[0.0, 1.0], batch_size=(2, 3),
-                                      beta=0.9, s=(1, 5), steps=[7]), n=100)
+def test_bound_params_windows_are_validated_against_the_declared_ranges(bound_draws):
+    narrow = bound_draws["narrow"]
     assert all(0.05 <= p.clip <= 0.95 and p.noise_multiplier in (0.0, 1.0) and p.batch_size in (2, 3)
                and p.beta == 0.9 and 1 <= p.s <= 5 and p.steps == 7 for p in narrow)
-    logs = _draw_all(S.bound_params(clip=(1e-3, 1.0, "log")), n=100)
-    assert sum(p.clip < 0.01 for p in logs) > 20  # log scale: a third of the draws below 0.01
+    logs = bound_draws["logclip"]
+    assert sum(p.clip < 0.01 for p in logs) > 200  # log scale: about a third of the draws below 0.01
     for bad, needle in [(dict(clip=(0.0, 1.0)), "clip must be in"), (dict(beta=(0.5, 1.0)), "beta must be in"),
                         (dict(noise_multiplier=[-1.0]), "noise_multiplier"), (dict(s=(0, 3)), "s must be"),
                         (dict(clip=(1.0, math.inf)), "finite"), (dict(clip=(2.0, 1.0)), "lo <= hi"),
@@ -243,27 +258,27 @@ def test_bound_params_windows_are_validated_against_the_declared_ranges():
             S.bound_params(**bad)
 
 
-def test_dp2_phases_1000_draws_build_and_simulate():
-    drawn = _draw_all(S.dp2_phases())
+def test_dp2_phases_1000_draws_build_and_simulate(bound_draws):
+    drawn, free = bound_draws["phases"], bound_draws["free"]
     assert all(1 <= p.s1 <= p.steps <= 120 and p.s2 == p.s1 for p in drawn)
     assert any(p.s1 == p.steps > 1 for p in drawn) and any(p.s1 == 1 for p in drawn)
-    free = _draw_all(S.dp2_phases(min_steps=4, max_steps=30, equal=False), n=200)
     assert all(4 <= p.steps <= 30 and 1 <= p.s1 <= p.steps and 1 <= p.s2 <= p.steps for p in free)
     assert any(p.s1 != p.s2 for p in free)
     lsq = problems.least_squares(40, 2, seed=0)
-    for p in (drawn + free)[::100]:
+    for p in drawn + free:
         opt = optimizers.dp2_rmsprop(**p.hyperparameters())
         assert opt.hyperparameters["s1"] == p.s1 and opt.hyperparameters["s2"] == p.s2
-        _run(S.Simulation(lsq, opt, p.steps, 4, 2, 0, "fixed"))
+    for p in (drawn + free)[::100]:
+        _run(S.Simulation(lsq, optimizers.dp2_rmsprop(**p.hyperparameters()), p.steps, 4, 2, 0, "fixed"))
     with pytest.raises(ValueError, match="min_steps"):
         S.dp2_phases(min_steps=0)
 
 
-def test_dp_budgets_1000_draws_are_valid_ctcdp_targets():
+def test_dp_budgets_1000_draws_are_valid_ctcdp_targets(bound_draws):
     """Every (ε, δ) builds dp_sgd_ctcdp and converts to a (ρ, a) budget; every 100th is planned
-    ([L2P] Alg. 3) and run."""
+    ([L2P] Alg. 3) and run, and its ε is within the target."""
     from dpsim.privacy import tcdp
-    drawn = _draw_all(S.dp_budgets())
+    drawn = bound_draws["budget"]
     assert all(0.5 <= b.epsilon <= 10 and 1e-8 <= b.delta <= 1e-3 for b in drawn)
     for b in drawn:
         optimizers.dp_sgd_ctcdp(epsilon=b.epsilon, delta=b.delta)
@@ -273,15 +288,17 @@ def test_dp_budgets_1000_draws_are_valid_ctcdp_targets():
         opt, batch = S._ctcdp_setup(quad, optimizers.dp_sgd_ctcdp(epsilon=b.epsilon, delta=b.delta), 10)
         res = _run(S.Simulation(quad, opt, 10, batch, 2, 0, "fixed"))
         assert np.all(np.asarray(res.epsilon(b.delta)) <= b.epsilon * (1 + 1e-9))
-    wide = _draw_all(S.dp_budgets(epsilon=(0.01, 20.0), delta=(1e-15, 0.1)), n=100)
+    wide = bound_draws["wide"]
     assert all(0.01 <= b.epsilon <= 20 and 1e-15 <= b.delta <= 0.1 for b in wide)
+    for b in wide:
+        assert tcdp.rho_a(b.epsilon, b.delta) > 0
     with pytest.raises(ValueError, match="delta must be in"):
         S.dp_budgets(delta=(1e-5, 1.0))
 
 
-def test_tcdp_params_1000_draws_convert():
+def test_tcdp_params_1000_draws_convert(bound_draws):
     from dpsim.privacy import tcdp
-    drawn = _draw_all(S.tcdp_params(infinite_omega=True))
+    drawn = bound_draws["tcdp"]
     assert all(1e-6 <= p.rho <= 10 and (1.5 <= p.omega <= 1e4 or p.omega == math.inf) for p in drawn)
     assert any(p.omega == math.inf for p in drawn)
     for p in drawn:
@@ -291,9 +308,9 @@ def test_tcdp_params_1000_draws_convert():
         S.tcdp_params(omega=(1.0, 2.0))
 
 
-def test_seeds_1000_draws():
-    drawn = _draw_all(S.seeds())
-    assert all(0 <= s <= 2 ** 16 for s in drawn) and len(set(drawn)) > 500
-    assert all(0 <= s <= 1000 for s in _draw_all(S.seeds(1000), n=100))
+def test_seeds_1000_draws(bound_draws):
+    drawn = bound_draws["seed"]
+    assert all(0 <= s <= 2 ** 16 for s in drawn) and len(set(drawn)) > 100 and max(drawn) > 2 ** 15
+    assert all(0 <= s <= 1000 for s in bound_draws["small_seed"])
     with pytest.raises(ValueError, match="max_seed"):
         S.seeds(-1)
