@@ -8,7 +8,9 @@
 The ε of a run is a function of the optimizer's *declared* privacy events
 (:mod:`dpsim.privacy.events`) and of the sampler — not of a "one release per step" formula: IME
 releases two Gaussians per step, ``dp2_extra_query`` two on some steps and one on the others, DP-MF
-a correlated sequence accounted without amplification.  :func:`calibrate` therefore rebuilds the
+a correlated sequence (amplified under cyclic Poisson sampling when its bandwidth is at most the
+number of groups, else unamplified; :mod:`dpsim.accounting`).  ``sampling`` may be any sampler
+:func:`dpsim.simulate` takes, ``"cyclic_poisson:<k>"`` included.  :func:`calibrate` therefore rebuilds the
 optimizer through the public registry with each candidate ``noise_multiplier`` σ,
 ``dpsim.optimizers.get(opt.name, **{**opt.hyperparameters, "noise_multiplier": σ})``, resolves
 its events into the privacy record the engine would produce for a run of ``steps`` steps at sample
