@@ -316,6 +316,38 @@ class _Collector(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _key(text: str, mu: Mutant) -> tuple:
+    """What identifies a mutant across edits elsewhere in its file: module, function, operator,
+    old and new text, the text of its line and its column there."""
+    ls = text.rfind("\n", 0, mu.start) + 1
+    le = text.find("\n", mu.end)
+    return (mu.module, mu.function, mu.operator, mu.old, mu.new, text[ls:le if le >= 0 else len(text)],
+            mu.start - ls)
+
+
+def rerun_plan(previous: str, base: Path) -> tuple[list[Mutant], list[dict], list[dict]]:
+    """Mutants of a previous ``--json`` run to test again: its survivors, found in the current
+    files by :func:`_key` (``base`` holds the files that run mutated, e.g. its ``--workdir``).
+    Returns ``(to_test, kept, gone)``: ``kept`` are the previous non-survivors (their status
+    stands), ``gone`` the survivors whose line no longer exists."""
+    old = json.loads(Path(previous).read_text())
+    current: dict[tuple, Mutant] = {}
+    for m in {e["module"] for e in old}:
+        text = (ROOT / m).read_text()
+        for mu in collect(m):
+            current.setdefault(_key(text, mu), mu)
+    texts = {m: (base / m).read_text() for m in {e["module"] for e in old}}
+    to_test, kept, gone = [], [], []
+    for e in old:
+        if e["status"] != "survived":
+            kept.append(e)
+            continue
+        mu = current.get(_key(texts[e["module"]], Mutant(**{k: e[k] for k in (
+            "module", "line", "start", "end", "old", "new", "operator", "function")})))
+        (to_test.append(mu) if mu is not None else gone.append(e))
+    return to_test, kept, gone
+
+
 def collect(module: str, root: Path = ROOT) -> list[Mutant]:
     text = (root / module).read_text()
     c = _Collector(module, text)
@@ -492,6 +524,14 @@ def coverage_map(dest: Path, tests: list[str], timeout: float, cache: str | None
     return _charge_shared(recs)
 
 
+def _collect_ids(dest: Path, tests: list[str]) -> set:
+    """The node ids pytest collects from ``tests`` in the copy."""
+    p = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                        "-o", "addopts=", *_existing(dest, tests)], cwd=dest, capture_output=True,
+                       text=True, env=_env(dest))
+    return {ln.strip() for ln in p.stdout.splitlines() if "::" in ln}
+
+
 def _charge_shared(recs: dict) -> dict:
     shared: dict[str, set] = {}
     for nodeid, r in recs.items():
@@ -518,6 +558,10 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", help="where to put the private copy (default: a temporary folder)")
     ap.add_argument("-k", default=None, help="pytest -k expression for the mutant runs")
     ap.add_argument("--list-only", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--rerun", help="a previous --json result: test its survivors again (its other "
+                    "results stand) and print the combined score")
+    ap.add_argument("--rerun-base", help="folder holding the files the --rerun run mutated (its "
+                    "--workdir), to find its survivors in the current files; default: the repository")
     ap.add_argument("--coverage-cache", help="save the per-test coverage map here and reuse it while "
                     "the tests and the bounds modules are unchanged")
     ap.add_argument("--no-fork", action="store_true",
@@ -531,7 +575,16 @@ def main(argv=None) -> int:
     modules = args.module or list(TARGETS)
     per_module: list[list[Mutant]] = []
     rng = random.Random(args.seed)
-    for m in modules:
+    kept: list[dict] = []
+    if args.rerun:
+        to_test, kept, gone = rerun_plan(args.rerun, Path(args.rerun_base) if args.rerun_base else ROOT)
+        print(f"re-run of {args.rerun}: {len(kept)} results kept, {len(to_test)} survivors to test again"
+              + (f", {len(gone)} survivors whose line changed (not counted): "
+                 + "; ".join(f"{g['module']}:{g['line']} {g['old']!r}->{g['new']!r}" for g in gone)
+                 if gone else ""), flush=True)
+        modules = sorted({m.module for m in to_test} | {e["module"] for e in kept})
+        per_module = [to_test]
+    for m in ([] if args.rerun else modules):
         if m not in TARGETS:
             raise SystemExit(f"unknown module {m!r}; known: {', '.join(TARGETS)}")
         ms = collect(m)
@@ -557,6 +610,19 @@ def main(argv=None) -> int:
             status, why = run_tests(dest, _existing(dest, TARGETS[m]), args.timeout * 3, extra)
             if status != "survived":
                 raise SystemExit(f"the tests of {m} do not pass unmutated in {dest}: {status} {why}")
+    elif args.rerun and args.coverage_cache and Path(args.coverage_cache).exists():
+        # a re-run reuses the earlier coverage map even if files changed since: tests that no
+        # longer exist are dropped, and every test of the shared files runs for every mutant
+        recs = _charge_shared(json.loads(Path(args.coverage_cache).read_text())["records"])
+        alive = _collect_ids(dest, TESTS)
+        recs = {k: r for k, r in recs.items() if k in alive}
+        shared_ids = [k for k in alive if k.split("::")[0] in _SHARED]
+        everything = {(m, f) for r in recs.values() for (m, f) in r["covers"]} | {
+            (mu.module, mu.function) for mu in mutants}
+        for k in shared_ids:
+            recs[k] = {"covers": everything, "seconds": 0.0, "ok": True}
+        print(f"re-run: coverage map {args.coverage_cache} ({len(recs)} tests still present, "
+              f"{len(shared_ids)} of them in {_SHARED} run for every mutant)", flush=True)
     else:
         t0 = time.perf_counter()
         recs = coverage_map(dest, TESTS, args.timeout * 30, args.coverage_cache)
@@ -597,7 +663,8 @@ def main(argv=None) -> int:
 
     if server is not None:
         server.close()
-    tried = [m for m in mutants if m.status in ("killed", "survived", "timeout", "error")]
+    prior = [Mutant(**{k: e[k] for k in Mutant.__dataclass_fields__ if k in e}) for e in kept]
+    tried = [m for m in prior + mutants if m.status in ("killed", "survived", "timeout", "error")]
     killed = [m for m in tried if m.status in ("killed", "timeout", "error")]
     print("\n== mutation score ==")
     for m in modules:
@@ -613,7 +680,7 @@ def main(argv=None) -> int:
         for m in surv:
             print("  " + m.label())
     if args.json:
-        Path(args.json).write_text(json.dumps([asdict(m) for m in mutants], indent=1))
+        Path(args.json).write_text(json.dumps([asdict(m) for m in prior + mutants], indent=1))
     if not args.workdir:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
