@@ -12,12 +12,12 @@ from dpsim.analysis import concentration as K
 
 
 def test_prop6_printed_bound_at_a_hand_worked_point():
-    """[ADAMBC] Prop. 6 (DP-Adam, printed) where the numbers are round: C² + Φ = 1 (C ≠ 1),
-    1 − β2 = 1/4, ε = 4, so the bracket is ln(1 + 1/(¼·4))/T − ln(3/4) and the coefficient is
-    4d·1/½ + ηdL·1/¼; with f_gap = 0 the δ term vanishes.  Then the δ term is linear in the gap
-    with slope 2δ/(ηT).  (Mutant: ``C * C`` → ``C / C`` in the coefficient.)"""
-    T, eta, d, L, C, phi, b2, eps, a = 2, 0.5, 2, 3.0, math.sqrt(0.75), 0.25, 0.75, 4.0, 0.1
-    coef = 4 * d / 0.5 + eta * d * L / 0.25  # 16 + 12
+    """[ADAMBC] Prop. 6 (DP-Adam, printed) where the numbers are round and no factor is 1:
+    C² + Φ = 4 (√ = 2), 1 − β2 = 1/4, ε = 16, so the bracket is ln(1 + 4/(¼·16))/T − ln(3/4) and
+    the coefficient 4d·4/½ + ηdL·2/¼; with f_gap = 0 the δ term vanishes, and the δ term is
+    linear in the gap with slope 2δ/(ηT).  (Mutants: any ``*`` → ``/`` in the coefficient.)"""
+    T, eta, d, L, C, phi, b2, eps, a = 2, 0.5, 2, 3.0, math.sqrt(3.75), 0.25, 0.75, 16.0, 0.1
+    coef = 4 * d * 4 / 0.5 + eta * d * L * 2 / 0.25  # 64 + 24
     bracket = math.log(2.0) / T + math.log(4.0 / 3.0)
     assert K.prop6_bound(T, eta, d, L, C, phi, b2, eps, 0.0, a) == pytest.approx(coef * bracket, rel=1e-12)
     delta = float(K.corollary1_bound(a, T, C, phi, b2))
@@ -25,6 +25,33 @@ def test_prop6_printed_bound_at_a_hand_worked_point():
     assert (K.prop6_bound(T, eta, d, L, C, phi, b2, eps, gap, a)
             - K.prop6_bound(T, eta, d, L, C, phi, b2, eps, 0.0, a)) == pytest.approx(
         2 * delta * gap / (eta * T), rel=1e-12)
+
+
+def test_theorem2_kappa_is_the_smallest_allowed_at_hand_worked_points():
+    """[DP2] Theorem 2's κ = max{α²C², C h/(ε√(1−β))} with α = min{ε, 1/(√M + ε), 1}.  With
+    σ = 0, C = 2, ε = 1: M = 4, α = 1/3, α²C² = 4/9; with h = 0.5, β = 3/4 the other term is
+    2·0.5/(1·½) = 2, with h = 0 it is 0.  (Mutants: ``*`` → ``/`` in κ's minimum.)"""
+    from dpsim.analysis import delay as D
+
+    common = dict(R=1.0, clip=2.0, noise_multiplier=0.0, batch_size=4, T=8, s=2, d=1, eps=1.0)
+    assert D.theorem2_rhs(**common, beta=0.75, h=0.0, terms=True)[3] == pytest.approx(4 / 9)
+    assert D.theorem2_rhs(**common, beta=0.75, h=0.5, terms=True)[3] == pytest.approx(2.0)
+    assert D.theorem2_rhs(**common, beta=0.75, h=0.5, terms=True)[4] == pytest.approx(1 / 3)
+
+
+def test_raw_postprocessing_bias_is_the_unrolled_ema_of_phi():
+    """Without bias correction, E[v_t] − v_t^c = Σ_j (1−β2)β2^{t−j} Φ = (1 − β2^t)Φ
+    ([ADAMBC] Eq. 2), summed here term by term, and Φ itself in the limit t → ∞ (``t=None``).
+    (Mutants: the constants of the raw factor ``1 − β2^t`` and of its ``t = ∞`` branch.)"""
+    from dpsim.analysis import bias
+
+    sigma, C, b, beta = 1.5, 0.8, 6, 0.7
+    phi = (sigma * C / b) ** 2
+    for t in (1, 3, 10):
+        unrolled = sum((1 - beta) * beta ** (t - j) * phi for j in range(1, t + 1))
+        assert bias.postprocessing_bias(sigma, C, b, beta2=beta, t=t, raw=True) == pytest.approx(unrolled)
+    assert bias.postprocessing_bias(sigma, C, b, beta2=beta, t=None, raw=True) == pytest.approx(phi)
+    assert bias.postprocessing_bias(sigma, C, b, beta2=beta, t=np.inf, raw=True) == pytest.approx(phi)
 
 
 def test_geometry_diameters_from_extreme_points():
