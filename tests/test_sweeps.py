@@ -90,6 +90,8 @@ def test_local_cluster_sweep_is_bitwise_identical_to_the_sequential_run(cluster,
                                        runner=cluster)
     workers = cluster.client.run(os.getpid)
     assert len(workers) == 2 and os.getpid() not in workers.values()  # really other processes
+    # the workers run without Dask's MALLOC_TRIM_THRESHOLD_ and without the profiler's sampling
+    assert set(cluster.client.run(_worker_settings).values()) == {(None, False, "1")}
     assert len(cache.computed) == len(sequential.computed) == len(cache.used)
     _same_results(_saved(cache.root), _saved(sequential.root))
     a, b = cache.manifest, sequential.manifest
@@ -98,6 +100,50 @@ def test_local_cluster_sweep_is_bitwise_identical_to_the_sequential_run(cluster,
     # one process wrote every file (the parent): the sha256 in the manifest is the file's
     for lab, entry in a["cells"].items():
         assert entry["sha256"] == pipeline._sha256(cache.path(lab))
+        assert 0 < entry["cpu_time_s"] <= entry["wall_time_s"] + 0.01  # one thread's CPU time
+
+
+def _worker_settings():
+    import dask
+
+    return (os.environ.get("MALLOC_TRIM_THRESHOLD_"),
+            dask.config.get("distributed.worker.profile.enabled"), os.environ.get("OMP_NUM_THREADS"))
+
+
+_FAULTS = """
+import resource, numpy as np
+from dpsim.experiments import pipeline
+def faults():  # minor page faults of 100 allocations of 1 MiB, each freed before the next
+    r0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(100):
+        a = np.ones(1 << 17)
+        del a
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - r0
+faults()
+before = faults()
+changed = pipeline.restore_malloc_thresholds(), pipeline.restore_malloc_thresholds()
+print(before, faults(), *changed)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or
+                    __import__("platform").libc_ver()[0] != "glibc", reason="glibc's allocator")
+def test_restored_malloc_thresholds_reuse_freed_arrays_instead_of_faulting_them_in_again():
+    """With MALLOC_TRIM_THRESHOLD_ set (as Dask's nanny sets it), every 1 MiB array is a fresh
+    mmap whose 256 pages fault on first touch; after restore_malloc_thresholds() the freed block
+    is reused.  Without the variable nothing is changed."""
+    def run(**env):
+        p = subprocess.run([PY, "-c", _FAULTS], capture_output=True, text=True, timeout=120,
+                           env=dict(os.environ, **env))
+        assert p.returncode == 0, p.stderr[-2000:]
+        before, after, first, second = p.stdout.split()
+        return int(before), int(after), first, second
+
+    before, after, first, second = run(MALLOC_TRIM_THRESHOLD_="65536")
+    assert before >= 100 * 200 and after < before / 20 and (first, second) == ("True", "False")
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
+    p = subprocess.run([PY, "-c", _FAULTS], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and p.stdout.split()[2:] == ["False", "False"], p.stderr[-2000:]
 
 
 def test_a_killed_worker_does_not_stop_the_sweep(cluster, tmp_path):
