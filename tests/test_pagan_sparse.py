@@ -147,7 +147,8 @@ def _simulate(problem, fast, monkeypatch, **kw):
     if not fast:  # the materializing reference path
         monkeypatch.setattr(E, "_glm_inputs", lambda batch, params: None)
     opt = optimizers.get(kw.pop("algorithm", "pagan"), **kw)
-    res = dpsim.simulate(problem, opt, steps=6, batch_size=12, trials=3, seed=5, record_every=2)
+    res = dpsim.simulate(problem, opt, steps=6, batch_size=12, trials=3, seed=5, record_every=2,
+                         metrics=("loss",))
     monkeypatch.undo()
     return res
 
