@@ -7,7 +7,7 @@ The general engine (:mod:`dpsim.engine`) pays ~30 µs of Python per step and mat
 Here the step loop of a *recognized* (problem, optimizer) pair runs inside one kernel for a block
 of steps (up to the next record step), trial by trial, with the per-trial state in registers/L1:
 
-    for t in block:  for r in trials:
+    for r in trials:  for t in block:          (trials are independent: trial-major, state in L1)
         S_r = Σ_{i∈B_r} clip(s_r ⊙ g_i(w_r), C_r)          (the problem's per-example gradients)
         g̃_r = (S_r + σ_r C_r z_{t,r}) / b                   (z: the run's noise stream)
         optimizer recursion on g̃_r (module of the rule: dpsim.transforms.preconditioners)
@@ -70,8 +70,9 @@ RULE = {"dp2_rmsprop": 0, "dp2_adagrad": 1, "dp2_yogi": 2}
 SUPPORTED_OPTIMIZERS = ("sgd", "momentum", "dp_sgd", "dp_sgdm", "adam", "dp_adam", "dp_adam_bc",
                         "dp2_rmsprop", "dp2_adagrad", "dp2_yogi", "pasan", "pagan")
 
-#: Noise and index buffers of one block hold at most this many numbers (bounds the block length).
-BLOCK_ELEMENTS = 1 << 21
+#: Noise and index buffers of one block hold at most this many numbers (bounds the block length;
+#: 4 MB of float64: each block is streamed once, trial by trial).
+BLOCK_ELEMENTS = 1 << 19
 
 
 # ------------------------------------------------------------------------------------------------
@@ -154,20 +155,24 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
            use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, norms, S, g,
            vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, per_norm, frac, pv, uu):
     """Run steps ``t0 + 1 … t0 + K`` in place on ``W`` (params), ``A``, ``Bst`` (optimizer state:
-    momentum trace | Adam m, v | DP² v, G); returns the Adam count after the block."""
+    momentum trace | Adam m, v | DP² v, G | PASAN/PAGAN v); returns the Adam count after the block.
+
+    Trials are independent, so the loop is trial-major: trial ``r`` takes all ``K`` steps while its
+    rows of the state stay in L1 (the same operations in the same order as step-major)."""
     R, d = W.shape
     fb = float(b)
     cycle = s1 + s2
-    for k in range(K):
-        t = t0 + k + 1
-        idx = idx_b[k]
-        mask = mask_b[k if want_mask else 0]
-        phase2 = False
-        if ok == DP2:
-            p = (t - 1) % cycle
-            phase2 = p >= s1
-            if p == s1:  # refresh v from the accumulated releases (before this step's update)
-                for r in range(R):
+    for r in range(R):
+        cnt = count
+        for k in range(K):
+            t = t0 + k + 1
+            idx = idx_b[k]
+            mask = mask_b[k if want_mask else 0]
+            phase2 = False
+            if ok == DP2:
+                p = (t - 1) % cycle
+                phase2 = p >= s1
+                if p == s1:  # refresh v from the accumulated releases (before this step's update)
                     for j in range(d):
                         a = Bst[r, j] / float(s1)
                         sq = a * a
@@ -184,13 +189,11 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                             v = v - (1.0 - beta[r]) * sg * sq
                         A[r, j] = v
                         Bst[r, j] = Bst[r, j] * 0.0
-            if phase2:
-                for r in range(R):
+                if phase2:
                     for j in range(d):
                         v = A[r, j]
                         S[r, j] = 1.0 / (math.sqrt(v if v > 0.0 else 0.0) + eps[r])
-        Cv = clip2 if phase2 else clip
-        for r in range(R):
+            Cv = clip2 if phase2 else clip
             if ok == ELLIPSOID:
                 _ellipsoid_trial(pk, idx, mask, want_mask, W, Wq, Yq, h, xi, qreg, vals, cols, ptr,
                                  dense_d, y, link, reg, Amat, SA, ISA, arow, const_a, out, norms,
@@ -203,16 +206,7 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                     if not want_mask or mask[r, i]:
                         nvalid += 1
                 frac[r] = nproj / max(nvalid, 1)
-            elif pk == P_GLM:
-                _K._dense_trial(X, idx, W, y, link, reg, S if phase2 else W, phase2, Cv, mask,
-                                want_mask, out, norms, r)
-            else:
-                _quad_trial(pk, idx, mask, want_mask, W, S, phase2, Cv, Wq, Yq, h, xi, qreg, out,
-                            g, r)
-        if ok == ADAM:
-            count += 1
-        for r in range(R):
-            if ok == ELLIPSOID:  # ĝ = S/b + z ⊙ noise_std; AdaGrad (per coordinate or on ||ĝ||²)
+                # ĝ = S/b + z ⊙ noise_std; AdaGrad per coordinate (PAGAN) or on ||ĝ||² (PASAN)
                 er = 0 if ens.shape[0] == 1 else r
                 for j in range(d):
                     gt = out[r, j] / fb
@@ -235,6 +229,14 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                     W[r, j] = W[r, j] + u
                 _project_domain(W, r, dk, drad)
                 continue
+            if pk == P_GLM:
+                _K._dense_trial(X, idx, W, y, link, reg, S if phase2 else W, phase2, Cv, mask,
+                                want_mask, out, norms, r)
+            else:
+                _quad_trial(pk, idx, mask, want_mask, W, S, phase2, Cv, Wq, Yq, h, xi, qreg, out,
+                            g, r)
+            if ok == ADAM:
+                cnt += 1
             sd = std2[r] if phase2 else std[r]
             for j in range(d):
                 if noisy:
@@ -254,8 +256,8 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                     v = Bst[r, j] * b2 + (gt * gt) * (1.0 - b2)
                     A[r, j] = m
                     Bst[r, j] = v
-                    m_hat = m / (1.0 - b1 ** count)
-                    v_hat = v / (1.0 - b2 ** count)
+                    m_hat = m / (1.0 - b1 ** cnt)
+                    v_hat = v / (1.0 - b2 ** cnt)
                     if use_phi:
                         v_hat = max(v_hat - phi[r], floor[r])
                     den = math.sqrt(v_hat) if eps_zero else math.sqrt(v_hat) + eps[r]
@@ -268,6 +270,8 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                         u = gt * neglr[r]
                 W[r, j] = W[r, j] + u
             _project_domain(W, r, dk, drad)
+    if ok == ADAM:
+        return count + K
     return count
 
 
