@@ -521,7 +521,9 @@ def fit_h(s_values, h_values) -> HFit:
     (c1, c2), *_ = np.linalg.lstsq(A, h, rcond=None)
     res = h - (c1 * s + c2)
     ss_tot = float(np.sum((h - h.mean()) ** 2))
-    r2 = 1.0 - float(np.sum(res ** 2)) / ss_tot if ss_tot > 0 else 1.0
+    # constant h: nothing to explain (R² = 1); tested on the values, since rounding in the mean
+    # leaves ss_tot ~1e-32 rather than 0 and the ratio would be noise
+    r2 = 1.0 - float(np.sum(res ** 2)) / ss_tot if np.ptp(h) > 0 else 1.0
     return HFit(c1, c2, r2, float(np.sqrt(np.mean(res ** 2))), float(np.max(res)), s.size)
 
 

@@ -77,3 +77,29 @@ def test_geometry_diameters_from_extreme_points():
         assert ball["diam_Cinv"] == pytest.approx(math.sqrt(np.sum((e - (-e)) ** 2 / Cd)))
         assert ball["trace_Cinv"] == pytest.approx(np.sum(1 / Cd))
         assert ball["trace_Cinv_half"] == pytest.approx(np.sum(Cd ** -0.5))
+
+
+def test_lemma1_symbolic_taylor_is_the_expansion_of_its_own_mgf():
+    """The expansion the lemma's argument uses must be that of the MGF it integrates: the centred
+    χ²₁ variable has mean 0, so E e^{u(X²−1)} = 1 + u² + O(u³) with no linear term.  Checked
+    against a series of the returned (symbolically integrated) MGF and against Monte-Carlo-free
+    numbers: e^{−u}/√(1−2u) at u = 0.01.  (Mutant: ``/ sp.sqrt`` → ``* sp.sqrt`` in the series,
+    which keeps the u² coefficient 1 but adds −2u.)"""
+    import sympy as sp
+
+    out = K.lemma1_symbolic()
+    u = [s for s in out["taylor"].free_symbols if s.name == "u"][0]
+    assert sp.expand(out["taylor"] - (1 + u ** 2)) == 0
+    assert sp.expand(sp.series(out["mgf"], u, 0, 3).removeO() - out["taylor"]) == 0
+    assert float(out["mgf"].subs(u, sp.Rational(1, 100))) == pytest.approx(
+        math.exp(-0.01) / math.sqrt(0.98), rel=1e-12)
+
+
+def test_fit_h_of_constant_values_is_an_exact_horizontal_line():
+    """Constant h(s) is fitted exactly by c1 = 0, c2 = h: R² = 1 by convention (no variance to
+    explain), zero residuals.  (Mutant: ``ss_tot > 0`` → ``>= 0``, a division by zero.)"""
+    from dpsim.analysis import delay as D
+
+    fit = D.fit_h([5, 10, 20], [0.7, 0.7, 0.7])
+    assert fit.c1 == pytest.approx(0.0, abs=1e-12) and fit.c2 == pytest.approx(0.7)
+    assert fit.r2 == 1.0 and fit.rmse == pytest.approx(0.0, abs=1e-12)
