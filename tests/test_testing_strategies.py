@@ -231,7 +231,7 @@ def bound_draws():
 
 def test_bound_params_1000_draws_build_valid_optimizers_and_simulate(bound_draws):
     """Every draw is accepted by the optimizer the bounds are about (dp2_rmsprop validates C, σ,
-    β, s with the declared specs); every 100th draw runs through simulate with its b and T."""
+    β, s with the declared specs); every 250th draw runs through simulate with its b and T."""
     drawn = bound_draws["bound"]
     assert all(0.05 <= p.clip <= 10 and 0 <= p.noise_multiplier <= 5 and 1 <= p.batch_size <= 64
                and 0 <= p.beta <= 0.999 and 1 <= p.s <= 8 and 1 <= p.steps <= 100 for p in drawn)
@@ -239,7 +239,7 @@ def test_bound_params_1000_draws_build_valid_optimizers_and_simulate(bound_draws
     opts = [optimizers.dp2_rmsprop(s1=p.s, clip=p.clip, noise_multiplier=p.noise_multiplier, beta=p.beta)
             for p in drawn]
     lsq = problems.least_squares(64, 2, seed=0)
-    for p, opt in list(zip(drawn, opts))[::100]:
+    for p, opt in list(zip(drawn, opts))[::250]:
         res = _run(S.Simulation(lsq, opt, min(p.steps, 20), p.batch_size, 2, 0, "fixed"))
         assert res.params.shape == (2, 2)
 
@@ -268,14 +268,14 @@ def test_dp2_phases_1000_draws_build_and_simulate(bound_draws):
     for p in drawn + free:
         opt = optimizers.dp2_rmsprop(**p.hyperparameters())
         assert opt.hyperparameters["s1"] == p.s1 and opt.hyperparameters["s2"] == p.s2
-    for p in (drawn + free)[::100]:
+    for p in (drawn + free)[::250]:
         _run(S.Simulation(lsq, optimizers.dp2_rmsprop(**p.hyperparameters()), p.steps, 4, 2, 0, "fixed"))
     with pytest.raises(ValueError, match="min_steps"):
         S.dp2_phases(min_steps=0)
 
 
 def test_dp_budgets_1000_draws_are_valid_ctcdp_targets(bound_draws):
-    """Every (ε, δ) builds dp_sgd_ctcdp and converts to a (ρ, a) budget; every 100th is planned
+    """Every (ε, δ) builds dp_sgd_ctcdp and converts to a (ρ, a) budget; every 250th is planned
     ([L2P] Alg. 3) and run, and its ε is within the target."""
     from dpsim.privacy import tcdp
     drawn = bound_draws["budget"]
@@ -284,7 +284,7 @@ def test_dp_budgets_1000_draws_are_valid_ctcdp_targets(bound_draws):
         optimizers.dp_sgd_ctcdp(epsilon=b.epsilon, delta=b.delta)
         assert tcdp.rho_a(b.epsilon, b.delta) > 0
     quad = problems.quadratic_2d(1.0, 1.0, n=2000, seed=0)
-    for b in drawn[::100]:  # planned as simulations() does: the horizon doubled until feasible
+    for b in drawn[::250]:  # planned as simulations() does: the horizon doubled until feasible
         opt, batch = S._ctcdp_setup(quad, optimizers.dp_sgd_ctcdp(epsilon=b.epsilon, delta=b.delta), 10)
         res = _run(S.Simulation(quad, opt, 10, batch, 2, 0, "fixed"))
         assert np.all(np.asarray(res.epsilon(b.delta)) <= b.epsilon * (1 + 1e-9))
