@@ -85,7 +85,7 @@ __all__ = [
     "lemma3_parameters", "lemma3_bound", "corollary1_bound",
     "prop2_limit", "dp_adam_limit", "prop2_moment_variances", "prop2_error_bound",
     "sample_mean_moments", "TABLE3", "TABLE4", "EQ3_NUMBERS",
-    "prop6_log_argument", "prop6_bound",
+    "prop6_log_argument", "prop6_bound", "prop7_bound",
 ]
 
 
@@ -689,3 +689,50 @@ def prop6_bound(T, lr, d, L, clip, phi, beta2, eps, f_gap, alpha, *, variant="dp
         return first + coef * (math.log1p((C * C + ph) / ((1.0 - b2) * e)) / T - math.log(b2))
     # ln(prop6_log_argument(C, Φ, β2)) with a negative argument for every input: undefined
     return float("nan")
+
+
+def prop7_bound(T, lr, d, L, beta1, beta2, eps, phi, f_gap, delta, *, variant="dp_adam"):
+    """Right-hand side of [ADAMBC] Prop. 7 (App. F; Adam with momentum ``β1``,
+    ``η_t = η(1−β1)√((1−β2^t)/(1−β2))``), as printed, with ``T̃ = T − β1/(1−β1)``, ``K = 1 − β1/β2``:
+
+    ``variant="dp_adam"``::
+
+        2δ(F_0 − F*)/(η T̃) + E · (ln(1 + δ²/(ε(1−β2))) − T ln β2),
+        E = ηdL(1−β1)δ/(K(1−β2)) + 2η²dL²β1/(K(1−β2)^{3/2}) + 12dδ²√(1−β1)/(K^{3/2}√(1−β2))
+
+    ``variant="dp_adambc"``: ``δ`` → ``√(δ² − Φ)`` in the first and in E's first term, ``δ²`` →
+    ``δ² − Φ`` in E's last, and the log term ``ln(1 − δ²/(Φ(1−β2)))`` — whose argument is negative
+    whenever ``δ² ≥ Φ`` (which ``√(δ² − Φ)`` needs): ``δ²/(Φ(1−β2)) ≥ 1/(1−β2) > 1``; returns ``nan``
+    (the same defect as :func:`prop6_bound`).
+
+    ``δ``: the bound on the preconditioner of the statement's last display (Corollary 1's, with
+    ``ν* = 2β2²Φ√((β2^t−1)/(β2²−1))``, ``b* = 4β2Φ`` for momentum) — passed in, since the printed
+    case split is on ``δ`` itself and ``μ*`` is not defined in Prop. 7.  Two features of the
+    printed bound that a verify row reports: the log bracket is not divided by ``T`` (Prop. 6 has
+    ``(1/T) ln(·) − ln β2``), so the bound grows linearly in ``T``; and at ``β1 = 0`` with
+    ``δ² = C² + Φ`` it does not reduce to Prop. 6 (``12`` instead of ``4`` in the last term of
+    ``E``, and the factor ``T``).  Requires ``T > β1/(1−β1)``, ``0 ≤ β1 < β2 < 1``, ``η, ε, Φ > 0``,
+    ``f_gap ≥ 0``, ``δ > 0``.  Scalars.
+    """
+    if variant not in ("dp_adam", "dp_adambc"):
+        raise ValueError(f"variant must be 'dp_adam' or 'dp_adambc', got variant={variant!r}")
+    T = int(real("T", T, lo=1, integer=True))
+    lr, d, L = (float(real(n, v, positive=True)) for n, v in (("lr", lr), ("d", d), ("L", L)))
+    b1 = float(real("beta1", beta1, lo=0.0))
+    b2 = float(_beta("beta2", beta2, lo_open=True))
+    if not b1 < b2:
+        raise ValueError(f"Prop. 7 needs 0 <= beta1 < beta2, got beta1={beta1!r}, beta2={beta2!r}")
+    e = float(real("eps", eps, positive=True))
+    ph = float(real("phi", phi, positive=True))
+    gap = float(real("f_gap", f_gap, nonneg=True))
+    dl = float(real("delta", delta, positive=True))
+    Tt = T - b1 / (1.0 - b1)
+    if Tt <= 0:
+        raise ValueError(f"Prop. 7 needs T > beta1/(1-beta1), got T={T}, beta1={beta1!r}")
+    K = 1.0 - b1 / b2
+    if variant == "dp_adambc":
+        return float("nan")  # ln(1 − δ²/(Φ(1−β2))) with δ² ≥ Φ: the argument is negative
+    E = (lr * d * L * (1.0 - b1) * dl / (K * (1.0 - b2))
+         + 2.0 * lr * lr * d * L * L * b1 / (K * (1.0 - b2) ** 1.5)
+         + 12.0 * d * dl * dl * math.sqrt(1.0 - b1) / (K ** 1.5 * math.sqrt(1.0 - b2)))
+    return 2.0 * dl * gap / (lr * Tt) + E * (math.log1p(dl * dl / (e * (1.0 - b2))) - T * math.log(b2))

@@ -106,3 +106,42 @@ def test_dpmf_lower_bound_rows():
     for name in ("identity", "sqrt_toeplitz", "banded:4"):
         r = rows[f"design_dpmf_weighted_variance[{name}]"]
         assert r.verdict == "pass" and r.strengthened() == "fail"
+
+
+# ------------------------------------------------------------------------------------------------
+# [ADAMBC] Prop. 7 (momentum), as printed
+
+
+def test_prop7_bound_at_a_hand_worked_point():
+    """β1 = 1/2, β2 = 3/4: K = 1 − β1/β2 = 1/3, T̃ = T − 1; δ = 2, ε = δ²/(1−β2) so the log term
+    is ln 2 − T ln(3/4)."""
+    from dpsim.analysis import concentration as K
+
+    T, eta, d, L, b1, b2, phi, gap, dl = 5, 0.5, 2, 3.0, 0.5, 0.75, 0.1, 1.5, 2.0
+    eps = dl * dl / (1 - b2)
+    k = 1 / 3
+    E = (eta * d * L * 0.5 * dl / (k * 0.25) + 2 * eta ** 2 * d * L ** 2 * b1 / (k * 0.25 ** 1.5)
+         + 12 * d * dl ** 2 * math.sqrt(0.5) / (k ** 1.5 * 0.5))
+    expect = 2 * dl * gap / (eta * (T - 1)) + E * (math.log(2.0) - T * math.log(0.75))
+    assert K.prop7_bound(T, eta, d, L, b1, b2, eps, phi, gap, dl) == pytest.approx(expect, rel=1e-12)
+    assert math.isnan(K.prop7_bound(T, eta, d, L, b1, b2, eps, phi, gap, dl, variant="dp_adambc"))
+    with pytest.raises(ValueError, match="beta1 < beta2"):
+        K.prop7_bound(T, eta, d, L, 0.8, 0.75, eps, phi, gap, dl)
+    with pytest.raises(ValueError, match="T > beta1"):
+        K.prop7_bound(1, eta, d, L, 0.5, 0.75, eps, phi, gap, dl)
+
+
+def test_prop7_at_beta1_zero_is_t_times_prop6_with_12_for_4():
+    """At β1 = 0, δ² = C² + Φ, F_0 = F*: Prop. 7 / Prop. 6 = T·(ηdLδ/(1−β2) + 12dδ²/√(1−β2)) /
+    (ηdLδ/(1−β2) + 4dδ²/√(1−β2)), the disagreement the verify row reports."""
+    from dpsim.analysis import concentration as K
+    from dpsim.analysis.checks import adambc
+
+    T, eta, d, L, C, phi, b2, eps = 50, 0.01, 10, 0.25, 1.0, 4e-4, 0.999, 1e-8
+    dl = math.sqrt(C * C + phi)
+    a = eta * d * L * dl / (1 - b2)
+    ratio = T * (a + 12 * d * dl ** 2 / math.sqrt(1 - b2)) / (a + 4 * d * dl ** 2 / math.sqrt(1 - b2))
+    got = K.prop7_bound(T, eta, d, L, 0.0, b2, eps, phi, 0.0, dl) / K.prop6_bound(T, eta, d, L, C, phi, b2, eps, 0.0, 0.05)
+    assert got == pytest.approx(ratio, rel=1e-12)
+    rows = adambc._check_prop7("quick", 0)
+    assert [r.verdict for r in rows] == ["reported", "reported"]

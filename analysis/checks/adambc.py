@@ -35,6 +35,7 @@ from dpsim.analysis.concentration import (
     prop4_parameters,
     prop6_bound,
     prop6_log_argument,
+    prop7_bound,
     sample_mean_moments,
     second_moment_bias,
     sgdm_equivalence_symbolic,
@@ -702,6 +703,47 @@ def _check_prop6(scale, seed):
                 f"Corollary 1 (corrected) at α=0.05; F(θ_0) − F* ≤ {gap:.4g}; 99.9% normal CI.")))
     return rows
 
+
+
+@check("adambc_prop7", family=FAMILY)
+def _check_prop7(scale, seed):
+    """Prop. 7 (momentum) as printed, against Prop. 6 at β1 = 0, and its DP-AdamBC log argument."""
+    rows = []
+    # β1 = 0 and δ² = C² + Φ make every coefficient of Prop. 7 comparable with Prop. 6's; with
+    # F(θ_0) − F* = 0 only the E·(log bracket) parts remain
+    d, L, C, b2, eps, T_list = 10, 0.25, 1.0, 0.999, 1e-8, (10, 200, 1000)
+    phi = dp_bias(1.0, 1.0, 50)
+    eta = 0.01
+    dl = math.sqrt(C * C + phi)
+    ratios = [prop7_bound(T, eta, d, L, 0.0, b2, eps, phi, 0.0, dl)
+              / prop6_bound(T, eta, d, L, C, phi, b2, eps, 0.0, 0.05) for T in T_list]
+    grows = all(r2 > 1.5 * r1 for r1, r2 in zip(ratios, ratios[1:]))
+    rows.append(_disagree(
+        "adambc_prop7", "App. F Prop. 7 (DP-Adam, β1 = 0) vs Prop. 6", 1.0, ratios[1],
+        bool(ratios[0] > 2.0 and grows), None,
+        "Prop. 7 / Prop. 6 at β1 = 0 is not 1 and grows with T",
+        f"With β1 = 0 Prop. 7's update rule is Prop. 6's, so its bound should reduce to Prop. 6's. "
+        f"At δ² = C² + Φ (C={C}, Φ={phi:.3g}, d={d}, L={L}, η={eta}, β2={b2}, F_0 − F* = 0) the "
+        f"ratio is {', '.join(f'{r:.4g}' for r in ratios)} at T = {T_list}: Prop. 7's log bracket "
+        f"ln(1 + δ²/(ε(1−β2))) − T ln β2 lacks Prop. 6's 1/T (so the bound grows linearly in T), "
+        f"and the last term of E has 12dδ² where Prop. 6 has 4d(C²+Φ)."))
+    # DP-AdamBC: ln(1 − δ²/(Φ(1−β2))) for δ² ≥ Φ (required by √(δ² − Φ))
+    phis = np.array([1e-10, 2.441e-8, 1e-4, 1.0])
+    b2s = np.array([0.5, 0.9, 0.999, 0.9999])
+    excess = np.array([0.0, 1e-6, 1.0, 100.0])  # δ²/Φ − 1 ≥ 0
+    P, B2, X = np.meshgrid(phis, b2s, excess, indexing="ij")
+    args = 1.0 - (P * (1.0 + X)) / (P * (1.0 - B2))
+    nan_bc = math.isnan(prop7_bound(200, eta, d, L, 0.9, b2, eps, phi, 1.0, dl, variant="dp_adambc"))
+    rows.append(_disagree(
+        "adambc_prop7", "App. F Prop. 7 (DP-AdamBC, printed)", 0.0, float(args.max()),
+        bool(np.all(args < 0) and nan_bc), None,
+        "max over Φ, β2, δ² ≥ Φ of 1 − δ²/(Φ(1−β2)) < 0: the printed bound takes ln of a negative number",
+        f"Prop. 7's DP-AdamBC bound contains ln(1 − δ²/(Φ(1−β2))) and √(δ² − Φ); whenever the square "
+        f"root is real, δ²/(Φ(1−β2)) ≥ 1/(1−β2) > 1 ({args.size} grid points, largest argument "
+        f"{float(args.max()):.3g}); prop7_bound(variant='dp_adambc') returns nan, as for Prop. 6. "
+        f"No simulation row: the DP-Adam form is larger than Prop. 6's, already above the largest "
+        f"possible ‖∇F‖² on the Prop. 6 instance."))
+    return rows
 
 
 # ------------------------------------------------------------------------------------------------
