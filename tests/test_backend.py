@@ -102,16 +102,16 @@ def test_blocked_layout_in_simulate_and_float32(monkeypatch):
     import dpsim
     from dpsim import optimizers, problems
 
-    prob = problems.logistic_regression(300, 2000, density=0.05, seed=0)
+    prob = problems.least_squares(100, 1000, seed=0)  # R·d = 70 000: two noise blocks
     opt = optimizers.get("dp_sgd")
     out = []
+    kw = dict(steps=4, batch_size=10, trials=70, seed=1, record_every=4, metrics=("loss",))
     for threads in ("1", "2"):
         monkeypatch.setenv("DPSIM_NOISE_THREADS", threads)
-        out.append(dpsim.simulate(prob, opt, steps=4, batch_size=10, trials=40, seed=1,
-                                  backend="numpy:blocked", record_every=4))
+        out.append(dpsim.simulate(prob, opt, backend="numpy:blocked", **kw))
     np.testing.assert_array_equal(out[0].params, out[1].params)
     assert out[0].config["backend"] == "numpy:blocked"
-    plain = dpsim.simulate(prob, opt, steps=4, batch_size=10, trials=40, seed=1, record_every=4)
+    plain = dpsim.simulate(prob, opt, **kw)
     assert not np.array_equal(plain.params, out[0].params)  # another stream, by design
     z = B.Backend("numpy:blocked", seed=0, dtype="float32", threads=2).normal((4, 3))
     assert z.dtype == np.float32
