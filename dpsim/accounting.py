@@ -879,6 +879,28 @@ def privacy_record(events, final_state, *, steps: int, sample_rate: float, sampl
             unamplified[i].append(st.equivalent_noise_multiplier(_per_trial(e.noise_multiplier, i),
                                                                  participation="any"))
     masks = [ev.schedule_mask(e, steps) for e in releases]
+    folded = bool("unamplified" in how and any(np.any(m) for m in masks))
+    if folded:
+        # An unamplified correlated release shares its batches with subsampled ones.  Its output
+        # may reveal the participation pattern (its ε can be large), and amplification of the
+        # others needs that pattern hidden, so composing their amplified ε would not be sound.
+        # For every fixed batch sequence each release is a plain Gaussian mechanism, and a mixture
+        # over batch sequences keeps the worst-case bound (joint convexity), so the whole run is
+        # accounted without amplification: a release with σ on m steps is one Gaussian with
+        # multiplier σ/√m (m compositions of sensitivity-C queries at noise σC).
+        for j, e in enumerate(releases):
+            m = int(np.count_nonzero(masks[j]))
+            if not m:
+                continue
+            label = ("unamplified (shares its batches with an unamplified correlated release, "
+                     "so no release of the run is amplified)")
+            for idx, e2 in enumerate(events):
+                if e2 is e:
+                    rec["events"][idx]["accounting"] = label
+            for i in range(trials):
+                unamplified[i].append(_per_trial(e.noise_multiplier, i) / math.sqrt(m))
+        how = ["unamplified" for _ in how]
+        releases, masks = [], []
     step_mat = np.stack(masks, axis=1) if masks and steps else np.zeros((steps, 0), bool)
     sig = [[_per_trial(e.noise_multiplier, i) for e in releases] for i in range(trials)]
     rec.update(private=True, sampling=sampling, adjacency=adjacency(sampling),
@@ -898,6 +920,9 @@ def privacy_record(events, final_state, *, steps: int, sample_rate: float, sampl
             rec["note"] = ("correlated noise (DP-MF) accounted UNAMPLIFIED: one Gaussian mechanism "
                            "per release sequence with noise multiplier sigma*sens(M)/worst_sens(M), "
                            "without amplification by sampling (see events[].accounting)")
+            if folded:
+                rec["note"] += ("; the i.i.d. releases sharing its batches are accounted without "
+                                "amplification too (an unamplified release may reveal who took part)")
         elif how:
             rec["note"] = ("correlated noise (DP-MF) accounted AMPLIFIED: banded strategy under "
                            f"{'cyclic Poisson' if kind == CYCLIC else 'Poisson'} sampling reduces to "

@@ -223,6 +223,30 @@ def test_scheduled_correlated_release_is_not_amplified():
     assert "restricted to some steps" in rec["events"][0]["accounting"]
 
 
+@pytest.mark.parametrize("sampling", ["poisson", "cyclic_poisson:4"])
+def test_subsampled_releases_beside_an_unamplified_one_lose_amplification(sampling):
+    """An i.i.d. release sharing its batches with an unamplified correlated release is not
+    amplified either (the unamplified release may reveal who took part): the whole run is one
+    Gaussian with (Σ σ_i⁻²)^(-1/2) over σ·sens/worst_sens and σ/√m of the m-step release, checked
+    against a direct dp_accounting GaussianDpEvent."""
+    from dpsim.privacy.events import CorrelatedRelease, GaussianRelease
+
+    steps, sigma, sigma2 = 24, 1.5, 3.0
+    ev = [CorrelatedRelease(noise_multiplier=sigma, strategy="banded:8"),
+          GaussianRelease(noise_multiplier=sigma2, schedule=lambda T: np.arange(T) % 2 == 0)]
+    rec = accounting.privacy_record(ev, None, steps=steps, sample_rate=0.01, sampling=sampling,
+                                    trials=1)
+    assert rec["correlated_accounting"] == "unamplified"
+    assert rec["events"][1]["accounting"].startswith("unamplified (shares its batches")
+    assert rec["step_types"] == [[]]
+    st = mf.noise_stream("banded:8", steps)
+    parts = [sigma * st.sens / st.worst_sens, sigma2 / math.sqrt(steps // 2)]
+    s_eff = math.fsum(s ** -2.0 for s in parts) ** -0.5
+    ref = dp_accounting.rdp.RdpAccountant(list(accounting.RDP_ORDERS)).compose(
+        dp_accounting.GaussianDpEvent(s_eff)).get_epsilon(DELTA)
+    assert accounting.epsilon_of_record(rec, DELTA, accountant="rdp") == pytest.approx(ref, rel=1e-12)
+
+
 def test_mixed_schedules_take_the_worst_group():
     """A Gaussian release on every third step under cyclic_poisson:3: group 0 sees all of them,
     groups 1 and 2 none; ε is group 0's."""
