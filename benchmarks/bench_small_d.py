@@ -8,7 +8,8 @@ Problems (n = 1000, b = 32, Poisson sampling): ``least_squares(d=20)``,
 Trials R ∈ {1, 256, 4096}.  Each configuration runs through the general chain engine
 (``fast=False``) and the fused kernel (``fast=True``, where :mod:`dpsim.fused` covers it),
 interleaved, best of ``--repeats``; the time is the step loop (``Result.wall_time``: batches,
-noise, updates; recording only at the first and last step), after an untimed warm-up run.
+noise, updates), with ``metrics=()`` (no full-data loss/gradient passes: at R = 4096 the two
+records of a short run would otherwise dominate), after an untimed warm-up run.
 
 Roofline (the issue's definition): one step needs ``R·b·d`` multiply-adds (the per-example
 margins; the clipped sum needs a second pass of the same size) and ``R·d`` standard normals.
@@ -110,7 +111,7 @@ def main(argv=None) -> dict:
                 for fast in paths:
                     dpsim.simulate(prob, opt, steps=2, batch_size=b, trials=R, seed=0, fast=fast)
                     r = dpsim.simulate(prob, opt, steps=3, batch_size=b, trials=R, seed=0,
-                                       fast=fast, record_every=3)
+                                       fast=fast, record_every=3, metrics=())
                     per = max(r.wall_time / 3, 1e-7)
                     steps[fast] = int(min(20_000, max(3, budget / per)))
                 best = {f: np.inf for f in paths}
@@ -118,7 +119,7 @@ def main(argv=None) -> dict:
                     for fast in paths:  # interleaved
                         T = steps[fast]
                         r = dpsim.simulate(prob, opt, steps=T, batch_size=b, trials=R, seed=rep,
-                                           fast=fast, record_every=T)
+                                           fast=fast, record_every=T, metrics=())
                         best[fast] = min(best[fast], r.wall_time / T)
                 d = prob.d
                 roof = roofline_step(R, b, d, gflops, normals)
