@@ -753,15 +753,20 @@ class Cache:
         value = json.loads(json.dumps(value))
         self._update(lambda m: m["notes"].__setitem__(key, value))
 
-    def finish(self, labels: Sequence[str]) -> None:
+    def finish(self, labels: Sequence[str], run_wall: float | None = None) -> None:
         """Mark the run complete (``results``: the labels ``run`` returned), write the results
-        table and point ``<scale_dir>/LATEST`` at this key."""
+        table and point ``<scale_dir>/LATEST`` at this key.  ``run_wall``: the wall seconds of
+        the experiment's ``run`` (its simulation phase: cells computed or loaded, tuning,
+        calibration; no figures), saved as ``run_wall_s`` with ``runner`` (where cells ran)."""
         labels = list(labels)
 
         def done(m):
             m["complete"] = True
             m["results"] = labels
             m["finished"] = _now()
+            if run_wall is not None:
+                m["run_wall_s"] = round(float(run_wall), 3)
+                m["runner"] = self.runner.describe()
 
         self._update(done)
         write_table(self.root / _TABLE, self.used, labels,
@@ -1069,11 +1074,13 @@ def run_experiment(exp: Experiment, scale: str, *, results_dir, force=False, pro
     cache = Cache(Path(results_dir) / exp.name / scale, experiment=exp.name, scale=scale,
                   config=config, version=numerics_version(exp), backend=backend, force=force,
                   progress=progress, runner=runner)
+    t0 = time.perf_counter()
     results = exp.run(config, cache)
+    wall = time.perf_counter() - t0
     missing = [k for k in results if k not in cache.manifest["cells"]]
     if missing:
         raise RuntimeError(f"experiment {exp.name!r} returned results not produced by its cache: {missing}")
-    cache.finish(list(results))
+    cache.finish(list(results), run_wall=wall)
     return cache, {label: cache.path(label) for label in results}
 
 

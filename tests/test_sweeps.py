@@ -96,6 +96,8 @@ def test_local_cluster_sweep_is_bitwise_identical_to_the_sequential_run(cluster,
     _same_results(_saved(cache.root), _saved(sequential.root))
     a, b = cache.manifest, sequential.manifest
     assert (a["key"], a["notes"], a["results"]) == (b["key"], b["notes"], b["results"])
+    assert a["runner"] == "on a local Dask cluster of 2 worker processes" and a["run_wall_s"] > 0
+    assert b["runner"] == "in this process" and b["run_wall_s"] > 0
     assert {k: v["meta"] for k, v in a["cells"].items()} == {k: v["meta"] for k, v in b["cells"].items()}
     # one process wrote every file (the parent): the sha256 in the manifest is the file's
     for lab, entry in a["cells"].items():
@@ -132,18 +134,16 @@ def test_restored_malloc_thresholds_reuse_freed_arrays_instead_of_faulting_them_
     """With MALLOC_TRIM_THRESHOLD_ set (as Dask's nanny sets it), every 1 MiB array is a fresh
     mmap whose 256 pages fault on first touch; after restore_malloc_thresholds() the freed block
     is reused.  Without the variable nothing is changed."""
-    def run(**env):
-        p = subprocess.run([PY, "-c", _FAULTS], capture_output=True, text=True, timeout=120,
-                           env=dict(os.environ, **env))
+    def run(env):
+        p = subprocess.run([PY, "-c", _FAULTS], capture_output=True, text=True, timeout=120, env=env)
         assert p.returncode == 0, p.stderr[-2000:]
         before, after, first, second = p.stdout.split()
         return int(before), int(after), first, second
 
-    before, after, first, second = run(MALLOC_TRIM_THRESHOLD_="65536")
+    before, after, first, second = run(dict(os.environ, MALLOC_TRIM_THRESHOLD_="65536"))
     assert before >= 100 * 200 and after < before / 20 and (first, second) == ("True", "False")
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"}
-    p = subprocess.run([PY, "-c", _FAULTS], capture_output=True, text=True, timeout=120, env=env)
-    assert p.returncode == 0 and p.stdout.split()[2:] == ["False", "False"], p.stderr[-2000:]
+    unset = run({k: v for k, v in os.environ.items() if k != "MALLOC_TRIM_THRESHOLD_"})
+    assert unset[2:] == ("False", "False")
 
 
 def test_a_killed_worker_does_not_stop_the_sweep(cluster, tmp_path):
