@@ -185,3 +185,22 @@ def test_fast_path_is_taken_and_never_materializes(monkeypatch):
     res = dpsim.simulate(prob, optimizers.get("pagan", radius=0.05), steps=2, batch_size=8, trials=2,
                          seed=0)
     assert np.all(np.isfinite(res.params))
+
+
+def test_constant_a_with_reg_stays_inside_under_cancellation():
+    """ρ ≠ 0, constant A, w concentrated on the example's support with the data term cancelling
+    the ridge term there: ||g||² = Σ_S(...)² + ρ²(||w||² − Σ_S w_j²) cancels catastrophically.
+    The norm is rounded up (never down), so the projection stays inside the ball."""
+    d, R = 200, 1
+    X = sp.csr_matrix((np.array([1.0]), (np.array([0]), np.array([0]))), shape=(1, d))
+    w = np.full(d, 1e-9)
+    w[0] = 1e8  # ||w||² ≈ w_0²: the off-support mass is lost in the difference
+    W = w[None, :]
+    reg = 1e-3
+    # squared link, y chosen so that c x_0 + ρ w_0 = (w_0 − y) + ρ w_0 is tiny
+    y = np.array([w[0] * (1 + reg) - 1e-6])
+    alpha = 1.0 / (1e-7) ** 2  # radius 1e-7, below ||g|| ≈ ρ·1e-9·√199 + 1e-6
+    got, lam = glm_projected_sum(X, y, "squared", reg, W, np.zeros((R, 1), np.int64), None,
+                                 np.full((1, d), alpha), np.zeros(R, np.int64))
+    assert lam[0, 0] > 0
+    assert math.sqrt(alpha) * np.linalg.norm(got[0]) <= 1.0 + 1e-12

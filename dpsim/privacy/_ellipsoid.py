@@ -317,7 +317,10 @@ def project_ellipsoid(g, a, *, return_lambda=False):
 # With a constant row of A (a_j = α: the ℓ2 ball of radius 1/√α, scaling="identity") the root is
 # explicit, π_A(g) = g·min(1, 1/(√α||g||)) (φ is then (√α||g||)²/(1 + λα)² − 1), with
 # ||g||² = Σ_{S_i} (c_i x_ij + ρ w_j)² + ρ²(||w||² − Σ_{S_i} w_j²), so the example costs O(|S_i|)
-# also when ρ ≠ 0 and its sum contributes Σ_i f_i c_i x_i + ρ (Σ_i f_i) w.
+# also when ρ ≠ 0 and its sum contributes Σ_i f_i c_i x_i + ρ (Σ_i f_i) w.  The difference of sums
+# of squares is rounded up by its error bound: ||g|| is never underestimated, so the projected
+# gradient never leaves E_A by more than the rounding of the final scaling (privacy: the
+# per-example contributions stay in the ellipsoid).
 # With ρ ≠ 0 and a varying A every coordinate is nonzero and enters φ with its own a_j: the dense
 # g_i is formed in a length-d scratch vector (never the (R, b, d) array) and projected there.
 
@@ -439,7 +442,9 @@ def _glm_trial(r, vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, 
                     gj = c * vals_all[s0 + t] + reg * w[j]
                     q += gj * gj
                     ws += w[j] * w[j]
-                rest = w2 - ws
+                # ||w||² − Σ_S w_j² can cancel: add the rounding bound of the two sums of squares
+                # ((d + |S|) u ||w||², u = 2^-53), so that nrm ≥ ||g|| and π stays inside E_A
+                rest = w2 - ws + (d + nz + 2) * 0.5 * _EPS * w2
                 if rest < 0.0:
                     rest = 0.0
                 nrm = math.sqrt(q + reg * reg * rest)
