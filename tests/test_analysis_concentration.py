@@ -24,7 +24,7 @@ from scipy import stats
 
 from dpsim.transforms import lookup
 from dpsim.analysis import concentration as K
-from dpsim.testing import assert_bound_holds, scaled_trials
+from dpsim.testing import assert_bound_holds
 from dpsim.testing.strategies import BoundParams, bound_params, seeds
 from dpsim.analysis import verify
 from dpsim.analysis.checks import adambc as checks
