@@ -103,3 +103,38 @@ def test_fit_h_of_constant_values_is_an_exact_horizontal_line():
     fit = D.fit_h([5, 10, 20], [0.7, 0.7, 0.7])
     assert fit.c1 == pytest.approx(0.0, abs=1e-12) and fit.c2 == pytest.approx(0.7)
     assert fit.r2 == 1.0 and fit.rmse == pytest.approx(0.0, abs=1e-12)
+
+
+def test_theorem3_rhs_at_a_hand_worked_point_where_the_noise_enters_m():
+    """[DP2] Theorem 3 with C = 2, σ = 3, s = 1, b = 2: M = C² + σ²C²/(sb²) = 4 + 9 = 13, so with
+    F1 = α = T = L = ε = d = 1 and τ = 0 the bound is 2k + 2k·(σ²C²/(2b²)) = 2k + 9k, k = √13 + 1.
+    (Mutants: ``*`` → ``/`` inside M, invisible at C = 1 or when σ²C²/(sb²) is tiny.)"""
+    from dpsim.analysis import delay as D
+
+    k = math.sqrt(13.0) + 1.0
+    assert D.theorem3_rhs(1.0, 1.0, 1, 1.0, 2.0, 3.0, 2, 1, 1, 0.0, 1.0) == pytest.approx(11.0 * k, rel=1e-12)
+
+
+def test_theorem3_sample_size_defaults_to_algorithm3s_rounds():
+    """Without ``rounds``, Theorem 3's sample size uses Algorithm 3's own T = ⌈32 ln d⌉.
+    (Mutant: ``np.log(d)`` → ``d`` in the default.)"""
+    from dpsim.analysis import moments as Mo
+
+    for d in (2, 10, 50):
+        T = Mo.algorithm3_rounds(d)
+        assert Mo.theorem3_sample_size(d, 1.5, 1.0, 1e-5, 0.1) == Mo.theorem3_sample_size(
+            d, 1.5, 1.0, 1e-5, 0.1, rounds=T)
+
+
+def test_saddlepoint_cdf_is_continuous_at_the_mean():
+    """The Lugannani–Rice formula has a removable singularity at the mean; the value the code
+    returns there must be the limit of its values on either side (their average at ±10⁻³ sd,
+    whose first-order terms cancel).  (Mutant: the 6 of the skewness term k3/(6√(2π) k2^{3/2}).)"""
+    from dpsim.analysis import bias
+
+    for a, lam in ((np.array([0.5, 0.3, 0.2]), 0.0), (np.array([0.9, 0.1]), 0.4), (np.array([1.0]), 0.0)):
+        k1, k2, _ = bias._cumulants(a, lam)
+        h = 1e-3 * math.sqrt(k2)
+        at = bias._saddlepoint_cdf(a, lam, k1)
+        around = 0.5 * (bias._saddlepoint_cdf(a, lam, k1 - h) + bias._saddlepoint_cdf(a, lam, k1 + h))
+        assert at == pytest.approx(around, abs=1e-5)
