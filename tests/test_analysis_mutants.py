@@ -138,3 +138,21 @@ def test_saddlepoint_cdf_is_continuous_at_the_mean():
         at = bias._saddlepoint_cdf(a, lam, k1)
         around = 0.5 * (bias._saddlepoint_cdf(a, lam, k1 - h) + bias._saddlepoint_cdf(a, lam, k1 + h))
         assert at == pytest.approx(around, abs=1e-5)
+
+
+def test_h_of_s_bootstrap_interval_at_level_one_half_is_the_interquartile_range():
+    """A percentile bootstrap interval of level c spans the (1−c)/2 and (1+c)/2 quantiles of the
+    bootstrap replicates: at c = 0.5 the interquartile range, which has positive width when the
+    trials differ, and it nests inside the 0.95 interval; the 0.95 interval is about
+    1.96/0.674 ≈ 2.9 times wider for a near-normal bootstrap distribution.  (Mutant: the 2 in
+    ``a = (1 − ci)/2``, which collapses the 0.5 interval to the median.)"""
+    import dpsim
+    from dpsim.analysis import delay as D
+
+    p = dpsim.problems.logistic_regression(200, 8, density=0.5, seed=1)
+    tr = D.record_h_traces(p, 5, steps=40, batch_size=16, trials=40, seed=3, noise_multiplier=1.0,
+                           lr=0.5, lr2=0.05, clip=1.0, beta=0.9, eps=1e-3)
+    _, lo50, hi50 = D.h_of_s(tr, ci=0.5, n_boot=400, seed=0)
+    _, lo95, hi95 = D.h_of_s(tr, ci=0.95, n_boot=400, seed=0)
+    assert lo95 <= lo50 < hi50 <= hi95
+    assert 2.0 < (hi95 - lo95) / (hi50 - lo50) < 4.5
