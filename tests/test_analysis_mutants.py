@@ -156,3 +156,49 @@ def test_h_of_s_bootstrap_interval_at_level_one_half_is_the_interquartile_range(
     _, lo95, hi95 = D.h_of_s(tr, ci=0.95, n_boot=400, seed=0)
     assert lo95 <= lo50 < hi50 <= hi95
     assert 2.0 < (hi95 - lo95) / (hi50 - lo50) < 4.5
+
+
+def test_gamma_cdf_is_exact_for_a_scaled_chi_square():
+    """The three-cumulant (Pearson III) approximation matches the first three cumulants, so it is
+    exact when Q itself is a scaled χ²: equal weights c, λ = 0 give Q = c·χ²_m, a gamma variable
+    of shape m/2 = 4/γ² (γ = √(8/m)).  Reference: scipy's χ² CDF.  (Mutant: the 4 of
+    ``k = 4/γ²``.)"""
+    from scipy.stats import chi2
+
+    from dpsim.analysis import bias
+
+    for m, c in ((1, 1.0), (3, 0.25), (8, 0.1)):
+        a = np.full(m, c)
+        for x in (0.05, 0.5, 1.0, 2.5):
+            assert bias._gamma_cdf(a, 0.0, x) == pytest.approx(chi2.cdf(x / c, m), rel=1e-9, abs=1e-14)
+
+
+def test_corollary1_rhs_with_a_batch_of_d_traces_is_row_by_row():
+    """``D_l1`` of shape (k, T) gives k values, each the one-trace result.  (Mutant:
+    ``Dl.shape[-1:]`` → ``Dl.shape[-2:]``, invisible for a single trace.)"""
+    from dpsim.analysis import delay as D
+
+    T = 12
+    rng = np.random.default_rng(0)
+    Dl = 1.0 + rng.random((3, T))
+    got = np.asarray(D.corollary1_rhs(T, 3, 4, 1.0, 1.0, 8, 1.0, D_l1=Dl))
+    assert got.shape == (3,)
+    for i in range(3):
+        assert got[i] == pytest.approx(float(D.corollary1_rhs(T, 3, 4, 1.0, 1.0, 8, 1.0, D_l1=Dl[i])))
+
+
+def test_g_hat_p_with_several_scalings_is_row_by_row():
+    """``C_diag`` of shape (M, d) with a scalar p gives M moments, each the single-scaling one,
+    and Ĝ_p is computed from its definition ((1/n) Σ_i ||z_i||_C^p)^{1/p} with ||z||_C² = Σ C_j z_j².
+    (Mutant: ``C.shape[:-1]`` → ``C.shape[:-2]`` in the output shape.)"""
+    from dpsim.analysis import moments as Mo
+
+    rng = np.random.default_rng(1)
+    S = rng.normal(size=(30, 4))
+    Cs = np.array([[1.0, 2.0, 0.5, 1.0], [0.3, 0.3, 3.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    got = np.asarray(Mo.G_hat_p(S, Cs, 3.0))
+    assert got.shape == (3,)
+    for i in range(3):
+        assert got[i] == pytest.approx(Mo.G_hat_p(S, Cs[i], 3.0))
+        norms = np.sqrt(np.sum(Cs[i] * S * S, axis=1))
+        assert got[i] == pytest.approx(np.mean(norms ** 3) ** (1 / 3))
