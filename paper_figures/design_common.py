@@ -35,12 +35,32 @@ def chosen(results: Mapping[str, object], label: str):
 
 
 def eps_of(res, accountant=None) -> float:
-    """ε at δ = 1e-5: PLD for Poisson sampling, RDP (replace-one) for fixed-size batches."""
+    """ε at δ = 1e-5: PLD for Poisson sampling, RDP (replace-one) for fixed-size batches.  Where
+    the PLD grid would be too large (weak, unamplified correlated noise:
+    ``AccountingTooExpensiveError``) the RDP bound is used instead; it is an upper bound on the
+    PLD value, so the ε shown is never smaller than the truth."""
+    import dpsim
+
     if accountant is None:
         accountant = "rdp" if res.config.get("sampling") == "fixed" else "pld"
-    e = res.epsilon(DELTA, accountant=accountant)
+    try:
+        e = res.epsilon(DELTA, accountant=accountant)
+    except dpsim.accounting.AccountingTooExpensiveError:
+        e = res.epsilon(DELTA, accountant="rdp")
     return float(np.max(e))
 
 
+def is_private(res) -> bool:
+    """Whether the run is private (finite ε; the non-private rules and the noiseless-v oracles
+    declare a ``NonPrivate`` event and have ε = ∞)."""
+    return math.isfinite(eps_of(res))
+
+
 def eps_text(e: float) -> str:
-    return "∞" if math.isinf(e) else f"{e:.3g}"
+    """``ε`` for a table cell: the number, or "∞ (not private)"."""
+    return "∞ (not private)" if math.isinf(e) else f"{e:.3g}"
+
+
+def eps_label(e: float) -> str:
+    """The privacy part of a legend entry: ``ε=<value>`` or ``not private`` (never ``ε=∞``)."""
+    return "not private" if math.isinf(e) else f"ε={e:.3g}"

@@ -200,7 +200,7 @@ def table_figure(rows, *, name, title, out_dir, note=None) -> list[Path]:
     error bars, log scale), each labelled with ε and its tuned hyperparameters; (b) the learning
     curves (means, 95% bands)."""
     with style.context():
-        fig, axes = style.figure(1, 2, width=3.9, height=3.3)
+        fig, axes = style.figure(1, 2, width=4.6, height=3.3)
         ax = axes[0][0]
         ys = np.arange(len(rows))[::-1]
         ends = []
@@ -226,9 +226,11 @@ def table_figure(rows, *, name, title, out_dir, note=None) -> list[Path]:
         set_log_limits(ax2, means)
         ax2.set_xlim(rows[0].res.steps[0], rows[0].res.steps[-1])
         ax2.set_xlabel("step t")
-        ax2.set_ylabel(r"mean excess training loss $F(w_t) - F^\star$")
+        ax2.set_ylabel("mean excess training loss\n" + r"$F(w_t) - F^\star$")
         ax2.set_title("(b) learning curves, band: 95% CI", fontsize=8.5)
-        ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1,
+        # beside the curves, not under them: a legend below squeezed the axes until the y label
+        # ran into the title
+        ax2.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=1,
                    title=f"ε at δ = {style.fmt_float(delta_of(rows[0].res))}"
                          + (f"; {note}" if note else ""), title_fontsize=7)
         fig.suptitle(f"{title} — {problem_text(rows[0].res)}; {trials_text(rows)} trials", fontsize=8.5)

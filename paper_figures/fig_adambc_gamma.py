@@ -53,6 +53,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 
 def _render(data, sweeps, out_dir) -> list[Path]:
     fig, axes = style.figure(2, len(data), width=3.6, height=2.5, sharex="col")
+    for a in axes.flat:
+        a.tick_params(labelbottom=True)  # the γ' values under the loss panels too
     for j, (eps, d) in enumerate(data.items()):
         rows = _per_gamma(d["gamma"], sweeps[eps])
         x = np.array([r["ratio"] for r in rows])

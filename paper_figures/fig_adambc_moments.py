@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Mapping
 
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from dpsim.analysis import stats
 
@@ -64,6 +65,7 @@ def _render(data, out_dir) -> list[Path]:
                 color=COLORS["clean"], label=r"clean $\hat m^c$ (clipped, no noise)")
         ax.hist(s["mp"].ravel(), bins=bins, density=True, histtype="step", lw=1.4,
                 color=COLORS["private"], label=r"private $\hat m^p$")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))  # long decimals collide at 9 ticks
         ax.set_xlabel(r"first moment $\hat m_t$ (per coordinate)")
         ax.set_ylabel("density")
         ax.set_title(f"ε = {etxt}: first moment, t = {s['t']}")

@@ -66,6 +66,8 @@ def _render(data, out_dir) -> list[Path]:
         ax.errorbar(xs * off, m, yerr=h, color=color, marker="o", ms=4, capsize=3, label=name)
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xticks(xs, [f"{x:.2g}" for x in xs])  # a tick at each ε run
+    ax.set_xticks([], minor=True)
     ax.set_xlabel(f"ε (δ = {style.fmt_float(common.DELTA)}, log scale)")
     ax.set_ylabel(r"final excess loss $F(w_T)-F^\star$")
     ax.set_title("final excess loss vs ε")

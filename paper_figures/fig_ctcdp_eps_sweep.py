@@ -83,7 +83,9 @@ def _render(data, out_dir) -> list[Path]:
     top.set_xlabel(f"privacy budget ε (δ = {style.fmt_float(DELTA)})")
     top.set_ylabel(r"final excess loss $F(\theta_T) - F^\star$")
     top.set_title("Final training loss vs ε (each method at its tuned T, η[, p]); mean ± 95% CI")
-    top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
+    # under the panel, not beside it: a legend right of a panel spanning every column made the
+    # layout reserve its width for the whole figure (about 40% blank on the right)
+    top.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=7.5)
 
     for i, eps in enumerate(eps_list):
         ax = axes[1 + i // ncols][i % ncols]

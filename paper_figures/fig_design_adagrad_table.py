@@ -82,7 +82,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         col = []
         for m, lab in METHODS:
             e = max(r["eps"] for (z, mm), r in rows.items() if mm == m)
-            col.append(lab + f"\nε={common.eps_text(e)}")
+            col.append(lab + "\n" + common.eps_label(e))
         text = []
         for zf in zfs:
             line = []

@@ -1,6 +1,8 @@
 """Figure for ``design_space`` (d): the 2-D quadratic of [DESIGN] §4.1 (RECONSTRUCTED): mean
 trajectories and loss of non-private Adam, post-processing DP-Adam, scale-then-privatize and the
-noiseless-preconditioner oracles, each at its tuned η (and ε_s).
+noiseless-preconditioner oracles, each at its tuned η (and ε_s).  The loss panel is on a log axis,
+so it shows the geometric mean over trials with the 95% CI of the mean of ``log F`` (a band in
+log space); ``evaluate`` compares arithmetic means (Welch CI), as the claim is about the loss.
 
 Standalone::  python -m dpsim.paper_figures.fig_design_quadratic2d results/design_space/quick [OUT]
 """
@@ -45,20 +47,25 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
             r = data[m]
             res, mask = r["res"], r["mask"]
             es = "" if r["es"] is None else f", ε_s={r['es']:g}"
-            lab = f"{m}: ε={common.eps_text(r['eps'])}, η={r['lr']:g}{es}"
+            lab = f"{m}: {common.eps_label(r['eps'])}, η={r['lr']:g}{es}"
             color = style.BASELINE_COLOR if m == "adam" else f"C{i}"
             w1 = np.abs(res.records["w1"][:, mask]).mean(axis=1)
             w2 = np.abs(res.records["w2"][:, mask]).mean(axis=1)
             ax0.plot(w1, w2, color=color, label=lab, marker=".", markevery=max(len(w1) // 8, 1))
-            mean, half = stats.mean_ci(res.loss[:, mask], axis=1)
-            half = np.nan_to_num(half)
-            ax1.plot(res.steps, mean, color=color)
-            style.band(ax1, res.steps, np.maximum(mean - half, mean * 1e-3), mean + half, color)
+            # On the log axis: the geometric mean and the 95% CI of the mean of log F over the
+            # trials (a band in log space).  An arithmetic mean ± CI has a lower end at or below
+            # zero whenever the trials spread over decades, and clipping it drew bands down to 1e-5.
+            logl = np.log(np.maximum(res.loss[:, mask], np.finfo(float).tiny))
+            mlog, hlog = stats.mean_ci(logl, axis=1)
+            hlog = np.nan_to_num(hlog)
+            ax1.plot(res.steps, np.exp(mlog), color=color)
+            style.band(ax1, res.steps, np.exp(mlog - hlog), np.exp(mlog + hlog), color)
         ax0.set_xscale("log"); ax0.set_yscale("log")
         ax0.set_xlabel("mean |w₁| (steep coordinate)"); ax0.set_ylabel("mean |w₂| (flat coordinate)")
         ax0.set_title("mean trajectory from (1, 1)")
         ax1.set_yscale("log"); ax1.set_xlabel("step t"); ax1.set_ylabel("loss F(w_t) (F* = 0)")
-        ax1.set_title("loss, mean ± 95% CI")
+        ax1.set_title("loss: geometric mean over trials,\nband: 95% CI of the mean of log F",
+                      fontsize=9)
         cfg = next(iter(data.values()))["res"].config["problem"]
         fig.suptitle(f"2-D quadratic F = (a w₁² + b w₂²)/2, a={cfg['a']:g}, b={cfg['b']:g} "
                      f"(reconstructed [DESIGN] §4.1); ε at δ = {style.fmt_float(common.DELTA)}",

@@ -52,6 +52,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
     delayed = get(entries, "delayed_rmsprop", private=False)
     with style.context():
         fig, axes = style.figure(1, 2 if diag else 1, width=4.6, height=3.6, sharey=True)
+        for a in axes[0]:
+            a.tick_params(labelleft=True)  # shared scale, but every panel readable on its own
         ax = axes[0][0]
         means = [plot_curve(ax, e, label=legend_name(e, with_hp=True)) for e in rows]
         if ref is not None:

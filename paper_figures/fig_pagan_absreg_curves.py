@@ -52,6 +52,8 @@ def _render(data, out_dir) -> list[Path]:
     eps_list = data["epsilons"] or [None]
     delta = data["delta"]
     fig, axes = style.figure(1, len(eps_list), width=3.5, height=3.6, sharey=True)
+    for a in axes[0]:
+        a.tick_params(labelleft=True)  # shared scale, but every panel readable on its own
     trials = set()
     lo_all, hi_all = [], []
     for ax, eps in zip(axes[0], eps_list):

@@ -22,8 +22,10 @@ if "matplotlib.pyplot" not in sys.modules:  # do not switch an interactive sessi
     matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import Formatter, Locator  # noqa: E402
 
-__all__ = ["RC", "context", "figure", "save", "sequential", "BASELINE_COLOR", "band", "fmt_float"]
+__all__ = ["RC", "context", "figure", "save", "sequential", "BASELINE_COLOR", "band", "fmt_float",
+           "readable_log_axes"]
 
 RC = {
     "font.size": 9,
@@ -83,8 +85,102 @@ def band(ax, x, lo, hi, color, alpha: float = 0.2):
     ax.fill_between(x, lo, hi, color=color, alpha=alpha, linewidth=0)
 
 
+class _ReadableLogLocator(Locator):
+    """A log-axis locator that keeps the figure's own locator (``inner``) whenever it puts at least
+    two ticks inside the view, and otherwise (a view inside about one decade, where a decade-only
+    locator shows one tick or none) falls back to ticks at ``{1, 2, 5} × 10^k``, then
+    ``{1, …, 9} × 10^k``, then at most four evenly spaced "nice" values."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.fell_back = False  # whether the last call replaced the inner locator's ticks
+
+    def set_axis(self, axis):
+        super().set_axis(axis)
+        self.inner.set_axis(axis)
+
+    def __call__(self):
+        vmin, vmax = self.axis.get_view_interval()
+        return self.tick_values(vmin, vmax)
+
+    def tick_values(self, vmin, vmax):
+        import math
+
+        import numpy as np
+        from matplotlib.ticker import MaxNLocator
+
+        vmin, vmax = sorted((float(vmin), float(vmax)))
+        ticks = np.asarray(self.inner.tick_values(vmin, vmax), dtype=float)
+        self.fell_back = False
+        if not (vmin > 0 and math.isfinite(vmax)) or _inside(ticks, vmin, vmax) >= 2:
+            return ticks
+        self.fell_back = True
+        k0, k1 = math.floor(math.log10(vmin)) - 1, math.ceil(math.log10(vmax)) + 1
+        for subs in ((1.0, 2.0, 5.0), tuple(float(s) for s in range(1, 10))):
+            cand = np.array([s * 10.0 ** k for k in range(k0, k1 + 1) for s in subs])
+            if _inside(cand, vmin, vmax) >= 2:
+                return cand
+        return MaxNLocator(nbins=3).tick_values(vmin, vmax)
+
+
+def _inside(ticks, vmin, vmax) -> int:
+    return int(sum(vmin * (1 - 1e-9) <= t <= vmax * (1 + 1e-9) for t in ticks))
+
+
+class _ReadableLogFormatter(Formatter):
+    """Labels of a :class:`_ReadableLogLocator` axis: the figure's own formatter (``inner``) on the
+    figure's own ticks when it labels at least two of them inside the view; otherwise (the locator
+    fell back, or too few labels) every tick as a compact number with just enough significant
+    digits to tell neighbouring ticks apart."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def set_axis(self, axis):
+        super().set_axis(axis)
+        self.inner.set_axis(axis)
+
+    def __call__(self, x, pos=None):
+        return self.inner(x, pos)
+
+    def format_ticks(self, values):
+        labels = self.inner.format_ticks(values)
+        vmin, vmax = sorted(self.axis.get_view_interval())
+        shown = [lab for v, lab in zip(values, labels)
+                 if vmin * (1 - 1e-9) <= v <= vmax * (1 + 1e-9) and str(lab).strip()]
+        loc = self.axis.get_major_locator()
+        if len(shown) >= 2 and not getattr(loc, "fell_back", False):
+            return labels
+        for digits in (1, 2, 3, 4, 6):
+            out = [fmt_float(float(f"{v:.{digits}g}")) for v in values]
+            if len(set(out)) == len(out):
+                return out
+        return out
+
+
+def readable_log_axes(fig) -> None:
+    """Make every log axis of ``fig`` show at least two labelled major ticks (wrapping its locator
+    and formatter, see :class:`_ReadableLogLocator`) and no minor tick labels (they collide on
+    short decades).  :func:`save` applies it to every figure; axes with fixed tick positions
+    (``set_xticks``) are left alone."""
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log":
+                continue
+            loc, fmt = axis.get_major_locator(), axis.get_major_formatter()
+            if isinstance(loc, (FixedLocator, _ReadableLogLocator)):
+                continue
+            axis.set_major_locator(_ReadableLogLocator(loc))
+            axis.set_major_formatter(_ReadableLogFormatter(fmt))
+            axis.set_minor_formatter(NullFormatter())
+
+
 def save(fig, out_dir, name: str) -> list[Path]:
-    """Save ``fig`` as ``out_dir/name.png`` and ``out_dir/name.pdf`` (reproducible metadata)."""
+    """Save ``fig`` as ``out_dir/name.png`` and ``out_dir/name.pdf`` (reproducible metadata), after
+    :func:`readable_log_axes`."""
+    readable_log_axes(fig)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
