@@ -281,7 +281,7 @@ PARAMS = privacy_params(min_noise=0.9, max_noise=5.0, min_sample_rate=1e-3, max_
                         max_steps=300, min_delta=1e-6, max_delta=1e-5)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=5, deadline=None)  # 5, not 6: the privacy_params draws cost ~11% more CPU
 @given(p=PARAMS)
 def test_rdp_monotone(p):
     sigma, q, steps, delta = p
@@ -291,7 +291,7 @@ def test_rdp_monotone(p):
     assert acc.epsilon(sigma, min(1.0, 1.5 * q), steps, delta, accountant="rdp") >= e
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=5, deadline=None)  # 5, not 6: the privacy_params draws cost ~11% more CPU
 @given(p=PARAMS)
 def test_pld_monotone(p):
     sigma, q, steps, delta = p
