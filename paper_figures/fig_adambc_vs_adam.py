@@ -18,6 +18,8 @@ from typing import Mapping
 import numpy as np
 
 from dpsim.analysis import stats
+from dpsim.experiments import verdicts as verdicts_mod
+from dpsim.experiments.pipeline import Saved
 
 from . import adambc_common as common
 from . import style
@@ -81,8 +83,10 @@ def _render(data, out_dir) -> list[Path]:
 
 def evaluate(results: Mapping[str, object]) -> dict:
     """Per ε: final excess loss of both (mean ± 95% CI) and the paired difference AdamBC − Adam
-    (95% CI).  Holds when DP-AdamBC is significantly lower at every ε; fails when it is
-    significantly higher at some ε; otherwise inconclusive."""
+    (95% CI), categorised by :func:`experiments.verdicts.from_interval`.  Holds when DP-AdamBC is
+    significantly lower at every ε; does not hold when it is significantly higher at some ε;
+    otherwise inconclusive.  A holds / does not hold whose tuned learning rate or γ' sits on a grid
+    edge is downgraded to inconclusive (:func:`experiments.verdicts.downgrade_for_edge`)."""
     data = common.need(common.load(results), SLOTS, NAME)
     lines = [
         "Final excess training loss F(w_T) − F* (mean ± 95% CI over trials); difference from the "
@@ -105,18 +109,39 @@ def evaluate(results: Mapping[str, object]) -> dict:
                      f"{stats.fmt_ci(ma, ha)} ({float(common.hp(a, 'lr')):g}) | {stats.fmt_ci(mb, hb)} "
                      f"({float(common.hp(b, 'lr')):g}, {float(common.hp(b, 'gamma_prime')):.2g}) | "
                      f"{dm:+.2e} [{dm - dh:+.2e}, {dm + dh:+.2e}] | {mb / ma:.2f} | {frac} |")
-        verdicts.append(True if dm + dh < 0 else (False if dm - dh > 0 else None))
+        verdicts.append(verdicts_mod.from_interval(dm - dh, dm + dh, claim="below"))
         notes.append(f"ε={common.eps_text(a)}: AdamBC/Adam = {mb / ma:.2f} "
                      f"({'lower' if dm + dh < 0 else 'higher' if dm - dh > 0 else 'no significant difference'})")
-    holds = (False if any(v is False for v in verdicts)
-             else True if all(v is True for v in verdicts) else None)
+    category = (verdicts_mod.FAILS if verdicts_mod.FAILS in verdicts
+                else verdicts_mod.HOLDS if all(v == verdicts_mod.HOLDS for v in verdicts)
+                else verdicts_mod.INCONCLUSIVE)
+    edge = _edges(results, data)
+    category, edge_note = verdicts_mod.downgrade_for_edge(category, edge)
+    holds = verdicts_mod.holds_of(category)
     why = (" A fraction above the floor near 0 means the tuned γ' floors every coordinate: DP-AdamBC "
            "is then DP-SGDM with rate η/√γ' (Eq. 3 with γ' for Φ)."
            " On this well-conditioned convex problem with isotropic features there is little for "
            "a per-coordinate preconditioner to fix; the paper's gains are on NLP models (SNLI, QNLI), "
            "and it reports parity on CIFAR10 and ogbn-arxiv.")
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds,
-            "verdict": "; ".join(notes) + "." + why}
+    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "category": category,
+            "verdict": f"Category: {category}" + (f" ({edge_note})" if edge_note else "") + ". "
+                       + "; ".join(notes) + "." + why}
+
+
+def _edges(results, data) -> dict:
+    """``{"<selection>.<axis>": value}`` of the tuned choices of the compared methods that sit on
+    an edge of their grid (read from the saved selections; none saved: ``{}``)."""
+    saved = Saved.of(results)
+    out = {}
+    for eps in data:
+        for slot in ("adam", "adambc"):
+            try:
+                sel = saved.selection(f"eps{eps:g}-{slot}")
+            except KeyError:
+                continue
+            for axis in sel.get("at_edge", []):
+                out[f"eps{eps:g}-{slot}.{axis}"] = sel["point"][axis]
+    return out
 
 
 def main(argv=None) -> int:
