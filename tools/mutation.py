@@ -611,18 +611,15 @@ def main(argv=None) -> int:
             if status != "survived":
                 raise SystemExit(f"the tests of {m} do not pass unmutated in {dest}: {status} {why}")
     elif args.rerun and args.coverage_cache and Path(args.coverage_cache).exists():
-        # a re-run reuses the earlier coverage map even if files changed since: tests that no
-        # longer exist are dropped, and every test of the shared files runs for every mutant
+        # a re-run reuses the earlier coverage map even if files changed since (tests that no
+        # longer exist are dropped) and profiles the shared test files afresh
         recs = _charge_shared(json.loads(Path(args.coverage_cache).read_text())["records"])
         alive = _collect_ids(dest, TESTS)
         recs = {k: r for k, r in recs.items() if k in alive}
-        shared_ids = [k for k in alive if k.split("::")[0] in _SHARED]
-        everything = {(m, f) for r in recs.values() for (m, f) in r["covers"]} | {
-            (mu.module, mu.function) for mu in mutants}
-        for k in shared_ids:
-            recs[k] = {"covers": everything, "seconds": 0.0, "ok": True}
-        print(f"re-run: coverage map {args.coverage_cache} ({len(recs)} tests still present, "
-              f"{len(shared_ids)} of them in {_SHARED} run for every mutant)", flush=True)
+        fresh = coverage_map(dest, _SHARED, args.timeout * 30)  # the shared files, profiled now
+        recs.update(fresh)
+        print(f"re-run: coverage map {args.coverage_cache} ({len(recs) - len(fresh)} tests still "
+              f"present) plus {len(fresh)} tests of {_SHARED} profiled now", flush=True)
     else:
         t0 = time.perf_counter()
         recs = coverage_map(dest, TESTS, args.timeout * 30, args.coverage_cache)
