@@ -47,8 +47,12 @@ def _table_setup(name, prob):
     return opt_kw, sim_kw
 
 
+# delayed_rmsprop divides each minibatch gradient by the root of the *averaged* previous gradients'
+# squares, which is smaller than a minibatch gradient's; at lr 0.01 one of the four trials of seed 3
+# oscillates after the first refresh (loss 0.69 -> 2.85 -> 0.77), at 0.003 all 24 trials of seeds
+# 0-5 decrease.  The test is a smoke test of every rule, not a tuning of it.
 _NON_PRIVATE_LR = {"sgd": 0.1, "momentum": 0.05, "adagrad": 0.1, "rmsprop": 0.01, "adam": 0.01,
-                   "yogi": 0.01, "delayed_rmsprop": 0.01}
+                   "yogi": 0.01, "delayed_rmsprop": 0.003}
 
 
 @pytest.mark.parametrize("which", ["lsq", "logreg"])
