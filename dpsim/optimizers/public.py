@@ -131,12 +131,6 @@ def _link_derivative(link, m, y):
     return -np.ones_like(m)
 
 
-def _labels(problem):
-    """The GLM's host labels ``y`` (n,): ``problem.labels`` where the Problem API offers it, else
-    the GLM factories' ``y`` attribute; ``None`` when neither exists."""
-    y = getattr(problem, "labels", None)
-    return getattr(problem, "y", None) if y is None else y
-
 
 class _PublicGLM:
     """The public split's rows of a GLM: ``X`` (``m × d``, CSR or dense), labels ``y``, ``link``,
@@ -182,7 +176,7 @@ class _PublicCache:
                 or not isinstance(idx, np.ndarray)):
             return None
         link, X = problem.link, problem.features
-        y = _labels(problem)
+        y = problem.labels
         if (link not in ("squared", "logistic", "absolute", "linear") or X is None
                 or not isinstance(y, np.ndarray) or y.shape != (problem.n,)):
             return None

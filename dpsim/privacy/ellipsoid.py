@@ -446,7 +446,7 @@ def _glm_inputs(batch, params):
         return None
     link = problem.link
     X = problem.features
-    y = _labels(problem)
+    y = problem.labels
     if link not in LINKS or X is None or not isinstance(y, np.ndarray) or y.shape != (problem.n,):
         return None
     if isinstance(X, np.ndarray):
@@ -457,12 +457,6 @@ def _glm_inputs(batch, params):
         return None
     return X, y, link, problem.reg
 
-
-def _labels(problem):
-    """The GLM's host labels ``y`` (n,): ``problem.labels`` where the Problem API offers it, else
-    the GLM factories' ``y`` attribute; ``None`` when neither exists."""
-    y = getattr(problem, "labels", None)
-    return getattr(problem, "y", None) if y is None else y
 
 
 def _is_box(problem) -> bool:

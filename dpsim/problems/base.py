@@ -226,6 +226,11 @@ class Problem:
         return None
 
     @property
+    def labels(self):
+        """A GLM's host labels ``y`` (NumPy ``(n,)``), else ``None``."""
+        return None
+
+    @property
     def scales(self):
         """Host ``(d,)`` read-only coordinate scales, or ``None``."""
         return self._scales

@@ -129,6 +129,11 @@ class _GLMProblem(Problem):
         """The host feature matrix ``X`` (NumPy ``(n, d)`` or ``scipy.sparse`` CSR), on every view."""
         return self._host.X
 
+    @property
+    def labels(self):
+        """The host labels ``y`` (NumPy ``(n,)``), on every view."""
+        return self._host.y
+
     def lipschitz_rows(self):
         """``features`` when ``|l'| <= 1`` and ``reg == 0`` (see :meth:`Problem.lipschitz_rows`)."""
         if self._link in _UNIT_LIPSCHITZ_LINKS and self.reg == 0.0:
