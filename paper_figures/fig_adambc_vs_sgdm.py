@@ -64,7 +64,7 @@ def _render(data, out_dir) -> list[Path]:
     ax0.set_xscale("log")
     ax0.set_yscale("log")
     ax0.set_xlabel("step t")
-    ax0.set_ylabel(r"equivalent DP-SGDM learning rate $\eta_{SGDM}(t)$")
+    ax0.set_ylabel("equivalent DP-SGDM\n" + r"learning rate $\eta_{SGDM}(t)$")
     ax0.set_title("Eq. 3 schedule (dotted: constant run)")
     ax0.legend(loc="upper right", fontsize=6.5)
     common.plain_log_ticks(ax0)
@@ -79,7 +79,7 @@ def _render(data, out_dir) -> list[Path]:
         if lo > 0:
             ax.set_ylim(lo / 2, hi * 1.5)
         ax.set_xlabel("step t")
-        ax.set_ylabel(r"mean excess training loss $F(w_t)-F^\star$")
+        ax.set_ylabel("mean excess training loss\n" + r"$F(w_t)-F^\star$")
         ax.set_title(f"ε = {common.eps_text(a)} (δ = {style.fmt_float(common.DELTA)}), {a.trials} paired trials")
         ax.legend(loc="upper right", fontsize=6.5)
     fig.suptitle("DP-Adam vs DP-SGDM with the Eq. 3 learning rate — dense logistic regression; "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +22,15 @@ from dpsim import experiments
 from dpsim.experiments import pipeline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+SHARED_RESULTS = "tiny-results-shared"
+"""A folder under the session's pytest base temporary directory into which every tiny run copies
+its results, so that a later module (``test_figures.py``) reuses the cells instead of simulating
+them again (the cache key makes the reuse exact; run alone, that module computes them)."""
+
+
+def share_results(tmp_path_factory, results: Path) -> None:
+    """Copy the results folder of a tiny run into :data:`SHARED_RESULTS` (merged)."""
+    shutil.copytree(results, tmp_path_factory.getbasetemp() / SHARED_RESULTS, dirs_exist_ok=True)
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,7 @@ def tiny_run(name: str):
         tmp = tmp_path_factory.mktemp(name)
         report = experiments.reproduce([name], scale="tiny", out_dir=tmp / "out",
                                        results_dir=tmp / "results", progress=False, verbose=False)
+        share_results(tmp_path_factory, tmp / "results")
         return TinyRun(name, tmp, report)
 
     return fixture

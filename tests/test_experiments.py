@@ -17,6 +17,7 @@ from dpsim import experiments
 from dpsim import cli
 from dpsim.experiments import cli as experiments_cli
 from dpsim.experiments import dpsgd_logistic, pipeline, tuning
+from experiment_fixtures import share_results
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -71,6 +72,7 @@ def tiny_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("repro")
     report = experiments.reproduce(experiments.names(), scale="tiny", out_dir=tmp / "out",
                                    results_dir=tmp / "results", progress=False, verbose=False)
+    share_results(tmp_path_factory, tmp / "results")
     return tmp, report
 
 
