@@ -117,6 +117,11 @@ def evaluate(results: Mapping[str, object]) -> dict:
                 else verdicts_mod.INCONCLUSIVE)
     edge = _edges(results, data)
     category, edge_note = verdicts_mod.downgrade_for_edge(category, edge)
+    premise_ok, premise_text = _premise(results)
+    lines += ["", premise_text]
+    if premise_ok is False:
+        category = verdicts_mod.UNTESTED
+        edge_note = (edge_note + "; " if edge_note else "") + "premise fails (see the premise line)"
     holds = verdicts_mod.holds_of(category)
     why = (" A fraction above the floor near 0 means the tuned γ' floors every coordinate: DP-AdamBC "
            "is then DP-SGDM with rate η/√γ' (Eq. 3 with γ' for Φ)."
@@ -126,6 +131,41 @@ def evaluate(results: Mapping[str, object]) -> dict:
     return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "category": category,
             "verdict": f"Category: {category}" + (f" ({edge_note})" if edge_note else "") + ". "
                        + "; ".join(notes) + "." + why}
+
+
+HETEROGENEITY_MIN = 3.0
+"""The premise of [ADAMBC]'s claim: a per-coordinate preconditioner can only beat a scalar step
+size when the coordinates' gradient scales differ.  Measured as the ratio of the 90th to the 10th
+percentile over coordinates of the clean RMS gradient ``√v̂^c`` (the frozen clean run at the trained
+point), per trial; the premise holds when the lower 95% CI end of its mean exceeds this value, and
+fails when the upper end is below it.  (3 is this code's choice: a spread under 3× is one a single
+learning rate absorbs within a factor of about √3 per coordinate.)"""
+
+
+def _premise(results):
+    """``(ok, line)``: whether the setting's coordinate scales are heterogeneous enough for the
+    claim to be tested (:data:`HETEROGENEITY_MIN`), ``None`` when undecided or not measurable."""
+    data = common.load(results, ("frozen-private", "frozen-clean"))
+    rows = []
+    for eps, d in data.items():
+        if "frozen-private" not in d or "frozen-clean" not in d:
+            continue
+        vc = common.frozen_moments(d["frozen-private"], d["frozen-clean"])["vc"][-1]  # (R, d)
+        rms = np.sqrt(np.maximum(vc, 0.0))
+        ratio = np.quantile(rms, 0.9, axis=1) / np.maximum(np.quantile(rms, 0.1, axis=1),
+                                                          np.finfo(float).tiny)
+        rows.append((eps, *stats.mean_ci(ratio)))
+    if not rows:
+        return None, "**Premise** (coordinate-scale heterogeneity): not measured (no frozen runs)."
+    lo = min(m - h for _, m, h in rows)
+    hi = max(m + h for _, m, h in rows)
+    ok = True if lo > HETEROGENEITY_MIN else False if hi < HETEROGENEITY_MIN else None
+    parts = "; ".join(f"ε={e:g}: {stats.fmt_ci(m, h)}" for e, m, h in rows)
+    word = {True: "holds", False: "fails: the setting does not test the claim",
+            None: "undecided"}[ok]
+    return ok, (f"**Premise** (coordinate-scale heterogeneity, p90/p10 of the clean per-coordinate "
+                f"RMS gradient √v̂^c at the trained point, mean ± 95% CI over trials; needs > "
+                f"{HETEROGENEITY_MIN:g}): {parts} — premise {word}.")
 
 
 def _edges(results, data) -> dict:

@@ -93,3 +93,18 @@ def test_config_validation():
         adambc.label(1.0, "nope")
     for scale in ("tiny", "quick", "full"):
         assert adambc.EXPERIMENT.config(scale) is adambc.PRESETS[scale]
+
+
+def test_evaluation_seeds_are_disjoint_from_tuning_seeds(tiny):
+    """Tuning as the paper tunes: the settings are chosen on tuning cells and reported on cells
+    whose random streams (SeedSequence(seed, spawn_key)) were never used for tuning."""
+    saved = tiny.saved()
+    seeds = {lab: saved.result(lab).config["seed"] for lab in saved}
+    key = {lab: (s["entropy"], tuple(s["spawn_key"])) for lab, s in seeds.items()}
+    tuning_keys = {key[lab] for lab in saved if saved.meta(lab)["slot"].startswith("tune-")}
+    evaluated = [lab for lab in saved if not saved.meta(lab)["slot"].startswith("tune-")]
+    assert tuning_keys and evaluated
+    assert all(key[lab] not in tuning_keys for lab in evaluated)
+    assert all(sel["reps"] >= 2 for sel in tiny.manifest["notes"]["selection"].values())
+    for scale in ("quick", "full"):  # at least 3 tuning trials per grid point where claims count
+        assert adambc.PRESETS[scale].tune_trials >= 3
