@@ -244,3 +244,21 @@ def table_lines(rows, header: str) -> list[str]:
         lines.append(f"| {legend_name(e, with_eps=False)} | {eps_text(e.res)} | {hp_text(e.res)} | "
                      f"{e.res.trials} | {ci_text(finals(e.res))} |")
     return lines
+
+
+def premise(entries) -> tuple[bool | None, str]:
+    """The premise of [DP2]'s claims: at this run length, on this problem, *non-private* adaptivity
+    beats non-private SGD (else no private adaptive method can show an advantage, and comparing
+    them does not test the claim).  Compares the final excess losses of the saved non-private
+    RMSProp and SGD runs (each at its tuned step size): ``True`` when RMSProp is significantly
+    lower (Welch 95% CI of the difference below 0), ``False`` when significantly higher, ``None``
+    when the CI contains 0 or the runs are missing; with the report line."""
+    sgd, rms = get(entries, "sgd", private=False), get(entries, "rmsprop", private=False)
+    if sgd is None or rms is None:
+        return None, "**Premise** (non-private RMSProp beats non-private SGD): not measured."
+    ok, txt = better(finals(rms.res), finals(sgd.res))
+    word = {True: "holds", False: "fails: the setting does not test the claim",
+            None: "not established (difference not significant): at most inconclusive"}[ok]
+    steps = rms.res.config["steps"]
+    return ok, (f"**Premise** (non-private RMSProp vs non-private SGD at T = {steps}, each tuned; "
+                f"final excess loss, RMSProp/SGD): {txt} — premise {word}.")

@@ -19,8 +19,11 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+from dpsim.experiments import verdicts as verdicts_mod
+
 from . import style
 from .dp2_common import (METHOD_STYLE, better, ci_text, delta_of, eps_text, finals, get, hp_text,
+                         premise,
                          legend_name, load, main_sigma, plot_curve, problem_text, set_log_limits,
                          trials_text)
 
@@ -107,6 +110,14 @@ def evaluate(results: Mapping[str, object]) -> dict:
         verdicts.append(v)
         notes.append(f"DP² vs {METHOD_STYLE[e.method][0]}: {txt}")
     holds = False if any(v is False for v in verdicts) else (True if all(verdicts) else None)
+    category = verdicts_mod.category_of({"holds": holds})
+    ok, premise_line = premise(entries)
+    lines += ["", premise_line]
+    if ok is False:
+        category = verdicts_mod.UNTESTED
+    elif ok is None and category in (verdicts_mod.HOLDS, verdicts_mod.FAILS):
+        category = verdicts_mod.INCONCLUSIVE
+    holds = verdicts_mod.holds_of(category)
     diag = _diagnostic(entries)
     why = ""
     if len(diag) == 2:
@@ -127,8 +138,8 @@ def evaluate(results: Mapping[str, object]) -> dict:
                    "(the tuner pushes the adaptive step size η₂ towards the low end of its grid; see "
                    "the manifest notes).  The unclipped delayed RMSProp (Fig. 2) does not have this "
                    "problem.")
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds,
-            "verdict": "; ".join(notes) + "." + why}
+    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "category": category,
+            "verdict": f"Category: {category}. " + "; ".join(notes) + "." + why}
 
 
 def main(argv=None) -> int:
