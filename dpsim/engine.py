@@ -95,8 +95,12 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         training data is carved out (never sampled for private batches; ε covers the rest).
     steps, batch_size, trials : T, nominal batch size b, number of trials R.
     seed : int or ``SeedSequence``; the run is a deterministic function of (config, seed).
-    sampling : ``"poisson"`` (rate b/n; default), ``"fixed"`` or ``"replacement"``.
-    backend : ``"numpy"`` or ``"cupy"`` (``"array_api_strict"`` for testing).
+    sampling : ``"poisson"`` (rate b/n; default), ``"fixed"``, ``"replacement"`` or
+        ``"cyclic_poisson:<k>"`` (k fixed groups, step t samples group (t-1) mod k at rate k·b/n;
+        amplifies banded DP-MF with at most k bands, :mod:`dpsim.sampling`).
+    backend : ``"numpy"`` or ``"cupy"`` (``"array_api_strict"`` for testing); ``"numpy:blocked"``
+        draws the noise in fixed blocks on several threads, the next step's ahead (another
+        random stream than ``"numpy"``'s, the same for every thread count; :mod:`dpsim.backend`).
     record_every : record metrics every this many steps (default: about 100 records), always
         including step 0 and step T.
     progress : show a progress bar (tqdm; appears only for runs longer than about a second).
@@ -178,6 +182,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         n_private = private_idx.size
     sampler = Sampler(sampling, n_private, batch_size, trials, sampler_ss)
     ctx = StepContext(be, trials, batch_size, steps, n=n_private, sampling=sampling)
+    ctx.donate_state = True  # the loop keeps only the state that update returns (buffer donation)
 
     d = prob.d
     if init is None:
@@ -267,6 +272,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         batch = Batch(prob, params, idx, mask, batch_size, public_idx)
         updates, state = tx.update(batch, state, params, ctx)
         params = params + updates
+        del updates, batch  # no (R, d) array of this step (nor the old params) lives on
         if has_domain:
             params = prob.project(params)
         if next_rec < K and t == rec_list[next_rec]:

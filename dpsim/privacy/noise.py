@@ -5,8 +5,10 @@ per step, DP-SGD) or correlated noise (DP-MF, [DESIGN] §2.1): ``"sqrt_toeplitz"
 ``"banded:<k>"``, streamed by :func:`dpsim.privacy.mf.noise_stream` as ``u_t = sens(M)·(M⁻¹Z)_t``.
 :meth:`NoiseSource.event` is the matching declaration: a
 :class:`~dpsim.privacy.events.GaussianRelease` for i.i.d. noise, a
-:class:`~dpsim.privacy.events.CorrelatedRelease` (one Gaussian mechanism with noise multiplier
-``σ·sens(M)/worst_sens(M)`` for the whole sequence, no amplification by sampling) otherwise.
+:class:`~dpsim.privacy.events.CorrelatedRelease` otherwise (amplified under Poisson or cyclic
+Poisson sampling when the strategy's bandwidth is at most the number of groups; else one Gaussian
+mechanism with noise multiplier ``σ·sens(M)/worst_sens(M)`` for the whole sequence, no
+amplification by sampling — :mod:`dpsim.accounting`).
 """
 
 from __future__ import annotations
