@@ -349,6 +349,8 @@ def plan(problem, optimizer, *, trials, backend="numpy", dtype="float64"):
     if why is not None:
         return why
     hp = dict(optimizer.hyperparameters)
+    if hp.get("phi_prime") is not None:
+        return "dp_adam_bc with a Φ' override (phi_prime) has no fused kernel"
     if hp.get("noise", "gaussian") != "gaussian":
         return f"correlated noise ({hp['noise']!r}) has no fused kernel"
     R = trials

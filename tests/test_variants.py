@@ -354,3 +354,24 @@ def test_correlated_noise_accounting_is_unamplified_gaussian(logreg):
 def test_unknown_noise_is_an_error():
     with pytest.raises(ValueError, match="pink"):
         optimizers.get("dp_sgd", noise="pink")
+
+
+def test_dp_adam_bc_phi_prime_override():
+    """``phi_prime`` = the true Φ reproduces the default run exactly; another Φ' changes the
+    trajectory but not ε (it touches the update, not the privatizer); the fused path refuses it
+    (it would recompute Φ itself)."""
+    prob = problems.least_squares(300, 5, seed=2)
+    C, s, b = 1.0, 1.5, 20
+    phi = (s * C / b) ** 2
+    kw = dict(steps=30, batch_size=b, trials=3, seed=4)
+    base = dpsim.simulate(prob, optimizers.get("dp_adam_bc", clip=C, noise_multiplier=s), **kw)
+    same = dpsim.simulate(prob, optimizers.get("dp_adam_bc", clip=C, noise_multiplier=s,
+                                               phi_prime=phi), **kw)
+    half = dpsim.simulate(prob, optimizers.get("dp_adam_bc", clip=C, noise_multiplier=s,
+                                               phi_prime=0.5 * phi), **kw)
+    np.testing.assert_allclose(same.params, base.params, rtol=1e-12, atol=1e-14)
+    assert not np.allclose(half.params, base.params)
+    assert half.epsilon(1e-5) == base.epsilon(1e-5)
+    assert same.config["engine"] == "chain"
+    with pytest.raises(ValueError, match="phi_prime"):
+        dpsim.simulate(prob, optimizers.get("dp_adam_bc", phi_prime=-1.0), **kw)

@@ -25,7 +25,7 @@ from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
 from ..transforms.base import mean_gradient, named_chain
 from ..transforms.preconditioners import (adam_v_hat, adagrad as adagrad_rule, precondition,
                                           rmsprop as rmsprop_rule, scale_by_adam, yogi as yogi_rule)
-from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Real
+from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, OrNone, Real
 from ._registry import Optimizer, optimizer, register
 from .baselines import learning_rate
 
@@ -35,6 +35,8 @@ __all__ = ["adagrad", "rmsprop", "yogi", "adam", "dp_adagrad", "dp_rmsprop", "dp
 
 #: [ADAMBC]'s floor γ' of the debiased second moment.
 GAMMA_PRIME = Real("(0, inf)", typical=(1e-12, 1e-4), log=True)
+# DP-AdamBC's assumed noise variance Φ' (None: the true Φ = (σC/b)²)
+PHI_PRIME = OrNone(Real("[0, inf)", typical=(1e-8, 1e-2), log=True))
 
 
 def _gradient():
@@ -128,12 +130,25 @@ def _above_floor_probe(phi, gamma, beta2):
 
 @register
 def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, gamma_prime: GAMMA_PRIME = 1e-8,
-               clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
+               clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian",
+               phi_prime: PHI_PRIME = None) -> Optimizer:
     """DP-AdamBC ([ADAMBC] Alg. 1, Eq. 4): DP-Adam with the noise variance removed from the
     second moment, ``w ← w − η m̂ / √max(v̂ − Φ, γ')`` with ``Φ = (σC/b)²`` and no additive ε.
 
-    Probe ``frac_above_floor``: fraction of coordinates with ``v̂ − Φ > γ'``."""
-    phi = noise_variance(clip, noise_multiplier)
+    ``phi_prime``: ``None`` (default) subtracts the true ``Φ``; a number ``Φ'`` subtracts ``Φ'``
+    instead — the mis-specified bias of [ADAMBC] Fig. 5 (upper left) and Fig. 2 (right), where
+    ``Φ'`` is swept around ``Φ``.  It changes only the update, not the privatizer, so ε is that
+    of the same σ either way.
+
+    Probe ``frac_above_floor``: fraction of coordinates with ``v̂ − Φ' > γ'`` (``Φ' = Φ`` by
+    default)."""
+    if phi_prime is None:
+        phi = noise_variance(clip, noise_multiplier)
+    else:
+        pp = hyper("phi_prime", phi_prime, "[0, inf)")
+
+        def phi(ctx):
+            return ctx.hp(pp)
     gamma = hyper("gamma_prime", gamma_prime, "(0, inf)")
     b2 = hyper("beta2", beta2, "[0, 1)")
     return optimizer(named_chain(_private(clip, noise_multiplier, noise),
