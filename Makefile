@@ -27,12 +27,18 @@ test: $(STAMP)
 figures: $(STAMP)
 	$(VENV)/bin/dpsim reproduce --all --scale quick
 
+# Benchmarks (one BLAS thread; ratios are measured within one run): machine limits, small-d table,
+# workload W against its in-run noise ceiling, every variant vs dp_sgd, peak memory.
 bench: $(STAMP)
-	$(PY) benchmarks/bench_dp_sgd.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/machine_limits.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_small_d.py --quick
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_dp_sgd.py --steps 500
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_variants.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_memory.py
 
 # Mutation testing of the bounds modules of analysis/ (a sample of mutants; see tools/mutation.py)
 mutation: $(STAMP)
-	HYPOTHESIS_PROFILE=ci $(PY) tools/mutation.py --sample 40 --json mutation.json
+	HYPOTHESIS_PROFILE=ci $(PY) tools/mutation.py --sample 40 --json mutation.json --coverage-cache .mutation-coverage.json
 
 clean:
 	rm -rf $(VENV) paper_figures/out results .pytest_cache
