@@ -92,7 +92,8 @@ _OLD_FORMATS = ("dpsim-experiment-cache-1",)
 #: cell produces (an update rule, a sampler, the noise stream, a kernel's summation order, the
 #: tuning rule...).  Comments, docs, refactors and new features leave it alone, and so leave every
 #: cached result valid.  Part of every cache key (:func:`numerics_version`).
-DPSIM_NUMERICS = 1
+DPSIM_NUMERICS = 2
+# 2: the O(R·b) Floyd sampler (batch-index stream floyd-v1) and the GLM paths of PAGAN/AdaDPS/PDP-SGD.
 
 #: Backends an experiment can run on (``dpsim.simulate(backend=...)``).
 BACKENDS = ("numpy", "cupy")
@@ -1121,13 +1122,17 @@ def render_figures(exp: Experiment, paths: Mapping[str, Path], out_dir: Path) ->
         mod = importlib.import_module(f"dpsim.paper_figures.{fig_name}")
         files = [Path(p) for p in mod.render(saved, out_dir)]
         finding = mod.evaluate(saved)
-        holds = finding.get("holds")
+        from . import verdicts
+
+        category = verdicts.category_of(finding)
+        holds = verdicts.holds_of(category)
         entries.append({
             "figure": fig_name,
             "files": [p.name for p in files],
             "claim": str(finding["claim"]),
             "measured": str(finding["measured"]),
-            "holds": None if holds is None else bool(holds),
+            "holds": holds,
+            "category": category,
             "verdict": str(finding.get("verdict", "")),
         })
     return entries
@@ -1142,14 +1147,14 @@ def write_report(out_dir: Path, entries: Mapping[str, dict], order: Sequence[str
         "tests, what was measured here, and whether the claim holds at this scale. Figures read only",
         "the saved results under the listed results folder.",
         "",
-        "| experiment | scale | claim holds |",
+        "| experiment | scale | verdicts (holds / does not hold / inconclusive / setting does not test the claim / out of scope) |",
         "|---|---|---|",
     ]
     ordered = [n for n in order if n in entries]
     for name in ordered:
         e = entries[name]
         lines.append(f"| [{name}](#{name}) | {e['scale']} | "
-                     + ", ".join(_holds_text(f["holds"]) for f in e["figures"]) + " |")
+                     + ", ".join(_category(f) for f in e["figures"]) + " |")
     lines.append("")
     for name in ordered:
         e = entries[name]
@@ -1179,7 +1184,7 @@ def write_report(out_dir: Path, entries: Mapping[str, dict], order: Sequence[str
                 "",
                 f["measured"],
                 "",
-                f"**Holds here:** {_holds_text(f['holds'])}." + (f" {f['verdict']}" if f["verdict"] else ""),
+                f"**Verdict:** {_category(f)}." + (f" {f['verdict']}" if f["verdict"] else ""),
                 "",
             ]
     path = out_dir / "REPORT.md"
@@ -1189,3 +1194,10 @@ def write_report(out_dir: Path, entries: Mapping[str, dict], order: Sequence[str
 
 def _holds_text(h) -> str:
     return {True: "yes", False: "no", None: "inconclusive"}[h]
+
+
+def _category(f: Mapping) -> str:
+    """The verdict category of a report entry (entries written before categories: from holds)."""
+    from . import verdicts
+
+    return f.get("category") or verdicts.category_of({"holds": f["holds"]})

@@ -16,7 +16,7 @@ import dpsim
 from dpsim import experiments
 from dpsim import cli
 from dpsim.experiments import cli as experiments_cli
-from dpsim.experiments import dpsgd_logistic, pipeline, tuning
+from dpsim.experiments import dpsgd_logistic, pipeline, tuning, verdicts
 from experiment_fixtures import share_results
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -187,9 +187,10 @@ def test_report_has_image_claim_measurement_and_verdict_per_figure(tiny_run):
             assert f"![{fig['figure']}]({fig['figure']}.png)" in text
             assert fig["claim"] and fig["claim"] in text
             assert fig["measured"] in text
-            words = {True: "yes", False: "no", None: "inconclusive"}
-            assert f"**Holds here:** {words[fig['holds']]}." in text
-    assert text.count("**Holds here:**") == sum(len(e["figures"]) for e in entries.values())
+            assert fig["category"] in verdicts.CATEGORIES
+            assert fig["holds"] == verdicts.holds_of(fig["category"])
+            assert f"**Verdict:** {fig['category']}." in text
+    assert text.count("**Verdict:**") == sum(len(e["figures"]) for e in entries.values())
     assert text.count("Scale `tiny`") == len(experiments.names())
 
 
