@@ -25,7 +25,7 @@ test: $(STAMP)
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
 
 figures: $(STAMP)
-	$(VENV)/bin/dpsim reproduce --all --scale quick
+	$(VENV)/bin/dpsim reproduce --all --scale quick $(if $(WORKERS),--workers $(WORKERS))
 
 # Benchmarks (one BLAS thread; ratios are measured within one run): machine limits, small-d table,
 # workload W against its in-run noise ceiling, every variant vs dp_sgd, peak memory.
