@@ -115,11 +115,13 @@ def _v(res):
 
 def test_audit_catches_the_old_ime_declaration_and_passes_the_fixed_one():
     """n = 4, b = 1, aligned examples (the instance of tests/test_ime_privacy.py), statistic: the
-    second-moment release read through v (β1 = β2 = 0)."""
+    second-moment release read through v (β1 = β2 = 0).  100 000 trials per side: the old
+    declaration's lower bound is then 3.69 against its claimed 2.71 (4.55 at 200 000), the fixed
+    one's 0.010."""
     old = optimizers.Optimizer(name="old_ime", hyperparameters={}, transform=named_chain(
         ("privatizer", _old_ime_privatizer(1.0, 1.0)),
         ("preconditioner", scale_by_adam(0.0, 0.0, 1e-8)), ("lr", scale(-0.01))))
-    kw = dict(trials=200_000, n=4, batch_size=1, others="aligned", probes={"v": _v_probe},
+    kw = dict(trials=100_000, n=4, batch_size=1, others="aligned", probes={"v": _v_probe},
               statistic=_v, seed=1)
     rep_old = dpsim.audit(old, **kw)
     assert not rep_old.consistent, str(rep_old)
