@@ -45,9 +45,19 @@ Design
   paper's sampler; ``Result.epsilon`` then raises) the same σ is used and the figures label ε as
   the Poisson-sampling ε of the same σ and rate (dp_accounting has no with-replacement
   accountant).  The paper does not state δ; ``1e-5`` (< 1/n).
+* Output: the paper's Algorithms 1–2 return the average iterate ``x̄_T = (1/T) Σ_{k=1}^T x^k``
+  (``x^1`` the start, ``x^k`` the point where the k-th gradient is taken).  Every run carries a
+  running sum of its iterates (:func:`with_iterate_average`: a pass-through piece appended to the
+  optimizer's chain, so its updates and its privacy declaration are unchanged) and records the
+  probe ``avg_excess_loss`` ``F(x̄_t) − F*`` at every record step; the last iterate's loss is
+  recorded too (``loss``, ``excess_loss``) and shown as a secondary.
 * Hyperparameters, tuned per (method, ε) by the paper's rule — the step size with the best
-  result, here *lowest median final training loss* over separate tuning trials — on
-  ``lr_grid`` (the paper's ``{0.005, …, 1.0}``) jointly with the radius ``B`` of the ellipsoid
+  result, here *lowest median final loss of the average iterate* over separate tuning trials
+  (``tune_trials`` per grid point) — on ``lr_grid`` (the paper's nine values
+  ``{0.005, …, 1.0}`` plus ``lr_extra`` above them: with the paper's grid alone PASAN, PDP-SGD
+  and non-private SGD chose its top value 1.0, and on the average iterate SGD and PASAN do best
+  near α = 4, so the grid goes up to 8 at quick scale; the edge status of every choice is
+  reported and caps the verdicts) jointly with the radius ``B`` of the ellipsoid
   (PASAN/PAGAN) or the clip norm ``C`` (PDP-SGD) on ``radius_grid`` / ``pdp_clip_grid``.  The
   paper does not give ``B`` for §6.1 (its §6.2 tunes ``B ∈ {0.05, 0.1, 0.5, 1}``); the Theorem 1/2
   formula radius (``dpsim.privacy.ellipsoid.ellipsoid_radius``, recorded in the notes: about 10–27 here) is
@@ -60,8 +70,8 @@ Design
   chosen values are then run in an evaluation cell with ``trials`` fresh trials (no winner's
   curse).  Tuning is non-private, as in the paper.  The selections are saved in the manifest's
   notes, each evaluation cell's method and target ε in its ``meta``.
-* The paper reports the average iterate; dpsim records the last iterate.  Curves: median
-  training loss over trials with a 95% confidence band (figures).
+* Curves: median excess loss of the average iterate over trials with a 95% confidence band
+  (figures); the paper runs each method 30 times (``trials``).
 * Cells and seeds: setting ``s`` (in the order of :func:`settings`) has tuning cell ``2s`` and
   evaluation cell ``2s + 1``; cell ``i`` runs with ``SeedSequence(config.seed, spawn_key=(i,))``.
 
@@ -73,16 +83,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
 import dpsim
+from dpsim.transforms import GradientTransformation, lookup, named_chain
 
 from . import tuning
 from .pipeline import Cell, Experiment
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "settings", "PAPER_LR_GRID",
-           "METHODS", "PRIVATE_METHODS"]
+           "METHODS", "PRIVATE_METHODS", "AVG_PROBE", "with_iterate_average", "lr_grid_of"]
 
 #: The paper's step-size grid ([PAGAN] §6.1).
 PAPER_LR_GRID = (0.005, 0.01, 0.05, 0.1, 0.15, 0.2, 0.4, 0.5, 1.0)
@@ -90,6 +102,8 @@ PAPER_LR_GRID = (0.005, 0.01, 0.05, 0.1, 0.15, 0.2, 0.4, 0.5, 1.0)
 #: Every method label, in plotting order.
 METHODS = ("sgd", "adagrad", "pasan", "pagan", "pagan_opt", "pdp_sgd")
 PRIVATE_METHODS = ("pasan", "pagan", "pagan_opt", "pdp_sgd")
+#: Record name of the average iterate's excess loss ``F(x̄_t) − F*``.
+AVG_PROBE = "avg_excess_loss"
 
 
 @dataclass(frozen=True)
@@ -101,11 +115,12 @@ class Config:
     steps: int                              # T
     batch_size: int                         # b (expected batch size under Poisson sampling)
     epsilons: tuple[float, ...]             # target ε of the private settings
-    lr_grid: tuple[float, ...]              # step sizes α tried per setting
+    lr_grid: tuple[float, ...]              # step sizes α tried per setting (the paper's)
     radius_grid: tuple[float, ...]          # ellipsoid radii B tried (PASAN / PAGAN)
     pdp_clip_grid: tuple[float, ...]        # clip norms C tried (PDP-SGD)
     tune_trials: int                        # trials per grid point in the tuning cell
     trials: int                             # trials of the evaluation cell
+    lr_extra: tuple[float, ...] = ()        # step sizes above the paper's grid, tried by every method
     delta: float = 1e-5
     tau: float = 0.01                       # Laplace noise scale of the responses
     pdp_k: int = 20                         # PDP-SGD subspace dimension
@@ -124,6 +139,8 @@ class Config:
             v = getattr(self, name)
             if not v or any(not (x > 0 and math.isfinite(x)) for x in v):
                 raise ValueError(f"{name} must be non-empty, positive and finite, got {name}={v!r}")
+        if any(not (x > 0 and math.isfinite(x)) for x in self.lr_extra):
+            raise ValueError(f"lr_extra must be positive and finite, got lr_extra={self.lr_extra!r}")
         if not (0.0 < self.delta < 1.0):
             raise ValueError(f"delta must be in (0, 1), got delta={self.delta!r}")
         if not (0.0 < self.public_fraction < 1.0):
@@ -139,16 +156,18 @@ class Config:
 PRESETS: dict[str, Config] = {
     # Smoke test only (seconds): the claims are not expected to hold at this size.
     "tiny": Config(n=500, d=20, steps=20, batch_size=20, epsilons=(1.0, 4.0), lr_grid=(0.1, 1.0),
-                   radius_grid=(0.5, 2.0), pdp_clip_grid=(1.0,), tune_trials=1, trials=4,
-                   pdp_k=5, public_fraction=0.04, record_every=5),
-    # A laptop (about a minute on 2 cores): the paper's problem and ε, fewer steps, a thinned grid.
+                   lr_extra=(4.0,), radius_grid=(0.5, 2.0), pdp_clip_grid=(1.0,), tune_trials=1,
+                   trials=4, pdp_k=5, public_fraction=0.04, record_every=5),
+    # A laptop (about 1.5 CPU-minutes): the paper's problem, ε, step-size grid (widened above) and
+    # 30 runs; fewer steps, radii and tuning trials than full.
     "quick": Config(n=5000, d=100, steps=300, batch_size=70, epsilons=(0.1, 1.0, 4.0),
-                    lr_grid=(0.05, 0.1, 0.2, 0.4, 1.0), radius_grid=(0.25, 1.0, 2.0, 4.0),
-                    pdp_clip_grid=(0.25, 1.0), tune_trials=1, trials=16, record_every=10),
-    # The paper's sizes, step-size grid and 30 runs per method (about 20 min on 2 cores).
+                    lr_grid=PAPER_LR_GRID, lr_extra=(2.0, 4.0, 8.0), radius_grid=(0.25, 1.0, 2.0, 4.0),
+                    pdp_clip_grid=(0.25, 1.0), tune_trials=2, trials=30, record_every=10),
+    # The paper's sizes, step-size grid (widened above) and 30 runs per method.
     "full": Config(n=5000, d=100, steps=1000, batch_size=70, epsilons=(0.1, 1.0, 4.0),
-                   lr_grid=PAPER_LR_GRID, radius_grid=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
-                   pdp_clip_grid=(0.125, 0.5, 2.0), tune_trials=2, trials=30, record_every=10),
+                   lr_grid=PAPER_LR_GRID, lr_extra=(2.0, 4.0, 8.0, 16.0),
+                   radius_grid=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
+                   pdp_clip_grid=(0.125, 0.5, 2.0), tune_trials=3, trials=30, record_every=10),
 }
 
 
@@ -209,10 +228,63 @@ def settings(config: Config, sigmas: dict | None = None) -> list[dict]:
     return out
 
 
+def lr_grid_of(config: Config) -> tuple[float, ...]:
+    """The step sizes every method tries: the paper's grid and ``lr_extra``, sorted, no repeats."""
+    return tuple(sorted(set(config.lr_grid) | set(config.lr_extra)))
+
+
 def _tune_grid(config: Config, st: dict) -> dict:
     """The tuning grid of a setting: ``lr`` and its tuned companion (radius or clip), if any."""
     name, values = st["grid"]
-    return {"lr": config.lr_grid, name: values} if name else {"lr": config.lr_grid}
+    lrs = lr_grid_of(config)
+    return {"lr": lrs, name: values} if name else {"lr": lrs}
+
+
+class IterateSum(NamedTuple):
+    total: Any  # (R, d): Σ_{k ≤ t} x^k, the points at which the t gradients so far were taken
+
+
+def _iterate_sum() -> GradientTransformation:
+    """Pass-through piece: emits its input unchanged and adds the current iterate ``x^t`` (the
+    point the step's gradient was taken at) to a running sum.  Declares no privacy event: it only
+    post-processes iterates, which the chain's privatizer already covers."""
+
+    def init(params):
+        return IterateSum(total=params * 0.0)
+
+    def update(u, state, params, ctx):
+        return u, IterateSum(total=state.total + params)
+
+    return GradientTransformation(init, update)
+
+
+def with_iterate_average(optimizer, problem):
+    """``optimizer`` with the running iterate sum appended and the probe :data:`AVG_PROBE`.
+
+    The probe at record step ``t`` is ``F(x̄_t) − F*`` with ``x̄_t = (1/t) Σ_{k=1}^t x^k`` — the
+    output of [PAGAN] Algorithms 1–2 (line 10, ``x̄_T = (1/T) Σ_{k=1}^T x^k``; ``x^1`` the start)
+    had the run stopped after ``t`` steps; ``x̄_0 = x^1``.  The updates, hence the last iterate,
+    the random streams and the privacy events, are those of ``optimizer`` (the name gains
+    ``+avg``; the engine's fused path, which recognises optimizers by name, is not used).
+    """
+    f_star = float(problem.optimum[1])
+    tx = named_chain(optimizer.transform, ("iterate_sum", _iterate_sum()))
+
+    def avg_excess(state, params, ctx):
+        x = params if ctx.t == 0 else lookup(state, "iterate_sum").total / float(ctx.t)
+        return problem.loss(x) - f_star
+
+    probes = dict(optimizer.probes)
+    probes[AVG_PROBE] = avg_excess
+    return dpsim.optimizers.Optimizer(
+        name=f"{optimizer.name}+avg", hyperparameters=dict(optimizer.hyperparameters), transform=tx,
+        probes=probes, note=optimizer.note, public_fraction=optimizer.public_fraction,
+        per_coordinate=optimizer.per_coordinate)
+
+
+def _final_avg(result) -> np.ndarray:
+    """Final excess loss of the average iterate per trial (what the tuning rule scores)."""
+    return np.asarray(result.records[AVG_PROBE][-1], dtype=float)
 
 
 def _theorem_radius(problem, st, config) -> float | None:
@@ -229,13 +301,11 @@ def _theorem_radius(problem, st, config) -> float | None:
 
 def run(config: Config, cache) -> dict:
     """Tune (α, B or C) per setting, then evaluate the chosen values; ``{label: Result}``."""
-    built: list = []
-
-    def problem():
-        if not built:
-            built.append(dpsim.problems.absolute_regression(
-                config.n, config.d, scales="power", tau=config.tau, seed=config.data_seed))
-        return built[0]
+    # The data are built here, once, and travel to the workers with the cells (one copy per
+    # worker and batch); F* (a linear program) is computed lazily where first needed and cached
+    # on the problem.
+    prob = dpsim.problems.absolute_regression(config.n, config.d, scales="power", tau=config.tau,
+                                              seed=config.data_seed)
 
     common = dict(steps=config.steps, batch_size=config.batch_size, sampling=config.sampling,
                   metrics=("loss",), **cache.simulate_options)
@@ -253,9 +323,10 @@ def run(config: Config, cache) -> dict:
         hp = tuning.fold(_tune_grid(config, st), config.tune_trials)
 
         def compute(seed):
-            opt = dpsim.optimizers.get(st["optimizer"], **hp, **st["fixed"])
-            # Only the final loss matters for the rule: record steps 0 and T only.
-            return dpsim.simulate(problem(), opt, trials=len(hp["lr"]), seed=seed,
+            opt = with_iterate_average(dpsim.optimizers.get(st["optimizer"], **hp, **st["fixed"]),
+                                       prob)
+            # Only the final average iterate matters for the rule: record steps 0 and T only.
+            return dpsim.simulate(prob, opt, trials=len(hp["lr"]), seed=seed,
                                   record_every=max(config.steps, 1), **common)
 
         return Cell(f"tune-{st['label']}", 2 * s, compute)
@@ -266,8 +337,8 @@ def run(config: Config, cache) -> dict:
             hp[st["grid"][0]] = comp
 
         def compute(seed):
-            opt = dpsim.optimizers.get(st["optimizer"], lr=lr, **hp)
-            return dpsim.simulate(problem(), opt, trials=config.trials, seed=seed,
+            opt = with_iterate_average(dpsim.optimizers.get(st["optimizer"], lr=lr, **hp), prob)
+            return dpsim.simulate(prob, opt, trials=config.trials, seed=seed,
                                   record_every=config.record_every, **common)
 
         meta = {"method": st["method"], "epsilon": st["eps"] if math.isfinite(st["eps"]) else None}
@@ -276,12 +347,14 @@ def run(config: Config, cache) -> dict:
     tuned = cache.run([tune_cell(s, st) for s, st in enumerate(sets)],
                       desc="pagan_absreg: tune (step size, radius)")
 
-    selections = {st["label"]: tuning.select(tuned[f"tune-{st['label']}"], _tune_grid(config, st),
-                                             config.tune_trials, stat="median") for st in sets}
+    selections = {st["label"]: tuning.select(_final_avg(tuned[f"tune-{st['label']}"]),
+                                             _tune_grid(config, st), config.tune_trials,
+                                             stat="median") for st in sets}
     chosen = {label: sel.point for label, sel in selections.items()}
     notes = cache.manifest["notes"]
-    tuning.record(cache, selections, note="per (method, ε) over lr_grid x (radius_grid or "
-                                          "pdp_clip_grid), with the median statistic")
+    tuning.record(cache, selections, note="per (method, ε) over (paper's lr_grid + lr_extra) x "
+                                          "(radius_grid or pdp_clip_grid), scored on the final "
+                                          "excess loss of the average iterate, median statistic")
     privacy = notes.get("privacy") or {}
     for st in sets:
         if math.isfinite(st["eps"]) and "epsilon" not in privacy.get(st["label"], {}):
@@ -294,11 +367,19 @@ def run(config: Config, cache) -> dict:
     cache.note("privacy", privacy)
     cache.note("sampling", config.sampling if config.sampling == "poisson" else (
         "replacement (the paper's sampler); ε is the Poisson-sampling ε of the same σ and rate"))
+    cache.note("output", "average iterate x̄_T = (1/T) Σ_{k=1}^T x^k (probe " + AVG_PROBE
+               + "), as [PAGAN] Algorithms 1-2 return; the last iterate's loss is recorded too")
+    if "grad_norm_quantiles" not in notes:
+        # ||∇f_i|| = ||a_i|| (a subgradient of |<a_i, x> - b_i| is ±a_i): every radius B below
+        # these norms clips every example, so with A = I all such B give the same iterates.
+        norms = np.linalg.norm(np.asarray(prob.X, dtype=float), axis=1)
+        cache.note("grad_norm_quantiles", {f"{q:g}": float(np.quantile(norms, q))
+                                           for q in (0.0, 0.01, 0.5)})
     if "theorem_radius" not in notes or "f_star" not in notes:  # needs the data (and its LP)
-        cache.note("theorem_radius", {st["label"]: _theorem_radius(problem(), st, config)
+        cache.note("theorem_radius", {st["label"]: _theorem_radius(prob, st, config)
                                       for st in sets
                                       if st["method"] in ("pasan", "pagan", "pagan_opt")})
-        cache.note("f_star", float(problem().optimum[1]))
+        cache.note("f_star", float(prob.optimum[1]))
 
     return cache.run([eval_cell(s, st, chosen[st["label"]]["lr"],
                                 chosen[st["label"]].get(st["grid"][0]))

@@ -1,6 +1,11 @@
 """Helpers shared by the ``pagan_absreg`` figures ([PAGAN]): loading the saved results with their
-metadata and recorded privacy, ε, legend texts, and the statistics of medians (order-statistic
-intervals, bootstrap ratios).  Not a figure itself (no ``render``).
+metadata and recorded privacy, ε, legend texts, the statistics of medians (order-statistic
+intervals, bootstrap ratios) and the grid-edge status of the tuned values.  Not a figure itself (no
+``render``).
+
+The primary output of every run is the *average iterate* ``x̄_t`` ([PAGAN] Algorithms 1–2 return
+``x̄_T``), recorded by the experiment as the probe ``avg_excess_loss``; results saved before it
+existed fall back to the last iterate (:attr:`Run.output` says which).
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from scipy import stats as _st
 
 import dpsim
 from dpsim.experiments.pipeline import Saved
+
+from dpsim.experiments import verdicts
+from dpsim.experiments.pagan_absreg import AVG_PROBE
 
 from . import style
 
@@ -45,7 +53,21 @@ class Run:
         self.result, self.privacy = result, privacy
 
     @property
+    def output(self) -> str:
+        """``"average iterate"`` when the run recorded it, else ``"last iterate"``."""
+        return "average iterate" if AVG_PROBE in self.result.records else "last iterate"
+
+    @property
     def excess(self):
+        """``(K, R)`` excess loss ``F(x̄_t) − F*`` of the average iterate (the algorithms' output;
+        the last iterate for results without it)."""
+        if AVG_PROBE in self.result.records:
+            return np.asarray(self.result.records[AVG_PROBE], dtype=float)
+        return self.last_excess
+
+    @property
+    def last_excess(self):
+        """``(K, R)`` excess loss ``F(x_t) − F*`` of the last iterate."""
         ex = self.result.excess_loss
         if ex is None:
             raise ValueError(f"result {self.label!r} has no excess loss (problem without F*)")
@@ -53,8 +75,14 @@ class Run:
 
     @property
     def final(self):
-        """Final excess loss per trial (diverged trials → inf)."""
+        """Final excess loss of the output (average iterate) per trial (diverged trials → inf)."""
         f = np.asarray(self.excess[-1], dtype=float)
+        return np.where(np.isfinite(f), f, np.inf)
+
+    @property
+    def final_last(self):
+        """Final excess loss of the last iterate per trial (diverged trials → inf)."""
+        f = np.asarray(self.last_excess[-1], dtype=float)
         return np.where(np.isfinite(f), f, np.inf)
 
     @property
@@ -115,6 +143,42 @@ def eps_note(data) -> str:
         return (f"ε at δ = {d}: Poisson-sampling ε of the same σ and rate "
                 "(batches drawn with replacement, as in the paper; no accountant covers that)")
     return f"ε at δ = {d} (PLD accountant, Poisson sampling)"
+
+
+def output_of(data) -> str:
+    """``"average iterate"`` when every run recorded it, else ``"last iterate"``."""
+    runs = list(data["refs"].values()) + [r for by in data["private"].values() for r in by.values()]
+    return ("average iterate" if runs and all(r.output == "average iterate" for r in runs)
+            else "last iterate")
+
+
+def edges(data, labels) -> dict:
+    """``{"<label>: <axis>": value}`` of the tuned values of ``labels`` that sit on a grid edge
+    (the saved selection's ``at_edge``), leaving out the one edge that is not real: with ``A = I``
+    (PASAN, PAGAN) a radius B below every example's gradient norm ``||a_i||`` clips every example,
+    and both step rules are invariant to a common scale of ĝ, so all such B give the same iterates
+    — the smallest radius tried counts as an edge only when it is above the 1% quantile of the
+    gradient norms (saved in the notes)."""
+    sel = data["notes"].get("selection", {})
+    q01 = data["notes"].get("grad_norm_quantiles", {}).get("0.01")
+    out = {}
+    for label in labels:
+        s = sel.get(label)
+        if s is None:
+            continue
+        for axis in s["at_edge"]:
+            v = s["point"][axis]
+            if (axis == "radius" and label.split("-")[0] in ("pasan", "pagan") and q01 is not None
+                    and v == min(s["grid"][axis]) and v <= q01):
+                continue
+            out[f"{label}: {axis}"] = v
+    return out
+
+
+def with_edges(category: str, data, labels) -> tuple[str, str]:
+    """``(category, note)`` after :func:`experiments.verdicts.downgrade_for_edge` for the tuned
+    values of ``labels``."""
+    return verdicts.downgrade_for_edge(category, edges(data, labels))
 
 
 def hp_text(run: Run) -> str:

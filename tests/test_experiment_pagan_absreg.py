@@ -36,7 +36,13 @@ def test_manifest_records_tuning_privacy_and_results(tiny):
         res = dpsim.load(root / f"{label}.npz")
         hp = res.config["hyperparameters"]
         assert res.trials == cfg.trials and res.config["steps"] == cfg.steps
-        assert hp["lr"] == notes["selection"][label]["point"]["lr"] and hp["lr"] in cfg.lr_grid
+        assert hp["lr"] == notes["selection"][label]["point"]["lr"]
+        assert hp["lr"] in pagan_absreg.lr_grid_of(cfg)
+        # every run records the average iterate's excess loss (the algorithms' output) beside
+        # the last iterate's, at the same record steps
+        avg = res.records[pagan_absreg.AVG_PROBE]
+        assert avg.shape == res.excess_loss.shape and np.all(np.isfinite(avg))
+        np.testing.assert_allclose(avg[0], res.excess_loss[0], rtol=1e-12, atol=1e-12)
         if st_["method"] in ("pasan", "pagan", "pagan_opt"):
             assert hp["radius"] == notes["selection"][label]["point"]["radius"] in cfg.radius_grid
             assert hp["scaling"] == ("optimal" if st_["method"] == "pagan_opt" else "identity")
@@ -70,9 +76,57 @@ def test_second_reproduce_reuses_cells_and_calibration(tiny, monkeypatch):
     assert list(paths) == cache.manifest["results"]
 
 
+def test_iterate_average_probe_matches_the_mean_of_the_recorded_iterates():
+    """The probe at step t is F(x̄_t) − F* with x̄_t = (1/t) Σ_{k=1}^t x^k ([PAGAN] Alg. 1–2 line
+    10), checked against the iterates recorded at every step; and the piece changes neither the
+    updates (last iterate bit for bit) nor the privacy record."""
+    prob = dpsim.problems.absolute_regression(200, 4, scales="power", tau=0.01, seed=3)
+    base = dpsim.optimizers.get("pagan", lr=0.3, noise_multiplier=1.5, radius=1.0,
+                                scaling="optimal")
+    opt = pagan_absreg.with_iterate_average(base, prob)
+    assert opt.events == base.events and opt.name == "pagan+avg"
+    probes = {f"x{j}": (lambda j: lambda state, params, ctx: params[:, j])(j) for j in range(4)}
+    kw = dict(steps=12, batch_size=20, trials=3, seed=5, record_every=1, metrics=("loss",))
+    res = dpsim.simulate(prob, opt, probes=probes, **kw)
+    plain = dpsim.simulate(prob, base, **kw)
+    np.testing.assert_array_equal(res.loss, plain.loss)
+    np.testing.assert_array_equal(res.params, plain.params)
+    assert res.epsilon(1e-5) == plain.epsilon(1e-5)
+    x = np.stack([res.records[f"x{j}"] for j in range(4)], axis=-1)   # (T+1, R, d): x^1 … x^{T+1}
+    f_star = prob.optimum[1]
+    for t in range(1, 13):
+        xbar = x[:t].mean(axis=0)                                      # (1/t) Σ_{k=1}^t x^k
+        np.testing.assert_allclose(res.records[pagan_absreg.AVG_PROBE][t],
+                                   prob.loss(xbar) - f_star, rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(res.records[pagan_absreg.AVG_PROBE][0], prob.loss(x[0]) - f_star)
+
+
+def test_edges_leave_out_the_equivalent_small_radii_of_a_identity():
+    sel = {"pasan-eps1": {"point": {"lr": 8.0, "radius": 0.25}, "at_edge": ["lr", "radius"],
+                          "grid": {"lr": [0.1, 8.0], "radius": [0.25, 4.0]}},
+           "pagan_opt-eps1": {"point": {"lr": 0.2, "radius": 0.25}, "at_edge": ["radius"],
+                              "grid": {"lr": [0.1, 0.2, 8.0], "radius": [0.25, 4.0]}}}
+    data = {"notes": {"selection": sel, "grad_norm_quantiles": {"0.01": 0.3}}}
+    # A = I below the 1% quantile of ||a_i||: not an edge; the optimal-A radius is one
+    assert fig.edges(data, ["pasan-eps1", "pagan_opt-eps1"]) == {
+        "pasan-eps1: lr": 8.0, "pagan_opt-eps1: radius": 0.25}
+    cat, note = fig.with_edges("holds", data, ["pagan_opt-eps1"])
+    assert cat == "inconclusive" and "pagan_opt-eps1: radius=0.25" in note
+    data["notes"]["grad_norm_quantiles"]["0.01"] = 0.2   # now 0.25 is above it: a real edge
+    assert "pasan-eps1: radius" in fig.edges(data, ["pasan-eps1"])
+    assert fig.with_edges("does not hold", data, []) == ("does not hold", "")
+
+
 def test_presets_and_config_validation():
     full = pagan_absreg.PRESETS["full"]
     assert full.lr_grid == pagan_absreg.PAPER_LR_GRID
+    quick = pagan_absreg.PRESETS["quick"]
+    # the paper's nine step sizes (widened above) and its 30 runs already at quick scale
+    assert set(pagan_absreg.PAPER_LR_GRID) <= set(pagan_absreg.lr_grid_of(quick))
+    assert max(pagan_absreg.lr_grid_of(quick)) > 1.0 and quick.trials == 30
+    assert quick.tune_trials >= 2
+    with pytest.raises(ValueError, match="lr_extra"):
+        dataclasses.replace(full, lr_extra=(-1.0,))
     assert (full.n, full.d, full.batch_size, full.epsilons, full.trials) == (5000, 100, 70,
                                                                              (0.1, 1.0, 4.0), 30)
     assert pagan_absreg.PRESETS["quick"].epsilons == (0.1, 1.0, 4.0)
