@@ -40,13 +40,35 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["uniform_subsets", "subsets_and_mask", "floyd_fill", "STREAM"]
+__all__ = ["uniform_subsets", "subsets_and_mask", "floyd_fill", "floyd_row", "STREAM"]
 
 #: Name of the index stream drawn here (recorded for reference in docs and reports).
 STREAM = "floyd-v1"
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
+def floyd_row(n, k, u, bits, out):
+    """``out[:k]``: a uniform ``k``-subset of ``range(n)`` in Floyd's insertion order, from the
+    uniforms ``u[:k]`` (stream ``floyd-v1``, module docstring).  ``bits`` is a zeroed bitmap of at
+    least ``ceil(n / 64)`` words; it is left zeroed (only this subset's words are touched)."""
+    for i in range(k):
+        j = n - k + i
+        t = np.int64(u[i] * (j + 1))
+        if t > j:
+            t = j
+        w = t >> 6
+        m = np.uint64(1) << np.uint64(t & 63)
+        if bits[w] & m:
+            t = j
+            w = t >> 6
+            m = np.uint64(1) << np.uint64(t & 63)
+        bits[w] |= m
+        out[i] = t
+    for i in range(k):  # clear this subset's bits
+        bits[out[i] >> 6] = np.uint64(0)
+
+
+@numba.njit(cache=True, nogil=True)
 def floyd_fill(n, sizes, u, out):
     """Row ``r`` of ``out`` (R, ≥ max(sizes)) int64: a uniform ``sizes[r]``-subset of ``range(n)``
     (insertion order) from the next ``sizes[r]`` entries of ``u``; remaining columns set to 0.
@@ -57,24 +79,10 @@ def floyd_fill(n, sizes, u, out):
     pos = 0
     for r in range(R):
         k = sizes[r]
-        for i in range(k):
-            j = n - k + i
-            t = np.int64(u[pos + i] * (j + 1))
-            if t > j:
-                t = j
-            w = t >> 6
-            m = np.uint64(1) << np.uint64(t & 63)
-            if bits[w] & m:
-                t = j
-                w = t >> 6
-                m = np.uint64(1) << np.uint64(t & 63)
-            bits[w] |= m
-            out[r, i] = t
+        row = out[r]
+        floyd_row(n, k, u[pos:pos + k], bits, row)
         for i in range(k, kmax):
-            out[r, i] = 0
-        for i in range(k):  # clear this trial's bits
-            t = out[r, i]
-            bits[t >> 6] = np.uint64(0)
+            row[i] = 0
         pos += k
     return pos
 

@@ -41,10 +41,12 @@ import math
 import numba
 import numpy as np
 
+from . import _sampling_kernels as _SK
 from . import optimizers
 from ._validate import any_inf, hyper, is_zero, product
 from .privacy import _ellipsoid as _E
 from .problems import Ball, Box
+from .sampling import CYCLIC, cyclic_rate
 from .problems import _glm_kernels as _K
 from .transforms.base import Batch
 from .problems import glm as _glm
@@ -64,6 +66,8 @@ SGD, MOMENTUM, ADAM, DP2, ELLIPSOID = 0, 1, 2, 3, 4
 P_GLM, P_RQUAD, P_NQUAD = 0, 1, 2
 # domain codes
 D_NONE, D_BOX, D_BALL = 0, 1, 2
+# sampling codes
+S_POISSON, S_FIXED, S_REPLACEMENT, S_CYCLIC = 0, 1, 2, 3
 # DP² second-moment rules
 RULE = {"dp2_rmsprop": 0, "dp2_adagrad": 1, "dp2_yogi": 2}
 
@@ -72,7 +76,7 @@ SUPPORTED_OPTIMIZERS = ("sgd", "momentum", "dp_sgd", "dp_sgdm", "adam", "dp_adam
 
 #: Noise and index buffers of one block hold at most this many numbers (bounds the block length;
 #: 4 MB of float64: each block is streamed once, trial by trial).
-BLOCK_ELEMENTS = 1 << 19
+BLOCK_ELEMENTS = 1 << 22
 
 
 # ------------------------------------------------------------------------------------------------
@@ -102,16 +106,14 @@ def _example_grad(pk, W, r, row, Wq, Yq, h, xi, qreg, g):
 
 
 @numba.njit(cache=True)
-def _quad_trial(pk, idx, mask, want_mask, W, S, want_scale, C, Wq, Yq, h, xi, qreg, out, g, r):
-    """``out[r] = Σ_i clip(s_r ⊙ g_i, C_r)`` for a quadratic problem (engine's generic path)."""
+def _quad_trial(pk, ib, kr, W, S, want_scale, Cr, Wq, Yq, h, xi, qreg, out, g, r):
+    """``out[r] = Σ_i clip(s_r ⊙ g_i, C_r)`` over the ``kr`` examples ``ib[:kr]`` of trial ``r``
+    for a quadratic problem (the engine's generic path: materialize, scale, clip, add)."""
     d = W.shape[1]
     for j in range(d):
         out[r, j] = 0.0
-    Cr = C[r]
-    for i in range(idx.shape[1]):
-        if want_mask and not mask[r, i]:
-            continue
-        _example_grad(pk, W, r, idx[r, i], Wq, Yq, h, xi, qreg, g)
+    for i in range(kr):
+        _example_grad(pk, W, r, ib[i], Wq, Yq, h, xi, qreg, g)
         n2 = 0.0
         for j in range(d):
             if want_scale:
@@ -126,52 +128,123 @@ def _quad_trial(pk, idx, mask, want_mask, W, S, want_scale, C, Wq, Yq, h, xi, qr
 
 
 @numba.njit(cache=True)
-def _ellipsoid_trial(pk, idx, mask, want_mask, W, Wq, Yq, h, xi, qreg, vals, cols, ptr, dense_d, y,
-                     link, reg, Amat, SA, ISA, arow, const_a, out, lam_out, g, pv, uu, r):
-    """``out[r] = Σ_i π_A(g_i)`` and the multipliers (the engine's two paths: GLM rows through
+def _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, vals, cols, ptr, dense_d, y, link, reg,
+                     Amat, SA, ISA, arow, const_a, out, lam, nomask, g, pv, uu, r):
+    """``out[r] = Σ_i π_A(g_i)`` over the ``kr`` examples ``ib[:kr]``, the multipliers into
+    ``lam[0, :kr]`` (the engine's two paths: GLM rows through
     :func:`dpsim.privacy._ellipsoid._glm_trial`, other problems per materialized gradient)."""
     if pk == P_GLM:
-        _E._glm_trial(r, vals, cols, ptr, dense_d, y, link, reg, W, idx, mask, want_mask, Amat,
-                      SA, ISA, arow, const_a, out, lam_out)
+        # the engine's kernel on one-row views of this trial (row 0 of each view is trial r)
+        _E._glm_trial(0, vals, cols, ptr, dense_d, y, link, reg, W[r:r + 1],
+                      ib[:kr].reshape((1, kr)), nomask, False, Amat, SA, ISA, arow[r:r + 1],
+                      const_a, out[r:r + 1], lam)
         return
     d = W.shape[1]
     k = arow[r]
     for j in range(d):
         out[r, j] = 0.0
-    for i in range(idx.shape[1]):
-        if want_mask and not mask[r, i]:
-            lam_out[r, i] = 0.0
-            continue
-        _example_grad(pk, W, r, idx[r, i], Wq, Yq, h, xi, qreg, g)
-        lam_out[r, i] = _E._project_vec(g, Amat[k], SA[k], ISA[k], pv, uu)
+    for i in range(kr):
+        _example_grad(pk, W, r, ib[i], Wq, Yq, h, xi, qreg, g)
+        lam[0, i] = _E._project_vec(g, Amat[k], SA[k], ISA[k], pv, uu)
         for j in range(d):
             out[r, j] += pv[j]
 
 
 @numba.njit(cache=True)
-def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
-           pk, X, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
-           ok, b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, eps, phi, floor,
-           use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, norms, S, g,
-           vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, per_norm, frac, pv, uu):
-    """Run steps ``t0 + 1 … t0 + K`` in place on ``W`` (params), ``A``, ``Bst`` (optimizer state:
-    momentum trace | Adam m, v | DP² v, G | PASAN/PAGAN v); returns the Adam count after the block.
+def _draw_batch(sk, srng, n_s, sizes, r, kcyc, grp, b, bits, ub, ib, private_idx):
+    """Trial ``r``'s batch of this step into ``ib[:k]``; returns ``k``.  Draws from the sampler's
+    generator exactly what :meth:`dpsim.sampling.Sampler.draw` draws for this trial (the batch
+    sizes of the step were drawn before, in ``sizes``): ``k`` uniforms and Floyd's subset
+    (stream ``floyd-v1``) for Poisson, fixed and cyclic Poisson sampling, ``b`` bounded integers
+    for sampling with replacement; then the cyclic group's and the public split's index maps."""
+    if sk == S_REPLACEMENT:
+        k = b
+        for i in range(k):
+            ib[i] = srng.integers(0, n_s)
+    else:
+        k = sizes[r]
+        for i in range(k):
+            ub[i] = srng.random()
+        _SK.floyd_row(n_s, k, ub, bits, ib)
+        if sk == S_CYCLIC:
+            for i in range(k):
+                ib[i] = grp + kcyc * ib[i]
+    if private_idx.shape[0] > 0:
+        for i in range(k):
+            ib[i] = private_idx[ib[i]]
+    return k
 
-    Trials are independent, so the loop is trial-major: trial ``r`` takes all ``K`` steps while its
-    rows of the state stay in L1 (the same operations in the same order as step-major)."""
+
+@numba.njit(cache=True)
+def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nrng, noisy,
+               pk, X, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
+               ok, b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, eps, phi, floor,
+               use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, S, g,
+               vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, per_norm, frac, pv, uu):
+    """Steps ``t0 + 1 … t0 + K`` of the engine loop, batches and noise included, in place on
+    ``W`` (params), ``A``, ``Bst`` (optimizer state: momentum trace | Adam m, v | DP² v, G |
+    PASAN/PAGAN v) and ``bsum`` (Σ batch sizes); returns the Adam count after the block.
+
+    Random draws, in the engine's order: per step, the sampler generator ``srng`` gives the ``R``
+    batch sizes (one ``Binomial`` each, Poisson and cyclic Poisson), then trial by trial that
+    trial's uniforms (Floyd) or bounded integers (replacement); the noise generator ``nrng``
+    gives, trial by trial, ``d`` standard normals (the C order of the engine's ``(R, d)`` draw).
+    NumPy's ``Generator`` methods compiled by Numba produce NumPy's streams bit for bit
+    (``tests/test_fused.py`` checks the generator states after a run), so this is the engine's
+    run.  Step-major: at each step every trial takes its step (the draws are step-major)."""
     R, d = W.shape
     fb = float(b)
     cycle = s1 + s2
-    for r in range(R):
-        cnt = count
-        for k in range(K):
-            t = t0 + k + 1
-            idx = idx_b[k]
-            mask = mask_b[k if want_mask else 0]
-            phase2 = False
+    n = n_all[0]
+    sizes = np.empty(R, dtype=np.int64)
+    cap = 16
+    ib = np.empty(cap, dtype=np.int64)
+    ub = np.empty(cap)
+    lam = np.empty((1, cap))
+    bits = np.zeros((n + 63) // 64, dtype=np.uint64)
+    z = np.zeros(d)
+    nomask = np.ones((1, 1), dtype=np.bool_)
+    cnt = count
+    p = 0
+    b1 = b2 = c1 = c2 = 0.0
+    for k in range(K):
+        t = t0 + k + 1
+        # -- the step's batch sizes (all trials first, as Sampler.draw does)
+        grp = 0
+        n_s = n
+        if sk == S_CYCLIC:
+            grp = (step0 + k) % kcyc
+            n_s = n_all[grp]
+        kmax = b
+        if sk == S_POISSON or sk == S_CYCLIC:
+            q = p_all[0]
+            kmax = 0
+            for r in range(R):
+                sizes[r] = srng.binomial(n_s, q)
+                if sizes[r] > kmax:
+                    kmax = sizes[r]
+        elif sk == S_FIXED:
+            for r in range(R):
+                sizes[r] = b
+        if kmax > cap:
+            cap = max(kmax, 2 * cap)
+            ib = np.empty(cap, dtype=np.int64)
+            ub = np.empty(cap)
+            lam = np.empty((1, cap))
+        if ok == ADAM:
+            cnt += 1
+        phase2 = False
+        if ok == DP2:
+            p = (t - 1) % cycle
+            phase2 = p >= s1
+        Cv = clip2 if phase2 else clip
+        for r in range(R):
+            kr = _draw_batch(sk, srng, n_s, sizes, r, kcyc, grp, b, bits, ub, ib, private_idx)
+            bsum[r] += kr
+            if noisy:
+                for j in range(d):
+                    z[j] = nrng.standard_normal()
             if ok == DP2:
-                p = (t - 1) % cycle
-                phase2 = p >= s1
                 if p == s1:  # refresh v from the accumulated releases (before this step's update)
                     for j in range(d):
                         a = Bst[r, j] / float(s1)
@@ -193,31 +266,27 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                     for j in range(d):
                         v = A[r, j]
                         S[r, j] = 1.0 / (math.sqrt(v if v > 0.0 else 0.0) + eps[r])
-            Cv = clip2 if phase2 else clip
             if ok == ELLIPSOID:
-                _ellipsoid_trial(pk, idx, mask, want_mask, W, Wq, Yq, h, xi, qreg, vals, cols, ptr,
-                                 dense_d, y, link, reg, Amat, SA, ISA, arow, const_a, out, norms,
-                                 g, pv, uu, r)
+                _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, vals, cols, ptr, dense_d, y,
+                                 link, reg, Amat, SA, ISA, arow, const_a, out, lam, nomask, g, pv,
+                                 uu, r)
                 nproj = 0
-                nvalid = 0
-                for i in range(idx.shape[1]):
-                    if norms[r, i] > 0:
+                for i in range(kr):
+                    if lam[0, i] > 0:
                         nproj += 1
-                    if not want_mask or mask[r, i]:
-                        nvalid += 1
-                frac[r] = nproj / max(nvalid, 1)
+                frac[r] = nproj / max(kr, 1)
                 # ĝ = S/b + z ⊙ noise_std; AdaGrad per coordinate (PAGAN) or on ||ĝ||² (PASAN)
                 er = 0 if ens.shape[0] == 1 else r
                 for j in range(d):
                     gt = out[r, j] / fb
                     if noisy:
-                        gt = gt + noise_b[k, r, j] * ens[er, j]
+                        gt = gt + z[j] * ens[er, j]
                     out[r, j] = gt
                 if per_norm:
-                    q = 0.0
+                    qq = 0.0
                     for j in range(d):
-                        q += out[r, j] * out[r, j]
-                    A[r, 0] = A[r, 0] + q
+                        qq += out[r, j] * out[r, j]
+                    A[r, 0] = A[r, 0] + qq
                 for j in range(d):
                     gt = out[r, j]
                     if per_norm:
@@ -230,17 +299,21 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                 _project_domain(W, r, dk, drad)
                 continue
             if pk == P_GLM:
-                _K._dense_trial(X, idx, W, y, link, reg, S if phase2 else W, phase2, Cv, mask,
-                                want_mask, out, norms, r)
+                # the engine's clipped-sum kernel on one-row views of this trial
+                _K._dense_trial(X, ib[:kr].reshape((1, kr)), W[r:r + 1], y, link, reg,
+                                S[r:r + 1] if phase2 else W[r:r + 1], phase2, Cv[r:r + 1], nomask,
+                                False, out[r:r + 1], lam, 0)
             else:
-                _quad_trial(pk, idx, mask, want_mask, W, S, phase2, Cv, Wq, Yq, h, xi, qreg, out,
-                            g, r)
-            if ok == ADAM:
-                cnt += 1
+                _quad_trial(pk, ib, kr, W, S, phase2, Cv[r], Wq, Yq, h, xi, qreg, out, g, r)
             sd = std2[r] if phase2 else std[r]
+            if ok == ADAM:
+                b1 = beta1[r]
+                b2 = beta2[r]
+                c1 = 1.0 - b1 ** cnt
+                c2 = 1.0 - b2 ** cnt
             for j in range(d):
                 if noisy:
-                    gt = (noise_b[k, r, j] * sd + out[r, j]) / fb
+                    gt = (z[j] * sd + out[r, j]) / fb
                 else:
                     gt = out[r, j] / fb
                 if ok == SGD:
@@ -250,14 +323,12 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                     A[r, j] = tr
                     u = tr * neglr[r]
                 elif ok == ADAM:
-                    b1 = beta1[r]
-                    b2 = beta2[r]
                     m = A[r, j] * b1 + gt * (1.0 - b1)
                     v = Bst[r, j] * b2 + (gt * gt) * (1.0 - b2)
                     A[r, j] = m
                     Bst[r, j] = v
-                    m_hat = m / (1.0 - b1 ** cnt)
-                    v_hat = v / (1.0 - b2 ** cnt)
+                    m_hat = m / c1
+                    v_hat = v / c2
                     if use_phi:
                         v_hat = max(v_hat - phi[r], floor[r])
                     den = math.sqrt(v_hat) if eps_zero else math.sqrt(v_hat) + eps[r]
@@ -270,9 +341,7 @@ def _block(t0, K, idx_b, mask_b, want_mask, noise_b, noisy,
                         u = gt * neglr[r]
                 W[r, j] = W[r, j] + u
             _project_domain(W, r, dk, drad)
-    if ok == ADAM:
-        return count + K
-    return count
+    return cnt
 
 
 @numba.njit(cache=True)
@@ -482,6 +551,19 @@ def _rebuild_state(P, state, A, Bst, count):
 # the loop
 
 
+def _sampler_args(sampler):
+    """``(kind code, n per group, rate, k)`` of a :class:`dpsim.sampling.Sampler` for the kernel:
+    ``n_all`` holds ``n`` (or, for cyclic Poisson sampling, each group's size ``n_g``) and
+    ``p_all[0]`` the inclusion rate, computed by the same expressions as ``Sampler.draw``."""
+    n = sampler.n
+    if sampler.kind == CYCLIC:
+        k = sampler.k
+        n_all = np.array([(n - g + k - 1) // k for g in range(k)], dtype=np.int64)
+        return S_CYCLIC, n_all, np.array([cyclic_rate(sampler.b / n, k)]), k
+    kind = {"poisson": S_POISSON, "fixed": S_FIXED, "replacement": S_REPLACEMENT}[sampler.sampling]
+    return kind, np.array([n], dtype=np.int64), np.array([sampler.b / n]), 1
+
+
 def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, backend, ctx,
         batch_sizes_sum, bar=None):
     """Steps ``1 … steps`` of the engine loop in fused blocks (ending at record steps).
@@ -557,41 +639,25 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     g = np.empty(d)
     pv = np.empty(d)
     uu = np.empty(d)
-    no_mask = np.ones((1, 1, 1), dtype=np.bool_)
+    sk, n_all, p_all, kcyc = _sampler_args(sampler)
+    pidx = np.zeros(0, dtype=np.int64) if private_idx is None else np.ascontiguousarray(private_idx, dtype=np.int64)
+    srng = sampler.rng
+    nrng = backend._gen
+    bsum = np.zeros(R)
+    per_step = R * (d + b)
     while t < steps:
         stop = int(rec_steps[next_rec]) if next_rec < K_rec else steps
-        draws = []
-        bmax = 0
-        while t + len(draws) < stop:
-            bi = sampler.draw()
-            batch_sizes_sum += bi.sizes
-            draws.append(bi)
-            bmax = max(bmax, bi.idx.shape[1])
-            if (len(draws) + 1) * R * (d + max(bmax, 1)) > BLOCK_ELEMENTS:
-                break
-        K = len(draws)
-        bmax = max(bmax, 1)
-        idx_b = np.zeros((K, R, bmax), dtype=np.int64)
-        any_mask = any(bi.mask is not None or bi.idx.shape[1] < bmax for bi in draws)
-        mask_b = np.zeros((K, R, bmax), dtype=np.bool_) if any_mask else no_mask
-        for k, bi in enumerate(draws):
-            ib = bi.idx if private_idx is None else private_idx[bi.idx]
-            w_ = ib.shape[1]
-            idx_b[k, :, :w_] = ib
-            if any_mask:
-                if bi.mask is None:
-                    mask_b[k, :, :w_] = True
-                else:
-                    mask_b[k, :, :w_] = bi.mask
-        noise_b = backend.normal((K, R, d)) if P.noisy else e3
-        norms = np.empty((R, bmax))
-        count = _block(t, K, idx_b, mask_b, any_mask, noise_b, P.noisy,
-                       P.pk, X, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
-                       P.ok, b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta, P.beta1,
-                       P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1, P.s2, P.rule,
-                       P.bias, W, A, Bst, count, out, norms, S, g,
-                       vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, P.per_norm,
-                       P.frac, pv, uu)
+        # a block ends at the next record step, or earlier after BLOCK_ELEMENTS trial-numbers
+        # (keeps progress bars and interrupts responsive in long runs without records)
+        K = min(stop - t, max(1, BLOCK_ELEMENTS // per_step))
+        count = _run_steps(t, K, sk, srng, n_all, p_all, kcyc, sampler.step, pidx, bsum, nrng,
+                           P.noisy, P.pk, X, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
+                           P.ok, b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta,
+                           P.beta1, P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1,
+                           P.s2, P.rule, P.bias, W, A, Bst, count, out, S, g,
+                           vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, P.per_norm,
+                           P.frac, pv, uu)
+        sampler.step += K
         t += K
         if bar is not None:
             bar.update(K)
@@ -599,5 +665,6 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
             ctx.t = t
             record(next_rec, W.copy(), _rebuild_state(P, state, A, Bst, count))
             next_rec += 1
+    batch_sizes_sum += bsum
     ctx.t = steps
     return W, _rebuild_state(P, state, A, Bst, count)
