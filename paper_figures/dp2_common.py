@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from dpsim.analysis import stats
+from dpsim.experiments import verdicts as verdicts_mod
 from dpsim.experiments.pipeline import Saved
 
 from . import style
@@ -42,6 +43,7 @@ class Entry:
     s: int | None
     h: bool
     res: Any
+    stability: bool = False
 
 
 def load(results: Mapping[str, object]) -> dict[str, Entry]:
@@ -62,10 +64,11 @@ def main_sigma(entries: Mapping[str, Entry]) -> float:
     return sig.pop()
 
 
-def get(entries, method, sigma=None, s=None, private=True, h=False) -> Entry | None:
+def get(entries, method, sigma=None, s=None, private=True, h=False,
+        stability=False) -> Entry | None:
     for e in entries.values():
         if e.method == method and e.private == private and e.s == s and e.h == h and (
-                not private or math.isclose(e.sigma, sigma)):
+                e.stability == stability) and (not private or math.isclose(e.sigma, sigma)):
             return e
     return None
 
@@ -262,3 +265,68 @@ def premise(entries) -> tuple[bool | None, str]:
     steps = rms.res.config["steps"]
     return ok, (f"**Premise** (non-private RMSProp vs non-private SGD at T = {steps}, each tuned; "
                 f"final excess loss, RMSProp/SGD): {txt} — premise {word}.")
+
+
+def tail_means(res, start: float = 0.5) -> np.ndarray:
+    """Per trial, the mean excess training loss over the recorded steps ``t ≥ start·T`` (the
+    second half by default): the measure of a run's *path*, which a final point that happens to
+    land on a good phase cannot flatter."""
+    steps = np.asarray(res.steps)
+    sel = steps >= start * steps[-1]
+    return np.asarray(res.excess_loss, dtype=float)[sel].mean(axis=0)
+
+
+def selection_key(results, e: Entry) -> str | None:
+    """The tuning selection behind an evaluation entry (``None`` when none was saved): its own
+    label, or for DP² variants at the main σ the cell of the delay the rule chose."""
+    saved = Saved.of(results)
+    sel = saved.notes.get("selection", {})
+    if e.label in sel:
+        return e.label
+    s = saved.notes.get("chosen_s", {}).get(e.method)
+    key = f"{e.label}-s{s}" if s is not None else None
+    return key if key in sel else None
+
+
+def edges(results, rows) -> dict:
+    """``{"<method>.<axis>": value}`` of the tuned choices of ``rows`` (entries) that sit on an edge
+    of their grid, read from the saved selections, plus ``"<method>.s"`` when the delay chosen over
+    ``s_grid`` is its smallest or largest value."""
+    saved = Saved.of(results)
+    sel = saved.notes.get("selection", {})
+    s_edge = set(saved.notes.get("s_at_grid_edge", []))
+    out = {}
+    for e in rows:
+        key = selection_key(results, e)
+        name = METHOD_STYLE[e.method][0] if e.private else METHOD_STYLE[e.method][0] + " (non-private)"
+        if key is not None:
+            for axis in sel[key].get("at_edge", []):
+                out[f"{name}.{axis}"] = sel[key]["point"][axis]
+        if e.label in s_edge:
+            out[f"{name}.s"] = int(e.res.config["hyperparameters"]["s1"])
+    return out
+
+
+def finish(results, entries, claim: str, holds, rows, lines, notes, *, premise_applies=True) -> dict:
+    """The ``evaluate`` dict of a figure: the category from ``holds`` (True/False/None), then the
+    premise (:func:`premise`: failed → "setting does not test the claim"; not established → a
+    holds/does-not-hold becomes inconclusive), then the grid-edge rule
+    (:func:`experiments.verdicts.downgrade_for_edge` over :func:`edges` of ``rows``).  The premise
+    line and the edge note are added to the measured text and the verdict."""
+    category = verdicts_mod.category_of({"holds": holds})
+    lines = list(lines)
+    if premise_applies:
+        ok, premise_line = premise(entries)
+        lines += ["", premise_line]
+        if ok is False:
+            category = verdicts_mod.UNTESTED
+        elif ok is None and category in (verdicts_mod.HOLDS, verdicts_mod.FAILS):
+            category = verdicts_mod.INCONCLUSIVE
+    at_edge = edges(results, rows)
+    category, edge_note = verdicts_mod.downgrade_for_edge(category, at_edge)
+    lines += ["", "**Grid edges** of the tuned values compared here: "
+              + (", ".join(f"{k}={style.fmt_float(float(v))}" for k, v in at_edge.items())
+                 if at_edge else "none (every tuned value is interior to its grid)") + "."]
+    notes = list(notes) + ([edge_note] if edge_note else [])
+    return {"claim": claim, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
+            "category": category, "verdict": "; ".join(notes) + "."}

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import style
-from .dp2_common import (METHOD_STYLE, better, eps_text, finals, get, load, main_sigma,
+from .dp2_common import (finish, METHOD_STYLE, better, eps_text, finals, get, load, main_sigma,
                          table_figure, table_lines)
 
 NAME = "fig_dp2_ablations"
@@ -45,7 +45,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 def evaluate(results: Mapping[str, object]) -> dict:
     """Holds when DP²'s final excess loss is significantly below both variants' (Welch 95% CI);
     does not hold when it is significantly above either; else inconclusive."""
-    sig, rows = _rows(load(results))
+    entries = load(results)
+    sig, rows = _rows(entries)
     lines = table_lines(rows, f"Final excess training loss F(w_T) − F* at σ = {sig:g} (mean ± 95% CI "
                               "over trials); each method at its own tuned hyperparameters.")
     dp2 = finals(rows[0].res)
@@ -57,7 +58,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     holds = False if any(v is False for v in verdicts) else (True if all(verdicts) else None)
     notes.append(f"DP² spends ε = {eps_text(rows[0].res)}, variant 1 ε = {eps_text(rows[1].res)} "
                  "at the same σ")
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": "; ".join(notes) + "."}
+    return finish(results, entries, CLAIM, holds, rows, lines, notes)
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import style
-from .dp2_common import (METHOD_STYLE, better, equivalent, finals, get, load, main_sigma,
+from .dp2_common import (finish, METHOD_STYLE, better, equivalent, finals, get, load, main_sigma,
                          table_figure, table_lines)
 
 NAME = "fig_dp2_adadps"
@@ -48,7 +48,8 @@ def evaluate(results: Mapping[str, object]) -> dict:
     margin (CI entirely above +25%); else inconclusive.  When DP² is better only because AdaDPS
     itself is significantly worse than DP-SGD or DP-RMSProp, the comparison says nothing about DP²
     and the verdict is inconclusive."""
-    sig, rows = _rows(load(results))
+    entries = load(results)
+    sig, rows = _rows(entries)
     by = {e.method: e for e in rows}
     lines = table_lines(rows, f"Final excess training loss F(w_T) − F* at σ = {sig:g} (mean ± 95% CI "
                               "over trials); each method at its own tuned hyperparameters; AdaDPS uses "
@@ -77,7 +78,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
                      "not contain — most of them at this size — so preconditioned per-example "
                      "gradients are huge and clipping removes most of their signal), so 'DP² "
                      "matches AdaDPS' says nothing about DP²")
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": "; ".join(notes) + "."}
+    return finish(results, entries, CLAIM, holds, rows, lines, notes)
 
 
 def main(argv=None) -> int:

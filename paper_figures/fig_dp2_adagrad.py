@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import style
-from .dp2_common import better, finals, get, load, main_sigma, table_figure, table_lines
+from .dp2_common import finish, better, finals, get, load, main_sigma, table_figure, table_lines
 
 NAME = "fig_dp2_adagrad"
 CLAIM = ("DP²-AdaGrad improves on vanilla DP-AdaGrad (and DP-SGD), showing that DP² carries over "
@@ -41,7 +41,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 def evaluate(results: Mapping[str, object]) -> dict:
     """Holds when DP²-AdaGrad's final excess loss is significantly below DP-AdaGrad's (Welch 95%
     CI); does not hold when significantly above; else inconclusive.  DP-SGD is reported."""
-    sig, rows = _rows(load(results))
+    entries = load(results)
+    sig, rows = _rows(entries)
     by = {e.method: e for e in rows}
     lines = table_lines(rows, f"Final excess training loss F(w_T) − F* at σ = {sig:g} (mean ± 95% CI "
                               "over trials); each method at its own tuned hyperparameters.")
@@ -50,7 +51,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     if "dp_sgd" in by:
         _, t = better(finals(by["dp2_adagrad"].res), finals(by["dp_sgd"].res))
         notes.append(f"DP²-AdaGrad vs DP-SGD: {t}")
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": "; ".join(notes) + "."}
+    return finish(results, entries, CLAIM, holds, rows, lines, notes)
 
 
 def main(argv=None) -> int:

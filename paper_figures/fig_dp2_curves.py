@@ -19,12 +19,9 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-from dpsim.experiments import verdicts as verdicts_mod
-
 from . import style
-from .dp2_common import (METHOD_STYLE, better, ci_text, delta_of, eps_text, finals, get, hp_text,
-                         premise,
-                         legend_name, load, main_sigma, plot_curve, problem_text, set_log_limits,
+from .dp2_common import (METHOD_STYLE, better, ci_text, delta_of, eps_text, finals, finish, get,
+                         hp_text, legend_name, load, main_sigma, plot_curve, problem_text, set_log_limits,
                          trials_text)
 
 NAME = "fig_dp2_curves"
@@ -90,7 +87,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 def evaluate(results: Mapping[str, object]) -> dict:
     """Holds when DP²'s final excess loss is significantly below both baselines' (Welch 95% CI of
     the difference below 0); does not hold when it is significantly above either; else
-    inconclusive."""
+    inconclusive.  Then the premise and the grid-edge rule (:func:`dp2_common.finish`)."""
     entries = load(results)
     sig, rows = _rows(entries)
     lines = [
@@ -110,16 +107,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
         verdicts.append(v)
         notes.append(f"DP² vs {METHOD_STYLE[e.method][0]}: {txt}")
     holds = False if any(v is False for v in verdicts) else (True if all(verdicts) else None)
-    category = verdicts_mod.category_of({"holds": holds})
-    ok, premise_line = premise(entries)
-    lines += ["", premise_line]
-    if ok is False:
-        category = verdicts_mod.UNTESTED
-    elif ok is None and category in (verdicts_mod.HOLDS, verdicts_mod.FAILS):
-        category = verdicts_mod.INCONCLUSIVE
-    holds = verdicts_mod.holds_of(category)
     diag = _diagnostic(entries)
-    why = ""
     if len(diag) == 2:
         lines += ["", "Diagnostic, the same clipping without noise (σ = 0, tuned the same way):", "",
                   "| method | tuned hyperparameters | trials | final excess loss |", "|---|---|---|---|"]
@@ -128,18 +116,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
                          f"{ci_text(finals(e.res))} |")
         v0, txt0 = better(finals(diag[1].res), finals(diag[0].res))
         notes.append(f"without noise (clipping only) DP² vs DP-SGD: {txt0}")
-        if holds is not True and v0 is False:
-            why = (" Likely reason: DP² loses to DP-SGD even with no noise at all, so the loss comes "
-                   "from per-example clipping of *preconditioned* gradients, not from noise: on these "
-                   "unit-norm bag-of-words rows the delayed preconditioner (built from averaged, "
-                   "low-variance releases) is tiny on rare features, so each preconditioned "
-                   "per-example gradient is dominated by its rare features and clipping it to C₂ "
-                   "leaves little signal on the frequent features that dominate the training loss "
-                   "(the tuner pushes the adaptive step size η₂ towards the low end of its grid; see "
-                   "the manifest notes).  The unclipped delayed RMSProp (Fig. 2) does not have this "
-                   "problem.")
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "category": category,
-            "verdict": f"Category: {category}. " + "; ".join(notes) + "." + why}
+    return finish(results, entries, CLAIM, holds, rows, lines, notes)
 
 
 def main(argv=None) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 from dpsim.analysis import stats
 
 from . import style
-from .dp2_common import (METHOD_STYLE, better, ci_text, eps_text, finals, get, hp_text, load,
+from .dp2_common import (finish, METHOD_STYLE, better, ci_text, eps_text, finals, get, hp_text, load,
                          main_sigma, problem_text, set_log_limits)
 
 NAME = "fig_dp2_effect_of_s"
@@ -68,18 +68,18 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         for e, c in zip(rows, colors):
             m = e.res.excess_loss.mean(axis=1)
             means.append(m)
-            ax2.plot(e.res.steps, m, color=c, lw=1.1, label=f"DP², s = {e.s}")
+            ax2.plot(e.res.steps, m, color=c, lw=1.1, label=f"DP², s = {e.s}: {hp_text(e.res)}")
         for b in base[:1]:
             m = b.res.excess_loss.mean(axis=1)
             means.append(m)
             ax2.plot(b.res.steps, m, color=METHOD_STYLE[b.method][1], ls="--",
-                     label=METHOD_STYLE[b.method][0])
+                     label=f"{METHOD_STYLE[b.method][0]}: {hp_text(b.res)}")
         ax2.set_yscale("log")
         set_log_limits(ax2, means)
         ax2.set_xlabel("step t")
         ax2.set_ylabel(r"mean excess training loss $F(w_t) - F^\star$")
         ax2.set_title("(b) convergence per delay", fontsize=8.5)
-        ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+        ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, fontsize=6.5)
         fig.suptitle(f"Effect of the delay s ([DP2] Fig. 6) — {problem_text(rows[0].res)}; "
                      f"mean over {rows[0].res.trials} trials, bars/bands: 95% CI", fontsize=8.5)
         return style.save(fig, out_dir, NAME)
@@ -92,7 +92,8 @@ def evaluate(results: Mapping[str, object]) -> dict:
     of the delays are significantly better than both DP-SGD and DP-RMSProp; no when at least half
     are significantly worse than one of them.  Holds when both parts are yes, does not hold when
     either is no, else inconclusive."""
-    sig, rows, base = _rows(load(results))
+    entries = load(results)
+    sig, rows, base = _rows(entries)
     f = [finals(e.res) for e in rows]
     means = [float(np.mean(x)) for x in f]
     k = int(np.argmin(means))
@@ -122,7 +123,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
         parts.append(True if 2 * n_beat >= len(rows) else (False if 2 * n_lose >= len(rows) else None))
     holds = False if any(p is False for p in parts) else (True if all(parts) else None)
     notes.append("sweet spot: " + {True: "yes", False: "no", None: "not resolved"}[sweet])
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": "; ".join(notes) + "."}
+    return finish(results, entries, CLAIM, holds, list(rows) + list(base), lines, notes)
 
 
 def main(argv=None) -> int:

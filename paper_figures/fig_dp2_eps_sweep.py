@@ -22,7 +22,7 @@ import numpy as np
 from dpsim.analysis import stats
 
 from . import style
-from .dp2_common import (METHOD_STYLE, better, ci_text, delta_of, eps_of, finals, get, hp_text,
+from .dp2_common import (finish, METHOD_STYLE, better, ci_text, delta_of, eps_of, finals, get, hp_text,
                          load, plain_log_ticks, problem_text)
 
 NAME = "fig_dp2_eps_sweep"
@@ -59,7 +59,9 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
             half = np.array([x[1] for x in mh])
             # a small horizontal offset keeps overlapping error bars readable
             x = eps * (1.0 + 0.03 * (k - 1))
-            ax.errorbar(x, mean, yerr=half, color=color, marker=marker, capsize=3, label=name)
+            main = min(rows, key=lambda r: abs(r[0] - 1.0))[1][k]  # the σ closest to 1
+            ax.errorbar(x, mean, yerr=half, color=color, marker=marker, capsize=3,
+                        label=f"{name} ({hp_text(main.res)} at σ = {main.sigma:g})")
         if ref is not None:
             m_ref = float(np.mean(finals(ref.res)))
             ax.axhline(m_ref, color=style.BASELINE_COLOR, linestyle="--", lw=1,
@@ -77,7 +79,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax.set_ylabel(r"final excess training loss $F(w_T) - F^\star$")
         sig_txt = ", ".join(f"{s:g}" for s, _ in rows)
         ax.set_title(f"σ ∈ {{{sig_txt}}}; " + problem_text(rows[0][1][0].res), fontsize=7.5)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, fontsize=6.5,
+                  title="tuned values (learning rates re-tuned at each σ)", title_fontsize=7)
         fig.suptitle(f"Privacy/utility trade-off ([DP2] Fig. 5) — mean over {rows[0][1][0].res.trials} "
                      "trials, bars: 95% CI", fontsize=9)
         return style.save(fig, out_dir, NAME)
@@ -112,9 +115,9 @@ def evaluate(results: Mapping[str, object]) -> dict:
         holds = False
     else:
         holds = None
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds,
-            "verdict": f"DP² significantly better than both baselines at {wins} of {len(rows)} ε; "
-                       f"significantly worse than at least one at {losses} of {len(rows)}."}
+    notes = [f"DP² significantly better than both baselines at {wins} of {len(rows)} ε; "
+             f"significantly worse than at least one at {losses} of {len(rows)}"]
+    return finish(results, entries, CLAIM, holds, [e for _, es in rows for e in es], lines, notes)
 
 
 def main(argv=None) -> int:
