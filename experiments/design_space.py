@@ -7,14 +7,19 @@ and so are the claims' quantitative forms.**  Four parts (one figure each):
 
 (a) ``ada-*`` — the 1-D sparse logistic regression AdaGrad table ([DESIGN] §5.1, its Fig. 2
     table): :func:`dpsim.problems.sparse_logistic_1d` (``n`` samples, a fraction ``zero_fraction``
-    of inputs zeroed, ``w* = 1``), batch 1, ``steps = n`` (one epoch *in expectation*: the
-    ``"fixed"`` sampler draws one uniformly random example per step, independently across steps,
-    so this is not a single pass without repetition; ε is accounted with the RDP accountant valid
-    for fixed-size sampling under replace-one adjacency).  Methods: non-private ``adagrad``,
-    post-processing ``dp_adagrad``, scale-then-privatize ``dp_adam_stp(base="adagrad")`` and the
-    noiseless-preconditioner oracle ``dp_adam_stp_noiseless_v(base="adagrad")``.  Independent
-    moment estimation (the paper's winner in 1-D) has no AdaGrad form in dpsim
-    (``dp_adam_ime`` is Adam only), so it is not in the table.  Metric: population test loss
+    of inputs zeroed, ``w* = 1``), batch 1, a **single pass** over the data (``sampling =
+    "cyclic_poisson:<n>"``: ``n`` groups of one example, step ``t`` takes example ``t − 1``; each
+    example takes part exactly once), and, as in the paper, **DP-MF noise optimized for
+    single-epoch training**: ``noise = "banded:<n>"``, the lower-triangular Toeplitz strategy with
+    all ``n`` bands optimized for prefix-sum RMSE (:mod:`dpsim.privacy.mf`; the paper optimizes
+    an unconstrained matrix — the optimized Toeplitz strategy is the closest dpsim has, and its
+    prefix-sum RMSE, 3.05 for ``n = 1000``, is below the square-root factorization's 3.10).  Every
+    private method then spends one Gaussian mechanism at σ (single participation): the same ε.
+    Methods: non-private ``adagrad``; post-processing ``dp_adagrad``; independent moment
+    estimation ``ime_adagrad`` (the paper's winning row; :mod:`dpsim.optimizers.ime_adagrad`) and
+    its "for free" comparator ``ime_adagrad_free`` (two releases at σ: larger ε, reported);
+    scale-then-privatize ``dp_adam_stp(base="adagrad")`` and the noiseless-preconditioner oracle
+    ``dp_adam_stp_noiseless_v(base="adagrad")``.  Metric: population test loss
     ``problem.test_loss(w_T)`` (a probe).
 (b) ``neg-d<d>`` — fraction of coordinates with a negative bias-corrected second moment
     ``v̂_t − Φ < 0`` for ``dp_adam_corrected`` as the dimension ``d`` grows ([DESIGN] §4.4.1 and
@@ -22,27 +27,40 @@ and so are the claims' quantitative forms.**  Four parts (one figure each):
     per-example gradient is the same ±1 vector, clipped to norm ``C``, so ``ḡ_j² = C²/d`` — exactly
     the *optimistic* regime of :func:`analysis.bias.negative_fraction`, whose prediction the figure
     overlays.  The probe reads ``AdamState(m, v, count)`` and returns the fraction of coordinates
-    with ``v − (1 − β2^t) Φ < 0`` (same sign as ``v̂ − Φ``).
+    with ``v − (1 − β2^t) Φ < 0`` (same sign as ``v̂ − Φ``).  Not tuned (``lr`` is tiny on purpose).
 (c) ``var-<noise>-<method>`` — every DP-Adam variant (post-processing, bias correction two ways,
-    IME, scale-then-privatize), DP-SGD and the noiseless-preconditioner oracles with i.i.d.
-    Gaussian noise and DP-BandMF noise (``noise="banded:<k>"``) at the same σ, on sparse
-    high-dimensional logistic regression; non-private Adam as reference.  σ is calibrated with
-    :func:`dpsim.accounting.noise_multiplier` to ``target_epsilon`` for the Gaussian runs
-    (Poisson sampling); the banded runs use the same σ and are accounted without amplification
-    (dpsim's rule), so their ε is much larger — reported per run, not hidden.
+    IME, scale-then-privatize), DP-SGD and the noiseless-preconditioner oracles on sparse
+    high-dimensional logistic regression, with three noise settings matched as [DESIGN] §5.2
+    matches them:
+
+    * ``gaussian`` — i.i.d. Gaussian, Poisson sampling, σ calibrated to ``var_target_epsilon``;
+    * ``bandmf`` — DP-BandMF (``banded:<var_bands>``) under cyclic Poisson sampling with
+      ``var_bands`` groups (amplified, :mod:`dpsim.privacy.mf`), σ calibrated to the **same ε**;
+    * ``gaussian_rmse`` — i.i.d. Gaussian whose prefix-sum RMSE equals BandMF's,
+      ``σ = σ_MF · RMSE(banded)/RMSE(identity)`` (its ε is whatever that σ spends, reported);
+      only the private methods (no oracles) to keep the run short.
+
+    Non-private Adam and SGD on the same problem are the **premise** (does adaptivity help here
+    at all?), and the final fraction of negative ``v̂ − Φ`` of corrected DP-Adam (a probe of its
+    evaluation cell) says whether the setting is in the paper's high-dimensional regime.
 (d) ``quad-<method>`` — the 2-D quadratic of [DESIGN] §4.1, :func:`dpsim.problems.quadratic_2d`,
     trajectories (probes ``w1``, ``w2``) of non-private Adam, post-processing DP-Adam,
     scale-then-privatize and the noiseless-preconditioner oracles.
 
-Tuning rule (all parts but (b)): the hyperparameter grid (``lr``, and ``eps_scale`` for
-scale-then-privatize) is folded into the trial axis of ONE cell per setting (``tune_trials``
-trials per grid point); the setting with the lowest mean final *training* loss is chosen
-(:mod:`experiments.tuning`) and its trials are reported (selection and report on the same trials:
-a small winner's-curse bias, documented).  The selection of every cell (chosen values and the
-range of its trials) is saved in the manifest's notes under the cell's label, and each cell's part,
-method and setting in its ``meta``; the figures read both.
+**Tuning** (parts a, c, d): every method's learning rate **and every stability constant** it has
+(AdaGrad/Adam ``eps``, DP-AdamBC's floor ``gamma_prime``, scale-then-privatize's ``eps_scale``,
+both for the STP oracle) form a grid folded into the trial axis of one *tuning* cell
+(``tune-<label>``, ``*_tune_trials`` ≥ 3 trials per grid point); the point with the lowest mean
+final *training* loss is chosen (:mod:`experiments.tuning`, saved under the tuning cell's label,
+grid-edge status included).  The chosen point then runs in a separate *evaluation* cell
+(``<label>``, ``*_eval_trials`` trials) whose seed is never used for tuning; the figures report
+the evaluation cells only (their ``meta["tuned_by"]`` names the selection).  Scale-then-
+privatize's Adam ``eps`` stays at its default in the private STP runs: the released gradient
+carries noise of scale ``σC(√v + ε_s)/b``, so ``v̂`` never falls near ``eps²`` and ``eps_scale`` is
+the stability constant that matters (the oracle, whose ``v`` is noiseless, tunes both).
 
-Cells are enumerated in a fixed order (index = position); cell ``i`` runs with
+Problems are built once in :func:`run`.  Cells are enumerated in a fixed order (index = position:
+all tuning and untuned cells, then the evaluation cells); cell ``i`` runs with
 ``SeedSequence(config.seed, spawn_key=(i,))``.
 """
 
@@ -52,37 +70,46 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsim.transforms import lookup
 import dpsim
+from dpsim.optimizers import ime_adagrad as _ime_adagrad  # noqa: F401  (registers ime_adagrad*)
+from dpsim.privacy import mf
+from dpsim.transforms import lookup
 
 from . import tuning
 from .pipeline import Cell, Experiment
 
-__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "ADA_METHODS", "VARIANTS", "QUAD_METHODS"]
+__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "ADA_METHODS", "VARIANTS", "QUAD_METHODS",
+           "VAR_NOISES", "var_sigma", "var_noise_settings"]
 
-# (label, optimizer name, fixed hyperparameters, tunes eps_scale)
+# (label, optimizer name, fixed hyperparameters, private, stability constants tuned)
 ADA_METHODS = (
-    ("adagrad", "adagrad", {}, False),
-    ("dp_adagrad", "dp_adagrad", {}, False),
-    ("stp", "dp_adam_stp", {"base": "adagrad"}, True),
-    ("stp_noiseless_v", "dp_adam_stp_noiseless_v", {"base": "adagrad"}, True),
+    ("adagrad", "adagrad", {}, False, ("eps",)),
+    ("dp_adagrad", "dp_adagrad", {}, True, ("eps",)),
+    ("ime", "ime_adagrad", {}, True, ("eps",)),
+    ("ime_free", "ime_adagrad_free", {}, True, ("eps",)),
+    ("stp", "dp_adam_stp", {"base": "adagrad"}, True, ("eps_scale",)),
+    ("stp_noiseless_v", "dp_adam_stp_noiseless_v", {"base": "adagrad"}, True, ("eps_scale", "eps")),
 )
+# (label, optimizer name, stability constants tuned, private (not an oracle))
 VARIANTS = (
-    ("dp_sgd", "dp_sgd", {}, False),
-    ("dp_adam", "dp_adam", {}, False),
-    ("dp_adam_corrected", "dp_adam_corrected", {}, False),
-    ("dp_adam_bc", "dp_adam_bc", {}, False),
-    ("dp_adam_ime", "dp_adam_ime", {}, False),
-    ("dp_adam_stp", "dp_adam_stp", {}, True),
-    ("dp_adam_noiseless_v", "dp_adam_noiseless_v", {}, False),
-    ("dp_adam_stp_noiseless_v", "dp_adam_stp_noiseless_v", {}, True),
+    ("dp_sgd", "dp_sgd", (), True),
+    ("dp_adam", "dp_adam", ("eps",), True),
+    ("dp_adam_corrected", "dp_adam_corrected", ("eps",), True),
+    ("dp_adam_bc", "dp_adam_bc", ("gamma_prime",), True),
+    ("dp_adam_ime", "dp_adam_ime", ("eps",), True),
+    ("dp_adam_stp", "dp_adam_stp", ("eps_scale",), True),
+    ("dp_adam_noiseless_v", "dp_adam_noiseless_v", ("eps",), False),
+    ("dp_adam_stp_noiseless_v", "dp_adam_stp_noiseless_v", ("eps_scale", "eps"), False),
 )
+#: The noise settings of part (c): tag → how it is matched (the figures' legends).
+VAR_NOISES = ("gaussian", "bandmf", "gaussian_rmse")
+# (label, optimizer name, fixed hyperparameters, stability constants tuned)
 QUAD_METHODS = (
-    ("adam", "adam", {}, False),
-    ("dp_adam", "dp_adam", {}, False),
-    ("dp_adam_noiseless_v", "dp_adam_noiseless_v", {}, False),
-    ("dp_adam_stp", "dp_adam_stp", {}, True),
-    ("dp_adam_stp_noiseless_v", "dp_adam_stp_noiseless_v", {}, True),
+    ("adam", "adam", {}, ()),
+    ("dp_adam", "dp_adam", {}, ()),
+    ("dp_adam_noiseless_v", "dp_adam_noiseless_v", {}, ()),
+    ("dp_adam_stp", "dp_adam_stp", {}, ("eps_scale",)),
+    ("dp_adam_stp_noiseless_v", "dp_adam_stp_noiseless_v", {}, ("eps_scale",)),
 )
 
 
@@ -94,8 +121,10 @@ class Config:
     ada_n: int
     ada_zero_fractions: tuple[float, ...]
     ada_lr_grid: tuple[float, ...]
+    ada_eps_grid: tuple[float, ...]
     ada_eps_scale_grid: tuple[float, ...]
     ada_tune_trials: int
+    ada_eval_trials: int
     # (b) negative fraction
     neg_dims: tuple[int, ...]
     neg_batch_size: int
@@ -108,18 +137,21 @@ class Config:
     var_steps: int
     var_batch_size: int
     var_lr_grid: tuple[float, ...]
+    var_sgd_lr_grid: tuple[float, ...]
+    var_eps_grid: tuple[float, ...]
     var_eps_scale_grid: tuple[float, ...]
     var_tune_trials: int
+    var_eval_trials: int
     # (d) quadratic
     quad_steps: int
     quad_batch_size: int
     quad_lr_grid: tuple[float, ...]
     quad_eps_scale_grid: tuple[float, ...]
     quad_tune_trials: int
+    quad_eval_trials: int
     # shared
     ada_clip: float = 1.0
     ada_noise_multiplier: float = 1.0
-    ada_sampling: str = "fixed"
     neg_noise_multiplier: float = 1.0
     neg_beta2: float = 0.99
     neg_clip: float = 1.0
@@ -142,20 +174,29 @@ class Config:
 
     def __post_init__(self):
         for name in ("ada_n", "neg_batch_size", "neg_steps", "neg_trials", "var_n", "var_d",
-                     "var_steps", "var_batch_size", "var_tune_trials", "ada_tune_trials",
-                     "quad_steps", "quad_batch_size", "quad_tune_trials"):
+                     "var_steps", "var_batch_size", "var_eval_trials", "ada_eval_trials",
+                     "quad_steps", "quad_batch_size", "quad_eval_trials", "var_bands"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+        for name in ("ada_tune_trials", "var_tune_trials", "quad_tune_trials"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 3:
+                raise ValueError(f"{name} must be an integer >= 3 (at least 3 tuning trials per "
+                                 f"grid point), got {name}={v!r}")
         if not all(0.0 <= z < 1.0 for z in self.ada_zero_fractions) or not self.ada_zero_fractions:
             raise ValueError(f"ada_zero_fractions must be in [0, 1), got {self.ada_zero_fractions!r}")
-        for name in ("ada_lr_grid", "ada_eps_scale_grid", "var_lr_grid", "var_eps_scale_grid",
-                     "quad_lr_grid", "quad_eps_scale_grid"):
+        for name in ("ada_lr_grid", "ada_eps_grid", "ada_eps_scale_grid", "var_lr_grid",
+                     "var_sgd_lr_grid", "var_eps_grid", "var_eps_scale_grid", "quad_lr_grid",
+                     "quad_eps_scale_grid"):
             g = getattr(self, name)
             if not g or any(x <= 0 for x in g):
                 raise ValueError(f"{name} must be non-empty and positive, got {g!r}")
         if not self.neg_dims or any(int(d) < 1 for d in self.neg_dims):
             raise ValueError(f"neg_dims must be positive integers, got {self.neg_dims!r}")
+        if self.var_bands > self.var_steps:
+            raise ValueError(f"var_bands must be at most var_steps={self.var_steps}, "
+                             f"got var_bands={self.var_bands}")
 
 
 def _pow2(lo: int, hi: int, step: int = 1) -> tuple[float, ...]:
@@ -164,53 +205,94 @@ def _pow2(lo: int, hi: int, step: int = 1) -> tuple[float, ...]:
 
 PRESETS: dict[str, Config] = {
     # Smoke test only (seconds): the claims are not expected to hold at this size.
-    "tiny": Config(ada_n=100, ada_zero_fractions=(0.5,), ada_lr_grid=(0.1, 1.0),
-                   ada_eps_scale_grid=(1.0,), ada_tune_trials=2,
+    "tiny": Config(ada_n=60, ada_zero_fractions=(0.5,), ada_lr_grid=(0.1, 1.0),
+                   ada_eps_grid=(0.1,), ada_eps_scale_grid=(1.0,), ada_tune_trials=3,
+                   ada_eval_trials=3,
                    neg_dims=(10, 1000), neg_batch_size=10, neg_steps=20, neg_trials=2,
                    var_n=200, var_d=100, var_density=0.05, var_steps=10, var_batch_size=20,
-                   var_lr_grid=(0.1, 1.0), var_eps_scale_grid=(1.0,), var_tune_trials=2,
+                   var_lr_grid=(0.1, 1.0), var_sgd_lr_grid=(1.0,), var_eps_grid=(1e-2,),
+                   var_eps_scale_grid=(1.0,), var_tune_trials=3, var_eval_trials=3, var_bands=2,
                    quad_steps=20, quad_batch_size=5, quad_lr_grid=(0.1,), quad_eps_scale_grid=(1.0,),
-                   quad_tune_trials=2, neg_record_every=5, quad_record_every=5),
-    # A laptop: about a minute on 2 cores.
-    "quick": Config(ada_n=1000, ada_zero_fractions=(0.0, 0.5, 0.9), ada_lr_grid=_pow2(-4, 2),
-                    ada_eps_scale_grid=(0.1, 1.0), ada_tune_trials=16,
+                   quad_tune_trials=3, quad_eval_trials=3, neg_record_every=5, quad_record_every=5),
+    # A laptop: about two minutes of one core.
+    "quick": Config(ada_n=1000, ada_zero_fractions=(0.5, 0.9), ada_lr_grid=_pow2(-5, 1),
+                    ada_eps_grid=(1e-2, 1e-1, 1.0, 10.0), ada_eps_scale_grid=(0.01, 0.1, 1.0),
+                    ada_tune_trials=4, ada_eval_trials=30,
                     neg_dims=(10, 100, 1000, 3000, 10000, 30000), neg_batch_size=50, neg_steps=300,
                     neg_trials=2,
                     var_n=2000, var_d=2000, var_density=0.01, var_steps=200, var_batch_size=50,
-                    var_lr_grid=_pow2(-8, 4, 2), var_eps_scale_grid=(1e-3, 1e-1), var_tune_trials=3,
-                    quad_steps=300, quad_batch_size=10, quad_lr_grid=_pow2(-7, -1),
-                    quad_eps_scale_grid=(1e-2, 1.0), quad_tune_trials=4),
+                    var_lr_grid=_pow2(-8, 0, 2), var_sgd_lr_grid=_pow2(-4, 4, 2),
+                    var_eps_grid=(1e-3, 1e-2, 1e-1, 1.0), var_eps_scale_grid=(1e-3, 1e-2, 1e-1),
+                    var_tune_trials=3, var_eval_trials=8,
+                    quad_steps=300, quad_batch_size=10, quad_lr_grid=_pow2(-8, -1),
+                    quad_eps_scale_grid=(1e-3, 1e-2, 1e-1, 1.0), quad_tune_trials=4,
+                    quad_eval_trials=16),
     # The paper's sizes where known (30 trials for the 1-D table).
     "full": Config(ada_n=1000, ada_zero_fractions=(0.0, 0.5, 0.8, 0.9, 0.95),
-                   ada_lr_grid=_pow2(-6, 3), ada_eps_scale_grid=(0.01, 0.1, 1.0), ada_tune_trials=30,
+                   ada_lr_grid=_pow2(-7, 3), ada_eps_grid=(1e-3, 1e-2, 1e-1, 1.0, 10.0),
+                   ada_eps_scale_grid=(1e-3, 0.01, 0.1, 1.0), ada_tune_trials=8, ada_eval_trials=30,
                    neg_dims=(10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000), neg_batch_size=100,
                    neg_steps=1000, neg_trials=4,
                    var_n=10000, var_d=5000, var_density=0.01, var_steps=1000, var_batch_size=100,
-                   var_lr_grid=_pow2(-10, 4), var_eps_scale_grid=(1e-4, 1e-3, 1e-2, 1e-1),
-                   var_tune_trials=6, neg_beta2=0.999,
+                   var_lr_grid=_pow2(-10, 2), var_sgd_lr_grid=_pow2(-4, 6),
+                   var_eps_grid=(1e-4, 1e-3, 1e-2, 1e-1, 1.0),
+                   var_eps_scale_grid=(1e-4, 1e-3, 1e-2, 1e-1), var_tune_trials=4,
+                   var_eval_trials=20, neg_beta2=0.999, var_bands=16,
                    quad_steps=1000, quad_batch_size=10, quad_lr_grid=_pow2(-9, 0),
-                   quad_eps_scale_grid=(1e-3, 1e-2, 0.1, 1.0), quad_tune_trials=10),
+                   quad_eps_scale_grid=(1e-3, 1e-2, 0.1, 1.0), quad_tune_trials=10,
+                   quad_eval_trials=30),
 }
 
 
 # ------------------------------------------------------------------------------------------------
-# grids
+# grids and noise settings
 
 
-def _grid(lr_grid, eps_grid, tune_eps) -> dict:
-    """The tuning grid of one setting: ``lr`` (and ``eps_scale`` for scale-then-privatize)."""
-    return {"lr": lr_grid, "eps_scale": eps_grid} if tune_eps else {"lr": lr_grid}
+def _grid(lr_grid, stab: dict) -> dict:
+    """The tuning grid of one setting: ``lr`` then its stability constants (grid order)."""
+    return {"lr": tuple(lr_grid), **{k: tuple(v) for k, v in stab.items()}}
 
 
 def var_sigma(config: Config) -> float:
-    """σ of part (c): Gaussian noise, Poisson sampling, calibrated to ``var_target_epsilon``."""
+    """σ of part (c)'s ``gaussian`` setting: i.i.d. noise, Poisson sampling, calibrated to
+    ``var_target_epsilon`` at ``var_delta``."""
     return float(dpsim.accounting.noise_multiplier(
         config.var_target_epsilon, config.var_delta, config.var_batch_size / config.var_n,
         config.var_steps))
 
 
+def var_noise_settings(config: Config) -> dict[str, dict]:
+    """The three noise settings of part (c): ``{tag: {noise, sampling, sigma, matched}}``.
+
+    * ``gaussian``: σ from :func:`var_sigma` (ε = ``var_target_epsilon``);
+    * ``bandmf``: ``banded:k`` (k = ``var_bands``) under ``cyclic_poisson:k``; amplified BandMF is
+      dominated by DP-SGD with rate ``q_k = b k / n`` over ``⌈T/k⌉`` steps (:mod:`dpsim.privacy.mf`),
+      so σ is calibrated to the same ε with those;
+    * ``gaussian_rmse``: i.i.d. noise with ``σ = σ_MF · RMSE(banded:k)/RMSE(identity)`` over ``T``
+      steps (:func:`dpsim.privacy.mf.toeplitz_prefix_rmse`), the prefix-sum error of BandMF.
+    """
+    n, b, T, k = config.var_n, config.var_batch_size, config.var_steps, config.var_bands
+    if b * k > n:
+        raise ValueError(f"cyclic Poisson with var_bands={k} groups needs var_batch_size·var_bands "
+                         f"<= var_n, got {b}·{k} > {n}")
+    sig_g = var_sigma(config)
+    sig_mf = float(dpsim.accounting.noise_multiplier(
+        config.var_target_epsilon, config.var_delta, b * k / n, -(-T // k)))
+    rmse_mf = mf.toeplitz_prefix_rmse(mf.toeplitz_coefficients(f"banded:{k}", T), T)
+    rmse_id = mf.toeplitz_prefix_rmse([1.0], T)
+    return {
+        "gaussian": dict(noise="gaussian", sampling="poisson", sigma=sig_g, matched="epsilon",
+                         prefix_rmse=sig_g * rmse_id),
+        "bandmf": dict(noise=f"banded:{k}", sampling=f"cyclic_poisson:{k}", sigma=sig_mf,
+                       matched="epsilon", prefix_rmse=sig_mf * rmse_mf),
+        "gaussian_rmse": dict(noise="gaussian", sampling="poisson",
+                              sigma=sig_mf * rmse_mf / rmse_id, matched="prefix-sum RMSE",
+                              prefix_rmse=sig_mf * rmse_mf),
+    }
+
+
 # ------------------------------------------------------------------------------------------------
-# run
+# probes
 
 
 def _neg_probe(sigma, clip, batch_size, beta2):
@@ -234,40 +316,68 @@ def _xy_probe(j):
     return probe
 
 
+def _test_loss_probe(prob):
+    def probe(state, params, ctx):
+        return prob.test_loss(params)
+
+    return probe
+
+
+# ------------------------------------------------------------------------------------------------
+# run
+
+
 def run(config: Config, cache) -> dict:
-    """All four parts; ``{label: Result}``."""
+    """All four parts; ``{label: Result}`` (tuning, untuned and evaluation cells)."""
     sim = cache.simulate_options  # progress, backend
-    cells: list[tuple[str, object, dict]] = []  # (label, compute, meta) in a fixed order
-    grids: dict[str, tuple[dict, int]] = {}     # label -> (tuning grid, trials per point)
+    tune_cells: list[tuple[str, object, dict]] = []  # (label, compute, meta) in a fixed order
+    # evaluation cell label -> (tuning label, grid, reps, build(point) -> compute, meta)
+    plans: dict[str, tuple] = {}
 
-    # (a) 1-D AdaGrad table
-    for zf in config.ada_zero_fractions:
-        for mlabel, opt_name, fixed, tune_eps in ADA_METHODS:
-            grid = _grid(config.ada_lr_grid, config.ada_eps_scale_grid, tune_eps)
-            reps = config.ada_tune_trials
+    def plan(label, grid, reps, simulate_at, meta):
+        """One tuned setting: a tuning cell ``tune-<label>`` over ``grid`` (``reps`` trials per
+        point) and, later, the evaluation cell ``label`` at the chosen point.
+        ``simulate_at(hp, trials, seed)`` runs the setting with per-trial hyperparameters ``hp``."""
+        def tune(seed):
+            hp = tuning.fold(grid, reps)
+            return simulate_at(hp, len(hp["lr"]), seed)
 
-            def compute(seed, zf=zf, opt_name=opt_name, fixed=fixed, grid=grid, reps=reps):
-                prob = dpsim.problems.sparse_logistic_1d(config.ada_n, zero_fraction=zf,
-                                                         w_star=1.0, seed=config.data_seed)
-                hp = tuning.fold(grid, reps)
-                if opt_name != "adagrad":
-                    hp.update(clip=config.ada_clip, noise_multiplier=config.ada_noise_multiplier)
+        tlabel = f"tune-{label}"
+        tune_cells.append((tlabel, tune, {**meta, "part": f"tune-{meta['part']}", "evaluated_as": label}))
+        plans[label] = (tlabel, grid, reps, simulate_at, meta)
+
+    # (a) 1-D AdaGrad table: single pass, DP-MF noise optimized for single-epoch training
+    ada_noise = f"banded:{config.ada_n}"
+    ada_sampling = f"cyclic_poisson:{config.ada_n}"
+    ada_probs = {float(zf): dpsim.problems.sparse_logistic_1d(config.ada_n, zero_fraction=zf,
+                                                               w_star=1.0, seed=config.data_seed)
+                 for zf in config.ada_zero_fractions}
+    ada_stab = {"eps": config.ada_eps_grid, "eps_scale": config.ada_eps_scale_grid}
+    for zf, prob in ada_probs.items():
+        for mlabel, opt_name, fixed, private, stab in ADA_METHODS:
+            grid = _grid(config.ada_lr_grid, {k: ada_stab[k] for k in stab})
+
+            def simulate_at(hp, trials, seed, prob=prob, opt_name=opt_name, fixed=fixed,
+                            private=private):
+                hp = dict(hp)
+                if private:
+                    hp.update(clip=config.ada_clip, noise_multiplier=config.ada_noise_multiplier,
+                              noise=ada_noise)
                 opt = dpsim.optimizers.get(opt_name, **hp, **fixed)
-                return dpsim.simulate(prob, opt, steps=config.ada_n, batch_size=1,
-                                      trials=len(hp["lr"]), seed=seed, sampling=config.ada_sampling,
+                return dpsim.simulate(prob, opt, steps=config.ada_n, batch_size=1, trials=trials,
+                                      seed=seed, sampling=ada_sampling,
                                       record_every=config.ada_n, metrics=("loss",),
-                                      probes={"test_loss": lambda s, w, c, p=prob: p.test_loss(w)},
-                                      **sim)
-            label = f"ada-z{zf:g}-{mlabel}"
-            grids[label] = (grid, reps)
-            cells.append((label, compute, {"part": "ada", "zero_fraction": float(zf),
-                                           "method": mlabel}))
+                                      probes={"test_loss": _test_loss_probe(prob)}, **sim)
+            plan(f"ada-z{zf:g}-{mlabel}", grid, config.ada_tune_trials, simulate_at,
+                 {"part": "ada", "zero_fraction": zf, "method": mlabel, "noise": ada_noise,
+                  "sampling": ada_sampling})
 
-    # (b) negative fraction vs d
+    # (b) negative fraction vs d (not tuned)
     for d in config.neg_dims:
-        def compute(seed, d=int(d)):
-            prob = dpsim.problems.linear_box(config.neg_batch_size * 2, d, scales="ones", bias=1.0,
-                                             seed=config.data_seed)
+        prob = dpsim.problems.linear_box(config.neg_batch_size * 2, int(d), scales="ones", bias=1.0,
+                                         seed=config.data_seed)
+
+        def compute(seed, prob=prob):
             opt = dpsim.optimizers.get("dp_adam_corrected", lr=1e-6, beta2=config.neg_beta2,
                                        clip=config.neg_clip,
                                        noise_multiplier=config.neg_noise_multiplier)
@@ -279,66 +389,95 @@ def run(config: Config, cache) -> dict:
                                       config.neg_noise_multiplier, config.neg_clip,
                                       config.neg_batch_size, config.neg_beta2)},
                                   **sim)
-        cells.append((f"neg-d{int(d)}", compute, {"part": "neg", "d": int(d)}))
+        tune_cells.append((f"neg-d{int(d)}", compute, {"part": "neg", "d": int(d)}))
 
-    # (c) variants
-    sigma = var_sigma(config)
-    var_settings = [("none", "adam", "adam", {}, False)]
-    for noise in ("gaussian", f"banded:{config.var_bands}"):
-        for mlabel, opt_name, fixed, tune_eps in VARIANTS:
-            var_settings.append((noise, mlabel, opt_name, {**fixed, "noise": noise}, tune_eps))
-    for noise, mlabel, opt_name, fixed, tune_eps in var_settings:
-        grid = _grid(config.var_lr_grid, config.var_eps_scale_grid, tune_eps)
-        reps = config.var_tune_trials
+    # (c) variants, three noise settings, and the non-private premise
+    var_prob = dpsim.problems.logistic_regression(config.var_n, config.var_d,
+                                                  density=config.var_density, seed=config.data_seed)
+    settings = var_noise_settings(config)
+    var_stab = {"eps": config.var_eps_grid, "eps_scale": config.var_eps_scale_grid,
+                "gamma_prime": tuple(e * e for e in config.var_eps_grid)}
+    var_runs = [("none", "adam", "adam", ("eps",)), ("none", "sgd", "sgd", ())]
+    for tag in VAR_NOISES:
+        for mlabel, opt_name, stab, private in VARIANTS:
+            if tag == "gaussian_rmse" and not private:
+                continue  # the oracles only with the ε-matched settings (run time)
+            var_runs.append((tag, mlabel, opt_name, stab))
+    for tag, mlabel, opt_name, stab in var_runs:
+        lr_grid = config.var_sgd_lr_grid if opt_name in ("sgd", "dp_sgd") else config.var_lr_grid
+        grid = _grid(lr_grid, {k: var_stab[k] for k in stab})
+        s = settings.get(tag)
 
-        def compute(seed, opt_name=opt_name, fixed=fixed, grid=grid, reps=reps):
-            prob = dpsim.problems.logistic_regression(config.var_n, config.var_d,
-                                                      density=config.var_density,
-                                                      seed=config.data_seed)
-            hp = tuning.fold(grid, reps)
-            if opt_name != "adam":
-                hp.update(clip=config.var_clip, noise_multiplier=sigma)
-            if opt_name != "dp_sgd":
+        def simulate_at(hp, trials, seed, opt_name=opt_name, s=s, mlabel=mlabel):
+            hp = dict(hp)
+            if s is not None:
+                hp.update(clip=config.var_clip, noise_multiplier=s["sigma"], noise=s["noise"])
+            if opt_name not in ("sgd", "dp_sgd"):
                 hp.update(beta2=config.var_beta2)
-            opt = dpsim.optimizers.get(opt_name, **hp, **fixed)
-            return dpsim.simulate(prob, opt, steps=config.var_steps,
-                                  batch_size=config.var_batch_size, trials=len(hp["lr"]),
-                                  seed=seed, sampling="poisson", record_every=config.var_steps,
-                                  metrics=("loss",), **sim)
-        tag = noise.replace(":", "")
-        label = f"var-{tag}-{mlabel}"
-        grids[label] = (grid, reps)
-        cells.append((label, compute, {"part": "var", "noise": tag, "method": mlabel}))
+            opt = dpsim.optimizers.get(opt_name, **hp)
+            probes = {}
+            if mlabel == "dp_adam_corrected":
+                probes["neg_fraction"] = _neg_probe(s["sigma"], config.var_clip,
+                                                    config.var_batch_size, config.var_beta2)
+            return dpsim.simulate(var_prob, opt, steps=config.var_steps,
+                                  batch_size=config.var_batch_size, trials=trials, seed=seed,
+                                  sampling="poisson" if s is None else s["sampling"],
+                                  record_every=config.var_steps, metrics=("loss",),
+                                  probes=probes, **sim)
+        meta = {"part": "var", "noise": tag, "method": mlabel}
+        if s is not None:
+            meta.update(sigma=s["sigma"], matched=s["matched"], prefix_rmse=s["prefix_rmse"],
+                        sampling=s["sampling"], noise_name=s["noise"])
+        plan(f"var-{tag}-{mlabel}", grid, config.var_tune_trials, simulate_at, meta)
 
     # (d) quadratic 2-D
-    for mlabel, opt_name, fixed, tune_eps in QUAD_METHODS:
-        grid = _grid(config.quad_lr_grid, config.quad_eps_scale_grid, tune_eps)
-        reps = config.quad_tune_trials
+    quad_prob = dpsim.problems.quadratic_2d(config.quad_a, config.quad_b, noise=config.quad_noise,
+                                            n=config.quad_n, seed=config.data_seed)
+    for mlabel, opt_name, fixed, stab in QUAD_METHODS:
+        grid = _grid(config.quad_lr_grid, {k: config.quad_eps_scale_grid for k in stab})
 
-        def compute(seed, opt_name=opt_name, fixed=fixed, grid=grid, reps=reps):
-            prob = dpsim.problems.quadratic_2d(config.quad_a, config.quad_b, noise=config.quad_noise,
-                                               n=config.quad_n, seed=config.data_seed)
-            hp = tuning.fold(grid, reps)
+        def simulate_at(hp, trials, seed, opt_name=opt_name, fixed=fixed):
+            hp = dict(hp)
             if opt_name != "adam":
                 hp.update(clip=config.quad_clip, noise_multiplier=config.quad_noise_multiplier)
             opt = dpsim.optimizers.get(opt_name, **hp, **fixed)
-            return dpsim.simulate(prob, opt, steps=config.quad_steps,
-                                  batch_size=config.quad_batch_size, trials=len(hp["lr"]),
-                                  seed=seed, sampling="poisson", record_every=config.quad_record_every,
+            return dpsim.simulate(quad_prob, opt, steps=config.quad_steps,
+                                  batch_size=config.quad_batch_size, trials=trials, seed=seed,
+                                  sampling="poisson", record_every=config.quad_record_every,
                                   metrics=("loss",), init=np.asarray(config.quad_init, dtype=float),
-                                  probes={"w1": _xy_probe(0), "w2": _xy_probe(1)},
-                                  **sim)
-        label = f"quad-{mlabel}"
-        grids[label] = (grid, reps)
-        cells.append((label, compute, {"part": "quad", "method": mlabel}))
+                                  probes={"w1": _xy_probe(0), "w2": _xy_probe(1)}, **sim)
+        plan(f"quad-{mlabel}", grid, config.quad_tune_trials, simulate_at,
+             {"part": "quad", "method": mlabel})
 
-    results = cache.run([Cell(label, i, fn, meta) for i, (label, fn, meta) in enumerate(cells)],
-                        desc="design_space")
+    # phase 1: tuning (and untuned) cells; then select
+    results = cache.run([Cell(label, i, fn, meta) for i, (label, fn, meta) in enumerate(tune_cells)],
+                        desc="design_space: tune")
+    selections = {tlabel: tuning.select(results[tlabel], grid, reps)
+                  for tlabel, grid, reps, _, _ in plans.values()}
+    tuning.record(cache, selections,
+                  note="each chosen point is then run on fresh seeds (the evaluation cells, "
+                       "labels without 'tune-'), which the figures report")
 
-    tuning.record(cache, {label: tuning.select(results[label], grid, reps)
-                          for label, (grid, reps) in grids.items()},
-                  note="the reported trials are the chosen grid point's (the same trials)")
-    cache.note("var_noise_multiplier", sigma)
+    # phase 2: evaluation cells at the chosen points, seeds never used for tuning
+    eval_cells = []
+    for j, (label, (tlabel, grid, reps, simulate_at, meta)) in enumerate(plans.items()):
+        sel = selections[tlabel]
+        point = dict(sel.point)
+        trials = {"ada": config.ada_eval_trials, "var": config.var_eval_trials,
+                  "quad": config.quad_eval_trials}[meta["part"]]
+
+        def evaluate(seed, simulate_at=simulate_at, point=point, trials=trials):
+            return simulate_at(point, trials, seed)
+        eval_cells.append(Cell(label, len(tune_cells) + j, evaluate,
+                               {**meta, "tuned_by": tlabel, "point": point,
+                                "at_edge": {k: point[k] for k in sel.at_edge}}))
+    results.update(cache.run(eval_cells, desc="design_space: evaluate"))
+
+    cache.note("var_noise_settings", settings)
+    cache.note("ada_noise", {"noise": ada_noise, "sampling": ada_sampling,
+                             "prefix_rmse_unit": mf.toeplitz_prefix_rmse(
+                                 mf.toeplitz_coefficients(ada_noise, config.ada_n), config.ada_n),
+                             "prefix_rmse_unit_iid": mf.toeplitz_prefix_rmse([1.0], config.ada_n)})
     cache.note("reconstructed", "[DESIGN]'s formulas and most settings were lost in extraction; "
                                 "all settings here are reconstructions (ALGORITHMS.md §4.3, §5.4)")
     return results
@@ -346,8 +485,10 @@ def run(config: Config, cache) -> dict:
 
 EXPERIMENT = Experiment(
     name="design_space",
-    title="The DP-Adam design space of [DESIGN] (reconstructed settings): 1-D AdaGrad table, "
-          "negative second moments vs d, all DP-Adam variants with i.i.d. and banded noise, 2-D quadratic",
+    title="The DP-Adam design space of [DESIGN] (reconstructed settings): 1-D AdaGrad table with "
+          "IME and single-epoch DP-MF noise, negative second moments vs d, all DP-Adam variants "
+          "with tuned stability constants and noise matched in ε and in prefix-sum RMSE, 2-D "
+          "quadratic",
     presets=PRESETS,
     run=run,
     figures=("fig_design_adagrad_table", "fig_design_negative_fraction", "fig_design_variants",

@@ -26,12 +26,49 @@ def load(results: Mapping[str, object], part: str) -> list[tuple[str, dict, obje
             if saved.meta(lab)["part"] == part]
 
 
+def selection_of(results: Mapping[str, object], label: str) -> dict:
+    """The saved tuning selection behind cell ``label``: the one of its tuning cell
+    (``meta["tuned_by"]``) for an evaluation cell, else the one saved under ``label`` itself."""
+    saved = Saved.of(results)
+    return saved.selection(saved.meta(label).get("tuned_by", label))
+
+
 def chosen(results: Mapping[str, object], label: str):
-    """The saved tuning choice of cell ``label``: ``(trials of the chosen point as a slice, lr,
-    eps_scale or None)``."""
-    sel = Saved.of(results).selection(label)
-    start, stop = sel["trials"]
-    return slice(start, stop), sel["point"]["lr"], sel["point"].get("eps_scale")
+    """The saved tuning choice of cell ``label``: ``(trials to report as a slice, lr, eps_scale or
+    None)``.  An evaluation cell (``meta["tuned_by"]``) ran only the chosen point on fresh seeds:
+    all its trials; a tuning cell: the chosen point's trials."""
+    saved = Saved.of(results)
+    sel = selection_of(saved, label)
+    if "tuned_by" in saved.meta(label):
+        mask = slice(None)
+    else:
+        start, stop = sel["trials"]
+        mask = slice(start, stop)
+    return mask, sel["point"]["lr"], sel["point"].get("eps_scale")
+
+
+_SYMBOLS = {"lr": "η", "eps": "ε_a", "eps_scale": "ε_s", "gamma_prime": "γ'"}
+
+
+def point_text(point: Mapping[str, float]) -> str:
+    """The tuned values of a grid point for a legend or a table: ``η=0.0625, ε_a=0.01``."""
+    return ", ".join(f"{_SYMBOLS.get(k, k)}={v:.3g}" for k, v in point.items())
+
+
+def tuned_point(results: Mapping[str, object], label: str) -> dict:
+    """The chosen hyperparameters ``{axis: value}`` of cell ``label``."""
+    return dict(selection_of(results, label)["point"])
+
+
+def edge_axes(results: Mapping[str, object], labels) -> dict:
+    """``{"<label>: <axis>": value}`` for every tuned axis of the cells ``labels`` whose choice
+    sits on a grid edge (input of :func:`experiments.verdicts.downgrade_for_edge`)."""
+    out = {}
+    for lab in labels:
+        sel = selection_of(results, lab)
+        for ax in sel["at_edge"]:
+            out[f"{lab} {_SYMBOLS.get(ax, ax)}"] = sel["point"][ax]
+    return out
 
 
 def eps_of(res, accountant=None) -> float:

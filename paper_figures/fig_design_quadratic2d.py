@@ -16,6 +16,7 @@ from typing import Mapping
 import numpy as np
 
 from dpsim.analysis import stats
+from dpsim.experiments import verdicts
 from dpsim.experiments.pipeline import Saved
 
 from . import design_common as common
@@ -34,7 +35,7 @@ def _data(results):
     for lab, meta, res in common.load(results, "quad"):
         m = meta["method"]
         mask, lr, es = common.chosen(results, lab)
-        out[m] = dict(res=res, mask=mask, lr=lr, es=es, eps=common.eps_of(res))
+        out[m] = dict(res=res, mask=mask, lr=lr, es=es, eps=common.eps_of(res), label=lab)
     return out
 
 
@@ -75,22 +76,29 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 
 
 def evaluate(results: Mapping[str, object]) -> dict:
-    """Holds when STP's final loss is significantly below post-processing's (Welch 95% CI)."""
+    """Holds when STP's final loss is significantly below post-processing's (Welch 95% CI,
+    :func:`experiments.verdicts.from_interval`), capped at inconclusive when either winner sits on a
+    grid edge (:func:`experiments.verdicts.downgrade_for_edge`)."""
     data = _data(results)
-    lines = ["Final loss F(w_T), mean ± 95% CI over the chosen grid point's trials. " + common.RECON, ""]
+    lines = ["Final loss F(w_T), mean ± 95% CI over the evaluation trials (fresh seeds) at the tuned "
+             "values. " + common.RECON, ""]
     for m in ORDER:
         if m in data:
             r = data[m]
             mean, half = stats.mean_ci(r["res"].loss[-1][r["mask"]])
             lines.append(f"- {m}: {stats.fmt_ci(mean, half)} (η={r['lr']:g}, ε={common.eps_text(r['eps'])})")
-    holds, verdict = None, "missing results"
+    category, verdict = verdicts.INCONCLUSIVE, "missing results"
     if "dp_adam" in data and "dp_adam_stp" in data:
         a = data["dp_adam_stp"]["res"].loss[-1][data["dp_adam_stp"]["mask"]]
         b = data["dp_adam"]["res"].loss[-1][data["dp_adam"]["mask"]]
         d, lo, hi = stats.diff_ci(a, b)
-        holds = True if hi < 0 else False if lo > 0 else None
-        verdict = f"STP − post-processing final loss = {d:.3e} (95% CI [{lo:.3e}, {hi:.3e}])."
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": verdict}
+        category = verdicts.from_interval(lo, hi, null=0.0, claim="below")
+        category, edge_note = verdicts.downgrade_for_edge(category, common.edge_axes(
+            results, [data["dp_adam_stp"]["label"], data["dp_adam"]["label"]]))
+        verdict = (f"STP − post-processing final loss = {d:.3e} (95% CI [{lo:.3e}, {hi:.3e}])."
+                   + (f" {edge_note}." if edge_note else ""))
+    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts.holds_of(category),
+            "category": category, "verdict": verdict}
 
 
 def main(argv=None) -> int:
