@@ -4,11 +4,13 @@ Source ([L2P]): Hong, Wang, Wang, Zhou, *Learning Model-Based Privacy Protection
 Constraints* (AAAI 2021), App. C.1 (Fig. 8: trajectories of 100 repeats at (0.05, 1e-8)-DP;
 Fig. 6: convergence for ε ∈ {0.05, 0.1, 0.2, 0.4, 0.8, 1.6} at δ = 1e-8).  ALGORITHMS §2.7, §5.5.
 
-Claims checked (figures ``paper_figures/fig_ctcdp_trajectories.py`` and
-``paper_figures/fig_ctcdp_eps_sweep.py``): budget-constrained runs spend exactly their budget and
-stop; SGD-Adv "randomly walks in a rather large region" / "rarely finds the proper directions"
-while the budget-constrained (adaptive) methods converge closer to the optimum; at small ε an
-adaptive noise schedule beats the uniform one.
+Claims checked (figures ``paper_figures/fig_ctcdp_trajectories.py``,
+``paper_figures/fig_ctcdp_eps_sweep.py`` and ``paper_figures/fig_ctcdp_subsampling.py``):
+budget-constrained runs spend exactly their budget and stop; SGD-Adv "randomly walks in a rather
+large region" / "rarely finds the proper directions" while the budget-constrained (adaptive)
+methods converge closer to the optimum; at small ε L2P's learned schedule beats the uniform one
+(out of scope: see below); and a finding of dpsim's own: at n = 60 the fixed-size subsampling
+bound 13q²ρ makes ctCDP lose to full-batch DP-GD calibrated to the same zCDP budget.
 
 Scope
 -----
@@ -21,17 +23,18 @@ only, uniform budget), AGD (Lee & Kifer 2018) and SGD-Adv.  **The learned LSTM s
   spends, without its learned projector);
 * ``linear``, ``exponential`` — ``dp_sgd_ctcdp`` with a parametric schedule (the non-learned stand-in
   for L2P's scheduler; ``schedule_param`` p tuned on a grid, p = 0 is uniform);
-* ``sgd_adv``      — SGD-Adv: full-batch DP-GD (``dp_sgd``, ``batch_size = n``, ``sampling="fixed"``)
-  with a fixed step count T and step size from a grid; noise calibrated by zCDP composition to the
-  same ρ_a as the ctCDP methods (like for like, as documented in :mod:`dpsim.optimizers.ctcdp`):
-  ``noise_multiplier = 2 √(T / (2 ρ_a))`` relative to C (replace-one, Δ = 2C);
-* ``sgd_adv_ac``   — the same DP-GD with its noise calibrated by the *advanced composition theorem*
-  (Dwork, Rothblum & Vadhan 2010; Dwork & Roth 2014, Thm 3.20) and the classical Gaussian
-  mechanism (Dwork & Roth, Thm A.1), which is what "Adv" most likely stands for in the paper
-  (its other baseline, SGD-MA, is named after its moments accountant).  Per step
+* ``sgd_adv_ac``   — **the primary baseline**, SGD-Adv: full-batch DP-GD (``dp_sgd``,
+  ``batch_size = n``, ``sampling="fixed"``) with a fixed step count T and step size from a grid,
+  its noise calibrated by the *advanced composition theorem* (Dwork, Rothblum & Vadhan 2010; Dwork
+  & Roth 2014, Thm 3.20) and the classical Gaussian mechanism (Dwork & Roth, Thm A.1) — the
+  paper's own accountant for this baseline as dpsim reads its name (the paper does not spell it
+  out; its other baseline, SGD-MA, is named after its moments accountant).  Per step
   ``(ε0, δ0)`` with ``δ0 = δ/(2T)``, ``δ' = δ/2`` and ε0 the root of
-  ``√(2T log(1/δ')) ε0 + T ε0 (e^{ε0} − 1) = ε``; ``σ = Δ √(2 log(1.25/δ0)) / ε0`` (needs ε0 < 1).
-  This is a second reading of the baseline, reported beside the primary one.
+  ``√(2T log(1/δ')) ε0 + T ε0 (e^{ε0} − 1) = ε``; ``σ = Δ √(2 log(1.25/δ0)) / ε0`` (needs ε0 < 1);
+* ``sgd_adv``      — the same DP-GD with its noise calibrated by zCDP composition to the same ρ_a
+  as the ctCDP methods (like for like, as documented in :mod:`dpsim.optimizers.ctcdp`):
+  ``noise_multiplier = 2 √(T / (2 ρ_a))`` relative to C (replace-one, Δ = 2C).  An extra
+  reading, tighter than the paper's; it is the baseline of the subsampling finding.
 
 Setup (choices the paper leaves open are documented here and in the report)
 ---------------------------------------------------------------------------
@@ -39,6 +42,16 @@ Setup (choices the paper leaves open are documented here and in the report)
   ``data_seed``).  dpsim's objective is the paper's divided by m (see its docstring).
 * Initial point: identical for every run (paper: "identical W, y and initial variables"), at
   ``θ0 = θ* + init_offset`` (the paper does not give it; θ = 0 would already be within 0.16 of θ*).
+  ``init_offset = (−10, 10)``: far enough that every per-example gradient is clipped and the
+  clipped mean points toward θ* (norm ≈ 0.75 C), so the grid's shortest run (T = 10, η = 0.06:
+  a path of ≈ 0.45) is short against ``‖θ0 − θ*‖ ≈ 14`` and a private method *can* improve on
+  its start.  With the earlier ``(−1, 1)`` that shortest run already overshot what the noise
+  allows, and at ε ≤ 0.4 every method ended worse than its start.  How much any method can
+  improve is limited by the data, not by the start: one release of the whole budget (ρ_a) as the
+  sum of m clipped gradients has signal-to-noise ratio ``‖Σ clip(g_i)‖/std = 0.75 m √(2ρ_a)/2``
+  per coordinate, about 0.19 at ε = 0.05 and 0.37 at ε = 0.1 for m = 60, so even an optimally
+  scaled step shrinks the squared distance to θ* by at most a factor ``1/(1 + SNR²/d)`` —
+  about 2% and 6% there (:func:`improvement_bound`).  The figures check the premise per ε.
 * Clipping C = 1 per example (replace-one sensitivity Δ = 2C = 2, the "constant L2 sensitivity,
   e.g., 2" of [L2P] App. C.3).
 * Step sizes: the paper's grid "from 0.001 to 0.02 with 20 choices" (0.001, 0.002, …, 0.02) for
@@ -53,8 +66,10 @@ Setup (choices the paper leaves open are documented here and in the report)
   paper's ``(√n+10)/n`` violates Lemma A.6's ``q ≤ 0.1``, so b = 6).
 * Tuning (the paper tunes non-privately): per (method, ε), every (T, step size[, p]) combination is
   run with ``tune_trials`` trials (grids folded into the trial axis, one ``simulate`` call per T)
-  and the one with the lowest mean final training loss is chosen (:mod:`experiments.tuning`; the
-  paper: "the lowest loss when their privacy budgets are used up").  The chosen setting is then run
+  and the one with the lowest *median* final training loss is chosen (:mod:`experiments.tuning`;
+  the paper: "the lowest loss when their privacy budgets are used up"; the median because the
+  final losses are heavy-tailed: a mean over 16 tuning trials differed 5× from the evaluation
+  mean in the review's probe).  The chosen setting is then run
   in a separate evaluation cell with ``trials`` fresh trials (paper: 100 repeats), so reported
   numbers carry no selection bias.  The selections (choice, every combination's score, choices at a
   grid edge) are saved in the manifest's ``notes``, each evaluation cell's ε and method in its
@@ -86,14 +101,14 @@ from . import tuning
 from .pipeline import Cell, Experiment
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "METHODS", "PAPER_LR_GRID",
-           "sgd_adv_noise_multiplier", "make_problem", "initial_point", "label"]
+           "sgd_adv_noise_multiplier", "make_problem", "initial_point", "label", "improvement_bound"]
 
 #: The paper's step-size grid for SGD-Adv (App. C.1: "from 0.001 to 0.02 with 20 choices").
 PAPER_LR_GRID = tuple(round(0.001 * k, 3) for k in range(1, 21))
 #: Method → (display name, optimizer).
 METHODS = {
-    "sgd_adv": ("SGD-Adv (DP-GD, zCDP-calibrated)", "dp_sgd"),
-    "sgd_adv_ac": ("SGD-Adv (DP-GD, advanced composition)", "dp_sgd"),
+    "sgd_adv_ac": ("SGD-Adv (DP-GD, advanced composition; the paper's accountant)", "dp_sgd"),
+    "sgd_adv": ("SGD-Adv (DP-GD, zCDP-calibrated like for like)", "dp_sgd"),
     "uniform": ("ctCDP, uniform schedule", "dp_sgd_ctcdp"),
     "linear": ("ctCDP, linear schedule", "dp_sgd_ctcdp"),
     "exponential": ("ctCDP, exponential schedule", "dp_sgd_ctcdp"),
@@ -118,7 +133,7 @@ class Config:
     m: int = 60
     d: int = 2
     reg: float = 1e-3
-    init_offset: tuple[float, ...] = (-1.0, 1.0)   # θ0 − θ*
+    init_offset: tuple[float, ...] = (-10.0, 10.0)  # θ0 − θ* (far: every example's gradient clipped)
     data_seed: int = 0
     seed: int = 0
 
@@ -159,12 +174,12 @@ PRESETS: dict[str, Config] = {
                    lr_grid=_scaled((0.001, 0.01), 60), linear_params=(0.0, 0.5),
                    exponential_params=(0.0, 0.5), tune_trials=2, trials=8),
     # A laptop (about 45 s on 2 cores): the paper's ε, T and step-size grids, fewer tuning trials
-    # and schedule parameters.
+    # and schedule parameters than full.
     "quick": Config(epsilons=PAPER_EPS, steps_grid=PAPER_T,
                     lr_grid=_scaled(PAPER_LR_GRID, 60),
                     linear_params=(-0.5, -0.25, 0.0, 0.25, 0.5),
                     exponential_params=(-1.0, -0.5, 0.0, 0.5, 1.0),
-                    tune_trials=16, trials=100),
+                    tune_trials=24, trials=100),
     # The paper's sizes (100 repeats per method), more tuning trials (about 5 minutes on 2 cores).
     "full": Config(epsilons=PAPER_EPS, steps_grid=PAPER_T,
                    lr_grid=_scaled(PAPER_LR_GRID, 60),
@@ -187,6 +202,30 @@ def initial_point(problem, offset) -> np.ndarray:
     """``θ0 = θ* + offset`` (shape ``(d,)``)."""
     w_star, _ = problem.optimum
     return np.asarray(w_star, dtype=float) + np.asarray(offset, dtype=float)
+
+
+def improvement_bound(epsilon: float, delta: float, m: int, d: int, clipped_mean: float) -> float:
+    """Smallest expected ``‖θ − θ*‖²/‖θ0 − θ*‖²`` one release of the whole budget allows, far from θ*.
+
+    The whole budget ``ρ_a(ε, δ)`` (zCDP, :func:`dpsim.analysis.tcdp.rho_a`) spent on one release
+    of the sum of the ``m`` clipped gradients (replace-one sensitivity ``Δ = 2C``) gives noise std
+    ``2C/√(2ρ_a)`` per coordinate against a signal of norm ``m·clipped_mean·C``: ratio
+    ``s = clipped_mean · m √(2ρ_a) / 2``.  Moving a distance ``λ`` along that noisy direction
+    from distance ``D`` gives ``E‖θ − θ*‖² = (D − λ)² + λ² d/s²``, smallest at
+    ``λ = D/(1 + d/s²)``, where it is ``D²/(1 + s²/d)``.  A reference for gradient methods that
+    spend the budget on gradient releases (not a lower bound for every DP algorithm).
+    """
+    rho = float(tcdp_bounds.rho_a(epsilon, delta))
+    snr = clipped_mean * m * math.sqrt(2.0 * rho) / 2.0
+    return 1.0 / (1.0 + snr * snr / d)
+
+
+def clipped_mean_norm(problem, theta, clip: float) -> float:
+    """``‖(1/m) Σ_i clip(∇f_i(θ), C)‖ / C`` at ``theta`` (how aligned the clipped gradients are)."""
+    m = problem.n
+    idx = np.arange(m)[None, :]
+    total = problem.clipped_grad_sum(np.asarray(theta, dtype=float)[None, :], idx, clip)[0]
+    return float(np.linalg.norm(np.asarray(total)[0]) / (m * clip))
 
 
 def sgd_adv_noise_multiplier(epsilon: float, delta: float, steps: int, composition: str = "zcdp") -> float:
@@ -306,7 +345,8 @@ def run(config: Config, cache) -> dict:
         grid = {"steps": feasible_T, "schedule_param": _param_grid(config, method),
                 "lr": config.lr_grid}
         sel = selections[lab] = tuning.select(
-            tuning.final_losses(*(tuned[by_T[T]] for T in feasible_T)), grid, config.tune_trials)
+            tuning.final_losses(*(tuned[by_T[T]] for T in feasible_T)), grid, config.tune_trials,
+            stat="median")
         chosen[lab] = sel.point
     tuning.record(cache, selections, note="(T, schedule_param, lr): one tuning cell per feasible T; "
                                           "evaluated on fresh trials")
@@ -314,6 +354,13 @@ def run(config: Config, cache) -> dict:
                                "m times dpsim's")
     cache.note("infeasible", infeasible)
     cache.note("initial_point", [float(v) for v in w0])
+    cm = clipped_mean_norm(prob, w0, config.clip)
+    cache.note("premise", {
+        "clipped_mean_norm_at_start": cm,
+        "improvement_bound": {f"{eps:g}": improvement_bound(eps, config.delta, config.m, config.d, cm)
+                              for eps in config.epsilons},
+        "note": "smallest E||θ−θ*||²/||θ0−θ*||² one release of the whole budget allows "
+                "(improvement_bound); the figures test the premise on the runs themselves"})
     cache.note("sgd_adv_noise_multiplier", {
         label(eps, m): {f"T{T}": sgd_adv_noise_multiplier(eps, config.delta, T,
                                                           "advanced" if m == "sgd_adv_ac" else "zcdp")
@@ -346,6 +393,6 @@ EXPERIMENT = Experiment(
     title="Budget-constrained ctCDP training vs SGD-Adv on the random quadratic of [L2P] (App. C.1)",
     presets=PRESETS,
     run=run,
-    figures=("fig_ctcdp_trajectories", "fig_ctcdp_eps_sweep"),
+    figures=("fig_ctcdp_trajectories", "fig_ctcdp_eps_sweep", "fig_ctcdp_subsampling"),
     module=__name__,
 )

@@ -1,6 +1,11 @@
 """Helpers shared by the ``ctcdp_quadratic`` figures ([L2P]): loading the saved results with
 their metadata, the methods' names and colours, the chosen settings and spent budget of a run, its
-θ path and distance to the optimum.  Not a figure itself (no ``render``).
+θ path and distance to the optimum, medians with distribution-free intervals, bootstrap ratios of
+medians, the per-ε premise check (can any private method improve on its start?) and the grid-edge
+status of the tuned values.  Not a figure itself (no ``render``).
+
+The primary SGD-Adv is the advanced-composition one (``sgd_adv_ac``, the paper's accountant as
+dpsim reads it); the zCDP-calibrated one (``sgd_adv``) is the like-for-like extra.
 """
 
 from __future__ import annotations
@@ -9,20 +14,26 @@ from typing import Mapping
 
 import numpy as np
 
+from scipy import stats as _st
+
 import dpsim
+from dpsim.experiments import verdicts
 from dpsim.experiments.pipeline import Saved
 
 DELTA = 1e-8  # [L2P] App. C.1
-ORDER = ("sgd_adv", "sgd_adv_ac", "uniform", "linear", "exponential")
+PRIMARY = "sgd_adv_ac"  # SGD-Adv with the paper's accountant (advanced composition)
+ORDER = ("sgd_adv_ac", "sgd_adv", "uniform", "linear", "exponential")
 DISPLAY = {
-    "sgd_adv": "SGD-Adv (zCDP calibration)",
-    "sgd_adv_ac": "SGD-Adv (advanced composition)",
+    "sgd_adv_ac": "SGD-Adv (advanced composition; primary)",
+    "sgd_adv": "SGD-Adv (zCDP, like for like; extra)",
     "uniform": "ctCDP, uniform schedule",
     "linear": "ctCDP, linear schedule",
     "exponential": "ctCDP, exponential schedule",
 }
 SHORT = {"sgd_adv": "SGD-Adv (zCDP)", "sgd_adv_ac": "SGD-Adv (adv. comp.)", "uniform": "ctCDP uniform",
          "linear": "ctCDP linear", "exponential": "ctCDP exponential"}
+N_BOOT = 4000
+BOOT_SEED = 20210203
 COLORS = {"sgd_adv": "0.2", "sgd_adv_ac": "0.55", "uniform": "#1f77b4", "linear": "#2ca02c",
           "exponential": "#d62728"}
 CTCDP = ("uniform", "linear", "exponential")
@@ -84,3 +95,89 @@ def problem_of(res):
     if cfg.get("name") != "random_quadratic":
         raise ValueError(f"expected a random_quadratic result, got problem {cfg!r}")
     return dpsim.problems.random_quadratic(m=cfg["m"], d=cfg["d"], reg=cfg["reg"], seed=cfg["seed"])
+
+
+def notes_of(results: Mapping[str, object]) -> dict:
+    """The manifest's notes saved with the results (selection, premise, initial point, ...)."""
+    return Saved.of(results).notes
+
+
+def final_excess(res) -> np.ndarray:
+    """``F(θ_final) − F*`` per trial (diverged → inf)."""
+    f = np.asarray(res.excess_loss[-1], dtype=float)
+    return np.where(np.isfinite(f), f, np.inf)
+
+
+def start_excess(res) -> float:
+    """``F(θ0) − F*`` (the same for every trial and method)."""
+    return float(res.excess_loss[0, 0])
+
+
+def median_ci(x, axis: int = -1, level: float = 0.95):
+    """``(median, lo, hi)`` along ``axis`` with the distribution-free order-statistic interval:
+    ``[x_(k), x_(R+1−k)]``, ``k`` the largest rank with ``P(Bin(R, ½) ≤ k − 1) ≤ (1 − level)/2``
+    (coverage ≥ level; the sample range when R is too small for that)."""
+    x = np.sort(np.asarray(x, dtype=float), axis=axis)
+    r = x.shape[axis]
+    k = 0
+    while _st.binom.cdf(k, r, 0.5) <= (1 - level) / 2:
+        k += 1
+    lo_i, hi_i = max(k - 1, 0), min(r - k, r - 1)
+    return np.median(x, axis=axis), np.take(x, lo_i, axis=axis), np.take(x, hi_i, axis=axis)
+
+
+def boot_ratio(num, den, *, n_boot: int = N_BOOT, seed: int = BOOT_SEED, level: float = 0.95):
+    """``median(num)/median(den)`` with a percentile-bootstrap ``level`` interval (the two groups
+    resampled independently); ``(ratio, lo, hi)``.  Infinite values (diverged trials) take part
+    as they are (a median of them is then infinite)."""
+    rng = np.random.default_rng(seed)
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+
+    def boot(x):
+        return np.median(x[rng.integers(0, x.size, size=(n_boot, x.size))], axis=1)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        reps = boot(num) / boot(den)
+        point = float(np.median(num) / np.median(den))
+    lo, hi = np.nanquantile(reps, [(1 - level) / 2, (1 + level) / 2])
+    return point, float(lo), float(hi)
+
+
+def fmt_ratio(r, lo, hi) -> str:
+    return f"{r:.2f}× [{lo:.2f}, {hi:.2f}]"
+
+
+def premise(data) -> dict:
+    """``{ε: {"holds": bool, "best": method, "ratio": (median/start, lo, hi)}}``: at ε the premise
+    "a private method can improve on its start" holds when some method's median final excess loss
+    has its 95% order-statistic interval entirely below the start's excess loss (``hi < 1`` for
+    the ratio to the start)."""
+    out = {}
+    for eps, row in data.items():
+        best = None
+        for method, res in row.items():
+            s0 = start_excess(res)
+            m, lo, hi = median_ci(final_excess(res))
+            r = (m / s0, lo / s0, hi / s0)
+            if best is None or r[0] < best[1][0]:
+                best = (method, r)
+        if best is not None:
+            out[eps] = {"holds": bool(best[1][2] < 1), "best": best[0], "ratio": best[1]}
+    return out
+
+
+def edges(notes: dict, labels) -> dict:
+    """``{"<label>: <axis>": value}`` of the tuned values of ``labels`` on a grid edge."""
+    sel = notes.get("selection", {})
+    out = {}
+    for label in labels:
+        s = sel.get(label)
+        if s is not None:
+            for axis in s["at_edge"]:
+                out[f"{label}: {axis}"] = s["point"][axis]
+    return out
+
+
+def with_edges(category: str, notes: dict, labels) -> tuple[str, str]:
+    """``verdicts.downgrade_for_edge`` for the tuned values of ``labels``."""
+    return verdicts.downgrade_for_edge(category, edges(notes, labels))

@@ -13,7 +13,9 @@ from experiment_fixtures import check_figures_and_report, tiny_run
 import dpsim
 from dpsim.analysis import tcdp as tcdp_bounds
 from dpsim.experiments import ctcdp_quadratic as cq
-from dpsim.experiments import pipeline, tuning
+from dpsim.experiments import pipeline, tuning, verdicts
+from dpsim.paper_figures import ctcdp_common
+from dpsim.paper_figures import fig_ctcdp_eps_sweep, fig_ctcdp_subsampling, fig_ctcdp_trajectories
 
 NAME = "ctcdp_quadratic"
 
@@ -32,6 +34,11 @@ def test_manifest_records_choices_and_every_method_per_eps(tiny):
     assert set(m["results"]) == expected
     notes = m["notes"]
     assert set(notes["selection"]) == expected
+    # heavy-tailed final losses: the tuning rule scores grid points by their median
+    assert {sel["stat"] for sel in notes["selection"].values()} == {"median"}
+    # the premise notes: the clipped mean at the far start and the bound per ε
+    assert 0.5 < notes["premise"]["clipped_mean_norm_at_start"] <= 1.0
+    assert set(notes["premise"]["improvement_bound"]) == {f"{e:g}" for e in cfg.epsilons}
     # eps=1.6 with T=10 has no feasible ctCDP batch for n=60 (Algorithm 3): recorded, not run
     assert "eps1.6-uniform-T10" in notes["infeasible"]
     assert notes["selection"]["eps1.6-uniform"]["grid"]["steps"] == [
@@ -128,3 +135,59 @@ def test_config_validation_names_bad_values():
     assert full.epsilons == (0.05, 0.1, 0.2, 0.4, 0.8, 1.6) and full.trials == 100
     assert full.steps_grid == (10, 20, 30, 40, 50, 60) and len(full.lr_grid) == 20
     assert full.lr_grid[0] == pytest.approx(60 * 0.001) and full.lr_grid[-1] == pytest.approx(60 * 0.02)
+
+
+def test_improvement_bound_matches_a_monte_carlo_of_the_optimal_one_shot_step():
+    """E‖θ − θ*‖²/D² after moving λ = D/(1 + d/s²) along the noisy released direction equals
+    1/(1 + s²/d); checked by Monte Carlo (standard error from the sample)."""
+    eps, delta, m, d, cm = 0.4, 1e-8, 60, 2, 0.75
+    b = cq.improvement_bound(eps, delta, m, d, cm)
+    rho = float(tcdp_bounds.rho_a(eps, delta))
+    snr = cm * m * math.sqrt(2 * rho) / 2
+    rng = np.random.default_rng(7)
+    D = 3.0
+    u = np.array([1.0, 0.0])                                   # direction toward θ*
+    est = u[None, :] + rng.standard_normal((200_000, d)) / snr  # released direction, per-coord std 1/s
+    lam = D / (1 + d / snr**2)
+    dist2 = np.sum((D * u[None, :] - lam * est) ** 2, axis=1) / D**2
+    se = dist2.std() / math.sqrt(dist2.size)
+    assert abs(dist2.mean() - b) < 4 * se
+    # more budget, more possible improvement; none without budget
+    assert cq.improvement_bound(0.05, delta, m, d, cm) > b > cq.improvement_bound(1.6, delta, m, d, cm)
+
+
+def test_clipped_mean_norm_against_per_example_gradients():
+    prob = cq.make_problem(cq.PRESETS["tiny"])
+    theta = np.array([3.0, -2.0])
+    g = prob.per_example_grads(theta[None, :], np.arange(prob.n)[None, :])[0]
+    n = np.linalg.norm(g, axis=1, keepdims=True)
+    naive = np.linalg.norm(np.mean(g / np.maximum(1.0, n / 0.5), axis=0)) / 0.5
+    assert cq.clipped_mean_norm(prob, theta, 0.5) == pytest.approx(naive, rel=1e-12)
+
+
+def test_figure_verdicts_use_the_categories(tiny):
+    paths = {lab: tiny.root / f"{lab}.npz" for lab in tiny.manifest["results"]}
+    data = ctcdp_common.load(paths)
+    prem = ctcdp_common.premise(data)
+    assert set(prem) == set(data)
+    for eps, p in prem.items():
+        m, lo, hi = p["ratio"]
+        assert lo <= m <= hi and p["holds"] == (hi < 1) and p["best"] in data[eps]
+    traj = fig_ctcdp_trajectories.evaluate(paths)
+    assert traj["category"] == verdicts.OUT_OF_SCOPE and "L2P" in traj["verdict"]
+    for mod in (fig_ctcdp_eps_sweep, fig_ctcdp_subsampling):
+        out = mod.evaluate(paths)
+        assert out["category"] in verdicts.CATEGORIES
+        assert out["holds"] == verdicts.holds_of(out["category"])
+        if not any(p["holds"] for p in prem.values()):
+            assert out["category"] == verdicts.UNTESTED
+
+
+def test_median_ci_and_bootstrap_ratio():
+    x = np.arange(30.0)[::-1]
+    assert ctcdp_common.median_ci(x) == (14.5, 9.0, 20.0)   # [x_(10), x_(21)], coverage 0.957
+    rng = np.random.default_rng(1)
+    a, b = rng.lognormal(np.log(3.0), 0.2, 80), rng.lognormal(0.0, 0.2, 80)
+    r, lo, hi = ctcdp_common.boot_ratio(a, b)
+    assert r == pytest.approx(np.median(a) / np.median(b)) and 2.4 < lo < r < hi < 3.8
+    assert ctcdp_common.boot_ratio(a, b) == (r, lo, hi)      # seeded
