@@ -13,6 +13,10 @@ scale-then-privatize variants and two non-private oracles.
   moment is fed the noiseless clipped gradient; they declare
   :class:`~dpsim.privacy.events.NonPrivate`, so their ε is infinite.
 
+Host NumPy float64 runs the two IME pieces in fewer passes over ``(R, d)`` (:func:`_ime`,
+:func:`_adam_moments`): the reference's operations in its order, bit-for-bit its result, the same
+state and the same declared releases; other backends run the reference pieces.
+
 Pieces: ``"privatizer"``, ``"preconditioner"`` (``AdamState`` with raw ``v``, or
 ``PreconditionState``), ``"lr"``.  Ranges: ``lr`` ∈ [0, ∞); ``beta1``, ``beta2`` ∈ [0, 1); ``eps``
 ∈ [0, ∞); ``eps_scale`` ∈ (0, ∞); ``clip`` ∈ (0, ∞] (``inf`` only with σ = 0), except
@@ -23,11 +27,17 @@ releases ``ḡ²``, whose sensitivity needs a finite clip); ``noise_multiplier``
 
 from __future__ import annotations
 
-from .._validate import choice, hyper
-from ..privacy.privatizers import gaussian_privatizer, ime_privatizer, noiseless_v_privatizer
-from ..transforms.base import named_chain
+import numba
+import numpy as np
+
+from .._validate import choice, hyper, is_zero, product
+from ..privacy.noise import NoiseSource, add_noise
+from ..privacy.privatizers import (ImeState, check_clip_sigma, gaussian_privatizer, ime_privatizer,
+                                   noiseless_v_privatizer)
+from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.combinators import scale_then_privatize
-from ..transforms.preconditioners import adagrad, precondition, rmsprop, scale_by_adam
+from ..transforms.preconditioners import (AdamState, MomentInputs, adagrad, precondition, rmsprop,
+                                          scale_by_adam)
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
 from .adaptive import noise_variance
@@ -58,8 +68,8 @@ def dp_adam_corrected(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps
 def dp_adam_ime(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                 clip: CLIP_FINITE = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """DP-Adam with independent moment estimation: two releases per step at ``√2σ`` each."""
-    return optimizer(named_chain(("privatizer", ime_privatizer(clip, noise_multiplier, noise=noise)),
-                                 ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr)))
+    return optimizer(named_chain(("privatizer", _ime(clip, noise_multiplier, None, noise)),
+                                 ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr)))
 
 
 @register
@@ -69,8 +79,8 @@ def dp_adam_ime_free(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps:
     larger than DP-Adam's)."""
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
     return optimizer(
-        named_chain(("privatizer", ime_privatizer(clip, sigma, split=(sigma, sigma), noise=noise)),
-                    ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr)),
+        named_chain(("privatizer", _ime(clip, sigma, (sigma, sigma), noise)),
+                    ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr)),
         note="IME 'for free' comparator: both moments released at σ; its ε (two releases per step) "
              "is larger than DP-Adam's and must not be reported as DP-Adam's")
 
@@ -120,3 +130,152 @@ def dp_adam_stp_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.99
     ``(Σ clip(s ⊙ g_i, C)/(b s))²``.  Not private (declares NonPrivate)."""
     return optimizer(_stp(noiseless_v_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1,
                           beta2, eps, eps_scale), note=_ORACLE_NOTE)
+
+
+# ------------------------------------------------------------------------------------------------
+# Independent moment estimation on host NumPy: the reference pieces with fewer passes over (R, d)
+
+
+def _ime(clip, noise_multiplier, split, noise) -> GradientTransformation:
+    """:func:`~dpsim.privacy.privatizers.ime_privatizer` (the reference: same state, same declared
+    releases, same noise draws in the same order) computed in fewer passes on host NumPy.
+
+    The reference forms ``ḡ = S/b``, ``Π_C(ḡ)``, its square, the scaled noise and their sum as
+    separate ``(R, d)`` arrays.  Here the first release is :func:`~dpsim.privacy.noise.add_noise`
+    as in the reference; the ball factor ``min(1, C/‖ḡ‖)`` is computed with the reference's NumPy
+    expressions (so its row sums are NumPy's), and the second release
+    ``sq̃ = (ḡ · f)² + z₂ · (σ₂ Δ₂)`` is written into the fresh noise array ``z₂`` by
+    :func:`_ime_square_kernel`, which performs the reference's operations in its order, each
+    rounded once (Numba without fast-math: no fused multiply-add) — bit-for-bit the reference's
+    result (``tests/test_variants.py``).  Other backends, and float32, run the reference."""
+    ref = ime_privatizer(clip, noise_multiplier, split=split, noise=noise)
+    clip, sigma = check_clip_sigma(clip, noise_multiplier)
+    if split is None:
+        s1 = s2 = product(sigma, 2.0 ** 0.5)
+    else:
+        s1 = hyper("noise_multiplier_1", split[0], "[0, inf)")
+        s2 = hyper("noise_multiplier_2", split[1], "[0, inf)")
+    std1 = product(s1, clip)
+    src1, src2 = NoiseSource(noise), NoiseSource(noise)
+
+    def update(batch, state, params, ctx):
+        if not (isinstance(params, np.ndarray) and params.dtype == np.float64 and params.ndim == 2):
+            return ref.update(batch, state, params, ctx)
+        b = float(batch.batch_size)
+        c = ctx.hp(clip)
+        total = batch.clipped_sum(clip if isinstance(clip, float) else ctx.hp_vec(clip))
+        g, n1 = add_noise(total, std1, b, ctx, src1, state.noise1)
+        R = total.shape[0]
+        if ctx.sampling == "fixed":  # the reference's branches (ime_privatizer's docstring)
+            sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
+            factor = np.ones((R, 1))  # u = ḡ: multiplying by 1.0 is exact
+        else:
+            sens2 = c ** 2 * (2.0 / b)
+            g_clean = total / b
+            sq = g_clean * g_clean
+            del g_clean
+            norm = np.sqrt(np.sum(sq, axis=1, keepdims=True))
+            del sq
+            factor = np.where(norm > c, c / np.where(norm > 0, norm, 1.0), 1.0)
+        n2 = state.noise2
+        if is_zero(s2):
+            z = np.empty_like(total)
+            k, has_noise = np.zeros((1, 1)), False
+        else:
+            z, n2 = src2.draw(n2, ctx, total.shape)
+            z = np.asarray(z)
+            k, has_noise = _column(ctx.hp(s2) * sens2), True
+            if not (z.dtype == np.float64 and z.flags.c_contiguous and z.flags.writeable
+                    and z.shape == total.shape):
+                z = np.array(z, dtype=np.float64, order="C")
+        _ime_square_kernel(np.ascontiguousarray(total), b, _column(factor), z, k, has_noise)
+        return MomentInputs(g, z), ImeState(n1, n2)
+
+    return GradientTransformation(ref.init, update, ref.privacy)
+
+
+def _column(x):
+    """A scalar or ``(R, 1)`` value as a float64 ``(1, 1)`` or ``(R, 1)`` array."""
+    return np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1, 1))
+
+
+@numba.njit(cache=True, nogil=True)
+def _ime_square_kernel(total, b, factor, z, k, has_noise):
+    """``z ← ((S/b)·f)² + z·k`` element-wise (``z ← ((S/b)·f)²`` without noise); ``f`` (R, 1), ``k``
+    (1, 1) or (R, 1).  Each operation rounded once, in the reference's order."""
+    R, d = total.shape
+    for r in range(R):
+        fr = factor[r, 0]
+        kr = k[r if k.shape[0] > 1 else 0, 0]
+        for j in range(d):
+            u = (total[r, j] / b) * fr
+            sq = u * u
+            if has_noise:
+                z[r, j] = sq + z[r, j] * kr
+            else:
+                z[r, j] = sq
+
+
+def _adam_moments(beta1, beta2, eps) -> GradientTransformation:
+    """:func:`~dpsim.transforms.preconditioners.scale_by_adam` (the reference: same state) with its
+    :class:`~dpsim.transforms.preconditioners.MomentInputs` branch in one pass on host NumPy
+    float64: ``m ← m·β1 + g·(1−β1)``, ``v ← v·β2 + sq·(1−β2)``, emit
+    ``(m/(1−β1ᵗ)) / (√max(v/(1−β2ᵗ), 0) + ε)`` — the reference's operations in its order, each
+    rounded once (:func:`_adam_moments_kernel`).  With ``StepContext.donate_state`` the moments are
+    overwritten in place (they are arrays this piece created); otherwise new arrays hold them.
+    A plain gradient, or any other backend, runs the reference."""
+    ref = scale_by_adam(beta1, beta2, eps)
+    beta1 = hyper("beta1", beta1, "[0, 1)")
+    beta2 = hyper("beta2", beta2, "[0, 1)")
+    eps = hyper("eps", eps, "[0, inf)")
+
+    def update(u, state, params, ctx):
+        if not (isinstance(u, MomentInputs) and _host64(u.g, u.sq, state.m, state.v)):
+            return ref.update(u, state, params, ctx)
+        b1, b2 = ctx.hp(beta1), ctx.hp(beta2)
+        t = state.count + 1
+        e = ctx.hp(eps)
+        add_eps = not (isinstance(e, float) and e == 0.0)
+        donate = getattr(ctx, "donate_state", False)
+        m_out = state.m if donate else np.empty_like(state.m)
+        v_out = state.v if donate else np.empty_like(state.v)
+        out = np.empty_like(u.g)
+        _adam_moments_kernel(u.g, u.sq, state.m, state.v, m_out, v_out, out, _column(b1),
+                             _column(1.0 - b1), _column(b2), _column(1.0 - b2),
+                             _column(1.0 - b1 ** t), _column(1.0 - b2 ** t),
+                             _column(e if add_eps else 0.0), add_eps)
+        return out, AdamState(m=m_out, v=v_out, count=t)
+
+    return GradientTransformation(ref.init, update, ref.privacy)
+
+
+def _host64(*arrays) -> bool:
+    a0 = arrays[0]
+    return all(isinstance(a, np.ndarray) and a.dtype == np.float64 and a.ndim == 2
+               and a.shape == a0.shape and a.flags.c_contiguous for a in arrays)
+
+
+@numba.njit(cache=True, nogil=True)
+def _adam_moments_kernel(g, sq, m, v, m_out, v_out, out, b1, ob1, b2, ob2, c1, c2, e, add_eps):
+    """Element-wise Adam on moment inputs (``_adam_moments``); hyperparameters (1, 1) or (R, 1)."""
+    R, d = g.shape
+    for r in range(R):
+        b1r = b1[r if b1.shape[0] > 1 else 0, 0]
+        ob1r = ob1[r if ob1.shape[0] > 1 else 0, 0]
+        b2r = b2[r if b2.shape[0] > 1 else 0, 0]
+        ob2r = ob2[r if ob2.shape[0] > 1 else 0, 0]
+        c1r = c1[r if c1.shape[0] > 1 else 0, 0]
+        c2r = c2[r if c2.shape[0] > 1 else 0, 0]
+        er = e[r if e.shape[0] > 1 else 0, 0]
+        for j in range(d):
+            mj = m[r, j] * b1r + g[r, j] * ob1r
+            vj = v[r, j] * b2r + sq[r, j] * ob2r
+            m_out[r, j] = mj
+            v_out[r, j] = vj
+            vh = vj / c2r
+            if not (vh >= 0.0 or vh != vh):  # np.maximum(v̂, 0): NaN propagates
+                vh = 0.0
+            den = np.sqrt(vh)
+            if add_eps:
+                den = den + er
+            out[r, j] = (mj / c1r) / den
