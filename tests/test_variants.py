@@ -409,3 +409,42 @@ def test_ime_fast_pieces_equal_the_reference_bit_for_bit(name, sigma, sampling):
     drop = ("note",)  # dp_adam_ime_free's optimizer note
     assert {k: v for k, v in a.privacy.items() if k not in drop} == \
         {k: v for k, v in b.privacy.items() if k not in drop}
+
+
+def _reference_adadps(lr, beta, frac):
+    from dpsim.optimizers._registry import optimizer
+    from dpsim.optimizers.baselines import learning_rate
+    from dpsim.optimizers.public import _public_mean_gradient
+    from dpsim.privacy.privatizers import gaussian_privatizer
+    from dpsim.transforms.base import named_chain
+    from dpsim.transforms.combinators import scale_then_privatize
+    from dpsim.transforms.preconditioners import precondition, rmsprop
+
+    stp = scale_then_privatize(gaussian_privatizer(1.0, 1.0), precondition(rmsprop(beta, 1e-8)),
+                               eps_scale=1e-8, unscale=False, lookahead=_public_mean_gradient)
+    return optimizer(named_chain(stp, learning_rate(lr)), public_fraction=frac)
+
+
+@pytest.mark.parametrize("reg", [1e-3, 0.0])
+@pytest.mark.parametrize("beta", [0.9, (0.5, 0.9, 0.99)], ids=["scalar", "per-trial"])
+def test_adadps_sparse_fast_path_equals_the_reference_bit_for_bit(reg, beta):
+    """AdaDPS on CSR features (the kernels of ``_adadps_fast``) against the reference chain."""
+    import dpsim.optimizers.public as public
+
+    prob = problems.logistic_regression(1500, 120, density=0.05, reg=reg, seed=0)
+    b = np.asarray(beta, dtype=float) if isinstance(beta, tuple) else beta
+    fast = optimizers.get("adadps", lr=0.05, beta=list(beta) if isinstance(beta, tuple) else beta,
+                          public_fraction=0.1)
+    kw = dict(steps=15, batch_size=20, trials=3, seed=4, record_every=5, fast=False)
+    calls = []
+    kernel = public._rmsprop_scale_kernel
+    try:
+        public._rmsprop_scale_kernel = lambda *a: calls.append(1) or kernel(*a)
+        a = dpsim.simulate(prob, fast, **kw)
+    finally:
+        public._rmsprop_scale_kernel = kernel
+    assert len(calls) == 15  # the fast path ran every step
+    r = dpsim.simulate(prob, _reference_adadps(0.05, b, 0.1), **kw)
+    np.testing.assert_array_equal(a.params, r.params)
+    np.testing.assert_array_equal(a.loss, r.loss)
+    assert a.privacy == r.privacy

@@ -19,6 +19,8 @@ across steps, and why that is exact:
   functions of the fixed public split only;
 * AdaDPS: the mean public gradient is ``ḡ = X_pubᵀ c / m + ρ w`` — the same sum as
   ``mean_j p_j`` in another order (no ``(R, m, d)`` array);
+  with CSR features its two sparse products and the RMSProp update and scale that follow run in
+  Numba kernels with the reference's operations in its order (:func:`_adadps_fast`);
 * PDP-SGD: with ``P = diag(c) X_pub + ρ 1 wᵀ`` (``m × d``) the top-``k`` right singular vectors of
   ``P`` are ``V_k = Pᵀ U_k Λ_k^{-1/2}`` for the top-``k`` eigenpairs ``(Λ_k, U_k)`` of the Gram
   matrix ``K = P Pᵀ = diag(c) M diag(c) + ρ(u 1ᵀ + 1 uᵀ) + ρ²||w||² 1 1ᵀ``, ``u = c ⊙ X_pub w``
@@ -51,6 +53,7 @@ positive integer, ``public_fraction`` ∈ (0, 1).
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import scipy.linalg
 import scipy.sparse.linalg
@@ -59,7 +62,7 @@ from .._validate import hyper, positive_int
 from ..privacy.privatizers import gaussian_privatizer, public_subspace_privatizer
 from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.combinators import scale_then_privatize
-from ..transforms.preconditioners import precondition, rmsprop
+from ..transforms.preconditioners import PreconditionState, precondition, rmsprop
 from ._hyper import BETA, CLIP, EPS_POSITIVE, FRACTION, LR, NOISE, SIGMA, PositiveInt
 from ._registry import Optimizer, optimizer, register
 from .baselines import learning_rate
@@ -106,11 +109,113 @@ def adadps(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, beta: 
            eps: EPS_POSITIVE = 1e-8, public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
     """AdaDPS-RMSProp: preconditioner from public gradients, preconditioned per-example clipping."""
     eps = hyper("eps", eps, "(0, inf)")
-    stp = scale_then_privatize(gaussian_privatizer(clip, noise_multiplier, noise=noise),
-                               precondition(rmsprop(beta, eps)), eps_scale=eps, unscale=False,
-                               lookahead=_public_mean_gradient)
-    return optimizer(named_chain(stp, learning_rate(lr)), note=_PUBLIC_NOTE,
-                     public_fraction=_fraction(public_fraction))
+    beta = hyper("beta", beta, "[0, 1)")
+    privatizer = gaussian_privatizer(clip, noise_multiplier, noise=noise)
+    stp = scale_then_privatize(privatizer, precondition(rmsprop(beta, eps)), eps_scale=eps,
+                               unscale=False, lookahead=_public_mean_gradient)
+    return optimizer(named_chain(_adadps_fast(stp, privatizer, beta, eps), learning_rate(lr)),
+                     note=_PUBLIC_NOTE, public_fraction=_fraction(public_fraction))
+
+
+def _adadps_fast(stp, privatizer, beta, eps) -> GradientTransformation:
+    """AdaDPS's ``scale_then_privatize`` step (``stp``, the reference: same named state, same
+    declared release) for a GLM with CSR features on host NumPy float64, in fewer passes.
+
+    The reference computes the mean public gradient ``ḡ`` (R, d), feeds it to RMSProp
+    (``v ← v·β + ḡ²·(1−β)``, and a preconditioned ``ḡ/D`` that it discards) and then forms
+    ``s = 1/(√max(v, 0) + ε)``.  Here the two sparse products of :func:`_public_mean_gradient`
+    (``X_pub Wᵀ`` and ``X_pubᵀ C``) are :func:`_csr_matvecs` and :func:`_csc_matvecs`, the loops
+    of SciPy's ``csr_matvecs``/``csc_matvecs`` in their order (each sum from 0 in row order), and
+    one pass (:func:`_rmsprop_scale_kernel`) reads ``(X_pubᵀ C)ᵀ`` and writes ``v`` (in
+    place under ``StepContext.donate_state``) and ``s`` with the reference's operations in its
+    order, each rounded once: bit-for-bit the reference's numbers (``tests/test_variants.py``).
+    The link derivatives are the reference's NumPy expressions.  The private release of the
+    batch scaled by ``s`` is the reference's privatizer, unchanged."""
+    pname, qname = stp.names
+
+    def update(batch, state, params, ctx):
+        pub = _PUBLIC.get(batch)
+        q = state[qname]
+        if (pub is None or getattr(pub.X, "format", None) != "csr" or not isinstance(q.v, np.ndarray)
+                or q.v.dtype != np.float64 or q.v.shape != params.shape or not q.v.flags.c_contiguous):
+            return stp.update(batch, state, params, ctx)
+        W = params
+        R, d = W.shape
+        X = pub.X
+        data, indices, indptr = X.data, X.indices, X.indptr
+        if pub.link == "linear":
+            C = np.full((pub.m, R), -1.0)
+        else:
+            S = np.zeros((pub.m, R))
+            _csr_matvecs(data, indices, indptr, np.ascontiguousarray(W.T), S)
+            C = np.ascontiguousarray(_link_derivative(pub.link, S, pub.y[:, None]))
+            del S
+        GT = np.zeros((d, R))
+        _csc_matvecs(data, indices, indptr, C, GT)
+        v_out = q.v if getattr(ctx, "donate_state", False) else np.empty_like(q.v)
+        s = np.empty_like(q.v)
+        b = ctx.hp(beta)
+        G = np.ascontiguousarray(GT.T)  # the reference's ascontiguousarray((X_pubᵀ C)ᵀ)
+        del GT
+        _rmsprop_scale_kernel(G, float(pub.m), float(pub.reg), W, q.v, _column(b), _column(1.0 - b),
+                              _column(ctx.hp(eps)), v_out, s)
+        del G
+        g, p = privatizer.update(batch.scaled(s), state[pname], params, ctx)
+        return g, {pname: p, qname: PreconditionState(v=v_out)}
+
+    return GradientTransformation(stp.init, update, stp.privacy, stp.names)
+
+
+def _column(x):
+    """A scalar or ``(R, 1)`` value as a float64 ``(1, 1)`` or ``(R, 1)`` array."""
+    return np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1, 1))
+
+
+@numba.njit(cache=True, nogil=True)
+def _csr_matvecs(data, indices, indptr, Xt, out):
+    """``out += A Xt`` for CSR ``A`` and C-ordered ``Xt`` (cols, R): SciPy's ``csr_matvecs`` loop."""
+    R = Xt.shape[1]
+    for i in range(indptr.shape[0] - 1):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            a = data[k]
+            for r in range(R):
+                out[i, r] += a * Xt[j, r]
+
+
+@numba.njit(cache=True, nogil=True)
+def _csc_matvecs(data, indices, indptr, Cm, out):
+    """``out += Aᵀ Cm`` for CSR ``A`` (``Aᵀ`` in CSC) and C-ordered ``Cm`` (rows, R): SciPy's
+    ``csc_matvecs`` loop (row ``i`` of ``A`` is column ``i`` of ``Aᵀ``)."""
+    R = Cm.shape[1]
+    for i in range(indptr.shape[0] - 1):
+        for k in range(indptr[i], indptr[i + 1]):
+            j = indices[k]
+            a = data[k]
+            for r in range(R):
+                out[j, r] += a * Cm[i, r]
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _rmsprop_scale_kernel(G, m, reg, W, v, beta, one_beta, eps, v_out, s):
+    """Per element of the ``(R, d)`` arrays: ``ḡ = G/m (+ reg·W)``, ``v' = v·β + (ḡ·ḡ)·(1−β)``,
+    ``s = 1/(√max(v', 0) + ε)`` (NaN propagating like ``np.maximum``).  IEEE division and square
+    root (``error_model="numpy"`` only drops Python's zero-division check, which lets the loop
+    vectorize; the operations and their rounding are unchanged)."""
+    R, d = W.shape
+    for r in range(R):
+        br = beta[r if beta.shape[0] > 1 else 0, 0]
+        obr = one_beta[r if one_beta.shape[0] > 1 else 0, 0]
+        er = eps[r if eps.shape[0] > 1 else 0, 0]
+        for j in range(d):
+            g = G[r, j] / m
+            if reg != 0.0:
+                g = g + reg * W[r, j]
+            x = v[r, j] * br + (g * g) * obr
+            v_out[r, j] = x
+            if not (x >= 0.0 or x != x):
+                x = 0.0
+            s[r, j] = 1.0 / (np.sqrt(x) + er)
 
 
 # ------------------------------------------------------------------------------------------------
