@@ -40,6 +40,10 @@ import math
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from . import _sampling_kernels as _SK
 from . import optimizers
@@ -81,6 +85,159 @@ BLOCK_ELEMENTS = 1 << 22
 
 # ------------------------------------------------------------------------------------------------
 # kernels
+
+# Four-lane SIMD building blocks for the dense GLM rows.  Numba builds without LLVM's SLP vectorizer
+# (off by default since numba#8705), so the four-accumulator dot product of the engine's kernel
+# (:func:`dpsim.problems._glm_kernels._dense_dot`) runs scalar; these intrinsics emit the *same*
+# arithmetic on ``<4 x double>`` vectors: lane ``l`` accumulates the products of the columns
+# ``j ≡ l (mod 4)`` of the whole chunks of four, in order, the tail goes into lane 0, and the result
+# is ``(m0 + m1) + (m2 + m3)`` — bit for bit the engine's sum (separate multiply and add, no FMA
+# contraction).  The axpy is elementwise, so its vector form has the scalar loop's bits.
+
+if numba.config.DISABLE_JIT:
+
+    def _dot_lanes(X, xoff, W, woff, n):
+        """Pure-Python stand-in (NUMBA_DISABLE_JIT=1) with the same summation order."""
+        x, w = X.reshape(-1), W.reshape(-1)
+        m = [0.0, 0.0, 0.0, 0.0]
+        nch = n // 4
+        for c in range(nch):
+            for lane in range(4):
+                m[lane] += x[xoff + 4 * c + lane] * w[woff + 4 * c + lane]
+        for j in range(4 * nch, n):
+            m[0] += x[xoff + j] * w[woff + j]
+        return (m[0] + m[1]) + (m[2] + m[3])
+
+    def _axpy_lanes(Y, yoff, a, X, xoff, n):
+        """Pure-Python stand-in (NUMBA_DISABLE_JIT=1)."""
+        y, x = Y.reshape(-1), X.reshape(-1)
+        for j in range(n):
+            y[yoff + j] += a * x[xoff + j]
+
+else:
+    @intrinsic
+    def _dot_lanes(typingctx, X, xoff, W, woff, n):
+        """Σ_j X.flat[xoff + j] · W.flat[woff + j] (j < n) with four lane accumulators m_l (j ≡ l mod 4
+        over whole chunks of four, the tail into m_0), returned as (m_0 + m_1) + (m_2 + m_3)."""
+        if not (isinstance(X, types.Array) and isinstance(W, types.Array)):
+            return None
+        sig = types.float64(X, xoff, W, woff, n)
+
+        def codegen(context, builder, signature, args):
+            xa = context.make_array(signature.args[0])(context, builder, args[0])
+            wa = context.make_array(signature.args[2])(context, builder, args[2])
+            i64 = ir.IntType(64)
+            dbl = ir.DoubleType()
+            vty = ir.VectorType(dbl, 4)
+            xoff_ = context.cast(builder, args[1], signature.args[1], types.int64)
+            woff_ = context.cast(builder, args[3], signature.args[3], types.int64)
+            n_ = context.cast(builder, args[4], signature.args[4], types.int64)
+            xp = builder.gep(xa.data, [xoff_])
+            wp = builder.gep(wa.data, [woff_])
+            acc = cgutils.alloca_once_value(builder, ir.Constant(vty, [0.0, 0.0, 0.0, 0.0]))
+            nch = builder.ashr(n_, ir.Constant(i64, 2))
+            with cgutils.for_range(builder, nch, intp=i64) as loop:
+                off = builder.shl(loop.index, ir.Constant(i64, 2))
+                vx = builder.load(builder.bitcast(builder.gep(xp, [off]), vty.as_pointer()), align=8)
+                vw = builder.load(builder.bitcast(builder.gep(wp, [off]), vty.as_pointer()), align=8)
+                builder.store(builder.fadd(builder.load(acc), builder.fmul(vx, vw)), acc)
+            v = builder.load(acc)
+            m0 = cgutils.alloca_once_value(builder, builder.extract_element(v, ir.Constant(ir.IntType(32), 0)))
+            start = builder.shl(nch, ir.Constant(i64, 2))
+            with cgutils.for_range_slice(builder, start, n_, ir.Constant(i64, 1), intp=i64) as (j, _):
+                xj = builder.load(builder.gep(xp, [j]))
+                wj = builder.load(builder.gep(wp, [j]))
+                builder.store(builder.fadd(builder.load(m0), builder.fmul(xj, wj)), m0)
+            e = [builder.extract_element(v, ir.Constant(ir.IntType(32), k)) for k in (1, 2, 3)]
+            return builder.fadd(builder.fadd(builder.load(m0), e[0]), builder.fadd(e[1], e[2]))
+
+        return sig, codegen
+
+    @intrinsic
+    def _axpy_lanes(typingctx, Y, yoff, a, X, xoff, n):
+        """Y.flat[yoff + j] += a · X.flat[xoff + j] for j < n (elementwise: the same bits as the scalar
+        loop; four at a time)."""
+        if not (isinstance(X, types.Array) and isinstance(Y, types.Array)):
+            return None
+        sig = types.void(Y, yoff, a, X, xoff, n)
+
+        def codegen(context, builder, signature, args):
+            ya = context.make_array(signature.args[0])(context, builder, args[0])
+            xa = context.make_array(signature.args[3])(context, builder, args[3])
+            i64 = ir.IntType(64)
+            dbl = ir.DoubleType()
+            vty = ir.VectorType(dbl, 4)
+            yoff_ = context.cast(builder, args[1], signature.args[1], types.int64)
+            av = context.cast(builder, args[2], signature.args[2], types.float64)
+            xoff_ = context.cast(builder, args[4], signature.args[4], types.int64)
+            n_ = context.cast(builder, args[5], signature.args[5], types.int64)
+            yp = builder.gep(ya.data, [yoff_])
+            xp = builder.gep(xa.data, [xoff_])
+            avec = ir.Constant(vty, ir.Undefined)
+            for k in range(4):
+                avec = builder.insert_element(avec, av, ir.Constant(ir.IntType(32), k))
+            nch = builder.ashr(n_, ir.Constant(i64, 2))
+            with cgutils.for_range(builder, nch, intp=i64) as loop:
+                off = builder.shl(loop.index, ir.Constant(i64, 2))
+                py = builder.bitcast(builder.gep(yp, [off]), vty.as_pointer())
+                vx = builder.load(builder.bitcast(builder.gep(xp, [off]), vty.as_pointer()), align=8)
+                builder.store(builder.fadd(builder.load(py, align=8), builder.fmul(avec, vx)), py, align=8)
+            start = builder.shl(nch, ir.Constant(i64, 2))
+            with cgutils.for_range_slice(builder, start, n_, ir.Constant(i64, 1), intp=i64) as (j, _):
+                pyj = builder.gep(yp, [j])
+                builder.store(builder.fadd(builder.load(pyj), builder.fmul(av, builder.load(builder.gep(xp, [j])))), pyj)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _glm_clip_coef(kind, m, sx2, yv, lam, lam2_sw2, Cr):
+    """``(a, f)`` of one example: :func:`dpsim.problems._glm_kernels._finish_example` without its
+    branches (the clip factor's division is computed and selected, so an unpredictable "clipped or
+    not" costs no mispredicted branch; the same expressions, hence the same bits)."""
+    c = _K.link_derivative(kind, m, yv)
+    n2 = c * c * sx2
+    if lam != 0.0:
+        n2 += 2.0 * lam * c * m + lam2_sw2
+    nrm = math.sqrt(n2)
+    if not n2 > 0.0:
+        nrm = 0.0
+    q = Cr / nrm
+    f = 1.0
+    if nrm > Cr:
+        f = q
+    return f * c, f
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _row_sq_norms(X):
+    """``||x_i||²`` of every row by the engine's own four-accumulator sum (the same bits as the
+    ``sx2`` the engine's kernel recomputes at every example)."""
+    out = np.empty(X.shape[0])
+    for i in range(X.shape[0]):
+        out[i] = _K._dense_dot(X, i, X, i)[1]
+    return out
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _glm_clipped_trial(kind, X, rn2, ib, kr, W, y, lam, Cr, out, r):
+    """``out[r] = Σ_{i<kr} clip(g_{ib[i]}(w_r), C_r)`` for a dense GLM: the engine's
+    :func:`dpsim.problems._glm_kernels._dense_trial` (unscaled) with the margins and the scatter on
+    four-lane vectors, the row norms precomputed (``rn2``) and a branch-free clip factor."""
+    d = X.shape[1]
+    lam2_sw2 = lam * lam * _K._init_trial(out, W, W, False, lam != 0.0, r)
+    fsum = 0.0
+    wo = r * d
+    for i in range(kr):
+        row = ib[i]
+        m = _dot_lanes(X, row * d, W, wo, d)
+        a, f = _glm_clip_coef(kind, m, rn2[row], y[row], lam, lam2_sw2, Cr)
+        fsum += f
+        if a != 0.0:
+            _axpy_lanes(out, wo, a, X, row * d, d)
+    _K._finish_trial(out, W, W, False, lam, fsum, r)
 
 
 @numba.njit(cache=True)
@@ -177,7 +334,7 @@ def _draw_batch(sk, srng, n_s, sizes, r, kcyc, grp, b, bits, ub, ib, private_idx
 
 @numba.njit(cache=True)
 def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nrng, noisy,
-               pk, X, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
+               pk, X, rn2, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
                ok, b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, eps, phi, floor,
                use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, S, g,
                vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, per_norm, frac, pv, uu):
@@ -298,8 +455,10 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
                     W[r, j] = W[r, j] + u
                 _project_domain(W, r, dk, drad)
                 continue
-            if pk == P_GLM:
-                # the engine's clipped-sum kernel on one-row views of this trial
+            if pk == P_GLM and not phase2:
+                _glm_clipped_trial(link, X, rn2, ib, kr, W, y, reg, Cv[r], out, r)
+            elif pk == P_GLM:
+                # DP² phase 2 (scaled): the engine's clipped-sum kernel on one-row views
                 _K._dense_trial(X, ib[:kr].reshape((1, kr)), W[r:r + 1], y, link, reg,
                                 S[r:r + 1] if phase2 else W[r:r + 1], phase2, Cv[r:r + 1], nomask,
                                 False, out[r:r + 1], lam, 0)
@@ -624,8 +783,10 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     X, y, link, reg = e2, e1, 0, 0.0
     vals, cols, ptr, dense_d = e1, ie1, ie1, 0
     Wq, Yq, h, xi, qreg = e3, e2, e1, e2, 0.0
+    rn2 = e1
     if P.pk == P_GLM:
-        X, y = prob.X, prob.y
+        X, y = np.ascontiguousarray(prob.X, dtype=np.float64), prob.y
+        rn2 = _row_sq_norms(X)
         link, reg = _LINKS.index(prob.link), float(prob.reg)
         if P.ok == ELLIPSOID:  # the row layout of dpsim.privacy._ellipsoid.glm_projected_sum
             vals, cols, dense_d = X.reshape(-1), np.arange(d, dtype=np.int64), d
@@ -651,7 +812,7 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
         # (keeps progress bars and interrupts responsive in long runs without records)
         K = min(stop - t, max(1, BLOCK_ELEMENTS // per_step))
         count = _run_steps(t, K, sk, srng, n_all, p_all, kcyc, sampler.step, pidx, bsum, nrng,
-                           P.noisy, P.pk, X, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
+                           P.noisy, P.pk, X, rn2, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
                            P.ok, b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta,
                            P.beta1, P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1,
                            P.s2, P.rule, P.bias, W, A, Bst, count, out, S, g,
