@@ -121,6 +121,7 @@ class Config:
     record_every: int                        # evaluation cells (h(s) cells record every step)
     np_trials: int | None = None             # trials of the non-private evaluation cells (None: trials)
     dp2_lr2_grid: tuple[float, ...] | None = None  # lr2 of DP² (RMSProp steps); None: lr_adaptive_grid
+    dp2_adagrad_clip2_grid: tuple[float, ...] | None = None  # C₂ of DP²-AdaGrad; None: clip2_grid
     tune_records: int = 8                    # records of a non-private tuning cell (tail average)
     stability_trials: int = 4                # trials of the preconditioner-stability cells (Fig. 1)
     zipf: float = 1.0                        # Zipf exponent of the column popularity
@@ -156,9 +157,10 @@ class Config:
             raise ValueError(f"tune_records must be at most steps={self.steps}, "
                              f"got tune_records={self.tune_records}")
         for name in ("sweep_sigmas", "lr_sgd_grid", "lr_adaptive_grid", "lr_adagrad_grid",
-                     "dp2_lr_grid", "clip_grid", "clip2_grid", "eps_grid", "dp2_lr2_grid"):
+                     "dp2_lr_grid", "clip_grid", "clip2_grid", "eps_grid", "dp2_lr2_grid",
+                     "dp2_adagrad_clip2_grid"):
             v = getattr(self, name)
-            if name == "dp2_lr2_grid" and v is None:
+            if name in ("dp2_lr2_grid", "dp2_adagrad_clip2_grid") and v is None:
                 continue
             if not v or any(x <= 0 for x in v):
                 raise ValueError(f"{name} must be non-empty and positive, got {name}={v!r}")
@@ -176,33 +178,35 @@ PRESETS: dict[str, Config] = {
                    dp2_lr_grid=_g(3), clip_grid=_g(0.5), clip2_grid=_g(1, 10), eps_grid=_g(1e-3),
                    tune_trials=1, trials=3, record_every=5, zipf=2.0, tune_records=4,
                    stability_trials=2),
-    # A laptop (about 1.5 CPU-minutes).  Heavy-tailed features (Zipf exponent 2), 40 epochs
+    # A laptop (about 2 CPU-minutes).  Heavy-tailed features (Zipf exponent 2), 40 epochs
     # (T = 1560 at b = 64, n = 2500), where non-private RMSProp clearly beats SGD (the premise);
-    # DP²'s adaptive-phase clip C₂ up to 200 (the paper tuned 5 and tried ≥ 10), 3 tuning trials
+    # DP²'s adaptive-phase clip C₂ from 50 to 1000 (the paper tuned 5 and tried ≥ 10; smaller C₂
+    # never won here: C₂ = 10 scored 0.29–0.33 against 0.26 at 200), 3 tuning trials
     # per grid point; delays s ≈ 0.25, 1 and 4 epochs.  ε_a is not tuned at this scale (cost).
     "quick": Config(n=2500, d=1000, density=0.02, zipf=2.0, steps=1560, batch_size=64, sigma=1.0,
                     sweep_sigmas=_g(0.7, 1.0, 2.0), s_grid=(10, 39, 156),
                     s_variants=(39,), s_nonprivate=39,
-                    lr_sgd_grid=_g(3, 10, 30, 100),
+                    lr_sgd_grid=_g(1, 3, 10, 30, 100),
                     lr_adaptive_grid=_g(0.01, 0.03, 0.1, 0.3),
-                    lr_adagrad_grid=_g(0.1, 0.3, 1, 3), dp2_lr_grid=_g(10, 30),
-                    dp2_lr2_grid=_g(0.01, 0.03, 0.1),
-                    clip_grid=_g(0.1, 0.25, 1.0), clip2_grid=_g(10, 50, 200), eps_grid=_g(1e-3),
+                    lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1, 3), dp2_lr_grid=_g(3, 10),
+                    dp2_lr2_grid=_g(0.003, 0.01, 0.03),
+                    clip_grid=_g(0.1, 0.25, 1.0), clip2_grid=_g(50, 200, 1000),
+                    dp2_adagrad_clip2_grid=_g(10, 50, 200), eps_grid=_g(1e-3),
                     tune_trials=3, trials=8, record_every=39, np_trials=16, tune_records=8,
                     stability_trials=4),
     # IMDB's sizes (n = 25,000 reviews, 10⁴-word vocabulary, b = 64, δ = 1e-5) and the paper's
-    # 100 epochs (T = 39,000), heavy-tailed features; s ≈ {0.025, 0.1, 0.5, 1, 2} epochs; the
-    # paper's grids (App. C.2) with C₂ up to 200 and four ε_a; 3 tuning trials per grid point.
-    # Not run here: about 60 CPU-hours by extrapolation from quick (see the report).
+    # 100 epochs (T = 39,000), heavy-tailed features; s ≈ {0.1, 0.5, 1, 2} epochs; subsets of the
+    # paper's grids (App. C.2) with C₂ up to 200 and two ε_a; 3 tuning trials per grid point.
+    # Not run here: about 27 CPU-hours by extrapolation (module notes / the issue-13 report).
     "full": Config(n=25000, d=10000, density=0.013, zipf=2.0, steps=39000, batch_size=64, sigma=1.0,
-                   sweep_sigmas=_g(0.6, 0.8, 1.0, 1.5, 2.0), s_grid=(10, 39, 195, 390, 780),
-                   s_variants=(390, 780), s_nonprivate=390,
-                   lr_sgd_grid=_g(0.1, 0.3, 1, 3, 10, 30, 100),
-                   lr_adaptive_grid=_g(0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3),
-                   lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1, 3), dp2_lr_grid=_g(0.1, 1, 3, 10, 30),
-                   dp2_lr2_grid=_g(0.003, 0.01, 0.03, 0.1, 0.3, 1, 3),
-                   clip_grid=_g(0.1, 0.25, 0.5, 1), clip2_grid=_g(0.5, 2, 5, 10, 50, 200),
-                   eps_grid=_g(1e-2, 1e-3, 1e-5, 1e-7), tune_trials=3, trials=5, record_every=390,
+                   sweep_sigmas=_g(0.6, 1.0, 2.0), s_grid=(39, 195, 390, 780),
+                   s_variants=(390,), s_nonprivate=390,
+                   lr_sgd_grid=_g(1, 3, 10, 30, 100),
+                   lr_adaptive_grid=_g(0.003, 0.01, 0.03, 0.1, 0.3, 1),
+                   lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1, 3), dp2_lr_grid=_g(1, 3, 10, 30),
+                   dp2_lr2_grid=_g(0.01, 0.03, 0.1, 0.3),
+                   clip_grid=_g(0.1, 0.25, 0.5, 1), clip2_grid=_g(2, 10, 50, 200),
+                   eps_grid=_g(1e-3, 1e-7), tune_trials=3, trials=5, record_every=390,
                    np_trials=10, tune_records=10, stability_trials=5),
 }
 
@@ -419,7 +423,8 @@ def run(config: Config, cache) -> dict:
                       {"s1": s, "clip": c1, "clip2": c1, "noise_multiplier": sig, "beta": config.beta}))
     for s in config.s_variants:
         items.append((f"{sg0}-dp2_adagrad-s{s}", "dp2_adagrad",
-                      {**dp2_grid, "lr2": config.lr_adagrad_grid},
+                      {**dp2_grid, "lr2": config.lr_adagrad_grid,
+                       "clip2": config.dp2_adagrad_clip2_grid or config.clip2_grid},
                       {"s1": s, "clip": c1, "noise_multiplier": sig}))
     items.append((f"{sg0}-adadps", "adadps", {"lr": config.lr_adaptive_grid, "clip": config.clip2_grid},
                   {"eps": eps0, "noise_multiplier": sig, "beta": config.beta,
