@@ -1,64 +1,81 @@
-"""DP-Adam vs DP-AdamBC on dense logistic regression ([ADAMBC]: Tang, Shpilevskiy, Lécuyer,
-*DP-AdamBC: Your DP-Adam Is Actually DP-SGD (Unless You Apply Bias Correction)*, AAAI 2024).
+"""DP-Adam vs DP-AdamBC on axis-aligned ill-conditioned least squares ([ADAMBC]: Tang,
+Shpilevskiy, Lécuyer, *DP-AdamBC: Your DP-Adam Is Actually DP-SGD (Unless You Apply Bias
+Correction)*, AAAI 2024).
 
 Claims checked (figures ``paper_figures/fig_adambc_*.py``):
 
+* ``fig_adambc_premise`` (§5 "Discussion"): the setting can exhibit the paper's effect — the
+  coordinates' gradient scales differ, and *non-private* Adam clearly beats non-private SGD at the
+  run length (the paper expects DP-AdamBC to help exactly where Adam beats SGD without privacy).
 * ``fig_adambc_moments`` (Fig. 1, Table 2): under DP the private second moment ``v̂^p`` is
-  dominated by the noise variance ``Φ = (σC/B)²`` (``E v̂^p = v̂^c + Φ`` with ``Φ ≫ v̂^c``), while
-  ``m̂^p`` is centred on the clean ``m̂^c``.
+  dominated by the noise variance ``Φ = (σC/B)²`` (``E v̂^p = v̂^c + Φ``), while ``m̂^p`` is
+  centred on the clean ``m̂^c``.
+* ``fig_adambc_updates`` (Fig. 4): the private update ``Δ^p = m̂^p/(√v̂^p + γ)`` is concentrated
+  near 0, and the bias correction spreads it out.
 * ``fig_adambc_vs_sgdm`` (Fig. 2, Eq. 3): DP-Adam behaves like DP-SGDM with learning rate
   ``η_SGDM = η_Adam (1−β1)/((1−β1^t)√Φ)``.
 * ``fig_adambc_gamma`` (Fig. 5, upper right): the floor ``γ'`` of DP-AdamBC matters.
+* ``fig_adambc_phi_prime`` (Fig. 5 upper left, Fig. 2 right): subtracting a wrong ``Φ' ≠ Φ`` is
+  worse than subtracting ``Φ``; ``Φ' = 0`` is DP-Adam without its ``γ``.
+* ``fig_adambc_knobs`` (Fig. 5, lower left and right): tuning DP-Adam's ``γ`` or its β coefficients does
+  not replace the bias correction.
 * ``fig_adambc_bounds`` (Props. 3–4, Tables 3–5): the tail bounds on ``|v̂^corr − v̂^c|`` hold
-  against the measured deviation, Prop. 3 being much closer to it than Prop. 4.
+  against the measured deviation; the printed Tables 3–4 recomputed.
 * ``fig_adambc_vs_adam`` (Figs. 6, 8; the headline): DP-AdamBC reaches a lower training loss
-  than DP-Adam at the same ε.
+  than DP-Adam at the same ε (DP-SGD and the non-private methods drawn for reference).
 
 Design
 ------
-* Problem: :func:`dpsim.problems.logistic_regression`, dense unit-norm features (``d`` small
-  enough that every coordinate of the moments can be recorded), data fixed by ``data_seed``.
+* Problem: :func:`dpsim.problems.least_squares` with ``rotate=False``: features
+  ``x_ij ~ N(0, λ_j)``, ``λ_j`` geometric from 1 down to ``1/condition``, so the Hessian is
+  *diagonal* with condition number ``condition`` and the coordinates' gradient scales differ by
+  up to ``√condition``.  This is the textbook case where a per-coordinate preconditioner (Adam)
+  beats one step size (SGD); the earlier dense isotropic logistic problem (d = 50) did not meet
+  the paper's own precondition (non-private Adam ≈ SGD there).  ``d`` stays small enough that
+  every coordinate of the moments can be recorded.  Built once in :func:`run`; the cells share it.
 * Privacy: for each target ``ε`` (at ``δ``) the noise multiplier ``σ`` is calibrated with
   :func:`dpsim.accounting.noise_multiplier` for Poisson sampling at rate ``B/n`` over ``steps``
-  steps; DP-Adam, DP-AdamBC and DP-SGDM release the same Gaussian gradient, so they spend the same
-  ε.  (``σ`` is computed lazily, only when a cell has to be computed, and recorded in the notes.)
+  steps; DP-Adam, DP-AdamBC, DP-SGDM and DP-SGD release the same Gaussian gradient, so they spend
+  the same ε.  (``σ`` is computed lazily, only when a cell has to be computed.)
 * Tuning (the paper tunes η and γ' per optimizer and ε; we use its rule with the training loss,
-  there is no test split): DP-Adam over ``lr_grid_adam`` and DP-AdamBC over
-  ``lr_grid_bc × γ'`` (``γ' = ratio·Φ``, ``ratio ∈ gamma_ratios``) in one *tuning* cell each
-  (grids folded into the trial axis, ``tune_trials`` trials per setting).  Rule: the lowest mean
-  final training loss (:mod:`experiments.tuning`).  The chosen settings are then run in fresh
-  *evaluation* cells; the selections are saved in the manifest's notes, and every cell's ε and
-  slot (and the γ' sweep's ratios) in its ``meta``.
+  there is no test split): DP-Adam over ``lr_grid_adam``, DP-AdamBC over ``lr_grid_bc × γ'``
+  (``γ' = ratio·Φ``, ``ratio ∈ gamma_ratios``), DP-SGD over ``lr_grid_dpsgd``, non-private SGD and
+  Adam over ``lr_grid_np_sgd`` / ``lr_grid_np_adam``, each in one *tuning* cell (grids folded into
+  the trial axis, ``tune_trials`` ≥ 3 trials per grid point).  Rule: the lowest mean final
+  training loss (:mod:`experiments.tuning`).  The chosen settings then run in fresh *evaluation*
+  cells whose seeds were never used for tuning; the selections (with their grid-edge status) are
+  saved in the manifest's notes.
 * Evaluation cells share randomness on purpose (common random numbers → paired comparisons):
-  DP-AdamBC and DP-SGDM run with the seed of the DP-Adam evaluation cell, so trial ``r`` of each
-  sees the same Poisson batches and the same Gaussian noise draws.
+  DP-AdamBC, DP-SGDM and DP-SGD run with the seed of the DP-Adam evaluation cell, so trial ``r``
+  of each sees the same Poisson batches and the same Gaussian noise draws.
 * Eq. 3 (Fig. 2): DP-SGDM (``b_t = β b_{t−1} + g̃_t``, ``w ← w − η b_t``, ``β = β1``) runs with the
   constant ``η_SGDM(t → ∞) = η_Adam (1−β1)/√Φ`` from
-  :func:`analysis.concentration.sgdm_equivalent_lr` (``dp_sgdm`` has no per-step learning-rate
-  schedule; the exact Eq. 3 schedule differs from the constant only by the factor ``1/(1−β1^t)``,
-  i.e. in the first ~``3/(1−β1)`` steps).
-* γ' sweep (Fig. 5 upper right): one cell with ``gamma_trials`` fresh trials per γ', each at the
-  learning rate that was best for that γ' in the tuning cell (per-trial ``lr`` and ``gamma_prime``).
-  The paper's wrong-``Φ'`` sweep (Fig. 5 upper left, Fig. 2 right) needs a ``Φ'`` override that
-  ``dp_adam_bc`` does not have: not run.
-* Moments (Fig. 1, Table 2) and Props. 3–4 (Tables 3–5): *frozen* runs.  From the final
+  :func:`analysis.concentration.sgdm_equivalent_lr`.
+* γ' sweep (Fig. 5 upper right): one cell with ``sweep_trials`` fresh trials per γ', each at the
+  learning rate that was best for that γ' in the tuning cell.
+* Sweeps at ``sweep_epsilon`` only (the paper's Fig. 5 is one setting too):
+  - wrong Φ' (Fig. 5 upper left, Fig. 2 right): DP-AdamBC with ``phi_prime = r·Φ`` for
+    ``r ∈ phi_ratios`` (``r = 1`` is DP-AdamBC itself, ``r = 0`` subtracts nothing), γ' at the
+    tuned DP-AdamBC ratio, η tuned per ``r`` over ``lr_grid_bc`` (tuning cell ``tune-phi``), then
+    ``sweep_trials`` fresh trials per ``r`` (cell ``phi``).
+  - DP-Adam knobs (Fig. 5 lower left, lower right): DP-Adam with its ``γ = r·√Φ`` for
+    ``r ∈ adam_gamma_ratios`` (β's default), and with ``β1 ∈ betas1``, ``β2 = 1 − (1 − β1)²`` (the
+    paper's pairing, γ default), η tuned per setting over ``lr_grid_adam`` (``tune-knobs``), then
+    ``sweep_trials`` fresh trials per setting (``knobs``).
+* Moments (Figs. 1, 4, Table 2) and Props. 3–4 (Tables 3–5): *frozen* runs.  From the final
   parameters of each DP-Adam evaluation trial (``init``), DP-Adam runs ``freeze_steps`` more steps
   with ``lr = 0`` twice with the same seed: once private (``σ``) and once clean (``σ = 0``, clipped
-  but noiseless; its ``v`` equals that of the ``dp_adam_noiseless_v`` oracle, and the batches are
-  identical because batch sampling and noise use separate streams).  Probes record every
-  coordinate ``j`` of Adam's raw ``m`` and ``v`` (``m{j}``, ``v{j}``; the figures apply the bias
-  correction ``1/(1−β^t)``), every ``freeze_record_every`` steps.  With the parameters frozen this
-  is exactly the setting of Props. 3–4 ("a fixed sequence of parameters and mini-batches"), and
-  ``v̂^p − v̂^c − Φ = v̂^corr − v̂^c`` (no floor) is the deviation they bound.  It also stands in for
-  the paper's "near end of training" snapshot: the moments are those at the trained point.
-* Cells and seeds: for target ``k`` (``ε = epsilons[k]``) cell ``8k + s`` with slot ``s``:
-  0 ``tune-adam``, 1 ``tune-adambc``, 2 ``adam``, 3 ``adambc``, 4 ``sgdm-eq3``, 5 ``gamma``,
-  6 ``frozen-private``, 7 ``frozen-clean``.  Cell ``i`` runs with
-  ``SeedSequence(config.seed, spawn_key=(i,))``, except that slots 3 and 4 use the seed of slot 2
-  and slot 7 that of slot 6 (the pairing above).
+  but noiseless; the batches are identical because batch sampling and noise use separate
+  streams).  Probes record every coordinate ``j`` of Adam's raw ``m`` and ``v`` (``m{j}``,
+  ``v{j}``), every ``freeze_record_every`` steps.  With the parameters frozen this is exactly the
+  setting of Props. 3–4 ("a fixed sequence of parameters and mini-batches").
+* Cells and seeds: for target ``k`` (``ε = epsilons[k]``) cell ``len(SLOTS)·k + s`` with slot
+  ``s`` (:data:`SLOTS`; the sweep slots exist only at ``sweep_epsilon``), then the non-private
+  cells :data:`NONPRIVATE_SLOTS` at ``len(SLOTS)·K + s``.  Cell ``i`` runs with
+  ``SeedSequence(config.seed, spawn_key=(i,))``, except the paired slots above.
 
-``run(config, cache)`` returns ``{label: Result}`` with labels ``"eps<ε>-<slot name>"`` (e.g.
-``"eps1-adam"``, ``"eps8-frozen-clean"``).
+``run(config, cache)`` returns ``{label: Result}`` with labels ``"eps<ε>-<slot>"`` (e.g.
+``"eps1-adam"``) and ``"nonprivate-<slot>"``.
 """
 
 from __future__ import annotations
@@ -75,11 +92,17 @@ from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
 from . import tuning
 from .pipeline import Cell, Experiment, cell_seed
 
-__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "SLOTS", "label", "moment_probes"]
+__all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "SLOTS", "SWEEP_SLOTS", "NONPRIVATE_SLOTS",
+           "label", "labels", "moment_probes", "beta2_of", "problem"]
 
-SLOTS = ("tune-adam", "tune-adambc", "adam", "adambc", "sgdm-eq3", "gamma", "frozen-private",
-         "frozen-clean")
-_PAIRED = {"adambc": "adam", "sgdm-eq3": "adam", "frozen-clean": "frozen-private"}
+SLOTS = ("tune-adam", "tune-adambc", "tune-dpsgd", "adam", "adambc", "sgdm-eq3", "dpsgd", "gamma",
+         "tune-phi", "phi", "tune-knobs", "knobs", "frozen-private", "frozen-clean")
+"""Per-ε cell slots (index ``len(SLOTS)·k + position``)."""
+SWEEP_SLOTS = ("tune-phi", "phi", "tune-knobs", "knobs")
+"""The slots run only at ``Config.sweep_epsilon``."""
+NONPRIVATE_SLOTS = ("tune-np-sgd", "tune-np-adam", "np-sgd", "np-adam")
+"""The ε-independent non-private cells (index ``len(SLOTS)·K + position``)."""
+_PAIRED = {"adambc": "adam", "sgdm-eq3": "adam", "dpsgd": "adam", "frozen-clean": "frozen-private"}
 
 
 @dataclass(frozen=True)
@@ -88,19 +111,28 @@ class Config:
 
     n: int                                  # training examples
     d: int                                  # dimension (every coordinate is probed)
+    condition: float                        # λ_max/λ_min of the diagonal feature covariance
     batch_size: int                         # expected batch size B (Poisson rate B/n)
     steps: int                              # T of the training runs
-    epsilons: tuple[float, ...]             # target ε of each setting (first: the main one)
-    lr_grid_adam: tuple[float, ...]         # DP-Adam learning rates tried
-    lr_grid_bc: tuple[float, ...]           # DP-AdamBC learning rates tried
+    epsilons: tuple[float, ...]             # target ε of each setting
+    sweep_epsilon: float                    # the ε of the Φ', γ and β sweeps (one of epsilons)
+    lr_grid_adam: tuple[float, ...]         # DP-Adam learning rates tried (also its sweeps)
+    lr_grid_bc: tuple[float, ...]           # DP-AdamBC learning rates tried (also the Φ' sweep)
+    lr_grid_dpsgd: tuple[float, ...]        # DP-SGD learning rates tried
+    lr_grid_np_sgd: tuple[float, ...]       # non-private SGD learning rates tried
+    lr_grid_np_adam: tuple[float, ...]      # non-private Adam learning rates tried
     gamma_ratios: tuple[float, ...]         # DP-AdamBC floors tried, γ' = ratio · Φ
-    tune_trials: int                        # trials per setting in the tuning cells
+    phi_ratios: tuple[float, ...]           # Φ'/Φ of the wrong-Φ' sweep (must contain 1)
+    adam_gamma_ratios: tuple[float, ...]    # DP-Adam γ / √Φ of the γ sweep
+    betas1: tuple[float, ...]               # β1 of the β sweep (β2 = 1 − (1 − β1)²)
+    tune_trials: int                        # trials per grid point in the tuning cells
     trials: int                             # trials of the evaluation and frozen cells
-    gamma_trials: int                       # trials per γ' in the γ' sweep cell
+    sweep_trials: int                       # trials per setting in the sweep cells
     freeze_steps: int                       # steps of the frozen (lr = 0) moment runs
     freeze_record_every: int                # record interval of the frozen runs
     alphas: tuple[float, ...] = (0.01, 0.05, 0.10)   # tail levels of Props. 3–4 (Tables 3–5)
-    clip: float = 1.0                       # C (features have unit norm)
+    label_noise: float = 0.1                # std of the label noise of least_squares
+    clip: float = 1.0                       # C
     beta1: float = 0.9
     beta2: float = 0.999
     adam_eps: float = 1e-8                  # DP-Adam's γ (the paper's default)
@@ -111,20 +143,32 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("n", "d", "batch_size", "steps", "tune_trials", "trials", "gamma_trials",
+        for name in ("n", "d", "batch_size", "steps", "tune_trials", "trials", "sweep_trials",
                      "freeze_steps", "freeze_record_every"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
-        if self.trials < 2 or self.gamma_trials < 2:
-            raise ValueError(f"trials and gamma_trials must be >= 2 (confidence intervals), got "
-                             f"trials={self.trials}, gamma_trials={self.gamma_trials}")
-        for name in ("epsilons", "lr_grid_adam", "lr_grid_bc", "gamma_ratios"):
+        if self.trials < 2 or self.sweep_trials < 2:
+            raise ValueError(f"trials and sweep_trials must be >= 2 (confidence intervals), got "
+                             f"trials={self.trials}, sweep_trials={self.sweep_trials}")
+        for name in ("epsilons", "lr_grid_adam", "lr_grid_bc", "lr_grid_dpsgd", "lr_grid_np_sgd",
+                     "lr_grid_np_adam", "gamma_ratios", "adam_gamma_ratios"):
             v = getattr(self, name)
             if not v or any((not math.isfinite(x)) or x <= 0 for x in v):
                 raise ValueError(f"{name} must be a non-empty tuple of positive numbers, got {name}={v!r}")
+        if not self.phi_ratios or any((not math.isfinite(x)) or x < 0 for x in self.phi_ratios) \
+                or 1.0 not in self.phi_ratios:
+            raise ValueError(f"phi_ratios must be non-negative numbers including 1 (DP-AdamBC "
+                             f"itself), got phi_ratios={self.phi_ratios!r}")
+        if not self.betas1 or any(not (0.0 < b < 1.0) for b in self.betas1):
+            raise ValueError(f"betas1 must lie in (0, 1), got betas1={self.betas1!r}")
         if len(set(self.epsilons)) != len(self.epsilons):
             raise ValueError(f"epsilons must be distinct, got epsilons={self.epsilons!r}")
+        if self.sweep_epsilon not in self.epsilons:
+            raise ValueError(f"sweep_epsilon must be one of epsilons={self.epsilons!r}, got "
+                             f"sweep_epsilon={self.sweep_epsilon!r}")
+        if not (math.isfinite(self.condition) and self.condition >= 1.0):
+            raise ValueError(f"condition must be a finite number >= 1, got condition={self.condition!r}")
         if not self.alphas or any(not (0.0 < a < 1.0) for a in self.alphas):
             raise ValueError(f"alphas must lie in (0, 1), got alphas={self.alphas!r}")
         if not (0.0 < self.delta < 1.0):
@@ -149,31 +193,66 @@ def _grid(lo: int, hi: int, per_decade: int = 2) -> tuple[float, ...]:
     return tuple(float(f"{10.0 ** (k / per_decade):.4g}") for k in range(lo * per_decade, hi * per_decade + 1))
 
 
+def beta2_of(beta1: float) -> float:
+    """The β2 paired with ``beta1`` in [ADAMBC] Fig. 5 (lower right): ``1 − β2 = (1 − β1)²``."""
+    return float(1.0 - (1.0 - beta1) ** 2)
+
+
 PRESETS: dict[str, Config] = {
     # Smoke test only (seconds): no claim is expected to hold at this size.
-    "tiny": Config(n=300, d=5, batch_size=20, steps=30, epsilons=(2.0,),
-                   lr_grid_adam=(0.01, 0.1), lr_grid_bc=(0.01, 0.1), gamma_ratios=(0.01, 1.0),
-                   tune_trials=2, trials=4, gamma_trials=2, freeze_steps=20,
-                   freeze_record_every=5, record_every=5),
-    # A laptop: about a minute on 2 cores (half of it calibrating σ and training the evaluation
-    # cells).  ε = 1 (Φ ≈ 15× the clean v̂) and ε = 8 (Φ ≈ 2×).
-    "quick": Config(n=5000, d=50, batch_size=64, steps=1000, epsilons=(1.0, 8.0),
+    "tiny": Config(n=300, d=5, condition=100.0, batch_size=20, steps=30, epsilons=(2.0,),
+                   sweep_epsilon=2.0, lr_grid_adam=(0.01, 0.1), lr_grid_bc=(0.01, 0.1),
+                   lr_grid_dpsgd=(0.1, 0.3), lr_grid_np_sgd=(0.1, 0.3), lr_grid_np_adam=(0.01, 0.1),
+                   gamma_ratios=(0.01, 1.0), phi_ratios=(0.0, 1.0, 4.0),
+                   adam_gamma_ratios=(0.1, 1.0), betas1=(0.8, 0.9), tune_trials=2, trials=4,
+                   sweep_trials=2, freeze_steps=20, freeze_record_every=5, record_every=5),
+    # A laptop (~2 CPU-minutes).  n = 20 000, B = 256 (the paper's batch size), condition 1000:
+    # non-private Adam beats tuned SGD ~10× at T = 1000.  ε = 1 and ε = 8; sweeps at ε = 8.
+    "quick": Config(n=20000, d=50, condition=1000.0, batch_size=256, steps=1000,
+                    epsilons=(1.0, 8.0), sweep_epsilon=8.0,
                     lr_grid_adam=_grid(-3, -1), lr_grid_bc=_grid(-4, -1),
-                    gamma_ratios=(1e-3, 1e-2, 1e-1, 1.0), tune_trials=3, trials=32,
-                    gamma_trials=16, freeze_steps=1000, freeze_record_every=10, record_every=50),
+                    lr_grid_dpsgd=(0.1, 0.3, 1.0, 2.0, 3.0), lr_grid_np_sgd=(0.1, 0.3, 1.0, 2.0, 3.0),
+                    lr_grid_np_adam=_grid(-3, 0), gamma_ratios=(1e-3, 1e-2, 1e-1, 1.0),
+                    phi_ratios=(0.0, 0.1, 0.5, 1.0, 2.0, 10.0), adam_gamma_ratios=(0.01, 0.1, 1.0, 10.0),
+                    betas1=(0.8, 0.9, 0.95, 0.98), tune_trials=3, trials=32, sweep_trials=12,
+                    freeze_steps=1000, freeze_record_every=10, record_every=50),
     # The paper's batch size B = 256, ε ∈ {1, 3, 7} and t up to 10⁴ (Tables 3–5).
-    "full": Config(n=20000, d=100, batch_size=256, steps=5000, epsilons=(1.0, 3.0, 7.0),
+    "full": Config(n=50000, d=100, condition=1000.0, batch_size=256, steps=5000,
+                   epsilons=(1.0, 3.0, 7.0), sweep_epsilon=3.0,
                    lr_grid_adam=_grid(-4, 0), lr_grid_bc=_grid(-5, -1),
-                   gamma_ratios=(1e-4, 1e-3, 1e-2, 1e-1, 1.0), tune_trials=6, trials=100,
-                   gamma_trials=32, freeze_steps=10000, freeze_record_every=50, record_every=50),
+                   lr_grid_dpsgd=(0.03, 0.1, 0.3, 1.0, 2.0, 3.0),
+                   lr_grid_np_sgd=(0.03, 0.1, 0.3, 1.0, 2.0, 3.0), lr_grid_np_adam=_grid(-4, 0),
+                   gamma_ratios=(1e-4, 1e-3, 1e-2, 1e-1, 1.0),
+                   phi_ratios=(0.0, 0.04, 0.1, 0.5, 1.0, 2.0, 4.0, 10.0),
+                   adam_gamma_ratios=(1e-3, 0.01, 0.1, 1.0, 10.0), betas1=(0.8, 0.9, 0.95, 0.98, 0.99),
+                   tune_trials=6, trials=100, sweep_trials=32, freeze_steps=10000,
+                   freeze_record_every=50, record_every=50),
 }
 
 
-def label(epsilon: float, slot: str) -> str:
-    """Cell label ``"eps<ε>-<slot>"`` (e.g. ``"eps1-adam"``)."""
+def label(epsilon: float | None, slot: str) -> str:
+    """Cell label ``"eps<ε>-<slot>"`` (e.g. ``"eps1-adam"``); ``"nonprivate-<slot>"`` for the
+    non-private slots (``epsilon`` is then ignored and may be ``None``)."""
+    if slot in NONPRIVATE_SLOTS:
+        return f"nonprivate-{slot}"
     if slot not in SLOTS:
-        raise ValueError(f"unknown slot {slot!r}; known: {', '.join(SLOTS)}")
+        raise ValueError(f"unknown slot {slot!r}; known: {', '.join(SLOTS + NONPRIVATE_SLOTS)}")
     return f"eps{epsilon:g}-{slot}"
+
+
+def labels(config: Config) -> list[str]:
+    """Every label :func:`run` returns for ``config``."""
+    out = [label(e, s) for e in config.epsilons for s in SLOTS
+           if s not in SWEEP_SLOTS or e == config.sweep_epsilon]
+    return out + [label(None, s) for s in NONPRIVATE_SLOTS]
+
+
+def problem(config: Config):
+    """The experiment's problem: axis-aligned least squares with a diagonal Hessian of condition
+    number ``config.condition`` (see the module docstring)."""
+    return dpsim.problems.least_squares(config.n, config.d, condition=config.condition,
+                                        noise=config.label_noise, rotate=False,
+                                        seed=config.data_seed)
 
 
 def moment_probes(d: int) -> dict:
@@ -186,17 +265,21 @@ def moment_probes(d: int) -> dict:
     return probes
 
 
+def knob_settings(config: Config) -> list[dict]:
+    """The DP-Adam settings of the knob sweep (γ sweep, then β sweep), each
+    ``{"kind", "value", "beta1", "beta2", "gamma_ratio"}``; ``gamma_ratio`` is ``γ/√Φ`` (``None``:
+    the default ``γ = adam_eps``)."""
+    out = [dict(kind="gamma", value=r, beta1=config.beta1, beta2=config.beta2, gamma_ratio=r)
+           for r in config.adam_gamma_ratios]
+    out += [dict(kind="beta", value=b, beta1=b, beta2=beta2_of(b), gamma_ratio=None)
+            for b in config.betas1]
+    return out
+
+
 def run(config: Config, cache) -> dict:
-    """Tune, evaluate, sweep γ', and record frozen moments per ε; ``{label: Result}``."""
+    """Tune, evaluate, sweep, and record frozen moments per ε; ``{label: Result}``."""
     cfg = config
-    prob_kw = dict(n=cfg.n, d=cfg.d, density=1.0, seed=cfg.data_seed)
-    built: dict = {}
-
-    def problem():
-        if "p" not in built:
-            built["p"] = dpsim.problems.logistic_regression(**prob_kw)
-        return built["p"]
-
+    prob = problem(cfg)           # built once; every cell's closure shares it
     sigmas: dict = {}
 
     def sigma(eps):
@@ -210,10 +293,17 @@ def run(config: Config, cache) -> dict:
 
     sim = cache.simulate_options  # progress, backend
     train = dict(steps=cfg.steps, batch_size=cfg.batch_size, sampling=cfg.sampling, **sim)
+    final_only = dict(record_every=cfg.steps, metrics=("loss",), **train)
+    rec = dict(record_every=cfg.record_every, metrics=("loss",), **train)
     adam_hp = dict(beta1=cfg.beta1, beta2=cfg.beta2, clip=cfg.clip)
     G = len(cfg.gamma_ratios)
+    K = len(cfg.epsilons)
+    ks = cfg.epsilons.index(cfg.sweep_epsilon)
+    knobs = knob_settings(cfg)
 
     def index(k, slot):
+        if slot in NONPRIVATE_SLOTS:
+            return len(SLOTS) * K + NONPRIVATE_SLOTS.index(slot)
         return len(SLOTS) * k + SLOTS.index(slot)
 
     def seed_of(k, slot, own_seed):
@@ -221,6 +311,9 @@ def run(config: Config, cache) -> dict:
         return own_seed if partner is None else cell_seed(cfg.seed, index(k, partner))
 
     def cell(k, slot, compute, **meta):
+        if slot in NONPRIVATE_SLOTS:
+            return Cell(label(None, slot), index(k, slot), compute,
+                        {"epsilon": None, "slot": slot, **meta})
         eps = cfg.epsilons[k]
         return Cell(label(eps, slot), index(k, slot),
                     lambda seed: compute(seed_of(k, slot, seed)),
@@ -229,6 +322,8 @@ def run(config: Config, cache) -> dict:
     # -- tuning ------------------------------------------------------------------------------
     grid_adam = {"lr": cfg.lr_grid_adam}
     grid_bc = {"lr": cfg.lr_grid_bc, "gamma_ratio": cfg.gamma_ratios}
+    grid_dpsgd = {"lr": cfg.lr_grid_dpsgd}
+    grid_np = {"np-sgd": {"lr": cfg.lr_grid_np_sgd}, "np-adam": {"lr": cfg.lr_grid_np_adam}}
 
     def tune_adam(k):
         eps = cfg.epsilons[k]
@@ -237,8 +332,7 @@ def run(config: Config, cache) -> dict:
         def compute(seed):
             opt = dpsim.optimizers.get("dp_adam", lr=lrs, eps=cfg.adam_eps,
                                        noise_multiplier=sigma(eps), **adam_hp)
-            return dpsim.simulate(problem(), opt, trials=len(lrs), seed=seed,
-                                  record_every=cfg.steps, metrics=("loss",), **train)
+            return dpsim.simulate(prob, opt, trials=len(lrs), seed=seed, **final_only)
 
         return cell(k, "tune-adam", compute)
 
@@ -251,13 +345,34 @@ def run(config: Config, cache) -> dict:
             opt = dpsim.optimizers.get(
                 "dp_adam_bc", lr=hp["lr"], gamma_prime=[r * ph for r in hp["gamma_ratio"]],
                 noise_multiplier=sigma(eps), **adam_hp)
-            return dpsim.simulate(problem(), opt, trials=len(hp["lr"]), seed=seed,
-                                  record_every=cfg.steps, metrics=("loss",), **train)
+            return dpsim.simulate(prob, opt, trials=len(hp["lr"]), seed=seed, **final_only)
 
         return cell(k, "tune-adambc", compute)
 
-    K = len(cfg.epsilons)
-    tuned = cache.run([c for k in range(K) for c in (tune_adam(k), tune_bc(k))],
+    def tune_dpsgd(k):
+        eps = cfg.epsilons[k]
+        lrs = tuning.fold(grid_dpsgd, cfg.tune_trials)["lr"]
+
+        def compute(seed):
+            opt = dpsim.optimizers.get("dp_sgd", lr=lrs, clip=cfg.clip,
+                                       noise_multiplier=sigma(eps))
+            return dpsim.simulate(prob, opt, trials=len(lrs), seed=seed, **final_only)
+
+        return cell(k, "tune-dpsgd", compute)
+
+    def tune_np(slot):
+        name = slot.removeprefix("tune-np-")
+        lrs = tuning.fold(grid_np[f"np-{name}"], cfg.tune_trials)["lr"]
+
+        def compute(seed):
+            kw = dict(beta1=cfg.beta1, beta2=cfg.beta2, eps=cfg.adam_eps) if name == "adam" else {}
+            opt = dpsim.optimizers.get(name, lr=lrs, **kw)
+            return dpsim.simulate(prob, opt, trials=len(lrs), seed=seed, **final_only)
+
+        return cell(None, slot, compute)
+
+    tuned = cache.run([c for k in range(K) for c in (tune_adam(k), tune_bc(k), tune_dpsgd(k))]
+                      + [tune_np(s) for s in ("tune-np-sgd", "tune-np-adam")],
                       desc="adambc: tune")
 
     chosen: dict = {}
@@ -266,21 +381,26 @@ def run(config: Config, cache) -> dict:
     for k, eps in enumerate(cfg.epsilons):
         sa = tuning.select(tuned[label(eps, "tune-adam")], grid_adam, cfg.tune_trials)
         sb = tuning.select(tuned[label(eps, "tune-adambc")], grid_bc, cfg.tune_trials)
+        sg = tuning.select(tuned[label(eps, "tune-dpsgd")], grid_dpsgd, cfg.tune_trials)
         selections[f"eps{eps:g}-adam"], selections[f"eps{eps:g}-adambc"] = sa, sb
+        selections[f"eps{eps:g}-dpsgd"] = sg
         chosen[k] = {"adam_lr": sa.point["lr"], "adambc_lr": sb.point["lr"],
-                     "adambc_gamma_ratio": sb.point["gamma_ratio"]}
+                     "adambc_gamma_ratio": sb.point["gamma_ratio"], "dpsgd_lr": sg.point["lr"]}
         gamma_best_lr[k] = {g: sb.best(gamma_ratio=r)["lr"] for g, r in enumerate(cfg.gamma_ratios)}
+    np_lr = {}
+    for slot in ("np-sgd", "np-adam"):
+        s = tuning.select(tuned[label(None, "tune-" + slot)], grid_np[slot], cfg.tune_trials)
+        selections[f"nonprivate-{slot}"] = s
+        np_lr[slot] = s.point["lr"]
 
     # -- evaluation ----------------------------------------------------------------------------
-    rec = dict(record_every=cfg.record_every, metrics=("loss",), **train)
-
     def eval_adam(k):
         eps = cfg.epsilons[k]
 
         def compute(seed):
             opt = dpsim.optimizers.get("dp_adam", lr=chosen[k]["adam_lr"], eps=cfg.adam_eps,
                                        noise_multiplier=sigma(eps), **adam_hp)
-            return dpsim.simulate(problem(), opt, trials=cfg.trials, seed=seed, **rec)
+            return dpsim.simulate(prob, opt, trials=cfg.trials, seed=seed, **rec)
 
         return cell(k, "adam", compute)
 
@@ -291,7 +411,7 @@ def run(config: Config, cache) -> dict:
             opt = dpsim.optimizers.get("dp_adam_bc", lr=chosen[k]["adambc_lr"],
                                        gamma_prime=chosen[k]["adambc_gamma_ratio"] * phi(eps),
                                        noise_multiplier=sigma(eps), **adam_hp)
-            return dpsim.simulate(problem(), opt, trials=cfg.trials, seed=seed, **rec)
+            return dpsim.simulate(prob, opt, trials=cfg.trials, seed=seed, **rec)
 
         return cell(k, "adambc", compute)
 
@@ -302,26 +422,97 @@ def run(config: Config, cache) -> dict:
             lr = float(sgdm_equivalent_lr(chosen[k]["adam_lr"], cfg.beta1, np.inf, phi(eps)))
             opt = dpsim.optimizers.get("dp_sgdm", lr=lr, beta=cfg.beta1, clip=cfg.clip,
                                        noise_multiplier=sigma(eps))
-            return dpsim.simulate(problem(), opt, trials=cfg.trials, seed=seed, **rec)
+            return dpsim.simulate(prob, opt, trials=cfg.trials, seed=seed, **rec)
 
         return cell(k, "sgdm-eq3", compute)
 
+    def eval_dpsgd(k):
+        eps = cfg.epsilons[k]
+
+        def compute(seed):
+            opt = dpsim.optimizers.get("dp_sgd", lr=chosen[k]["dpsgd_lr"], clip=cfg.clip,
+                                       noise_multiplier=sigma(eps))
+            return dpsim.simulate(prob, opt, trials=cfg.trials, seed=seed, **rec)
+
+        return cell(k, "dpsgd", compute)
+
+    def eval_np(slot):
+        name = slot.removeprefix("np-")
+
+        def compute(seed):
+            kw = dict(beta1=cfg.beta1, beta2=cfg.beta2, eps=cfg.adam_eps) if name == "adam" else {}
+            opt = dpsim.optimizers.get(name, lr=np_lr[slot], **kw)
+            return dpsim.simulate(prob, opt, trials=cfg.trials, seed=seed, **rec)
+
+        return cell(None, slot, compute)
+
     def gamma_sweep(k):
         eps = cfg.epsilons[k]
-        gs = [g for g in range(G) for _ in range(cfg.gamma_trials)]
+        gs = [g for g in range(G) for _ in range(cfg.sweep_trials)]
 
         def compute(seed):
             ph = phi(eps)
             opt = dpsim.optimizers.get("dp_adam_bc", lr=[gamma_best_lr[k][g] for g in gs],
                                        gamma_prime=[cfg.gamma_ratios[g] * ph for g in gs],
                                        noise_multiplier=sigma(eps), **adam_hp)
-            return dpsim.simulate(problem(), opt, trials=len(gs), seed=seed, **rec)
+            return dpsim.simulate(prob, opt, trials=len(gs), seed=seed, **rec)
 
         return cell(k, "gamma", compute, gamma_ratios=list(cfg.gamma_ratios),
-                    trials_per_ratio=cfg.gamma_trials)
+                    trials_per_ratio=cfg.sweep_trials)
+
+    # -- sweeps at sweep_epsilon: tuning ------------------------------------------------------------
+    grid_phi = {"phi_ratio": cfg.phi_ratios, "lr": cfg.lr_grid_bc}
+    grid_knobs = {"setting": tuple(range(len(knobs))), "lr": cfg.lr_grid_adam}
+
+    def phi_cell(k, slot, hp, reps):
+        eps = cfg.epsilons[k]
+
+        def compute(seed):
+            ph = phi(eps)
+            opt = dpsim.optimizers.get(
+                "dp_adam_bc", lr=hp["lr"], phi_prime=[r * ph for r in hp["phi_ratio"]],
+                gamma_prime=chosen[k]["adambc_gamma_ratio"] * ph, noise_multiplier=sigma(eps),
+                **adam_hp)
+            return dpsim.simulate(prob, opt, trials=len(hp["lr"]), seed=seed,
+                                  **(final_only if slot.startswith("tune-") else rec))
+
+        return cell(k, slot, compute, phi_ratios=list(cfg.phi_ratios), trials_per_ratio=reps)
+
+    def knobs_cell(k, slot, hp, reps):
+        eps = cfg.epsilons[k]
+        st = [knobs[i] for i in hp["setting"]]
+
+        def compute(seed):
+            root = math.sqrt(phi(eps))
+            gam = [cfg.adam_eps if s["gamma_ratio"] is None else s["gamma_ratio"] * root for s in st]
+            opt = dpsim.optimizers.get(
+                "dp_adam", lr=hp["lr"], eps=gam, beta1=[s["beta1"] for s in st],
+                beta2=[s["beta2"] for s in st], clip=cfg.clip, noise_multiplier=sigma(eps))
+            return dpsim.simulate(prob, opt, trials=len(hp["lr"]), seed=seed,
+                                  **(final_only if slot.startswith("tune-") else rec))
+
+        return cell(k, slot, compute, settings=knobs, trials_per_setting=reps)
+
+    sweep_tuned = cache.run([phi_cell(ks, "tune-phi", tuning.fold(grid_phi, cfg.tune_trials),
+                                      cfg.tune_trials),
+                             knobs_cell(ks, "tune-knobs", tuning.fold(grid_knobs, cfg.tune_trials),
+                                        cfg.tune_trials)],
+                            desc="adambc: tune sweeps")
+    eps_s = cfg.sweep_epsilon
+    sp = tuning.select(sweep_tuned[label(eps_s, "tune-phi")], grid_phi, cfg.tune_trials)
+    sk = tuning.select(sweep_tuned[label(eps_s, "tune-knobs")], grid_knobs, cfg.tune_trials)
+    phi_lr = [sp.best(phi_ratio=r)["lr"] for r in cfg.phi_ratios]
+    knob_lr = [sk.best(setting=i)["lr"] for i in range(len(knobs))]
+    phi_eval = {"phi_ratio": [r for r in cfg.phi_ratios for _ in range(cfg.sweep_trials)],
+                "lr": [lr for lr in phi_lr for _ in range(cfg.sweep_trials)]}
+    knob_eval = {"setting": [i for i in range(len(knobs)) for _ in range(cfg.sweep_trials)],
+                 "lr": [lr for lr in knob_lr for _ in range(cfg.sweep_trials)]}
 
     evals = cache.run([c for k in range(K) for c in (eval_adam(k), eval_bc(k), eval_sgdm(k),
-                                                      gamma_sweep(k))],
+                                                      eval_dpsgd(k), gamma_sweep(k))]
+                      + [phi_cell(ks, "phi", phi_eval, cfg.sweep_trials),
+                         knobs_cell(ks, "knobs", knob_eval, cfg.sweep_trials)]
+                      + [eval_np(s) for s in ("np-sgd", "np-adam")],
                       desc="adambc: evaluate")
 
     # -- frozen moment runs ----------------------------------------------------------------------
@@ -329,13 +520,13 @@ def run(config: Config, cache) -> dict:
 
     def frozen(k, slot):
         eps = cfg.epsilons[k]
+        init = evals[label(eps, "adam")].params
 
         def compute(seed):
-            init = evals[label(eps, "adam")].params
             s = sigma(eps) if slot == "frozen-private" else 0.0
             opt = dpsim.optimizers.get("dp_adam", lr=0.0, eps=cfg.adam_eps, noise_multiplier=s,
                                        **adam_hp)
-            return dpsim.simulate(problem(), opt, steps=cfg.freeze_steps,
+            return dpsim.simulate(prob, opt, steps=cfg.freeze_steps,
                                   batch_size=cfg.batch_size, sampling=cfg.sampling,
                                   trials=cfg.trials, seed=seed, init=init,
                                   record_every=cfg.freeze_record_every, metrics=(),
@@ -357,30 +548,33 @@ def run(config: Config, cache) -> dict:
             sgdm_lr_eq3=float(sgdm_equivalent_lr(chosen[k]["adam_lr"], cfg.beta1, np.inf, ph)),
             gamma_sweep_lr={f"{cfg.gamma_ratios[g]:g}": gamma_best_lr[k][g] for g in range(G)},
         )
+    info["sweeps"] = dict(epsilon=eps_s,
+                          phi_prime_lr={f"{r:g}": lr for r, lr in zip(cfg.phi_ratios, phi_lr)},
+                          knob_lr=[{**s, "lr": lr} for s, lr in zip(knobs, knob_lr)])
+    info["nonprivate"] = {f"{slot}_lr": lr for slot, lr in np_lr.items()}
+    # the sweeps' per-setting choices are reported in their figures, not as edge downgrades
     tuning.record(cache, selections, note="DP-Adam: lr; DP-AdamBC: lr x gamma', gamma' = "
-                                          "gamma_ratio * Phi")
+                                          "gamma_ratio * Phi; DP-SGD, SGD, Adam: lr")
+    cache.note("sweep_selection", {"phi": sp.to_json(), "knobs": sk.to_json()})
     cache.note("settings", info)
-    cache.note("pairing", "adambc and sgdm-eq3 use the seed of adam; frozen-clean that of "
+    cache.note("pairing", "adambc, sgdm-eq3 and dpsgd use the seed of adam; frozen-clean that of "
                           "frozen-private (same batches and noise draws per trial)")
     cache.note("eq3", "dp_sgdm with the constant t -> inf learning rate of Eq. 3 "
                       "(no per-step schedule in dp_sgdm)")
-    cache.note("skipped", "wrong-Phi' sweep (Fig. 5 upper left, Fig. 2 right): dp_adam_bc has no "
-                          "Phi' override")
 
-    out = {}
-    for k, eps in enumerate(cfg.epsilons):
-        for slot in SLOTS:
-            lab = label(eps, slot)
-            out[lab] = {**tuned, **evals, **frozen_res}[lab]
-    return out
+    every = {**tuned, **sweep_tuned, **evals, **frozen_res}
+    return {lab: every[lab] for lab in labels(cfg)}
 
 
 EXPERIMENT = Experiment(
     name="adambc",
-    title="DP-Adam vs DP-AdamBC ([ADAMBC]): moments, Eq. 3, γ', Props. 3–4, final loss",
+    title="DP-Adam vs DP-AdamBC ([ADAMBC]) on ill-conditioned least squares: premise, moments, "
+          "Eq. 3, γ', Φ', DP-Adam's γ and β, Props. 3–4, final loss",
     presets=PRESETS,
     run=run,
-    figures=("fig_adambc_moments", "fig_adambc_vs_sgdm", "fig_adambc_gamma",
-             "fig_adambc_bounds", "fig_adambc_vs_adam"),
+    figures=("fig_adambc_premise", "fig_adambc_moments", "fig_adambc_updates",
+             "fig_adambc_vs_sgdm", "fig_adambc_gamma", "fig_adambc_phi_prime",
+             "fig_adambc_knobs", "fig_adambc_bounds", "fig_adambc_vs_adam"),
     module=__name__,
+    numerics=2,
 )

@@ -26,9 +26,125 @@ def load(results: Mapping[str, object], slots=None) -> dict:
     out: dict = {}
     for lab in saved:
         meta = saved.meta(lab)
+        if meta.get("epsilon") is None:  # the non-private cells: see nonprivate()
+            continue
         if slots is None or meta["slot"] in slots:
             out.setdefault(float(meta["epsilon"]), {})[meta["slot"]] = saved.result(lab)
     return dict(sorted(out.items()))
+
+
+def nonprivate(results: Mapping[str, object]) -> dict:
+    """``{slot: Result}`` of the ε-independent non-private cells (``np-sgd``, ``np-adam`` and their
+    tuning cells); empty when the reproduction has none."""
+    saved = Saved.of(results)
+    return {saved.meta(lab)["slot"]: saved.result(lab) for lab in saved
+            if saved.meta(lab).get("epsilon") is None}
+
+
+def sweep_meta(results: Mapping[str, object], slot: str) -> dict:
+    """``{ε target: meta}`` of the cells of ``slot`` (e.g. ``"phi"``, ``"knobs"``)."""
+    saved = Saved.of(results)
+    return {float(m["epsilon"]): m for m in map(saved.meta, saved)
+            if m["slot"] == slot and m.get("epsilon") is not None}
+
+
+def blocks(res, k: int) -> list[slice]:
+    """The trial slices of a sweep cell whose trials are setting-major, ``k`` per setting."""
+    if res.trials % k:
+        raise ValueError(f"{res.trials} trials are not a whole number of blocks of {k}")
+    return [slice(i * k, (i + 1) * k) for i in range(res.trials // k)]
+
+
+def finals(res, sel=slice(None)) -> np.ndarray:
+    """Final excess training loss per trial (diverged trials as +inf)."""
+    x = np.asarray(res.excess_loss[-1], dtype=float)[sel]
+    return np.where(np.isfinite(x), x, np.inf)
+
+
+def lr_text(res, sel=slice(None)) -> str:
+    """The learning rate of ``res`` (of its first trial in ``sel`` when per-trial)."""
+    lr = np.broadcast_to(np.asarray(hp(res, "lr"), dtype=float), (res.trials,))[sel]
+    return f"{float(lr[0]):g}"
+
+
+HETEROGENEITY_MIN = 3.0
+"""The first premise of [ADAMBC]'s headline claim: a per-coordinate preconditioner can only beat a
+scalar step size when the coordinates' gradient scales differ.  Measured as the ratio of the 90th
+to the 10th percentile over coordinates of the clean RMS gradient ``√v̂^c`` (the frozen clean run
+at DP-Adam's trained point), per trial; the premise holds when the lower 95% CI end of its mean
+exceeds this value, and fails when the upper end is below it.  (3 is this code's choice: a spread
+under 3× is one a single learning rate absorbs within a factor of about √3 per coordinate.)"""
+
+ADAM_GAIN_MIN = 2.0
+"""The second premise (§5 "Discussion": DP-AdamBC should help where Adam beats SGD without
+privacy): non-private Adam's mean final excess loss at the run length, each method tuned, is at most
+``1/ADAM_GAIN_MIN`` of non-private SGD's ("clearly beats").  Decided by the Welch 95% CI of
+``mean(SGD) − ADAM_GAIN_MIN · mean(Adam)``: holds when it lies above 0, fails when below 0.
+(2 is this code's choice of "clearly".)"""
+
+
+def heterogeneity(results) -> list[tuple]:
+    """``[(ε, per-trial p90/p10 ratio of √v̂^c (R,), sorted per-coordinate RMS (d,))]`` from the
+    frozen clean runs at the last recorded step."""
+    data = load(results, ("frozen-private", "frozen-clean"))
+    out = []
+    for eps, d in data.items():
+        if "frozen-private" not in d or "frozen-clean" not in d:
+            continue
+        vc = frozen_moments(d["frozen-private"], d["frozen-clean"])["vc"][-1]  # (R, d)
+        rms = np.sqrt(np.maximum(vc, 0.0))
+        ratio = np.quantile(rms, 0.9, axis=1) / np.maximum(np.quantile(rms, 0.1, axis=1),
+                                                          np.finfo(float).tiny)
+        out.append((eps, ratio, np.sort(rms.mean(axis=0))[::-1]))
+    return out
+
+
+def premise(results) -> tuple[bool | None, str]:
+    """``(ok, report line)`` of both premises (:data:`HETEROGENEITY_MIN`, :data:`ADAM_GAIN_MIN`):
+    ``False`` when either fails, ``True`` when both hold, ``None`` otherwise (undecided or not
+    measured)."""
+    from dpsim.analysis import stats
+
+    parts, oks = [], []
+    het = heterogeneity(results)
+    if het:
+        rows = [(e, *stats.mean_ci(r)) for e, r, _ in het]
+        lo = min(m - h for _, m, h in rows)
+        hi = max(m + h for _, m, h in rows)
+        ok = True if lo > HETEROGENEITY_MIN else False if hi < HETEROGENEITY_MIN else None
+        parts.append("coordinate-scale heterogeneity (p90/p10 of the clean per-coordinate RMS "
+                     "gradient √v̂^c at DP-Adam's trained point, mean ± 95% CI over trials; needs > "
+                     f"{HETEROGENEITY_MIN:g}): "
+                     + "; ".join(f"ε={e:g}: {stats.fmt_ci(m, h)}" for e, m, h in rows)
+                     + f" — {_word(ok)}")
+    else:
+        ok = None
+        parts.append("coordinate-scale heterogeneity: not measured (no frozen runs)")
+    oks.append(ok)
+    npv = nonprivate(results)
+    if "np-sgd" in npv and "np-adam" in npv:
+        s, a = finals(npv["np-sgd"]), finals(npv["np-adam"])
+        _, lo, hi = stats.diff_ci(s, ADAM_GAIN_MIN * a)
+        ok = True if lo > 0 else False if hi < 0 else None
+        T = npv["np-adam"].config["steps"]
+        parts.append(f"non-private Adam vs SGD at T = {T}, each tuned (η = {lr_text(npv['np-adam'])}"
+                     f", {lr_text(npv['np-sgd'])}): final excess loss Adam "
+                     f"{stats.fmt_ci(*stats.mean_ci(a))}, SGD {stats.fmt_ci(*stats.mean_ci(s))}, "
+                     f"SGD/Adam = {np.mean(s) / np.mean(a):.3g} (needs > {ADAM_GAIN_MIN:g}: Welch "
+                     f"95% CI of mean(SGD) − {ADAM_GAIN_MIN:g}·mean(Adam) = [{lo:.2e}, {hi:.2e}]) — "
+                     f"{_word(ok)}")
+    else:
+        ok = None
+        parts.append("non-private Adam vs SGD: not measured (no non-private runs)")
+    oks.append(ok)
+    total = False if False in oks else True if all(o is True for o in oks) else None
+    word = {True: "premise holds", False: "premise fails: the setting does not test the claim",
+            None: "premise not established: at most inconclusive"}[total]
+    return total, "**Premise** — " + "; ".join(parts) + f". **{word}**."
+
+
+def _word(ok):
+    return {True: "holds", False: "fails", None: "undecided"}[ok]
 
 
 def gamma_sweep(results: Mapping[str, object]) -> dict:
@@ -110,3 +226,28 @@ def plain_log_ticks(ax) -> None:
     for axis in (ax.xaxis, ax.yaxis):
         if axis.get_scale() == "log":
             axis.set_minor_formatter(NullFormatter())
+
+
+def sweep_blocks(results, slot: str) -> dict:
+    """``{ε: (Result, meta, [trial slice per setting])}`` of the sweep cells of ``slot``
+    (``"phi"``: per Φ'/Φ; ``"knobs"``: per DP-Adam setting; ``"gamma"``: per γ'/Φ)."""
+    metas = sweep_meta(results, slot)
+    data = load(results, (slot,))
+    out = {}
+    for eps, m in metas.items():
+        res = data[eps][slot]
+        k = int(m.get("trials_per_ratio") or m.get("trials_per_setting"))
+        out[eps] = (res, m, blocks(res, k))
+    return out
+
+
+def lr_edges(results, key: str, lrs: Mapping[str, float]) -> dict:
+    """``{name: lr}`` of the per-setting tuned learning rates ``lrs`` that sit on an edge of the
+    ``lr`` axis of the sweep selection ``notes["sweep_selection"][key]`` (none saved: ``{}``)."""
+    sel = Saved.of(results).notes.get("sweep_selection", {}).get(key)
+    if not sel:
+        return {}
+    grid = [float(v) for v in sel["grid"]["lr"]]
+    if len(grid) < 2:
+        return {}
+    return {n: v for n, v in lrs.items() if float(v) in (min(grid), max(grid))}

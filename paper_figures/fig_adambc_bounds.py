@@ -21,7 +21,8 @@ from typing import Mapping
 import numpy as np
 
 from dpsim.analysis import stats
-from dpsim.analysis.concentration import prop3_bound, prop4_bound
+from dpsim.analysis.checks.base import agrees_as_printed
+from dpsim.analysis.concentration import TABLE3, TABLE3_DISAGREE, TABLE4, prop3_bound, prop4_bound
 
 from . import adambc_common as common
 from . import style
@@ -98,6 +99,46 @@ def _table_steps(steps):
     return want or [int(steps[0]), int(steps[-1])]
 
 
+def paper_tables() -> list[str]:
+    """The numerical reproduction of [ADAMBC] App. C Tables 3–4 (B = 256, σ = 0.4, β2 = 0.999):
+    each printed cell beside the value dpsim computes with the calls of the ``dpsim verify`` rows
+    ``adambc_table3`` (Prop. 3 with the ν of its *statement*, the correct branch inversion) and
+    ``adambc_table4`` (Prop. 4, the paper's and the corrected sub-exponential ``b``), and whether
+    the two agree at the printed 4 significant digits (✓) or not (✗, reason below the table)."""
+    ts = sorted({t for _, _, t in TABLE3})
+    head = "| C | α | " + " | ".join(f"t = {t}" for t in ts) + " |"
+    rule = "|---|---|" + "---|" * len(ts)
+
+    def cell(printed, val):
+        return f"{printed:.3e} → {val:.3e} {'✓' if agrees_as_printed(f'{printed:.3e}', val) else '✗'}"
+
+    out = ["**Paper's Tables 3–4 recomputed** (App. C, B = 256, σ = 0.4, β2 = 0.999; each cell: "
+           "printed → dpsim, ✓ = equal at the printed 4 digits; the values of the `dpsim verify` "
+           "rows `adambc_table3` and `adambc_table4`).", "",
+           "Table 3 — Prop. 3 bound ξ with P(|v̂^corr − v̂^c| ≥ ξ) ≤ α (dpsim: ν of the statement, "
+           "as the paper's table; the proof's ν is 2× smaller, see the verdict):", "", head, rule]
+    for C, a in sorted({(C, a) for C, a, _ in TABLE3}):
+        out.append(f"| {C:g} | {a:g} | " + " | ".join(
+            cell(TABLE3[(C, a, t)], prop3_bound(a, t, 0.4, C, 256, 0.999, nu="statement"))
+            for t in ts) + " |")
+    out += ["", "✗ cells of Table 3: " + "; ".join(
+        f"C={C:g}, α={a:g}, t={t}: {why}" for (C, a, t), why in sorted(TABLE3_DISAGREE.items()))
+        + " (dpsim uses the correct inversion).", "",
+        "Table 4 — Prop. 4 bound ξ with P(|v̂^p − E v̂^p| ≥ ξ) ≤ α (dpsim: the paper's b; the "
+        "corrected b gives the same values, every cell being in the sub-Gaussian branch):", "",
+        head, rule]
+    for C, a in sorted({(C, a) for C, a, _ in TABLE4}):
+        out.append(f"| {C:g} | {a:g} | " + " | ".join(
+            cell(TABLE4[(C, a, t)], prop4_bound(a, t, 0.4, C, 256, 0.999, convention="paper"))
+            for t in ts) + " |")
+    same = all(agrees_as_printed(f"{prop4_bound(a, t, 0.4, C, 256, 0.999, convention='paper'):.3e}",
+                                 prop4_bound(a, t, 0.4, C, 256, 0.999, convention="corrected"))
+               for C, a, t in TABLE4)
+    out += ["", f"Corrected b equal to the paper's b at 4 digits in every Table 4 cell: "
+                f"{'yes' if same else 'no'}."]
+    return out
+
+
 def evaluate(results: Mapping[str, object]) -> dict:
     """Per ε, table step t (10, 100, 1000, 10000 when recorded, and the last) and α: the measured
     (1−α)-quantile of the deviation (bootstrap CI), the three bounds, and the exceedance frequency
@@ -144,13 +185,20 @@ def evaluate(results: Mapping[str, object]) -> dict:
                      f"{b3:.2e} | {b3s:.2e} | {b4:.2e} | {m3:.4f} ± {h3:.4f} | {m4:.4f} ± {h4:.4f} | "
                      f"{b4 / q:.3g} | {b3 / q:.3g} |")
     holds = (ok3 and ok4 and closer) if (ok3 and ok4) else False
-    verdict = (f"Prop. 4 {'holds' if ok4 else 'FAILS'} and Prop. 3 {'holds' if ok3 else 'FAILS'} at every "
-               f"(ε, t, α) checked (largest Prop. 3 exceedance / α = {worst3:.2f}); Prop. 3 is "
+    why3 = ("it holds here because the clean per-coordinate gradients are small next to √Φ (the "
+            "cross term 2ḡz/B is then minor)" if ok3 else
+            "here the clean per-coordinate gradients are not small next to √Φ (v̂^c is a sizeable "
+            "fraction of Φ on the large-scale coordinates of this ill-conditioned problem), so the "
+            "cross term 2ḡz/B that Prop. 3's proof drops is not negligible and its bound is "
+            "exceeded; the bound is only claimed for the noise-only part (the paper's setting has "
+            "v̂^c ≪ Φ)")
+    verdict = (f"Prop. 4 {'holds at every' if ok4 else 'FAILS at some'} and Prop. 3 "
+               f"{'holds at every' if ok3 else 'FAILS at some'} (ε, t, α) checked (largest Prop. 3 exceedance / α = {worst3:.2f}); Prop. 3 is "
                f"{'tighter than' if closer else 'not always tighter than'} Prop. 4, which is loose by "
                "its C√Φ term (it allows |ḡ| = C in every coordinate). Prop. 3 covers the noise-only "
-               "part; it holds here because the clean per-coordinate gradients are small next to √Φ "
-               "(the cross term 2ḡz/B is then minor) — with |ḡ| ≈ C it is violated (see dpsim verify, "
-               "[ADAMBC] concentration).")
+               f"part; {why3} — with |ḡ| ≈ C it is violated (see dpsim verify, [ADAMBC] "
+               "concentration). The paper's printed Tables 3–4, recomputed, follow the table above.")
+    lines += [""] + paper_tables()
     return {"claim": CLAIM, "measured": "\n".join(lines), "holds": holds, "verdict": verdict}
 
 

@@ -82,7 +82,7 @@ def _render(data, out_dir) -> list[Path]:
         ax.set_ylabel("mean excess training loss\n" + r"$F(w_t)-F^\star$")
         ax.set_title(f"ε = {common.eps_text(a)} (δ = {style.fmt_float(common.DELTA)}), {a.trials} paired trials")
         ax.legend(loc="upper right", fontsize=6.5)
-    fig.suptitle("DP-Adam vs DP-SGDM with the Eq. 3 learning rate — dense logistic regression; "
+    fig.suptitle("DP-Adam vs DP-SGDM with the Eq. 3 learning rate — axis-aligned least squares; "
                  "band: 95% CI of the mean", fontsize=9)
     return style.save(fig, out_dir, NAME)
 

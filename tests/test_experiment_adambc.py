@@ -26,10 +26,14 @@ def test_manifest_records_settings_and_every_cell(tiny):
     root, m = tiny.root, tiny.manifest
     cfg = adambc.PRESETS["tiny"]
     assert m["complete"] and m["config"] == pipeline.config_json(cfg)
-    assert set(m["results"]) == {adambc.label(e, s) for e in cfg.epsilons for s in adambc.SLOTS}
+    assert set(m["results"]) == set(adambc.labels(cfg))
+    assert len(adambc.labels(cfg)) == len(adambc.SLOTS) * len(cfg.epsilons) + len(adambc.NONPRIVATE_SLOTS)
+    for lab in adambc.labels(cfg):  # the metadata the figures read instead of parsing labels
+        meta = m["cells"][lab]["meta"]
+        assert adambc.label(meta["epsilon"], meta["slot"]) == lab
+    for slot in adambc.NONPRIVATE_SLOTS:
+        assert m["cells"][adambc.label(None, slot)]["meta"]["epsilon"] is None
     for e in cfg.epsilons:
-        for slot in adambc.SLOTS:  # the metadata the figures read instead of parsing labels
-            assert m["cells"][adambc.label(e, slot)]["meta"]["slot"] == slot
         st = m["notes"]["settings"][f"eps{e:g}"]
         # the saved selection is the rule applied to the saved tuning cell
         sel = tuning.select(dpsim.load(root / f"{adambc.label(e, 'tune-adambc')}.npz"),
@@ -37,6 +41,7 @@ def test_manifest_records_settings_and_every_cell(tiny):
         assert m["notes"]["selection"][f"eps{e:g}-adambc"]["point"] == sel.point
         assert (st["adambc_lr"], st["adambc_gamma_ratio"]) == (sel.point["lr"], sel.point["gamma_ratio"])
         assert st["adam_lr"] in cfg.lr_grid_adam and st["adambc_lr"] in cfg.lr_grid_bc
+        assert st["dpsgd_lr"] in cfg.lr_grid_dpsgd
         assert st["adambc_gamma_ratio"] in cfg.gamma_ratios
         phi = dp_bias(st["noise_multiplier"], cfg.clip, cfg.batch_size)
         assert st["phi"] == pytest.approx(phi)
@@ -58,7 +63,7 @@ def test_second_run_reuses_every_cell(tiny, monkeypatch):
     real = dpsim.simulate
     monkeypatch.setattr(dpsim, "simulate", lambda *a, **k: calls.append(1) or real(*a, **k))
     cache, _ = pipeline.run_experiment(adambc.EXPERIMENT, "tiny", results_dir=tiny.tmp / "results")
-    assert calls == [] and len(cache.reused) == len(adambc.SLOTS) * len(adambc.PRESETS["tiny"].epsilons)
+    assert calls == [] and len(cache.reused) == len(adambc.labels(adambc.PRESETS["tiny"]))
 
 
 def test_clean_counterpart_matches_noiseless_v_oracle_and_pairing():
@@ -91,6 +96,12 @@ def test_config_validation():
         dataclasses.replace(cfg, freeze_steps=21)
     with pytest.raises(ValueError, match="unknown slot"):
         adambc.label(1.0, "nope")
+    with pytest.raises(ValueError, match="phi_ratios"):
+        dataclasses.replace(cfg, phi_ratios=(0.0, 2.0))  # no ratio 1: DP-AdamBC itself missing
+    with pytest.raises(ValueError, match="sweep_epsilon"):
+        dataclasses.replace(cfg, sweep_epsilon=5.0)
+    with pytest.raises(ValueError, match="betas1"):
+        dataclasses.replace(cfg, betas1=(1.0,))
     for scale in ("tiny", "quick", "full"):
         assert adambc.EXPERIMENT.config(scale) is adambc.PRESETS[scale]
 
@@ -108,3 +119,86 @@ def test_evaluation_seeds_are_disjoint_from_tuning_seeds(tiny):
     assert all(sel["reps"] >= 2 for sel in tiny.manifest["notes"]["selection"].values())
     for scale in ("quick", "full"):  # at least 3 tuning trials per grid point where claims count
         assert adambc.PRESETS[scale].tune_trials >= 3
+
+
+def test_problem_has_heterogeneous_axis_aligned_scales():
+    """The experiment's problem is axis-aligned least squares: diagonal feature covariance with
+    eigenvalues geometric from 1 to 1/condition, so coordinate j's gradient scale is √λ_j."""
+    cfg = adambc.PRESETS["quick"]
+    prob = adambc.problem(dataclasses.replace(cfg, n=4000))
+    assert prob.config["rotate"] is False and prob.config["condition"] == cfg.condition
+    var = np.var(prob.X, axis=0)
+    lam = np.geomspace(1.0, 1.0 / cfg.condition, cfg.d)
+    # sample variance of n = 4000 Gaussians: relative sd √(2/n) ≈ 0.022, 6 sd ≈ 0.14
+    np.testing.assert_allclose(var / lam, 1.0, atol=0.14)
+    cov = np.cov(prob.X.T) / np.sqrt(np.outer(var, var))
+    assert np.max(np.abs(cov - np.eye(cfg.d))) < 0.1  # off-diagonal correlations ~ 1/√n
+
+
+def test_sweep_cells_use_the_tuned_settings(tiny):
+    """The Φ' sweep subtracts phi_ratio·Φ with DP-AdamBC's tuned γ', the knob sweep runs DP-Adam
+    with γ = ratio·√Φ or β2 = 1 − (1 − β1)², each block at the learning rate that was best for it
+    in its tuning cell (the saved sweep selection)."""
+    cfg = adambc.PRESETS["tiny"]
+    saved, m = tiny.saved(), tiny.manifest
+    e = cfg.sweep_epsilon
+    st = m["notes"]["settings"][f"eps{e:g}"]
+    phi = st["phi"]
+    ph = saved.result(adambc.label(e, "phi"))
+    hp = ph.config["hyperparameters"]
+    k = cfg.sweep_trials
+    pp = np.asarray(hp["phi_prime"], dtype=float)
+    assert pp.shape == (len(cfg.phi_ratios) * k,)
+    np.testing.assert_allclose(pp, np.repeat(cfg.phi_ratios, k) * phi, rtol=1e-12)
+    assert float(np.ravel(hp["gamma_prime"])[0]) == pytest.approx(st["adambc_gamma_prime"])
+    sel = tuning.select(saved.result(adambc.label(e, "tune-phi")),
+                        {"phi_ratio": cfg.phi_ratios, "lr": cfg.lr_grid_bc}, cfg.tune_trials)
+    want = [sel.best(phi_ratio=r)["lr"] for r in cfg.phi_ratios]
+    np.testing.assert_array_equal(np.asarray(hp["lr"], dtype=float), np.repeat(want, k))
+    kn = saved.result(adambc.label(e, "knobs")).config["hyperparameters"]
+    settings = adambc.knob_settings(cfg)
+    b1 = np.repeat([s["beta1"] for s in settings], k)
+    np.testing.assert_array_equal(np.asarray(kn["beta1"], dtype=float), b1)
+    for s, g, b2 in zip(np.repeat(settings, k), np.asarray(kn["eps"], dtype=float),
+                        np.asarray(kn["beta2"], dtype=float)):
+        if s["kind"] == "beta":
+            assert b2 == pytest.approx(1 - (1 - s["beta1"]) ** 2) and g == cfg.adam_eps
+        else:
+            assert g == pytest.approx(s["gamma_ratio"] * np.sqrt(phi)) and b2 == cfg.beta2
+    # the sweeps exist at sweep_epsilon only; the non-private runs spend no privacy
+    assert m["notes"]["sweep_selection"]["phi"]["reps"] == cfg.tune_trials
+    npa = saved.result(adambc.label(None, "np-adam"))
+    assert np.isinf(npa.epsilon(cfg.delta)).all()
+
+
+def test_phi_prime_one_is_dp_adam_bc():
+    """Φ' = Φ given explicitly reproduces DP-AdamBC's default run exactly (same seed), and Φ' = 0
+    differs (the whole bias stays in the denominator) while ε is unchanged."""
+    prob = adambc.problem(adambc.PRESETS["tiny"])
+    kw = dict(steps=12, batch_size=20, trials=3, seed=3, metrics=("loss",))
+    sig, C, B = 1.1, 1.0, 20
+    phi = float(dp_bias(sig, C, B))
+    base = dpsim.simulate(prob, dpsim.optimizers.get("dp_adam_bc", lr=0.05, gamma_prime=1e-3 * phi,
+                                                     noise_multiplier=sig, clip=C), **kw)
+    same = dpsim.simulate(prob, dpsim.optimizers.get("dp_adam_bc", lr=0.05, gamma_prime=1e-3 * phi,
+                                                     noise_multiplier=sig, clip=C,
+                                                     phi_prime=[phi, phi, phi]), **kw)
+    zero = dpsim.simulate(prob, dpsim.optimizers.get("dp_adam_bc", lr=0.05, gamma_prime=1e-3 * phi,
+                                                     noise_multiplier=sig, clip=C, phi_prime=0.0), **kw)
+    np.testing.assert_allclose(same.loss, base.loss, rtol=1e-12)
+    assert not np.allclose(zero.loss[-1], base.loss[-1])
+    assert zero.epsilon(1e-5) == pytest.approx(base.epsilon(1e-5))
+
+
+def test_premise_verdicts(tiny):
+    """The premise line of the headline figure: both checks are reported; the tiny run's non-private
+    methods are tuned on its grids."""
+    from dpsim.paper_figures import adambc_common as common
+
+    ok, line = common.premise(tiny.saved())
+    assert ok in (True, False, None)
+    assert "heterogeneity" in line and "non-private Adam vs SGD" in line
+    npv = common.nonprivate(tiny.saved())
+    cfg = adambc.PRESETS["tiny"]
+    assert float(npv["np-adam"].config["hyperparameters"]["lr"]) in cfg.lr_grid_np_adam
+    assert float(npv["np-sgd"].config["hyperparameters"]["lr"]) in cfg.lr_grid_np_sgd
