@@ -8,7 +8,8 @@ non-private RMSProp (the paper's figure), vanilla DP-RMSProp (``v`` from the noi
 every step) and DP²-RMSProp (``v`` from the average of ``s`` noisy gradients, refreshed every
 ``2s`` steps).  (a) the 10/50/90% quantiles over coordinates of ``log10 D`` (means over trials);
 (b) the relative ℓ1 change of ``D`` per epoch, ``‖D_t − D_{t−epoch}‖₁ / ‖D_{t−epoch}‖₁`` (mean
-over trials, 95% band).  Recorded by the probes of :func:`experiments.dp2_logistic.stability_probes`.
+over trials, 95% band; DP²'s D is constant between refreshes, so only the epochs where it moved are
+drawn).  Recorded by the probes of :func:`experiments.dp2_logistic.stability_probes`.
 Reads only saved results.  Standalone::
 
     python -m dpsim.paper_figures.fig_dp2_stability results/dp2_logistic/quick [OUT_DIR]
@@ -74,9 +75,14 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
                 ax.plot(ep[1:], q[k][1:], color=colors[e.method], lw=0.6, ls=":")
             ch = np.asarray(e.res.records["pc_change"], dtype=float)[1:]
             m, h = stats.mean_ci(ch, axis=1)
-            pos = np.maximum(m, 1e-6)
-            style.band(ax2, ep[1:], np.maximum(m - h, 1e-6), np.maximum(m + h, 1e-6), colors[e.method])
-            ax2.plot(ep[1:], pos, color=colors[e.method], label=METHOD_STYLE[e.method][0])
+            # DP²'s D is constant between refreshes (change exactly 0): drawn at the epochs where
+            # it moved, so the log axis shows the size of each refresh
+            keep = m > 0
+            x = ep[1:][keep]
+            style.band(ax2, x, np.maximum((m - h)[keep], m[keep] / 10), (m + h)[keep], colors[e.method])
+            ax2.plot(x, m[keep], color=colors[e.method], marker="." if e.method == "dp2_rmsprop" else None,
+                     ms=3, label=METHOD_STYLE[e.method][0]
+                     + (" (at refreshes; 0 between)" if not keep.all() else ""))
         ax.set_xlabel("epoch")
         ax.set_ylabel(r"$\log_{10} D$ over coordinates" + "\n(median; 10–90% band)")
         ax.set_title("(a) distribution of preconditioner values", fontsize=8.5)
