@@ -68,7 +68,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         if ref is not None:
             m_ref = float(np.mean(finals(ref.res)))
             ax.axhline(m_ref, color=style.BASELINE_COLOR, linestyle="--", lw=1,
-                       label="RMSProp (non-private)")
+                       label=f"RMSProp (non-private, {hp_text(ref.res)})")
         ax.set_xscale("log")
         ax.set_yscale("log")
         plain_log_ticks(ax.yaxis)

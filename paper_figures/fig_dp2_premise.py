@@ -42,7 +42,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         fig, axes = style.figure(1, 1, width=4.8, height=3.3)
         ax = axes[0][0]
         means = [plot_curve(ax, e, label=legend_name(e, with_hp=True),
-                            color={"rmsprop": "#1f77b4"}.get(e.method)) for e in rows]
+                            color={"rmsprop": "#1f77b4"}.get(e.method),
+                            ls="-" if e.method == "rmsprop" else "--") for e in rows]
         ax.set_yscale("log")
         set_log_limits(ax, means)
         ax.set_xlim(rows[0].res.steps[0], rows[0].res.steps[-1])
