@@ -34,7 +34,7 @@ SHORT = {"sgd_adv": "SGD-Adv (zCDP)", "sgd_adv_ac": "SGD-Adv (adv. comp.)", "uni
          "linear": "ctCDP linear", "exponential": "ctCDP exponential"}
 N_BOOT = 4000
 BOOT_SEED = 20210203
-COLORS = {"sgd_adv": "0.2", "sgd_adv_ac": "0.55", "uniform": "#1f77b4", "linear": "#2ca02c",
+COLORS = {"sgd_adv": "0.55", "sgd_adv_ac": "0.15", "uniform": "#1f77b4", "linear": "#2ca02c",
           "exponential": "#d62728"}
 CTCDP = ("uniform", "linear", "exponential")
 
@@ -167,14 +167,24 @@ def premise(data) -> dict:
 
 
 def edges(notes: dict, labels) -> dict:
-    """``{"<label>: <axis>": value}`` of the tuned values of ``labels`` on a grid edge."""
+    """``{"<label>: <axis>": value}`` of the tuned values of ``labels`` on a grid edge, leaving out
+    a step count T at the smallest *feasible* value when a smaller T of the grid was infeasible
+    (Algorithm 3 finds no batch size, saved in ``notes["infeasible"]`` as ``"<label>-T<T>"``): that
+    edge is the privacy constraint, not a narrow grid."""
     sel = notes.get("selection", {})
+    infeasible = set(notes.get("infeasible", []))
     out = {}
     for label in labels:
         s = sel.get(label)
-        if s is not None:
-            for axis in s["at_edge"]:
-                out[f"{label}: {axis}"] = s["point"][axis]
+        if s is None:
+            continue
+        for axis in s["at_edge"]:
+            v = s["point"][axis]
+            if axis == "steps" and v == min(s["grid"][axis]) and any(
+                    item.startswith(f"{label}-T") and int(item.rsplit("-T", 1)[1]) < v
+                    for item in infeasible):
+                continue
+            out[f"{label}: {axis}"] = v
     return out
 
 

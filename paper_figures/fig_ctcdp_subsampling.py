@@ -20,7 +20,6 @@ Reads only saved results and the manifest's notes.  Standalone::
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -76,9 +75,6 @@ def _render(data, out_dir) -> list[Path]:
             ax.plot(eps[~ok], mid[~ok], "o", mfc="white", mec=color, ms=5,
                     label="premise fails (no method beats the start)")
         ax.axhline(1.0, color="0.3", lw=0.8, ls=":")
-        if baseline == "sgd_adv":
-            ax.axhline(math.sqrt(13.0), color="#1f77b4", lw=0.8, ls="--",
-                       label="√13 (noise ratio per step)")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(list(eps), [f"{e:g}" for e in eps])

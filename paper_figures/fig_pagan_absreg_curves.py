@@ -88,12 +88,13 @@ def _render(data, out_dir) -> list[Path]:
     if lo_all:
         axes[0][0].set_ylim(min(lo_all) / 2, max(hi_all) * 1.5)
     avg = output_of(data) == "average iterate"
-    axes[0][0].set_ylabel(r"median excess loss $F(\bar x_t) - F^\star$ (average iterate)" if avg
+    axes[0][0].set_ylabel(r"median excess loss $F(\bar x_t) - F^\star$" if avg
                           else r"median excess training loss $F(x_t) - F^\star$")
     r_txt = "/".join(str(r) for r in sorted(trials))
-    fig.suptitle(f"Absolute regression, σ_j = j^(-3/2) ([PAGAN] Fig. 1), {output_of(data)}: median "
-                 f"over {r_txt} trials, band: 95% CI of the median; {eps_note(data)}; α, B tuned "
-                 "per method and ε", fontsize=8)
+    fig.suptitle(f"Absolute regression, σ_j = j^(-3/2) ([PAGAN] Fig. 1), {output_of(data)}"
+                 + (r" $\bar x_t = \frac{1}{t}\sum_{k\leq t} x^k$" if avg else "")
+                 + f": median over {r_txt} trials, band: 95% CI of the median\n{eps_note(data)}; "
+                 "α, B tuned per method and ε", fontsize=8)
     return style.save(fig, out_dir, NAME)
 
 

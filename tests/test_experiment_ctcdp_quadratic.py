@@ -133,8 +133,25 @@ def test_config_validation_names_bad_values():
         json.dumps(pipeline.config_json(cfg))
     full = cq.PRESETS["full"]
     assert full.epsilons == (0.05, 0.1, 0.2, 0.4, 0.8, 1.6) and full.trials == 100
-    assert full.steps_grid == (10, 20, 30, 40, 50, 60) and len(full.lr_grid) == 20
-    assert full.lr_grid[0] == pytest.approx(60 * 0.001) and full.lr_grid[-1] == pytest.approx(60 * 0.02)
+    for cfg in (full, cq.PRESETS["quick"]):
+        # the paper's T and step-size grids, widened on the sides where the winners sat
+        assert set((10, 20, 30, 40, 50, 60)) < set(cfg.steps_grid)
+        assert min(cfg.steps_grid) < 10 and max(cfg.steps_grid) > 60
+        paper_lr = [round(60 * 0.001 * k, 6) for k in range(1, 21)]
+        assert set(paper_lr) < set(cfg.lr_grid) and min(cfg.lr_grid) < 0.06
+        assert max(cfg.lr_grid) == pytest.approx(60 * 0.02)
+
+
+def test_edges_treat_the_feasibility_limit_of_T_as_no_edge():
+    sel = {"eps0.8-uniform": {"point": {"steps": 10, "lr": 0.06}, "at_edge": ["steps", "lr"],
+                              "grid": {"steps": [10, 20], "lr": [0.06, 1.2]}},
+           "eps0.4-uniform": {"point": {"steps": 5, "lr": 0.5}, "at_edge": ["steps"],
+                              "grid": {"steps": [5, 20], "lr": [0.06, 1.2]}}}
+    notes = {"selection": sel, "infeasible": ["eps0.8-uniform-T5", "eps1.6-uniform-T5"]}
+    assert ctcdp_common.edges(notes, ["eps0.8-uniform", "eps0.4-uniform"]) == {
+        "eps0.8-uniform: lr": 0.06, "eps0.4-uniform: steps": 5}
+    cat, note = ctcdp_common.with_edges(verdicts.HOLDS, notes, ["eps0.4-uniform"])
+    assert cat == verdicts.INCONCLUSIVE and "steps=5" in note
 
 
 def test_improvement_bound_matches_a_monte_carlo_of_the_optimal_one_shot_step():
