@@ -200,8 +200,8 @@ def plain_log_ticks(axis):
 
 def table_figure(rows, *, name, title, out_dir, note=None) -> list[Path]:
     """A table rendered as a figure: (a) final excess loss per method, mean and 95% CI (dots with
-    error bars, log scale), each labelled with ε and its tuned hyperparameters; (b) the learning
-    curves (means, 95% bands)."""
+    error bars; log scale unless the values lie within a factor 3), each labelled with ε and its
+    tuned hyperparameters; (b) the learning curves (means, 95% bands)."""
     with style.context():
         fig, axes = style.figure(1, 2, width=4.6, height=3.3)
         ax = axes[0][0]
@@ -213,13 +213,19 @@ def table_figure(rows, *, name, title, out_dir, note=None) -> list[Path]:
             ax.errorbar([m], [y], xerr=[[h], [h]], color=color, marker=marker or "o", capsize=3)
             ends += [m - h, m + h]
         ends = [x for x in ends if np.isfinite(x) and x > 0]
+        narrow = bool(ends) and max(ends) / min(ends) < 3
         if ends:
             ax.set_xlim(min(ends) / 1.25, max(ends) * 1.25)
         ax.set_ylim(-0.5, len(rows) - 0.5)
         ax.set_yticks(ys)
         ax.set_yticklabels([legend_name(e) + "\n" + hp_text(e.res) for e in rows], fontsize=6.5)
-        ax.set_xscale("log")
-        plain_log_ticks(ax.xaxis)
+        if narrow:  # within a factor 3 a log axis only crowds its labels: linear, 4 ticks
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(4))
+        else:
+            ax.set_xscale("log")
+            plain_log_ticks(ax.xaxis)
         ax.set_xlabel(r"final excess training loss $F(w_T) - F^\star$")
         ax.set_title("(a) final loss, mean ± 95% CI", fontsize=8.5)
         ax.grid(True, axis="x", which="both", alpha=0.3)
