@@ -71,7 +71,7 @@ def _render(data, npv, out_dir) -> list[Path]:
         ax.set_ylabel(r"mean excess training loss $F(w_t)-F^\star$")
         ax.set_title(f"ε = {common.eps_text(a)} (δ = {style.fmt_float(common.DELTA)}), "
                      f"Φ = {common.phi(a):.2g}")
-        ax.legend(loc="lower left", fontsize=6)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2, fontsize=6)  # below: no curve hidden
     ax = axes[0][-1]
     xs = np.array([common.epsilon(d["adam"]) for d in data.values()])
     for slot, color, name, off in (("adam", ADAM_COLOR, "DP-Adam", 0.97), ("adambc", BC_COLOR, "DP-AdamBC", 1.0),
