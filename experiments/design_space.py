@@ -16,7 +16,7 @@ and so are the claims' quantitative forms.**  Four parts (one figure each):
     prefix-sum RMSE, 3.05 for ``n = 1000``, is below the square-root factorization's 3.10).  Every
     private method then spends one Gaussian mechanism at σ (single participation): the same ε.
     Methods: non-private ``adagrad``; post-processing ``dp_adagrad``; independent moment
-    estimation ``ime_adagrad`` (the paper's winning row; :mod:`dpsim.optimizers.ime_adagrad`) and
+    estimation ``ime_adagrad`` (the paper's winning row; :mod:`dpsim.optimizers.ime`) and
     its "for free" comparator ``ime_adagrad_free`` (two releases at σ: larger ε, reported);
     scale-then-privatize ``dp_adam_stp(base="adagrad")`` and the noiseless-preconditioner oracle
     ``dp_adam_stp_noiseless_v(base="adagrad")``.  Metric: population test loss
@@ -57,7 +57,14 @@ grid-edge status included).  The chosen point then runs in a separate *evaluatio
 the evaluation cells only (their ``meta["tuned_by"]`` names the selection).  Scale-then-
 privatize's Adam ``eps`` stays at its default in the private STP runs: the released gradient
 carries noise of scale ``σC(√v + ε_s)/b``, so ``v̂`` never falls near ``eps²`` and ``eps_scale`` is
-the stability constant that matters (the oracle, whose ``v`` is noiseless, tunes both).
+the stability constant that matters.  The STP oracle's ``v`` is noiseless, so a coordinate whose
+clean gradient stays 0 keeps ``v = 0`` and is divided by ``eps`` alone: in part (c) its ``eps`` is
+tied to ``eps_scale`` (one tuned axis, ``ε_a = ε_s``, to keep the grid affordable); in the 1-D
+table (d = 1, cheap) both are tuned.  Scale-then-privatize has its own learning-rate grid in
+part (c) (``var_stp_lr_grid``): its update scale differs from Adam's by the clipping of the
+scaled gradients.  In the 1-D table, STP over AdaGrad with the DP-MF noise diverges at every grid
+point (its noise scales with ``√v``, so ``v`` grows geometrically when ``σC/b = 1``); the table
+says so instead of dropping the row.
 
 Problems are built once in :func:`run`.  Cells are enumerated in a fixed order (index = position:
 all tuning and untuned cells, then the evaluation cells); cell ``i`` runs with
@@ -71,7 +78,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import dpsim
-from dpsim.optimizers import ime_adagrad as _ime_adagrad  # noqa: F401  (registers ime_adagrad*)
+from dpsim.optimizers import ime as _ime  # noqa: F401  (registers ime_adagrad, ime_adagrad_free)
 from dpsim.privacy import mf
 from dpsim.transforms import lookup
 
@@ -99,7 +106,7 @@ VARIANTS = (
     ("dp_adam_ime", "dp_adam_ime", ("eps",), True),
     ("dp_adam_stp", "dp_adam_stp", ("eps_scale",), True),
     ("dp_adam_noiseless_v", "dp_adam_noiseless_v", ("eps",), False),
-    ("dp_adam_stp_noiseless_v", "dp_adam_stp_noiseless_v", ("eps_scale", "eps"), False),
+    ("dp_adam_stp_noiseless_v", "dp_adam_stp_noiseless_v", ("eps_scale",), False),  # ε_a = ε_s
 )
 #: The noise settings of part (c): tag → how it is matched (the figures' legends).
 VAR_NOISES = ("gaussian", "bandmf", "gaussian_rmse")
@@ -137,6 +144,7 @@ class Config:
     var_steps: int
     var_batch_size: int
     var_lr_grid: tuple[float, ...]
+    var_stp_lr_grid: tuple[float, ...]
     var_sgd_lr_grid: tuple[float, ...]
     var_eps_grid: tuple[float, ...]
     var_eps_scale_grid: tuple[float, ...]
@@ -187,8 +195,8 @@ class Config:
         if not all(0.0 <= z < 1.0 for z in self.ada_zero_fractions) or not self.ada_zero_fractions:
             raise ValueError(f"ada_zero_fractions must be in [0, 1), got {self.ada_zero_fractions!r}")
         for name in ("ada_lr_grid", "ada_eps_grid", "ada_eps_scale_grid", "var_lr_grid",
-                     "var_sgd_lr_grid", "var_eps_grid", "var_eps_scale_grid", "quad_lr_grid",
-                     "quad_eps_scale_grid"):
+                     "var_stp_lr_grid", "var_sgd_lr_grid", "var_eps_grid", "var_eps_scale_grid",
+                     "quad_lr_grid", "quad_eps_scale_grid"):
             g = getattr(self, name)
             if not g or any(x <= 0 for x in g):
                 raise ValueError(f"{name} must be non-empty and positive, got {g!r}")
@@ -210,19 +218,21 @@ PRESETS: dict[str, Config] = {
                    ada_eval_trials=3,
                    neg_dims=(10, 1000), neg_batch_size=10, neg_steps=20, neg_trials=2,
                    var_n=200, var_d=100, var_density=0.05, var_steps=10, var_batch_size=20,
-                   var_lr_grid=(0.1, 1.0), var_sgd_lr_grid=(1.0,), var_eps_grid=(1e-2,),
+                   var_lr_grid=(0.1, 1.0), var_stp_lr_grid=(0.01, 0.1), var_sgd_lr_grid=(1.0,),
+                   var_eps_grid=(1e-2,),
                    var_eps_scale_grid=(1.0,), var_tune_trials=3, var_eval_trials=3, var_bands=2,
                    quad_steps=20, quad_batch_size=5, quad_lr_grid=(0.1,), quad_eps_scale_grid=(1.0,),
                    quad_tune_trials=3, quad_eval_trials=3, neg_record_every=5, quad_record_every=5),
     # A laptop: about two minutes of one core.
-    "quick": Config(ada_n=1000, ada_zero_fractions=(0.5, 0.9), ada_lr_grid=_pow2(-5, 1),
-                    ada_eps_grid=(1e-2, 1e-1, 1.0, 10.0), ada_eps_scale_grid=(0.01, 0.1, 1.0),
-                    ada_tune_trials=4, ada_eval_trials=30,
+    "quick": Config(ada_n=1000, ada_zero_fractions=(0.5, 0.9), ada_lr_grid=_pow2(-5, 2),
+                    ada_eps_grid=(1e-2, 1e-1, 1.0, 10.0, 100.0), ada_eps_scale_grid=(0.01, 0.1, 1.0),
+                    ada_tune_trials=3, ada_eval_trials=30,
                     neg_dims=(10, 100, 1000, 3000, 10000, 30000), neg_batch_size=50, neg_steps=300,
                     neg_trials=2,
                     var_n=2000, var_d=2000, var_density=0.01, var_steps=200, var_batch_size=50,
-                    var_lr_grid=_pow2(-8, 0, 2), var_sgd_lr_grid=_pow2(-4, 4, 2),
-                    var_eps_grid=(1e-3, 1e-2, 1e-1, 1.0), var_eps_scale_grid=(1e-3, 1e-2, 1e-1),
+                    var_lr_grid=_pow2(-8, 2, 2), var_stp_lr_grid=_pow2(-12, -2, 2),
+                    var_sgd_lr_grid=_pow2(-4, 6, 2), var_eps_grid=(1e-3, 1e-2, 1e-1, 1.0, 10.0),
+                    var_eps_scale_grid=(1e-5, 1e-4, 1e-3, 1e-2),
                     var_tune_trials=3, var_eval_trials=8,
                     quad_steps=300, quad_batch_size=10, quad_lr_grid=_pow2(-8, -1),
                     quad_eps_scale_grid=(1e-3, 1e-2, 1e-1, 1.0), quad_tune_trials=4,
@@ -234,9 +244,9 @@ PRESETS: dict[str, Config] = {
                    neg_dims=(10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000), neg_batch_size=100,
                    neg_steps=1000, neg_trials=4,
                    var_n=10000, var_d=5000, var_density=0.01, var_steps=1000, var_batch_size=100,
-                   var_lr_grid=_pow2(-10, 2), var_sgd_lr_grid=_pow2(-4, 6),
-                   var_eps_grid=(1e-4, 1e-3, 1e-2, 1e-1, 1.0),
-                   var_eps_scale_grid=(1e-4, 1e-3, 1e-2, 1e-1), var_tune_trials=4,
+                   var_lr_grid=_pow2(-10, 3), var_stp_lr_grid=_pow2(-14, -1),
+                   var_sgd_lr_grid=_pow2(-4, 7), var_eps_grid=(1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0),
+                   var_eps_scale_grid=(1e-5, 1e-4, 1e-3, 1e-2, 1e-1), var_tune_trials=4,
                    var_eval_trials=20, neg_beta2=0.999, var_bands=16,
                    quad_steps=1000, quad_batch_size=10, quad_lr_grid=_pow2(-9, 0),
                    quad_eps_scale_grid=(1e-3, 1e-2, 0.1, 1.0), quad_tune_trials=10,
@@ -404,7 +414,9 @@ def run(config: Config, cache) -> dict:
                 continue  # the oracles only with the ε-matched settings (run time)
             var_runs.append((tag, mlabel, opt_name, stab))
     for tag, mlabel, opt_name, stab in var_runs:
-        lr_grid = config.var_sgd_lr_grid if opt_name in ("sgd", "dp_sgd") else config.var_lr_grid
+        lr_grid = (config.var_sgd_lr_grid if opt_name in ("sgd", "dp_sgd") else
+                   config.var_stp_lr_grid if opt_name.startswith("dp_adam_stp") else
+                   config.var_lr_grid)
         grid = _grid(lr_grid, {k: var_stab[k] for k in stab})
         s = settings.get(tag)
 
@@ -414,6 +426,8 @@ def run(config: Config, cache) -> dict:
                 hp.update(clip=config.var_clip, noise_multiplier=s["sigma"], noise=s["noise"])
             if opt_name not in ("sgd", "dp_sgd"):
                 hp.update(beta2=config.var_beta2)
+            if opt_name == "dp_adam_stp_noiseless_v":
+                hp["eps"] = hp["eps_scale"]  # the oracle's ε_a tied to ε_s (module docstring)
             opt = dpsim.optimizers.get(opt_name, **hp)
             probes = {}
             if mlabel == "dp_adam_corrected":

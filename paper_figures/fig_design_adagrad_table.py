@@ -58,6 +58,15 @@ def _table(results):
     return zfs, rows
 
 
+def _loss_text(test) -> str:
+    """``mean ± half-width`` of the test losses, or how many trials diverged."""
+    bad = int(np.sum(~np.isfinite(test)))
+    if bad:
+        return f"diverged ({bad}/{len(test)} trials non-finite)"
+    mean, half = stats.mean_ci(test)
+    return f"{mean:.4f} ± {half:.4f}"
+
+
 def markdown(results) -> str:
     zfs, rows = _table(results)
     head = "| zero fraction | " + " | ".join(lab.replace("\n", " ") for _, lab in METHODS) + " |"
@@ -69,8 +78,7 @@ def markdown(results) -> str:
             if r is None:
                 cells.append("–")
                 continue
-            mean, half = stats.mean_ci(r["test"])
-            cells.append(f"{mean:.4f} ± {half:.4f} ({common.point_text(r['point'])}; "
+            cells.append(f"{_loss_text(r['test'])} ({common.point_text(r['point'])}; "
                          f"ε={common.eps_text(r['eps'])})")
         lines.append(f"| {zf:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -98,8 +106,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
                 if r is None:
                     line.append("–")
                     continue
-                mean, half = stats.mean_ci(r["test"])
-                line.append(f"{mean:.4f} ± {half:.4f}\n{common.point_text(r['point'])}")
+                line.append(f"{_loss_text(r['test'])}\n{common.point_text(r['point'])}")
             text.append(line)
         tab = ax.table(cellText=text, rowLabels=[f"zero frac. {z:g}" for z in zfs], colLabels=col,
                        loc="center", cellLoc="center")

@@ -27,44 +27,125 @@ def test_figures_and_report_section(tiny):
 
 def test_every_tuned_cell_has_its_saved_selection(tiny):
     m, cfg = tiny.manifest, design_space.PRESETS["tiny"]
-    tuned = [lab for lab in m["results"] if not lab.startswith("neg-")]
+    tuned = [lab for lab in m["results"] if lab.startswith("tune-")]
     assert m["complete"] and set(m["notes"]["selection"]) == set(tuned)
-    assert {m["cells"][lab]["meta"]["part"] for lab in m["results"]} == {"ada", "neg", "var", "quad"}
+    parts = {m["cells"][lab]["meta"]["part"] for lab in m["results"]}
+    assert parts == {"ada", "neg", "var", "quad", "tune-ada", "tune-var", "tune-quad"}
     for lab in tuned:
         saved = m["notes"]["selection"][lab]
+        assert saved["reps"] >= 3  # at least 3 tuning trials per grid point
         res = dpsim.load(tiny.root / f"{lab}.npz")
         sel = tuning.select(res, saved["grid"], saved["reps"])
         assert (sel.point, list(sel.trials)) == (saved["point"], saved["trials"])
         lr = np.asarray(res.config["hyperparameters"]["lr"])
         assert np.all(lr[slice(*saved["trials"])] == saved["point"]["lr"])
-    assert m["notes"]["selection"]["ada-z0.5-stp"]["grid"] == {"lr": list(cfg.ada_lr_grid),
-                                                                "eps_scale": list(cfg.ada_eps_scale_grid)}
+    assert m["notes"]["selection"]["tune-ada-z0.5-stp"]["grid"] == {
+        "lr": list(cfg.ada_lr_grid), "eps_scale": list(cfg.ada_eps_scale_grid)}
+
+
+def test_every_stability_constant_is_tuned(tiny):
+    """Each method's grid holds its learning rate and every stability constant it has."""
+    sel = tiny.manifest["notes"]["selection"]
+    expect = {"dp_sgd": {"lr"}, "dp_adam": {"lr", "eps"}, "dp_adam_corrected": {"lr", "eps"},
+              "dp_adam_bc": {"lr", "gamma_prime"}, "dp_adam_ime": {"lr", "eps"},
+              "dp_adam_stp": {"lr", "eps_scale"}, "dp_adam_noiseless_v": {"lr", "eps"},
+              "dp_adam_stp_noiseless_v": {"lr", "eps_scale"}}
+    for noise in ("gaussian", "bandmf"):
+        for m, axes in expect.items():
+            assert set(sel[f"tune-var-{noise}-{m}"]["grid"]) == axes, (noise, m)
+    for m, axes in {"adagrad": {"lr", "eps"}, "dp_adagrad": {"lr", "eps"}, "ime": {"lr", "eps"},
+                    "stp_noiseless_v": {"lr", "eps_scale", "eps"}}.items():
+        assert set(sel[f"tune-ada-z0.5-{m}"]["grid"]) == axes, m
+
+
+def test_evaluation_cells_run_the_chosen_point_on_fresh_seeds(tiny):
+    m = tiny.manifest
+    evals = [lab for lab in m["results"] if m["cells"][lab]["meta"].get("tuned_by")]
+    assert evals and all(not lab.startswith("tune-") for lab in evals)
+    tune_keys = {tuple(dpsim.load(tiny.root / f"{lab}.npz").config["seed"]["spawn_key"])
+                 for lab in m["results"] if lab.startswith("tune-")}
+    for lab in evals:
+        meta = m["cells"][lab]["meta"]
+        sel = m["notes"]["selection"][meta["tuned_by"]]
+        res = dpsim.load(tiny.root / f"{lab}.npz")
+        hp = res.config["hyperparameters"]
+        assert {k: hp[k] for k in sel["point"]} == sel["point"] == meta["point"]
+        assert tuple(res.config["seed"]["spawn_key"]) not in tune_keys
+        assert meta["at_edge"] == {k: sel["point"][k] for k in sel["at_edge"]}
+
+
+def test_1d_table_uses_single_epoch_dp_mf_and_ime(tiny):
+    """One pass (each example once), DP-MF noise with as many bands as steps, IME present; every
+    private method but "IME for free" spends the same ε (one Gaussian mechanism at σ)."""
+    saved, cfg = tiny.saved(), design_space.PRESETS["tiny"]
+    eps = {}
+    for lab in saved:
+        meta = saved.meta(lab)
+        if meta["part"] != "ada":
+            continue
+        res = saved.result(lab)
+        assert res.config["sampling"] == f"cyclic_poisson:{cfg.ada_n}"
+        if meta["method"] != "adagrad":
+            assert res.config["hyperparameters"]["noise"] == f"banded:{cfg.ada_n}"
+            eps[meta["method"]] = float(np.max(res.epsilon(1e-5)))
+    assert {"dp_adagrad", "ime", "ime_free", "stp"} <= set(eps)
+    ref = dpsim.accounting.epsilon(cfg.ada_noise_multiplier, 1.0, 1, 1e-5)
+    for m in ("dp_adagrad", "ime", "stp"):
+        assert eps[m] == pytest.approx(ref, rel=1e-6), m
+    assert eps["ime_free"] > ref
+
+
+def test_noise_settings_are_matched_in_epsilon_and_prefix_rmse(tiny):
+    """The settings run() saved (calibrating them again costs seconds): the ε-matched σ's give the
+    target ε (Gaussian: Poisson rate b/n over T steps; amplified BandMF: rate b·k/n over ⌈T/k⌉
+    steps), and the RMSE-matched σ gives BandMF's prefix-sum RMSE."""
+    cfg = design_space.PRESETS["tiny"]
+    s = tiny.manifest["notes"]["var_noise_settings"]
+    n, b, T, k = cfg.var_n, cfg.var_batch_size, cfg.var_steps, cfg.var_bands
+    eps_g = dpsim.accounting.epsilon(s["gaussian"]["sigma"], b / n, T, cfg.var_delta)
+    eps_mf = dpsim.accounting.epsilon(s["bandmf"]["sigma"], b * k / n, -(-T // k), cfg.var_delta)
+    assert eps_g == pytest.approx(cfg.var_target_epsilon, rel=1e-3)
+    assert eps_mf == pytest.approx(cfg.var_target_epsilon, rel=1e-3)
+    assert s["gaussian_rmse"]["prefix_rmse"] == pytest.approx(s["bandmf"]["prefix_rmse"], rel=1e-12)
+    from dpsim.privacy import mf
+    assert s["gaussian_rmse"]["sigma"] * mf.toeplitz_prefix_rmse([1.0], T) == pytest.approx(
+        s["bandmf"]["prefix_rmse"], rel=1e-12)
+    assert s["bandmf"]["sampling"] == f"cyclic_poisson:{k}" and s["bandmf"]["noise"] == f"banded:{k}"
+
+
+def test_figures_give_verdict_categories(tiny):
+    from dpsim.experiments import verdicts
+    from dpsim.paper_figures import fig_design_quadratic2d, fig_design_variants
+
+    saved = tiny.saved()
+    for mod in (fig_design_adagrad_table, fig_design_variants, fig_design_quadratic2d):
+        out = mod.evaluate(saved)
+        assert out["category"] in verdicts.CATEGORIES, mod.NAME
+        assert out["holds"] == verdicts.holds_of(out["category"])
+    text = fig_design_variants.evaluate(saved)["measured"]
+    assert "Premise" in text and "matched in prefix-sum RMSE" in text
 
 
 def test_figure_follows_the_saved_selection(tiny, tmp_path):
-    """Change the saved choice of one cell: the figure reports the other grid point's trials."""
+    """The table reports the evaluation cell's trials and prints the saved tuned values: change
+    the saved choice of one tuning cell and the printed η follows, the numbers do not."""
     root = tmp_path / "tiny"
     shutil.copytree(tiny.root, root)
     label = "ada-z0.5-dp_adagrad"
     before = fig_design_adagrad_table.evaluate(pipeline.Saved.from_dir(root))
-    m = json.loads((root / "manifest.json").read_text())
-    sel = m["notes"]["selection"][label]
-    other = 1 - sel["index"]  # the tiny grid has two learning rates
-    reps = sel["reps"]
-    sel.update(index=other, point={"lr": sel["grid"]["lr"][other]},
-               trials=[other * reps, (other + 1) * reps])
-    (root / "manifest.json").write_text(json.dumps(m))
-    after = fig_design_adagrad_table.evaluate(pipeline.Saved.from_dir(root))
-
     res = dpsim.load(root / f"{label}.npz")
-    mean, half = stats.mean_ci(res.records["test_loss"][-1][other * reps:(other + 1) * reps])
-    cell = f"{mean:.4f} ± {half:.4f}"
-    assert cell in after["measured"] and cell not in before["measured"]
+    mean, half = stats.mean_ci(res.records["test_loss"][-1])
+    assert f"{mean:.4f} ± {half:.4f}" in before["measured"]
+
+    m = json.loads((root / "manifest.json").read_text())
+    sel = m["notes"]["selection"][f"tune-{label}"]
+    old_lr = sel["point"]["lr"]
+    new_lr = next(v for v in sel["grid"]["lr"] if v != old_lr)
+    sel["point"] = {**sel["point"], "lr": new_lr}
+    (root / "manifest.json").write_text(json.dumps(m))
     rows = fig_design_adagrad_table._table(pipeline.Saved.from_dir(root))[1]
-    assert rows[(0.5, "dp_adagrad")]["lr"] == sel["grid"]["lr"][other]
-    # the other cells' numbers did not move
-    np.testing.assert_array_equal(rows[(0.5, "stp")]["test"],
-                                  fig_design_adagrad_table._table(tiny.saved())[1][(0.5, "stp")]["test"])
+    assert rows[(0.5, "dp_adagrad")]["point"]["lr"] == new_lr
+    np.testing.assert_array_equal(rows[(0.5, "dp_adagrad")]["test"], res.records["test_loss"][-1])
 
 
 def test_fold_and_select_share_the_grid_order():

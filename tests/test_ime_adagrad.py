@@ -1,4 +1,4 @@
-"""AdaGrad with independent moment estimation (``dpsim.optimizers.ime_adagrad``): a naive
+"""AdaGrad with independent moment estimation (``dpsim.optimizers.ime``): a naive
 per-trial, per-example reference, the no-noise/no-clip limit, and the declared privacy."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 import dpsim
 from dpsim import problems
-from dpsim.optimizers import ime_adagrad as ime
+from dpsim.optimizers import ime
 
 from naive import _batch_grads, clip as clip_vec, streams
 
