@@ -222,21 +222,29 @@ def _row_sq_norms(X):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _glm_clipped_trial(kind, X, rn2, ib, kr, W, y, lam, Cr, out, r):
+def _glm_clipped_trial(kind, X, rn2, ib, kr, W, y, lam, Cr, out, mm, cf, r):
     """``out[r] = Σ_{i<kr} clip(g_{ib[i]}(w_r), C_r)`` for a dense GLM: the engine's
-    :func:`dpsim.problems._glm_kernels._dense_trial` (unscaled) with the margins and the scatter on
-    four-lane vectors, the row norms precomputed (``rn2``) and a branch-free clip factor."""
+    :func:`dpsim.problems._glm_kernels._dense_trial` (unscaled) in three passes — the margins (on
+    four-lane vectors), the clip coefficients (a loop without dependences between examples, so the
+    square roots and divisions of different examples overlap; row norms precomputed in ``rn2``), and
+    the scatter ``Σ a_i x_i`` in example order.  Every number is computed by the same expression as
+    in the engine's kernel, and the sums run in the same order, so the result has the same bits.
+    ``mm``, ``cf``: scratch of length ≥ ``kr``."""
     d = X.shape[1]
     lam2_sw2 = lam * lam * _K._init_trial(out, W, W, False, lam != 0.0, r)
-    fsum = 0.0
     wo = r * d
     for i in range(kr):
+        mm[i] = _dot_lanes(X, ib[i] * d, W, wo, d)
+    fsum = 0.0
+    for i in range(kr):
         row = ib[i]
-        m = _dot_lanes(X, row * d, W, wo, d)
-        a, f = _glm_clip_coef(kind, m, rn2[row], y[row], lam, lam2_sw2, Cr)
+        a, f = _glm_clip_coef(kind, mm[i], rn2[row], y[row], lam, lam2_sw2, Cr)
+        cf[i] = a
         fsum += f
+    for i in range(kr):
+        a = cf[i]
         if a != 0.0:
-            _axpy_lanes(out, wo, a, X, row * d, d)
+            _axpy_lanes(out, wo, a, X, ib[i] * d, d)
     _K._finish_trial(out, W, W, False, lam, fsum, r)
 
 
@@ -358,6 +366,8 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
     ib = np.empty(cap, dtype=np.int64)
     ub = np.empty(cap)
     lam = np.empty((1, cap))
+    mm = np.empty(cap)
+    cf = np.empty(cap)
     bits = np.zeros((n + 63) // 64, dtype=np.uint64)
     z = np.zeros(d)
     nomask = np.ones((1, 1), dtype=np.bool_)
@@ -388,6 +398,8 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
             ib = np.empty(cap, dtype=np.int64)
             ub = np.empty(cap)
             lam = np.empty((1, cap))
+            mm = np.empty(cap)
+            cf = np.empty(cap)
         if ok == ADAM:
             cnt += 1
         phase2 = False
@@ -456,7 +468,7 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
                 _project_domain(W, r, dk, drad)
                 continue
             if pk == P_GLM and not phase2:
-                _glm_clipped_trial(link, X, rn2, ib, kr, W, y, reg, Cv[r], out, r)
+                _glm_clipped_trial(link, X, rn2, ib, kr, W, y, reg, Cv[r], out, mm, cf, r)
             elif pk == P_GLM:
                 # DP² phase 2 (scaled): the engine's clipped-sum kernel on one-row views
                 _K._dense_trial(X, ib[:kr].reshape((1, kr)), W[r:r + 1], y, link, reg,
