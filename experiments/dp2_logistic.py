@@ -69,7 +69,8 @@ Design
   ``s`` is shared by all trials of a run (the phase schedule), so each ``s`` is its own cell; the
   DP² setting with the lowest tuned loss over ``s_grid`` is the "DP²" of Figs. 4–5.  The ε sweep
   (DP-SGD, DP-RMSProp, DP², DP-AdaGrad, DP²-AdaGrad: Figs. 5 and 9) re-tunes the learning rates
-  (lr; lr and lr2 for DP²) at each σ and keeps clip, ε_a and s from the main σ.  The selections (:mod:`experiments.tuning`: choice, every grid point's score,
+  (lr; only the adaptive-phase lr2 for DP²) at each σ and keeps clip, ε_a, s and DP²'s SGD-phase
+  lr from the main σ.  The selections (:mod:`experiments.tuning`: choice, every grid point's score,
   choices on the edge of a grid) are saved in the manifest's ``notes``, and each evaluation cell's
   method, σ, delay and kind in its ``meta`` (:func:`cell_meta`), which the figures read.
 * Fig. 6: one evaluation cell per ``s ∈ s_grid`` at the setting tuned for that ``s``.
@@ -195,13 +196,13 @@ PRESETS: dict[str, Config] = {
     # (T = 1560 at b = 64, n = 2500), where non-private RMSProp clearly beats SGD (the premise);
     # DP²'s adaptive-phase clip C₂ from 50 to 1000 (the paper tuned 5 and tried ≥ 10; smaller C₂
     # never won here: C₂ = 10 scored 0.29–0.33 against 0.26 at 200), 3 tuning trials
-    # per grid point; delays s ≈ 0.25, 1 and 4 epochs.  ε_a is not tuned at this scale (cost).
+    # per grid point; delays s ≈ 0.125, 0.5 and 2 epochs.  ε_a is not tuned at this scale (cost).
     "quick": Config(n=2500, d=1000, density=0.02, zipf=2.0, steps=1560, batch_size=64, sigma=1.0,
-                    sweep_sigmas=_g(0.7, 1.0, 2.0), s_grid=(10, 39, 156),
-                    s_variants=(39,), s_nonprivate=39,
-                    lr_sgd_grid=_g(1, 3, 10, 30, 100),
-                    lr_adaptive_grid=_g(0.01, 0.03, 0.1, 0.3),
-                    lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1, 3), dp2_lr_grid=_g(3, 10),
+                    sweep_sigmas=_g(0.7, 1.0, 2.0), s_grid=(5, 20, 78),
+                    s_variants=(20,), s_nonprivate=39,
+                    lr_sgd_grid=_g(0.3, 1, 3, 10, 30, 100),
+                    lr_adaptive_grid=_g(0.01, 0.03, 0.1, 0.3, 1),
+                    lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1, 3), dp2_lr_grid=_g(3, 10, 30),
                     dp2_lr2_grid=_g(0.003, 0.01, 0.03),
                     clip_grid=_g(0.1, 0.25, 1.0), clip2_grid=_g(50, 200, 1000),
                     dp2_adagrad_clip2_grid=_g(10, 50, 200), eps_grid=_g(1e-3),
@@ -468,22 +469,25 @@ def run(config: Config, cache) -> dict:
         for m in SWEEP:
             base = dict(best[m])
             opt_name = base.pop("optimizer")
-            grid = {"lr": {"dp_sgd": config.lr_sgd_grid, "dp_adagrad": config.lr_adagrad_grid}.get(
-                m, config.dp2_lr_grid if m.startswith("dp2_") else config.lr_adaptive_grid)}
-            if m == "dp2_rmsprop":
-                grid["lr2"] = lr2_grid
+            if m == "dp2_rmsprop":  # DP² keeps its SGD-phase lr (DP-SGD's is re-tuned)
+                grid = {"lr2": lr2_grid}
             elif m == "dp2_adagrad":
-                grid["lr2"] = config.lr_adagrad_grid
+                grid = {"lr2": config.lr_adagrad_grid}
+            else:
+                grid = {"lr": {"dp_sgd": config.lr_sgd_grid,
+                               "dp_adagrad": config.lr_adagrad_grid}.get(m, config.lr_adaptive_grid)}
             fixed = {k: v for k, v in base.items() if k not in grid}
             fixed["noise_multiplier"] = float(sw)
             items.append((f"{tg}-{m}", opt_name, grid, fixed))
     if items:
         tune(items, "dp2_logistic: tune the ε sweep")
 
-    # Diagnostic: the same clipping without noise (σ = 0), tuned the same way (DP² keeps s and C1)
-    d2 = {k: v for k, v in best["dp2_rmsprop"].items() if k not in dp2_grid}
+    # Diagnostic: the same clipping without noise (σ = 0), tuned the same way (DP² keeps s, C1 and
+    # its SGD-phase lr; lr2, C₂ and ε_a re-tuned)
+    diag_grid = {k: v for k, v in dp2_grid.items() if k != "lr"}
+    d2 = {k: v for k, v in best["dp2_rmsprop"].items() if k not in diag_grid}
     tune([("clip-dp_sgd", "dp_sgd", {"lr": config.lr_sgd_grid}, {"clip": c1, "noise_multiplier": 0.0}),
-          ("clip-dp2_rmsprop", "dp2_rmsprop", dp2_grid,
+          ("clip-dp2_rmsprop", "dp2_rmsprop", diag_grid,
            {**{k: v for k, v in d2.items() if k != "optimizer"}, "noise_multiplier": 0.0})],
          "dp2_logistic: tune the no-noise diagnostic")
 

@@ -5,7 +5,7 @@ App. C.3 / Fig. 9 (left, IMDB): the privacy/utility trade-off of Fig. 5 with the
 rule — DP²-AdaGrad against DP-SGD, DP-RMSProp and DP-AdaGrad.  (Fig. 9's right panel, "4×"
 compute on StackOverflow, is not reproduced: see the experiment's report.)  Here: the final excess training loss ``F(w_T) − F*`` (mean over trials, 95%
 confidence interval as error bars; log–log) at each noise multiplier of the sweep, plotted at the
-ε (δ = the paper's ``10^{-k} ≤ 1/n``) that run spent.  Learning rates re-tuned at each σ; other
+ε (δ = the paper's ``10^{-k} ≤ 1/n``) that run spent.  Learning rates re-tuned at each σ (DP²: η₂ only); other
 hyperparameters (clip, ε_a, delay s) from the main σ.  Non-private RMSProp as a horizontal line.
 Reads only saved results.  Standalone::
 
@@ -83,7 +83,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         sig_txt = ", ".join(f"{s:g}" for s, _ in rows)
         ax.set_title(f"σ ∈ {{{sig_txt}}}; " + problem_text(rows[0][1][0].res), fontsize=7.5)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, fontsize=6.5,
-                  title="tuned values (learning rates re-tuned at each σ)", title_fontsize=7)
+                  title="tuned values (learning rates re-tuned at each σ; DP²: η₂ only)", title_fontsize=7)
         fig.suptitle(f"Privacy/utility trade-off, AdaGrad rule ([DP2] Fig. 9) — mean over {rows[0][1][0].res.trials} "
                      "trials, bars: 95% CI", fontsize=9)
         return style.save(fig, out_dir, NAME)
@@ -96,7 +96,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     entries = load(results)
     rows = _table(entries)
     lines = [f"Final excess training loss (mean ± 95% CI over trials); ε at δ = "
-             f"{style.fmt_float(delta_of(rows[0][1][0].res))}; learning rates re-tuned per σ.", "",
+             f"{style.fmt_float(delta_of(rows[0][1][0].res))}; learning rates re-tuned per σ (DP²: the adaptive-phase η₂ only).", "",
              "| σ | ε | DP-SGD | DP-RMSProp | DP-AdaGrad | DP²-AdaGrad | DP²-AdaGrad vs DP-SGD | "
              "DP²-AdaGrad vs DP-AdaGrad |", "|---|---|---|---|---|---|---|---|"]
     wins, losses, notes = 0, 0, []

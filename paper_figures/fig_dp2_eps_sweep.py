@@ -4,7 +4,7 @@ Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditi
 §5.1 / Fig. 5: privacy/utility trade-offs of DP²-RMSProp, DP-SGD and DP-RMSProp over a range of
 privacy budgets.  Here: the final excess training loss ``F(w_T) − F*`` (mean over trials, 95%
 confidence interval as error bars; log–log) at each noise multiplier of the sweep, plotted at the
-ε (δ = the paper's ``10^{-k} ≤ 1/n``) that run spent.  Learning rates re-tuned at each σ; other
+ε (δ = the paper's ``10^{-k} ≤ 1/n``) that run spent.  Learning rates re-tuned at each σ (DP²: η₂ only); other
 hyperparameters (clip, ε_a, delay s) from the main σ.  Non-private RMSProp as a horizontal line.
 Reads only saved results.  Standalone::
 
@@ -80,7 +80,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         sig_txt = ", ".join(f"{s:g}" for s, _ in rows)
         ax.set_title(f"σ ∈ {{{sig_txt}}}; " + problem_text(rows[0][1][0].res), fontsize=7.5)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, fontsize=6.5,
-                  title="tuned values (learning rates re-tuned at each σ)", title_fontsize=7)
+                  title="tuned values (learning rates re-tuned at each σ; DP²: η₂ only)", title_fontsize=7)
         fig.suptitle(f"Privacy/utility trade-off ([DP2] Fig. 5) — mean over {rows[0][1][0].res.trials} "
                      "trials, bars: 95% CI", fontsize=9)
         return style.save(fig, out_dir, NAME)
@@ -93,7 +93,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     entries = load(results)
     rows = _table(entries)
     lines = [f"Final excess training loss (mean ± 95% CI over trials); ε at δ = "
-             f"{style.fmt_float(delta_of(rows[0][1][0].res))}; learning rates re-tuned per σ.", "",
+             f"{style.fmt_float(delta_of(rows[0][1][0].res))}; learning rates re-tuned per σ (DP²: the adaptive-phase η₂ only).", "",
              "| σ | ε | DP-SGD | DP-RMSProp | DP² | DP² vs DP-SGD | DP² vs DP-RMSProp |",
              "|---|---|---|---|---|---|---|"]
     wins, losses, notes = 0, 0, []
