@@ -203,3 +203,50 @@ def test_fused_ellipsoid_equals_engine(case, prob_name):
 def test_fused_pagan_optimal_scaling_box():
     prob = PROBLEMS["absolute_box"]()
     _compare(*_pair(prob, optimizers.get("pagan", scaling="optimal", radius=0.5), sampling="fixed"))
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "fixed", "replacement", "cyclic_poisson:3"])
+@pytest.mark.parametrize("prob_name", ["least_squares", "logistic"])
+def test_fused_bit_for_bit_dense_glm(sampling, prob_name):
+    """The kernel draws batches and noise itself, in the engine's order, from the run's own
+    generators; with the dense-GLM arithmetic in the engine's order the run is the same to the
+    last bit (not only to rounding), for every sampler."""
+    opt = optimizers.get("dp_sgdm", **OPTIMIZERS["dp_sgdm"])
+    a, b = _pair(PROBLEMS[prob_name](), opt, sampling=sampling)
+    _compare(a, b)
+    np.testing.assert_array_equal(b.params, a.params)
+    np.testing.assert_array_equal(b.loss, a.loss)
+
+
+def test_numba_generator_streams_are_numpys():
+    """The fused kernel relies on Numba's compiled ``np.random.Generator`` methods drawing NumPy's
+    own streams bit for bit (values and the generator's state afterwards) for the four draws it
+    makes: ``binomial`` (inversion and BTPE branches, p on both sides of 1/2), ``random``,
+    ``integers`` (bounded, below and above 2³²) and ``standard_normal``."""
+    import numba
+
+    @numba.njit
+    def draws(rng, n, p, k, hi):
+        s = np.empty(k, dtype=np.int64)
+        u = np.empty(k)
+        m = np.empty(k, dtype=np.int64)
+        z = np.empty(k)
+        for i in range(k):
+            s[i] = rng.binomial(n, p)
+        for i in range(k):
+            u[i] = rng.random()
+        for i in range(k):
+            m[i] = rng.integers(0, hi)
+        for i in range(k):
+            z[i] = rng.standard_normal()
+        return s, u, m, z
+
+    for n, p, hi in ((1000, 0.032, 1000), (1000, 0.01, 7), (200, 0.9, 2 ** 33), (5, 0.5, 1)):
+        g1 = np.random.Generator(np.random.PCG64(11))
+        g2 = np.random.Generator(np.random.PCG64(11))
+        s, u, m, z = draws(g1, n, p, 2001, hi)
+        np.testing.assert_array_equal(s, g2.binomial(n, p, size=2001))
+        np.testing.assert_array_equal(u, g2.random(2001))
+        np.testing.assert_array_equal(m, g2.integers(0, hi, size=2001, dtype=np.int64))
+        np.testing.assert_array_equal(z, g2.standard_normal(2001))
+        assert g1.bit_generator.state == g2.bit_generator.state
