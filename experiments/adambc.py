@@ -21,6 +21,8 @@ Claims checked (figures ``paper_figures/fig_adambc_*.py``):
   not replace the bias correction.
 * ``fig_adambc_bounds`` (Props. 3–4, Tables 3–5): the tail bounds on ``|v̂^corr − v̂^c|`` hold
   against the measured deviation; the printed Tables 3–4 recomputed.
+* ``fig_adambc_vs_dp2`` (Fig. 3 left): DP-AdamBC does better than DP²-RMSProp on the same
+  problem at the same ε.
 * ``fig_adambc_vs_adam`` (Figs. 6, 8; the headline): DP-AdamBC reaches a lower training loss
   than DP-Adam at the same ε (DP-SGD and the non-private methods drawn for reference).
 
@@ -58,6 +60,10 @@ Design
     ``r ∈ phi_ratios`` (``r = 1`` is DP-AdamBC itself, ``r = 0`` subtracts nothing), γ' at the
     tuned DP-AdamBC ratio, η tuned per ``r`` over ``lr_grid_bc`` (tuning cell ``tune-phi``), then
     ``sweep_trials`` fresh trials per ``r`` (cell ``phi``).
+  - DP² vs DP-AdamBC (Fig. 3 left, §5 "Comparisons to previous work"): ``dp2_rmsprop``
+    (``s1 = s2 = s``, the optimizer's default RMSProp decay 0.9 and ε_a, SGD-phase clip C) tuned over ``dp2_lr_grid ×
+    dp2_lr2_grid × dp2_clip2_grid`` in one tuning cell per ``s ∈ dp2_delays``; the delay with
+    the lowest tuned score is evaluated (cell ``dp2``, paired with DP-Adam's seed).
   - DP-Adam knobs (Fig. 5 lower left, lower right): DP-Adam with its ``γ = r·√Φ`` for
     ``r ∈ adam_gamma_ratios`` (β's default), and with ``β1 ∈ betas1``, ``β2 = 1 − (1 − β1)²`` (the
     paper's pairing, γ default), η tuned per setting over ``lr_grid_adam`` (``tune-knobs``), then
@@ -95,14 +101,19 @@ from .pipeline import Cell, Experiment, cell_seed
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "SLOTS", "SWEEP_SLOTS", "NONPRIVATE_SLOTS",
            "label", "labels", "moment_probes", "beta2_of", "problem"]
 
+MAX_DP2_DELAYS = 3
+"""At most this many DP² delays ``s`` (one tuning cell each: ``s`` is shared by a run's trials)."""
+DP2_TUNE_SLOTS = tuple(f"tune-dp2-{i}" for i in range(MAX_DP2_DELAYS))
 SLOTS = ("tune-adam", "tune-adambc", "tune-dpsgd", "adam", "adambc", "sgdm-eq3", "dpsgd", "gamma",
-         "tune-phi", "phi", "tune-knobs", "knobs", "frozen-private", "frozen-clean")
+         "tune-phi", "phi", "tune-knobs", "knobs", "frozen-private", "frozen-clean",
+         *DP2_TUNE_SLOTS, "dp2")
 """Per-ε cell slots (index ``len(SLOTS)·k + position``)."""
-SWEEP_SLOTS = ("tune-phi", "phi", "tune-knobs", "knobs")
-"""The slots run only at ``Config.sweep_epsilon``."""
+SWEEP_SLOTS = ("tune-phi", "phi", "tune-knobs", "knobs", *DP2_TUNE_SLOTS, "dp2")
+"""The slots run only at ``Config.sweep_epsilon`` (``tune-dp2-i`` only for ``i < len(dp2_delays)``)."""
 NONPRIVATE_SLOTS = ("tune-np-sgd", "tune-np-adam", "np-sgd", "np-adam")
 """The ε-independent non-private cells (index ``len(SLOTS)·K + position``)."""
-_PAIRED = {"adambc": "adam", "sgdm-eq3": "adam", "dpsgd": "adam", "frozen-clean": "frozen-private"}
+_PAIRED = {"adambc": "adam", "sgdm-eq3": "adam", "dpsgd": "adam", "dp2": "adam",
+           "frozen-clean": "frozen-private"}
 
 
 @dataclass(frozen=True)
@@ -130,6 +141,10 @@ class Config:
     sweep_trials: int                       # trials per setting in the sweep cells
     freeze_steps: int                       # steps of the frozen (lr = 0) moment runs
     freeze_record_every: int                # record interval of the frozen runs
+    dp2_delays: tuple[int, ...] = (50, 200)  # DP²'s phase length s = s1 = s2 (one cell each)
+    dp2_lr_grid: tuple[float, ...] = (0.3, 1.0)                       # DP² SGD-phase η
+    dp2_lr2_grid: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03, 0.1)   # DP² RMSProp-phase η
+    dp2_clip2_grid: tuple[float, ...] = (1.0, 10.0, 100.0)            # DP² RMSProp-phase clip
     alphas: tuple[float, ...] = (0.01, 0.05, 0.10)   # tail levels of Props. 3–4 (Tables 3–5)
     label_noise: float = 0.1                # std of the label noise of least_squares
     clip: float = 1.0                       # C
@@ -152,7 +167,8 @@ class Config:
             raise ValueError(f"trials and sweep_trials must be >= 2 (confidence intervals), got "
                              f"trials={self.trials}, sweep_trials={self.sweep_trials}")
         for name in ("epsilons", "lr_grid_adam", "lr_grid_bc", "lr_grid_dpsgd", "lr_grid_np_sgd",
-                     "lr_grid_np_adam", "gamma_ratios", "adam_gamma_ratios"):
+                     "lr_grid_np_adam", "gamma_ratios", "adam_gamma_ratios", "dp2_lr_grid",
+                     "dp2_lr2_grid", "dp2_clip2_grid"):
             v = getattr(self, name)
             if not v or any((not math.isfinite(x)) or x <= 0 for x in v):
                 raise ValueError(f"{name} must be a non-empty tuple of positive numbers, got {name}={v!r}")
@@ -160,6 +176,10 @@ class Config:
                 or 1.0 not in self.phi_ratios:
             raise ValueError(f"phi_ratios must be non-negative numbers including 1 (DP-AdamBC "
                              f"itself), got phi_ratios={self.phi_ratios!r}")
+        if not (1 <= len(self.dp2_delays) <= MAX_DP2_DELAYS) or any(
+                isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.dp2_delays):
+            raise ValueError(f"dp2_delays must be 1 to {MAX_DP2_DELAYS} positive integers, got "
+                             f"dp2_delays={self.dp2_delays!r}")
         if not self.betas1 or any(not (0.0 < b < 1.0) for b in self.betas1):
             raise ValueError(f"betas1 must lie in (0, 1), got betas1={self.betas1!r}")
         if len(set(self.epsilons)) != len(self.epsilons):
@@ -205,7 +225,8 @@ PRESETS: dict[str, Config] = {
                    lr_grid_dpsgd=(0.1, 0.3), lr_grid_np_sgd=(0.1, 0.3), lr_grid_np_adam=(0.01, 0.1),
                    gamma_ratios=(0.01, 1.0), phi_ratios=(0.0, 1.0, 4.0),
                    adam_gamma_ratios=(0.1, 1.0), betas1=(0.8, 0.9), tune_trials=2, trials=4,
-                   sweep_trials=2, freeze_steps=20, freeze_record_every=5, record_every=5),
+                   sweep_trials=2, freeze_steps=20, freeze_record_every=5, record_every=5,
+                   dp2_delays=(10,), dp2_lr_grid=(0.3,), dp2_lr2_grid=(0.01, 0.1), dp2_clip2_grid=(10.0,)),
     # A laptop (~2 CPU-minutes).  n = 20 000, B = 256 (the paper's batch size), condition 1000:
     # non-private Adam beats tuned SGD ~10× at T = 1000.  ε = 1 and ε = 8; sweeps at ε = 8.
     "quick": Config(n=20000, d=50, condition=1000.0, batch_size=256, steps=1000,
@@ -242,8 +263,9 @@ def label(epsilon: float | None, slot: str) -> str:
 
 def labels(config: Config) -> list[str]:
     """Every label :func:`run` returns for ``config``."""
+    skip = set(DP2_TUNE_SLOTS[len(config.dp2_delays):])
     out = [label(e, s) for e in config.epsilons for s in SLOTS
-           if s not in SWEEP_SLOTS or e == config.sweep_epsilon]
+           if (s not in SWEEP_SLOTS or e == config.sweep_epsilon) and s not in skip]
     return out + [label(None, s) for s in NONPRIVATE_SLOTS]
 
 
@@ -493,10 +515,27 @@ def run(config: Config, cache) -> dict:
 
         return cell(k, slot, compute, settings=knobs, trials_per_setting=reps)
 
+    grid_dp2 = {"lr": cfg.dp2_lr_grid, "lr2": cfg.dp2_lr2_grid, "clip2": cfg.dp2_clip2_grid}
+
+    def dp2_cell(k, slot, s, hp, trials, **meta):
+        eps = cfg.epsilons[k]
+
+        def compute(seed):
+            opt = dpsim.optimizers.get("dp2_rmsprop", s1=s, lr=hp["lr"], lr2=hp["lr2"],
+                                       clip=cfg.clip, clip2=hp["clip2"],
+                                       noise_multiplier=sigma(eps))
+            return dpsim.simulate(prob, opt, trials=trials, seed=seed,
+                                  **(final_only if slot.startswith("tune-") else rec))
+
+        return cell(k, slot, compute, delay=s, **meta)
+
+    dp2_hp = tuning.fold(grid_dp2, cfg.tune_trials)
     sweep_tuned = cache.run([phi_cell(ks, "tune-phi", tuning.fold(grid_phi, cfg.tune_trials),
                                       cfg.tune_trials),
                              knobs_cell(ks, "tune-knobs", tuning.fold(grid_knobs, cfg.tune_trials),
-                                        cfg.tune_trials)],
+                                        cfg.tune_trials)]
+                            + [dp2_cell(ks, DP2_TUNE_SLOTS[i], s, dp2_hp, len(dp2_hp["lr"]))
+                               for i, s in enumerate(cfg.dp2_delays)],
                             desc="adambc: tune sweeps")
     eps_s = cfg.sweep_epsilon
     sp = tuning.select(sweep_tuned[label(eps_s, "tune-phi")], grid_phi, cfg.tune_trials)
@@ -507,11 +546,20 @@ def run(config: Config, cache) -> dict:
                 "lr": [lr for lr in phi_lr for _ in range(cfg.sweep_trials)]}
     knob_eval = {"setting": [i for i in range(len(knobs)) for _ in range(cfg.sweep_trials)],
                  "lr": [lr for lr in knob_lr for _ in range(cfg.sweep_trials)]}
+    # DP²: the best grid point per delay, then the delay with the lowest tuned score
+    sd = [tuning.select(sweep_tuned[label(eps_s, DP2_TUNE_SLOTS[i])], grid_dp2, cfg.tune_trials)
+          for i in range(len(cfg.dp2_delays))]
+    best_s = min(range(len(sd)), key=lambda i: (sd[i].score, i))
+    for i, s_ in enumerate(cfg.dp2_delays):
+        selections[f"eps{eps_s:g}-dp2-s{s_}"] = sd[i]
+    dp2_choice = {"s": cfg.dp2_delays[best_s], **sd[best_s].point}
 
     evals = cache.run([c for k in range(K) for c in (eval_adam(k), eval_bc(k), eval_sgdm(k),
                                                       eval_dpsgd(k), gamma_sweep(k))]
                       + [phi_cell(ks, "phi", phi_eval, cfg.sweep_trials),
-                         knobs_cell(ks, "knobs", knob_eval, cfg.sweep_trials)]
+                         knobs_cell(ks, "knobs", knob_eval, cfg.sweep_trials),
+                         dp2_cell(ks, "dp2", dp2_choice["s"], dp2_choice, cfg.trials,
+                                  delays=list(cfg.dp2_delays))]
                       + [eval_np(s) for s in ("np-sgd", "np-adam")],
                       desc="adambc: evaluate")
 
@@ -550,11 +598,13 @@ def run(config: Config, cache) -> dict:
         )
     info["sweeps"] = dict(epsilon=eps_s,
                           phi_prime_lr={f"{r:g}": lr for r, lr in zip(cfg.phi_ratios, phi_lr)},
-                          knob_lr=[{**s, "lr": lr} for s, lr in zip(knobs, knob_lr)])
+                          knob_lr=[{**s, "lr": lr} for s, lr in zip(knobs, knob_lr)],
+                          dp2=dp2_choice)
     info["nonprivate"] = {f"{slot}_lr": lr for slot, lr in np_lr.items()}
     # the sweeps' per-setting choices are reported in their figures, not as edge downgrades
     tuning.record(cache, selections, note="DP-Adam: lr; DP-AdamBC: lr x gamma', gamma' = "
-                                          "gamma_ratio * Phi; DP-SGD, SGD, Adam: lr")
+                                          "gamma_ratio * Phi; DP-SGD, SGD, Adam: lr; DP2: lr x lr2 "
+                                          "x clip2 per delay s, then the s with the lowest score")
     cache.note("sweep_selection", {"phi": sp.to_json(), "knobs": sk.to_json()})
     cache.note("settings", info)
     cache.note("pairing", "adambc, sgdm-eq3 and dpsgd use the seed of adam; frozen-clean that of "
@@ -574,7 +624,7 @@ EXPERIMENT = Experiment(
     run=run,
     figures=("fig_adambc_premise", "fig_adambc_moments", "fig_adambc_updates",
              "fig_adambc_vs_sgdm", "fig_adambc_gamma", "fig_adambc_phi_prime",
-             "fig_adambc_knobs", "fig_adambc_bounds", "fig_adambc_vs_adam"),
+             "fig_adambc_knobs", "fig_adambc_bounds", "fig_adambc_vs_adam", "fig_adambc_vs_dp2"),
     module=__name__,
     numerics=2,
 )

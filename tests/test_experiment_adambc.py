@@ -27,7 +27,8 @@ def test_manifest_records_settings_and_every_cell(tiny):
     cfg = adambc.PRESETS["tiny"]
     assert m["complete"] and m["config"] == pipeline.config_json(cfg)
     assert set(m["results"]) == set(adambc.labels(cfg))
-    assert len(adambc.labels(cfg)) == len(adambc.SLOTS) * len(cfg.epsilons) + len(adambc.NONPRIVATE_SLOTS)
+    unused = len(adambc.DP2_TUNE_SLOTS) - len(cfg.dp2_delays)  # one DP² tuning cell per delay
+    assert len(adambc.labels(cfg)) == len(adambc.SLOTS) * len(cfg.epsilons) - unused + len(adambc.NONPRIVATE_SLOTS)
     for lab in adambc.labels(cfg):  # the metadata the figures read instead of parsing labels
         meta = m["cells"][lab]["meta"]
         assert adambc.label(meta["epsilon"], meta["slot"]) == lab
@@ -102,6 +103,8 @@ def test_config_validation():
         dataclasses.replace(cfg, sweep_epsilon=5.0)
     with pytest.raises(ValueError, match="betas1"):
         dataclasses.replace(cfg, betas1=(1.0,))
+    with pytest.raises(ValueError, match="dp2_delays"):
+        dataclasses.replace(cfg, dp2_delays=(1, 2, 3, 4))
     for scale in ("tiny", "quick", "full"):
         assert adambc.EXPERIMENT.config(scale) is adambc.PRESETS[scale]
 
@@ -165,6 +168,13 @@ def test_sweep_cells_use_the_tuned_settings(tiny):
             assert b2 == pytest.approx(1 - (1 - s["beta1"]) ** 2) and g == cfg.adam_eps
         else:
             assert g == pytest.approx(s["gamma_ratio"] * np.sqrt(phi)) and b2 == cfg.beta2
+    # DP²: the evaluated delay and grid point are the tuned ones, at the same σ as DP-Adam
+    dp2 = saved.result(adambc.label(e, "dp2")).config["hyperparameters"]
+    choice = m["notes"]["settings"]["sweeps"]["dp2"]
+    assert (dp2["s1"], float(dp2["lr"]), float(dp2["lr2"]), float(dp2["clip2"])) == (
+        choice["s"], choice["lr"], choice["lr2"], choice["clip2"])
+    assert dp2["noise_multiplier"] == pytest.approx(st["noise_multiplier"])
+    assert saved.result(adambc.label(e, "dp2")).epsilon(cfg.delta) == pytest.approx(e, rel=1e-3)
     # the sweeps exist at sweep_epsilon only; the non-private runs spend no privacy
     assert m["notes"]["sweep_selection"]["phi"]["reps"] == cfg.tune_trials
     npa = saved.result(adambc.label(None, "np-adam"))
