@@ -3,10 +3,11 @@
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
 App. C.3 / Fig. 9 (left, IMDB): the privacy/utility trade-off of Fig. 5 with the AdaGrad update
 rule — DP²-AdaGrad against DP-SGD, DP-RMSProp and DP-AdaGrad.  (Fig. 9's right panel, "4×"
-compute on StackOverflow, is not reproduced: see the experiment's report.)  Here: the final excess training loss ``F(w_T) − F*`` (mean over trials, 95%
-confidence interval as error bars; log–log) at each noise multiplier of the sweep, plotted at the
-ε (δ = the paper's ``10^{-k} ≤ 1/n``) that run spent.  Learning rates re-tuned at each σ (DP²: η₂ only); other
-hyperparameters (clip, ε_a, delay s) from the main σ.  Non-private RMSProp as a horizontal line.
+compute on StackOverflow, is not reproduced.)  Here: the final excess training loss
+``F(w_T) − F*`` (mean over trials, 95% confidence interval as error bars; log–log) at each noise
+multiplier of the sweep, plotted at the ε (δ = the paper's ``10^{-k} ≤ 1/n``) that run spent.
+Learning rates re-tuned at each σ (DP²: η₂ only); other hyperparameters (clip, C₂, ε_a, delay s)
+from the main σ.  Non-private RMSProp as a horizontal line.
 Reads only saved results.  Standalone::
 
     python -m dpsim.paper_figures.fig_dp2_adagrad_eps_sweep results/dp2_logistic/quick [OUT_DIR]
