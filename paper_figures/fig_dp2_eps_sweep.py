@@ -5,7 +5,8 @@ Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditi
 privacy budgets.  Here: the final excess training loss ``F(w_T) − F*`` (mean over trials, 95%
 confidence interval as error bars; log–log) at each noise multiplier of the sweep, plotted at the
 ε (δ = the paper's ``10^{-k} ≤ 1/n``) that run spent.  Learning rates re-tuned at each σ (DP²:
-η₂ only); other hyperparameters (clip, C₂, ε_a, delay s, DP²'s η) from the main σ.  Non-private RMSProp as a horizontal line.
+η₂ only); other hyperparameters (clip, C₂, ε_a, delay s, DP²'s η) from the main σ.  Non-private
+RMSProp as a horizontal line.
 Reads only saved results.  Standalone::
 
     python -m dpsim.paper_figures.fig_dp2_eps_sweep results/dp2_logistic/quick [OUT_DIR]
