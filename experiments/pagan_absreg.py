@@ -67,8 +67,10 @@ Design
   the same iterates (both step rules are invariant to a common scale of ``ĝ``), so the lower end
   of the grid is not a real edge when it lies below nearly all gradient norms (the figures treat
   it as an edge only above the 1% quantile of ``||a_i||``, saved in the notes; at quick scale that
-  quantile is 0.22, hence the grid's 0.125).  PDP-SGD's constant step is not scale invariant, so
-  its clip grid reaches down to 0.0625 (at 0.25 it sat on the lower edge).  The grid is folded into the trial axis of one tuning cell per
+  quantile is 0.22, hence the grid's 0.125).  PDP-SGD's step ``α · P(Σ clip(g_i, C) + σCξ)/b``
+  depends, once ``C`` is below nearly every gradient norm, on ``α·C`` alone, so its clip grid
+  (0.0625, 0.25) is crossed with the lr grid for a wide range of products and the figures count
+  an lr or clip edge there only when the chosen product is at the end of that range.  The grid is folded into the trial axis of one tuning cell per
   (method, ε) and the rule of :mod:`experiments.tuning` applied with the median statistic; the
   chosen values are then run in an evaluation cell with ``trials`` fresh trials (no winner's
   curse).  Tuning is non-private, as in the paper.  The selections are saved in the manifest's
@@ -165,7 +167,7 @@ PRESETS: dict[str, Config] = {
     # 30 runs; fewer steps, radii and tuning trials than full.
     "quick": Config(n=5000, d=100, steps=300, batch_size=70, epsilons=(0.1, 1.0, 4.0),
                     lr_grid=PAPER_LR_GRID, lr_extra=(2.0, 4.0, 8.0),
-                    radius_grid=(0.125, 0.25, 1.0, 2.0, 4.0), pdp_clip_grid=(0.0625, 0.25, 1.0),
+                    radius_grid=(0.125, 0.25, 1.0, 2.0, 4.0), pdp_clip_grid=(0.0625, 0.25),
                     tune_trials=2, trials=30, record_every=10),
     # The paper's sizes, step-size grid (widened above) and 30 runs per method.
     "full": Config(n=5000, d=100, steps=1000, batch_size=70, epsilons=(0.1, 1.0, 4.0),

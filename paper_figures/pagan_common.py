@@ -158,7 +158,8 @@ def edges(data, labels) -> dict:
     (PASAN, PAGAN) a radius B below every example's gradient norm ``||a_i||`` clips every example,
     and both step rules are invariant to a common scale of ĝ, so all such B give the same iterates
     — the smallest radius tried counts as an edge only when it is above the 1% quantile of the
-    gradient norms (saved in the notes)."""
+    gradient norms (saved in the notes); likewise PDP-SGD's lr and clip edges when only their
+    product matters (:func:`_product_inside`)."""
     sel = data["notes"].get("selection", {})
     q01 = data["notes"].get("grad_norm_quantiles", {}).get("0.01")
     out = {}
@@ -166,13 +167,28 @@ def edges(data, labels) -> dict:
         s = sel.get(label)
         if s is None:
             continue
+        method = label.split("-")[0]
         for axis in s["at_edge"]:
             v = s["point"][axis]
-            if (axis == "radius" and label.split("-")[0] in ("pasan", "pagan") and q01 is not None
+            if (axis == "radius" and method in ("pasan", "pagan") and q01 is not None
                     and v == min(s["grid"][axis]) and v <= q01):
+                continue
+            if method == "pdp_sgd" and axis in ("lr", "clip") and _product_inside(s, q01):
                 continue
             out[f"{label}: {axis}"] = v
     return out
+
+
+def _product_inside(sel: dict, q01) -> bool:
+    """PDP-SGD's update ``α · P(Σ clip(g_i, C) + σCξ)/b`` depends on ``α·C`` alone when ``C``
+    clips (nearly) every example (``C ≤`` the 1% quantile of the gradient norms): then an lr or
+    clip edge is no edge as long as the chosen product lies strictly inside the range of products
+    the grid offers with such clips."""
+    if q01 is None or "clip" not in sel["grid"] or sel["point"]["clip"] > q01:
+        return False
+    prods = [lr * c for lr in sel["grid"]["lr"] for c in sel["grid"]["clip"] if c <= q01]
+    p = sel["point"]["lr"] * sel["point"]["clip"]
+    return min(prods) < p < max(prods)
 
 
 def with_edges(category: str, data, labels) -> tuple[str, str]:

@@ -115,6 +115,13 @@ def test_edges_leave_out_the_equivalent_small_radii_of_a_identity():
     data["notes"]["grad_norm_quantiles"]["0.01"] = 0.2   # now 0.25 is above it: a real edge
     assert "pasan-eps1: radius" in fig.edges(data, ["pasan-eps1"])
     assert fig.with_edges("does not hold", data, []) == ("does not hold", "")
+    # PDP-SGD with a clip below (nearly) every gradient norm: only lr·C matters
+    data["notes"]["grad_norm_quantiles"]["0.01"] = 0.3
+    sel["pdp_sgd-eps1"] = {"point": {"lr": 8.0, "clip": 0.0625}, "at_edge": ["lr", "clip"],
+                           "grid": {"lr": [0.1, 2.0, 8.0], "clip": [0.0625, 0.25]}}
+    assert fig.edges(data, ["pdp_sgd-eps1"]) == {}              # 0.5 inside [0.00625, 2]
+    sel["pdp_sgd-eps1"]["point"] = {"lr": 0.1, "clip": 0.0625}  # the smallest product: an edge
+    assert set(fig.edges(data, ["pdp_sgd-eps1"])) == {"pdp_sgd-eps1: lr", "pdp_sgd-eps1: clip"}
 
 
 def test_presets_and_config_validation():
