@@ -284,13 +284,17 @@ def tail_means(res, start: float = 0.5) -> np.ndarray:
 
 def selection_key(results, e: Entry) -> str | None:
     """The tuning selection behind an evaluation entry (``None`` when none was saved): its own
-    label, or for DP² variants at the main σ the cell of the delay the rule chose."""
+    label, or for DP² variants at the main σ the cell of the delay the rule chose; a Fig. 1
+    (stability) cell maps to the selection of the method it runs."""
     saved = Saved.of(results)
     sel = saved.notes.get("selection", {})
-    if e.label in sel:
-        return e.label
+    label = e.label
+    if e.stability:  # Fig. 1 cells run the tuned setting of their method
+        label = f"np-{e.method}" if not e.private else f"sig{e.sigma:g}-{e.method}"
+    if label in sel:
+        return label
     s = saved.notes.get("chosen_s", {}).get(e.method)
-    key = f"{e.label}-s{s}" if s is not None else None
+    key = f"{label}-s{s}" if s is not None else None
     return key if key in sel else None
 
 
@@ -308,7 +312,7 @@ def edges(results, rows) -> dict:
         if key is not None:
             for axis in sel[key].get("at_edge", []):
                 out[f"{name}.{axis}"] = sel[key]["point"][axis]
-        if e.label in s_edge:
+        if e.label in s_edge or (e.stability and f"sig{e.sigma:g}-{e.method}" in s_edge):
             out[f"{name}.s"] = int(e.res.config["hyperparameters"]["s1"])
     return out
 
