@@ -222,10 +222,10 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
             if f_star is not None:
                 rec["excess_loss"][k] = loss - f_star
         if g is not None:
-            rec["grad_norm_sq"][k] = to_numpy(xp.sum(g * g, axis=1))
+            rec["grad_norm_sq"][k] = to_numpy(_row_sq_norms(xp, g))
+            del g  # the (R, d) gradient does not outlive its norm
         if w_star is not None and "dist_to_opt" in metrics:
-            diff = params - w_star
-            rec["dist_to_opt"][k] = to_numpy(xp.sqrt(xp.sum(diff * diff, axis=1)))
+            rec["dist_to_opt"][k] = to_numpy(xp.sqrt(_row_sq_norms(xp, params, w_star)))
         for name, fn in all_probes.items():
             prec[name][k] = to_numpy(fn(state, params, ctx))
 
@@ -325,6 +325,27 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         wall_time=wall,
         mean_batch_size=batch_sizes_sum / max(steps, 1),
     )
+
+
+#: Row block of the record norms: the temporaries of one block stay below this many bytes.
+RECORD_ROW_BYTES = 4 * 2**20
+
+
+def _row_sq_norms(xp, a, center=None):
+    """``Σ_j (a − center)²`` per row, by blocks of rows so that no ``(R, d)`` temporary is formed
+    (peak memory of a record, issue 10).  Each row's sum is the one ``xp.sum(x * x, axis=1)``
+    computes on the whole array: a reduction along a row never involves other rows, so the
+    blocks give the same numbers (``tests/test_engine.py``)."""
+    R, d = a.shape
+    itemsize = 4 if "float32" in str(a.dtype) else 8
+    rows = max(1, RECORD_ROW_BYTES // max(1, d * itemsize))
+    out = []
+    for lo in range(0, R, rows):
+        x = a[lo:min(R, lo + rows), :]
+        if center is not None:
+            x = x - center
+        out.append(xp.sum(x * x, axis=1))
+    return out[0] if len(out) == 1 else xp.concat(out)
 
 
 def _seed_config(seed):

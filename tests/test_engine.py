@@ -333,3 +333,20 @@ def test_seed_sequence_is_recorded_rebuildably(logreg):
     again = np.random.SeedSequence(c["entropy"], spawn_key=tuple(c["spawn_key"]))
     res2 = dpsim.simulate(logreg, optimizers.get("dp_sgd"), steps=3, batch_size=8, trials=2, seed=again)
     np.testing.assert_array_equal(res.params, res2.params)
+
+
+def test_record_norms_by_row_blocks_equal_the_whole_array_expression(monkeypatch):
+    """The records' ``‖∇F‖²`` and ``‖w − w*‖`` are computed by row blocks (no ``(R, d)``
+    temporary); every block size gives the numbers of ``xp.sum(x * x, axis=1)`` on the whole
+    array."""
+    from dpsim import engine
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((37, 1001))
+    c = rng.standard_normal((1, 1001))
+    whole = np.sum(a * a, axis=1)
+    whole_c = np.sum((a - c) * (a - c), axis=1)
+    for rows_bytes in (1, 8 * 1001, 8 * 1001 * 5, 2**30):
+        monkeypatch.setattr(engine, "RECORD_ROW_BYTES", rows_bytes)
+        np.testing.assert_array_equal(engine._row_sq_norms(np, a), whole)
+        np.testing.assert_array_equal(engine._row_sq_norms(np, a, c), whole_c)
