@@ -225,7 +225,8 @@ PRESETS: dict[str, Config] = {
                    quad_tune_trials=3, quad_eval_trials=3, neg_record_every=5, quad_record_every=5),
     # A laptop: about two minutes of one core.
     "quick": Config(ada_n=1000, ada_zero_fractions=(0.5, 0.9), ada_lr_grid=_pow2(-5, 2),
-                    ada_eps_grid=(1e-2, 1e-1, 1.0, 10.0, 100.0), ada_eps_scale_grid=(0.01, 0.1, 1.0),
+                    ada_eps_grid=(1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
+                    ada_eps_scale_grid=(0.01, 0.1, 1.0),
                     ada_tune_trials=3, ada_eval_trials=30,
                     neg_dims=(10, 100, 1000, 3000, 10000, 30000), neg_batch_size=50, neg_steps=300,
                     neg_trials=2,
