@@ -1,27 +1,37 @@
-"""The small-d fast path of :func:`dpsim.simulate`: blocks of steps in one compiled Numba kernel.
+"""The small-d fast path of :func:`dpsim.simulate`: whole blocks of steps in one compiled Numba kernel.
 
 Layer 5 (beside :mod:`dpsim.engine`, which calls it; it imports nothing above the optimizers).
 
 The general engine (:mod:`dpsim.engine`) pays ~30 µs of Python per step and materializes a few
 ``(R, d)`` temporaries per piece of the chain; for small ``d`` that, not arithmetic, is the cost.
-Here the step loop of a *recognized* (problem, optimizer) pair runs inside one kernel for a block
-of steps (up to the next record step), trial by trial, with the per-trial state in registers/L1:
+Here the step loop of a *recognized* (problem, optimizer) pair runs inside one kernel from one
+record step to the next — batches and noise included, no Python per step:
 
-    for r in trials:  for t in block:          (trials are independent: trial-major, state in L1)
-        S_r = Σ_{i∈B_r} clip(s_r ⊙ g_i(w_r), C_r)          (the problem's per-example gradients)
-        g̃_r = (S_r + σ_r C_r z_{t,r}) / b                   (z: the run's noise stream)
-        optimizer recursion on g̃_r (module of the rule: dpsim.transforms.preconditioners)
-        w_r ← proj_X(w_r − η_r · direction)
+    for t in block:                                       (step-major, as the engine)
+        B_r ~ sampler (sizes of all trials first, then trial by trial: Floyd's subset)
+        for r in trials:
+            S_r = Σ_{i∈B_r} clip(s_r ⊙ g_i(w_r), C_r)       (the problem's per-example gradients)
+            g̃_r = (S_r + σ_r C_r z_{t,r}) / b                (z: d normals of the noise stream)
+            optimizer recursion on g̃_r (module of the rule: dpsim.transforms.preconditioners)
+            w_r ← proj_X(w_r − η_r · direction)
 
-**Same random streams as the engine.**  The batch indices come from the run's own
-:class:`dpsim.sampling.Sampler` (``draw()`` once per step, in order) and the noise from the
-backend's generator: one ``standard_normal((K, R, d))`` call per block of ``K`` steps, which is
-the same stream as the engine's ``K`` successive ``(R, d)`` draws (NumPy's ``Generator`` fills
-arrays sequentially).  The arithmetic follows the engine's order of operations (GLM clipped sums
-call the very kernel the engine uses, :mod:`dpsim.problems._glm_kernels`), so the two agree to
-rounding (``tests/test_fused.py``: ≤ 1e-10 relative on every record; in practice ~1e-15).  The
-chain state is rebuilt with the engine's own state types at record steps and at the end, so
-probes and the privacy record are computed by the same code as in the engine.
+**Same random streams as the engine, bit for bit.**  The kernel is handed the run's two NumPy
+``Generator`` objects — the sampler's (:class:`dpsim.sampling.Sampler`) and the backend's noise
+generator — and draws from them with Numba's compiled ``Generator`` methods, which reproduce
+NumPy's algorithms on the same bit generator state (``binomial``, ``random``, ``integers``,
+``standard_normal``: values and final state identical, checked in ``tests/test_fused.py``).  The
+draws come in the engine's order: per step the ``R`` batch sizes (``Binomial(n, b/n)``, Poisson
+and cyclic Poisson), then per trial its ``k_r`` uniforms and Floyd's subset (stream ``floyd-v1``
+of :mod:`dpsim._sampling_kernels`, the same row function) or its ``b`` bounded integers
+(replacement); the noise generator gives per trial ``d`` normals, the C order of the engine's
+``(R, d)`` draw.  So no stream changes: the fused run *is* the engine's run.  The arithmetic
+follows the engine's order of operations (dense GLM clipped sums reproduce
+:func:`dpsim.problems._glm_kernels._dense_trial` on four-lane vectors with the same summation
+order, other problems call the engine's kernels), so the two agree to the last bit on dense GLMs
+and to rounding elsewhere (``tests/test_fused.py``: ≤ 1e-10 relative on every record; bit-for-bit
+tests for the dense GLM with every sampler).  The chain state is rebuilt with the engine's own
+state types at record steps and at the end, so probes and the privacy record (the declared events,
+the sampler, q, T) are computed by the same code as in the engine: privacy accounting is unchanged.
 
 Recognized optimizers (the registry name, checked against a rebuild from the recorded
 hyperparameters: same piece names, same declared event types and noise multipliers, same probes;
@@ -31,7 +41,8 @@ first step runs through the engine's own transform, which sets up the ellipsoid 
 scale; GLM rows are projected by the engine's kernel, :mod:`dpsim.privacy._ellipsoid`).  Problems: dense GLMs
 (``least_squares``, ``logistic_regression(density=1)``, ``absolute_regression``,
 ``linear_box``, ``sparse_logistic_1d``), ``random_quadratic``, ``quadratic_2d``; domains none,
-box or ball.  Backend ``numpy``, ``float64``.  :func:`plan` says why anything else is not.
+box or ball.  Samplers: all four.  Backend ``numpy``, ``float64``.  :func:`plan` says why
+anything else is not.
 """
 
 from __future__ import annotations
@@ -78,8 +89,9 @@ RULE = {"dp2_rmsprop": 0, "dp2_adagrad": 1, "dp2_yogi": 2}
 SUPPORTED_OPTIMIZERS = ("sgd", "momentum", "dp_sgd", "dp_sgdm", "adam", "dp_adam", "dp_adam_bc",
                         "dp2_rmsprop", "dp2_adagrad", "dp2_yogi", "pasan", "pagan")
 
-#: Noise and index buffers of one block hold at most this many numbers (bounds the block length;
-#: 4 MB of float64: each block is streamed once, trial by trial).
+#: A kernel call (a block) runs at most this many trial-numbers, ``K·R·(d + b)``, before it
+#: returns to Python (keeps progress bars and Ctrl-C responsive in runs without records; the
+#: blocks hold no buffers, so this costs one call per ~10 ms of work).
 BLOCK_ELEMENTS = 1 << 22
 
 
@@ -248,6 +260,114 @@ def _glm_clipped_trial(kind, X, rn2, ib, kr, W, y, lam, Cr, out, mm, cf, r):
     _K._finish_trial(out, W, W, False, lam, fsum, r)
 
 
+@numba.njit(cache=True, error_model="numpy")
+def _row_abs_max(X):
+    """``max_j |x_ij|`` of every row."""
+    out = np.zeros(X.shape[0])
+    for i in range(X.shape[0]):
+        m = 0.0
+        for j in range(X.shape[1]):
+            v = abs(X[i, j])
+            if v > m:
+                m = v
+        out[i] = m
+    return out
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _ball_q(c, X, row, imx):
+    """``Σ_t ((c x_t) · imx)²`` in column order (the engine's sum)."""
+    q = 0.0
+    for t in range(X.shape[1]):
+        v = c * X[row, t] * imx
+        q += v * v
+    return q
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, lam, cc, r):
+    """PASAN/PAGAN with a constant ellipsoid ``a_j = α`` (the ℓ2 ball of radius ``1/√α``) on a
+    dense GLM with ``ρ = 0``: ``out[r] = Σ_i π(g_i)``, the multipliers into ``lam[0, :kr]``.
+
+    The engine's closed form (:func:`dpsim.privacy._ellipsoid._glm_trial`, constant-``a`` case):
+    ``c_i = l'(x_i·w, y_i)``, ``m = max_t |c x_t|``, ``||g|| = m √(Σ_t (c x_t / m)²)``, factor
+    ``f = min(1, 1/(√α ||g||))``, ``λ = (√α||g|| − 1)/α`` when projected, ``out += f c x_i``.  Same
+    expressions and the same sequential sums, so the same bits; faster because the margins and
+    the sums of squares of four examples run interleaved (four independent dependency chains
+    instead of one), and ``max_t |c x_t| = |c| · max_t |x_t|`` (rounding is monotone, so the
+    product of ``|c|`` with the row's precomputed ``max_t |x_t|`` is the maximum of the rounded
+    products; a non-finite ``c`` takes the engine's loop)."""
+    d = X.shape[1]
+    wo = r * d
+    sqa = math.sqrt(alpha) if alpha > 0.0 else 0.0
+    for j in range(d):
+        out[r, j] = 0.0
+    # pass 1: c_i from the margins (sequential sums over t, four examples at a time)
+    i = 0
+    while i < kr:
+        if kind == _E._LINEAR:
+            cc[i] = -1.0
+            i += 1
+            continue
+        if i + 4 <= kr:
+            a0 = ib[i]
+            a1 = ib[i + 1]
+            a2 = ib[i + 2]
+            a3 = ib[i + 3]
+            m0 = 0.0
+            m1 = 0.0
+            m2 = 0.0
+            m3 = 0.0
+            for t in range(d):
+                wt = W[r, t]
+                m0 += X[a0, t] * wt
+                m1 += X[a1, t] * wt
+                m2 += X[a2, t] * wt
+                m3 += X[a3, t] * wt
+            cc[i] = _E._link_derivative(kind, m0, y[a0])
+            cc[i + 1] = _E._link_derivative(kind, m1, y[a1])
+            cc[i + 2] = _E._link_derivative(kind, m2, y[a2])
+            cc[i + 3] = _E._link_derivative(kind, m3, y[a3])
+            i += 4
+        else:
+            a0 = ib[i]
+            m0 = 0.0
+            for t in range(d):
+                m0 += X[a0, t] * W[r, t]
+            cc[i] = _E._link_derivative(kind, m0, y[a0])
+            i += 1
+    # pass 2: norms, factors and multipliers; pass 3: the scatter in example order
+    i = 0
+    while i < kr:
+        row = ib[i]
+        c = cc[i]
+        if abs(c) < math.inf:
+            mx = abs(c) * xmax[row]
+        else:
+            mx = 0.0
+            for t in range(d):
+                v = abs(c * X[row, t])
+                if v > mx:
+                    mx = v
+        q = 0.0
+        if mx > 0.0 and mx < math.inf:
+            q = _ball_q(c, X, row, 1.0 / mx)
+        nrm = mx * math.sqrt(q)
+        f = 1.0
+        lm = 0.0
+        if not nrm < math.inf:
+            f = math.nan
+            lm = math.nan
+        elif sqa * nrm > 1.0:
+            f = 1.0 / (sqa * nrm)
+            lm = (sqa * nrm - 1.0) / alpha
+        lam[0, i] = lm
+        cc[i] = f * c
+        i += 1
+    for i in range(kr):
+        _axpy_lanes(out, wo, cc[i], X, ib[i] * d, d)
+
+
 @numba.njit(cache=True)
 def _example_grad(pk, W, r, row, Wq, Yq, h, xi, qreg, g):
     """Per-example gradient of a quadratic problem into ``g`` (d,)."""
@@ -293,11 +413,14 @@ def _quad_trial(pk, ib, kr, W, S, want_scale, Cr, Wq, Yq, h, xi, qreg, out, g, r
 
 
 @numba.njit(cache=True)
-def _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, vals, cols, ptr, dense_d, y, link, reg,
-                     Amat, SA, ISA, arow, const_a, out, lam, nomask, g, pv, uu, r):
+def _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, X, xmax, vals, cols, ptr, dense_d, y, link,
+                     reg, Amat, SA, ISA, arow, const_a, out, lam, nomask, g, pv, uu, cc, r):
     """``out[r] = Σ_i π_A(g_i)`` over the ``kr`` examples ``ib[:kr]``, the multipliers into
     ``lam[0, :kr]`` (the engine's two paths: GLM rows through
     :func:`dpsim.privacy._ellipsoid._glm_trial`, other problems per materialized gradient)."""
+    if pk == P_GLM and reg == 0.0 and const_a[arow[r]] >= 0.0:
+        _ball_dense_trial(link, X, xmax, ib, kr, W, y, const_a[arow[r]], out, lam, cc, r)
+        return
     if pk == P_GLM:
         # the engine's kernel on one-row views of this trial (row 0 of each view is trial r)
         _E._glm_trial(0, vals, cols, ptr, dense_d, y, link, reg, W[r:r + 1],
@@ -342,7 +465,7 @@ def _draw_batch(sk, srng, n_s, sizes, r, kcyc, grp, b, bits, ub, ib, private_idx
 
 @numba.njit(cache=True)
 def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nrng, noisy,
-               pk, X, rn2, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
+               pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
                ok, b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, eps, phi, floor,
                use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, S, g,
                vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, per_norm, frac, pv, uu):
@@ -436,9 +559,9 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
                         v = A[r, j]
                         S[r, j] = 1.0 / (math.sqrt(v if v > 0.0 else 0.0) + eps[r])
             if ok == ELLIPSOID:
-                _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, vals, cols, ptr, dense_d, y,
-                                 link, reg, Amat, SA, ISA, arow, const_a, out, lam, nomask, g, pv,
-                                 uu, r)
+                _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, X, xmax, vals, cols, ptr,
+                                 dense_d, y, link, reg, Amat, SA, ISA, arow, const_a, out, lam,
+                                 nomask, g, pv, uu, mm, r)
                 nproj = 0
                 for i in range(kr):
                     if lam[0, i] > 0:
@@ -795,10 +918,12 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     X, y, link, reg = e2, e1, 0, 0.0
     vals, cols, ptr, dense_d = e1, ie1, ie1, 0
     Wq, Yq, h, xi, qreg = e3, e2, e1, e2, 0.0
-    rn2 = e1
+    rn2 = xmax = e1
     if P.pk == P_GLM:
         X, y = np.ascontiguousarray(prob.X, dtype=np.float64), prob.y
         rn2 = _row_sq_norms(X)
+        if P.ok == ELLIPSOID:
+            xmax = _row_abs_max(X)
         link, reg = _LINKS.index(prob.link), float(prob.reg)
         if P.ok == ELLIPSOID:  # the row layout of dpsim.privacy._ellipsoid.glm_projected_sum
             vals, cols, dense_d = X.reshape(-1), np.arange(d, dtype=np.int64), d
@@ -824,7 +949,7 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
         # (keeps progress bars and interrupts responsive in long runs without records)
         K = min(stop - t, max(1, BLOCK_ELEMENTS // per_step))
         count = _run_steps(t, K, sk, srng, n_all, p_all, kcyc, sampler.step, pidx, bsum, nrng,
-                           P.noisy, P.pk, X, rn2, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
+                           P.noisy, P.pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
                            P.ok, b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta,
                            P.beta1, P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1,
                            P.s2, P.rule, P.bias, W, A, Bst, count, out, S, g,

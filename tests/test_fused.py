@@ -210,12 +210,14 @@ def test_fused_pagan_optimal_scaling_box():
 def test_fused_bit_for_bit_dense_glm(sampling, prob_name):
     """The kernel draws batches and noise itself, in the engine's order, from the run's own
     generators; with the dense-GLM arithmetic in the engine's order the run is the same to the
-    last bit (not only to rounding), for every sampler."""
-    opt = optimizers.get("dp_sgdm", **OPTIMIZERS["dp_sgdm"])
-    a, b = _pair(PROBLEMS[prob_name](), opt, sampling=sampling)
-    _compare(a, b)
-    np.testing.assert_array_equal(b.params, a.params)
-    np.testing.assert_array_equal(b.loss, a.loss)
+    last bit (not only to rounding), for every sampler: DP-SGD with momentum (clipped sums on
+    four-lane vectors) and PAGAN (the ℓ2-ball closed form, four margins interleaved)."""
+    for opt in (optimizers.get("dp_sgdm", **OPTIMIZERS["dp_sgdm"]),
+                optimizers.get("pagan", **ELLIPSOID_CASES["pagan_per_trial"][1])):
+        a, b = _pair(PROBLEMS[prob_name](), opt, sampling=sampling)
+        _compare(a, b)
+        np.testing.assert_array_equal(b.params, a.params)
+        np.testing.assert_array_equal(b.loss, a.loss)
 
 
 def test_numba_generator_streams_are_numpys():
