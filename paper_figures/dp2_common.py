@@ -312,7 +312,8 @@ def edges(results, rows) -> dict:
         if key is not None:
             for axis in sel[key].get("at_edge", []):
                 out[f"{name}.{axis}"] = sel[key]["point"][axis]
-        if e.label in s_edge or (e.stability and f"sig{e.sigma:g}-{e.method}" in s_edge):
+        if e.label in s_edge or (e.stability and e.private
+                                 and f"sig{e.sigma:g}-{e.method}" in s_edge):
             out[f"{name}.s"] = int(e.res.config["hyperparameters"]["s1"])
     return out
 
