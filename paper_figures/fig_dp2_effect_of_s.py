@@ -59,6 +59,9 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax.set_xscale("log")
         ax.set_xticks(s)
         ax.set_xticklabels([f"{int(x)}" for x in s])
+        from matplotlib.ticker import NullFormatter
+
+        ax.xaxis.set_minor_formatter(NullFormatter())  # only the delays are labelled
         ax.set_xlabel("delay s (steps)")
         ax.set_ylabel(r"final excess training loss $F(w_T) - F^\star$")
         ax.set_title(f"(a) final loss vs s (σ = {sig:g}, ε = {eps_text(rows[0].res)})", fontsize=8.5)
