@@ -448,3 +448,25 @@ def test_adadps_sparse_fast_path_equals_the_reference_bit_for_bit(reg, beta):
     np.testing.assert_array_equal(a.params, r.params)
     np.testing.assert_array_equal(a.loss, r.loss)
     assert a.privacy == r.privacy
+
+
+@pytest.mark.parametrize("name", ["dp2_rmsprop", "dp2_extra_query", "dp2_yogi"])
+@pytest.mark.parametrize("okw", [{}, {"s1": 3, "s2": 4, "unbias": True},
+                                 {"noise_multiplier": [0.5, 1.0, 2.0], "eps": [1e-8, 1e-6, 1e-4]},
+                                 {"noise": "banded:3"}], ids=["default", "s1s2-unbias", "per-trial", "banded"])
+def test_dp2_scale_reused_between_refreshes_equals_the_reference(monkeypatch, name, okw):
+    """DP²'s delayed scale ``s = 1/(√v + ε)`` is computed once per refresh (``v`` changes only
+    there): the numbers of the reference ``scale_then_privatize``, which recomputes it every step."""
+    import dpsim.optimizers.dp2 as dp2
+    from dpsim.transforms.combinators import scale_then_privatize
+    from dpsim.transforms.preconditioners import apply_delayed
+
+    prob = problems.logistic_regression(800, 40, density=0.1, seed=0)
+    kw = dict(steps=25, batch_size=16, trials=3, seed=4, record_every=5, fast=False)
+    a = dpsim.simulate(prob, optimizers.get(name, **okw), **kw)
+    monkeypatch.setattr(dp2, "_delayed_scale_release", lambda priv, P, eps, nm: scale_then_privatize(
+        priv, apply_delayed(P), eps_scale=eps, unscale=False, names=(nm, "preconditioner")))
+    b = dpsim.simulate(prob, optimizers.get(name, **okw), **kw)
+    np.testing.assert_array_equal(a.params, b.params)
+    np.testing.assert_array_equal(a.loss, b.loss)
+    assert a.privacy == b.privacy

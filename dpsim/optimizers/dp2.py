@@ -44,7 +44,7 @@ import numpy as np
 
 from .._validate import any_inf, hyper, positive_int, product
 from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
-from ..transforms.base import mean_gradient, named_chain
+from ..transforms.base import GradientTransformation, mean_gradient, named_chain
 from ..transforms.combinators import alongside, alternate, scale_then_privatize
 from ..transforms.preconditioners import accumulate, apply_delayed, by_rule, refresh
 from ._hyper import BETA, CLIP, DELAY, EPS, LR, NOISE, SIGMA, Flag, OrNone
@@ -77,8 +77,7 @@ def _dp2(rule, order, *, s1, s2, lr, lr2, clip, clip2, noise_multiplier, beta, e
     priv2 = gaussian_privatizer(clip if clip2 is None else clip2, sigma, noise=noise)
 
     def preconditioned(name):  # release of g / D with the delayed D
-        return scale_then_privatize(priv2, apply_delayed(P), eps_scale=eps, unscale=False,
-                                    names=(name, "preconditioner"))
+        return _delayed_scale_release(priv2, P, eps, name)
 
     if order == "extra_query":
         first = named_chain(priv1, ("preconditioner", accumulate(then_refresh=refresh(P, s1, bias))),
@@ -93,6 +92,39 @@ def _dp2(rule, order, *, s1, s2, lr, lr2, clip, clip2, noise_multiplier, beta, e
     else:
         adaptive = named_chain(preconditioned("privatizer"), learning_rate(lr2, "lr2"))
     return alternate((s1, sgd), (s2, adaptive), on_switch=("preconditioner", refresh(P, s1, bias)))
+
+
+def _delayed_scale_release(privatizer, P, eps, name):
+    """The release of ``g / D`` with the delayed ``D``:
+    ``scale_then_privatize(privatizer, apply_delayed(P), eps_scale=ε, unscale=False)`` (the
+    reference: same named state, same declared release), with the scale
+    ``s = 1/(√max(v, 0) + ε)`` computed once per refresh instead of every step.
+
+    Exact: ``s`` is a function of the delayed ``v`` alone, and ``v`` changes only at a refresh,
+    which replaces the array (:func:`~dpsim.transforms.preconditioners.refresh` returns a new
+    ``DelayedState``; no piece writes into ``v``).  So ``s`` is reused while the state holds the
+    same ``v`` object, and recomputed by the reference's expression when it does not.  The cache
+    lives in the run's :class:`~dpsim.transforms.StepContext` (one run, one cache), and only on
+    host NumPy; other backends run the reference every step."""
+    ref = scale_then_privatize(privatizer, apply_delayed(P), eps_scale=eps, unscale=False,
+                               names=(name, "preconditioner"))
+    key = ("dp2_delayed_scale", object())  # this piece's entry in the run's cache
+
+    def update(batch, state, params, ctx):
+        q = state["preconditioner"]
+        cache = getattr(ctx, "_cache", None)
+        if not (isinstance(cache, dict) and isinstance(q.v, np.ndarray)):
+            return ref.update(batch, state, params, ctx)
+        hit = cache.get(key)
+        if hit is not None and hit[0] is q.v:
+            s = hit[1]
+        else:
+            s = 1.0 / (np.sqrt(np.maximum(q.v, 0.0)) + ctx.hp(eps))
+            cache[key] = (q.v, s)
+        g, p = privatizer.update(batch.scaled(s), state[name], params, ctx)
+        return g, {name: p, "preconditioner": q}
+
+    return GradientTransformation(ref.init, update, ref.privacy, ref.names)
 
 
 @register
