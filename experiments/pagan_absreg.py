@@ -56,7 +56,7 @@ Design
   (``tune_trials`` per grid point) — on ``lr_grid`` (the paper's nine values
   ``{0.005, …, 1.0}`` plus ``lr_extra`` above them: with the paper's grid alone PASAN, PDP-SGD
   and non-private SGD chose its top value 1.0, and on the average iterate SGD and PASAN do best
-  near α = 4, so the grid goes up to 8 at quick scale; the edge status of every choice is
+  near α = 4 and PDP-SGD wants α·C up to 1, so the grid goes up to 16 at quick scale; the edge status of every choice is
   reported and caps the verdicts) jointly with the radius ``B`` of the ellipsoid
   (PASAN/PAGAN) or the clip norm ``C`` (PDP-SGD) on ``radius_grid`` / ``pdp_clip_grid``.  The
   paper does not give ``B`` for §6.1 (its §6.2 tunes ``B ∈ {0.05, 0.1, 0.5, 1}``); the Theorem 1/2
@@ -69,8 +69,9 @@ Design
   it as an edge only above the 1% quantile of ``||a_i||``, saved in the notes; at quick scale that
   quantile is 0.22, hence the grid's 0.125).  PDP-SGD's step ``α · P(Σ clip(g_i, C) + σCξ)/b``
   depends, once ``C`` is below nearly every gradient norm, on ``α·C`` alone, so its clip grid
-  (0.0625, 0.25) is crossed with the lr grid for a wide range of products and the figures count
-  an lr or clip edge there only when the chosen product is at the end of that range.  The grid is folded into the trial axis of one tuning cell per
+  (0.0625, 0.125, both below the 1% quantile 0.22) is crossed with the lr grid (up to 16) for a
+  wide range of products and the figures count an lr or clip edge there only when the chosen
+  product is at the end of that range.  The grid is folded into the trial axis of one tuning cell per
   (method, ε) and the rule of :mod:`experiments.tuning` applied with the median statistic; the
   chosen values are then run in an evaluation cell with ``trials`` fresh trials (no winner's
   curse).  Tuning is non-private, as in the paper.  The selections are saved in the manifest's
@@ -166,14 +167,14 @@ PRESETS: dict[str, Config] = {
     # A laptop (about 1.5 CPU-minutes): the paper's problem, ε, step-size grid (widened above) and
     # 30 runs; fewer steps, radii and tuning trials than full.
     "quick": Config(n=5000, d=100, steps=300, batch_size=70, epsilons=(0.1, 1.0, 4.0),
-                    lr_grid=PAPER_LR_GRID, lr_extra=(2.0, 4.0, 8.0),
-                    radius_grid=(0.125, 0.25, 1.0, 2.0, 4.0), pdp_clip_grid=(0.0625, 0.25),
+                    lr_grid=PAPER_LR_GRID, lr_extra=(2.0, 4.0, 8.0, 16.0),
+                    radius_grid=(0.125, 0.25, 1.0, 2.0, 4.0), pdp_clip_grid=(0.0625, 0.125),
                     tune_trials=2, trials=30, record_every=10),
     # The paper's sizes, step-size grid (widened above) and 30 runs per method.
     "full": Config(n=5000, d=100, steps=1000, batch_size=70, epsilons=(0.1, 1.0, 4.0),
-                   lr_grid=PAPER_LR_GRID, lr_extra=(2.0, 4.0, 8.0, 16.0),
+                   lr_grid=PAPER_LR_GRID, lr_extra=(2.0, 4.0, 8.0, 16.0, 32.0),
                    radius_grid=(0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0),
-                   pdp_clip_grid=(0.03125, 0.125, 0.5, 2.0), tune_trials=3, trials=30,
+                   pdp_clip_grid=(0.03125, 0.0625, 0.125, 0.5, 2.0), tune_trials=3, trials=30,
                    record_every=10),
 }
 
