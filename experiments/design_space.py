@@ -224,7 +224,7 @@ PRESETS: dict[str, Config] = {
                    quad_steps=20, quad_batch_size=5, quad_lr_grid=(0.1,), quad_eps_scale_grid=(1.0,),
                    quad_tune_trials=3, quad_eval_trials=3, neg_record_every=5, quad_record_every=5),
     # A laptop: about two minutes of one core.
-    "quick": Config(ada_n=1000, ada_zero_fractions=(0.5, 0.9), ada_lr_grid=_pow2(-5, 2),
+    "quick": Config(ada_n=1000, ada_zero_fractions=(0.5, 0.9), ada_lr_grid=_pow2(-5, 4),
                     ada_eps_grid=(1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
                     ada_eps_scale_grid=(0.01, 0.1, 1.0),
                     ada_tune_trials=3, ada_eval_trials=30,
