@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -91,12 +92,17 @@ def reproduce(names: Iterable[str], *, scale: str = "quick", out_dir=None, force
     backend : ``"numpy"`` (default) or ``"cupy"`` (cells run on the GPU; part of the cache key);
         ``ValueError`` naming it when unknown or when CuPy/CUDA is not usable here.
 
-    Results are bitwise identical whatever ``workers``/``scheduler``.  Returns the path of
-    REPORT.md.
+    With more than one worker (or a scheduler) the experiments run at the same time, one thread
+    each in this process, their cells sharing the cluster (see :func:`_run_all`); then every
+    experiment's figures are rendered (in as many processes as workers, one experiment each)
+    and the report written once.  Results are bitwise identical
+    whatever ``workers``/``scheduler``.  With ``verbose``, the wall time of the simulation
+    phase (cluster start-up and every experiment's ``run``; not the figures) is printed on
+    stderr as ``simulation phase: <s> s wall ...``.  Returns the path of REPORT.md.
     """
     from . import pipeline
 
-    names = list(names)
+    names = list(dict.fromkeys(names))  # each experiment once
     if isinstance(scale, bool) or scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
     exps = [get(n) for n in names]  # KeyError before any work
@@ -114,12 +120,33 @@ def reproduce(names: Iterable[str], *, scale: str = "quick", out_dir=None, force
     if verbose and runner.parallel:
         print(f"cells run {runner.describe()}", file=sys.stderr)
 
-    entries: dict = {}
+    def run_one(exp):
+        return pipeline.run_experiment(exp, scale, results_dir=results_dir, force=force,
+                                       progress=progress, runner=runner, backend=backend)
+
+    t0 = time.perf_counter()
     try:
+        if runner.parallel and any(_may_compute(e, scale, results_dir, backend, force)
+                                   for e in exps):
+            runner.start()  # the cluster comes up while the experiments do their own set-up
+        runs = _run_all(exps, run_one, runner)
+        sim_wall = time.perf_counter() - t0
+    finally:
+        runner.close()
+    if verbose and exps:
+        how = (f"{len(exps)} experiments at once; " if runner.parallel and len(exps) > 1 else "")
+        print(f"simulation phase: {sim_wall:.1f} s wall ({how}cells {runner.describe()})",
+              file=sys.stderr)
+
+    # Figures and the report: one process at a time renders into out_dir and merges
+    # report.json / REPORT.md (written once, with every section).
+    t1 = time.perf_counter()
+    new: dict = {}
+    with pipeline.file_lock(out_dir / ".report.lock"):
+        figures = _render_all(exps, {e.name: runs[e.name][1] for e in exps}, out_dir,
+                              processes=_render_processes(runner, len(exps)))
         for exp in exps:
-            cache, paths = pipeline.run_experiment(exp, scale, results_dir=results_dir, force=force,
-                                                   progress=progress, runner=runner,
-                                                   backend=backend)
+            cache, paths = runs[exp.name]
             entry = {
                 "title": exp.title,
                 "scale": scale,
@@ -132,27 +159,104 @@ def reproduce(names: Iterable[str], *, scale: str = "quick", out_dir=None, force
                 "cells": {"total": len(cache.used), "computed": len(cache.computed),
                           "reused": len(cache.reused)},
             }
-            # One process at a time renders into out_dir and merges report.json / REPORT.md.
-            with pipeline.file_lock(out_dir / ".report.lock"):
-                entry["figures"] = pipeline.render_figures(exp, paths, out_dir)
-                entries = _read_report(out_dir)
-                entries[exp.name] = entry
-                pipeline._atomic_write_text(out_dir / "report.json",
-                                            json.dumps(entries, indent=1, sort_keys=True) + "\n")
-                path = pipeline.write_report(out_dir, entries, list(_REGISTRY))
-            if verbose:
-                print(f"{exp.name} [{scale}]: {len(cache.computed)} cell(s) computed, "
-                      f"{len(cache.reused)} reused; table: {entry['table']}; figures: "
-                      + ", ".join(str(out_dir / f) for fig in entry["figures"] for f in fig["files"]
-                                  if f.endswith(".png")), file=sys.stdout)
-    finally:
-        runner.close()
-    if not exps:
-        with pipeline.file_lock(out_dir / ".report.lock"):
-            path = pipeline.write_report(out_dir, _read_report(out_dir), list(_REGISTRY))
+            entry["figures"] = figures[exp.name]
+            new[exp.name] = entry
+        entries = _read_report(out_dir)
+        entries.update(new)
+        if new:
+            pipeline._atomic_write_text(out_dir / "report.json",
+                                        json.dumps(entries, indent=1, sort_keys=True) + "\n")
+        path = pipeline.write_report(out_dir, entries, list(_REGISTRY))
     if verbose:
+        for exp in exps:
+            cache, entry = runs[exp.name][0], new[exp.name]
+            print(f"{exp.name} [{scale}]: {len(cache.computed)} cell(s) computed, "
+                  f"{len(cache.reused)} reused; table: {entry['table']}; figures: "
+                  + ", ".join(str(out_dir / f) for fig in entry["figures"] for f in fig["files"]
+                              if f.endswith(".png")), file=sys.stdout)
+        if exps:
+            print(f"figures and report: {time.perf_counter() - t1:.1f} s wall", file=sys.stderr)
         print(f"report: {path}")
     return path
+
+
+def _render_processes(runner, n_exps: int) -> int:
+    """How many processes render figures: one per experiment, at most as many as the local
+    workers (every local core for a remote scheduler); 1 (here) for a sequential runner."""
+    if not getattr(runner, "parallel", False) or n_exps < 2:
+        return 1
+    from .pipeline import default_workers
+
+    return max(1, min(n_exps, getattr(runner, "workers", None) or default_workers()))
+
+
+def _render_one(name: str, paths: dict, out_dir: str) -> list:
+    """Render the figures of experiment ``name`` (run in a render process)."""
+    from . import pipeline
+
+    return pipeline.render_figures(get(name), paths, Path(out_dir))
+
+
+def _render_all(exps, paths: dict, out_dir: Path, *, processes: int = 1) -> dict:
+    """``{name: report entries of its figures}``: every experiment's figures rendered from its
+    saved results, here (``processes=1``) or in a pool of that many fresh processes, one
+    experiment per task (figures read only saved files, so they need nothing else from this
+    process)."""
+    from . import pipeline
+
+    if processes < 2:
+        return {e.name: pipeline.render_figures(e, paths[e.name], out_dir) for e in exps}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=processes,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        futs = {e.name: pool.submit(_render_one, e.name, dict(paths[e.name]), str(out_dir))
+                for e in exps}
+        return {name: f.result() for name, f in futs.items()}
+
+
+def _may_compute(exp, scale: str, results_dir: Path, backend: str, force: bool) -> bool:
+    """Whether reproducing ``exp`` may compute cells: ``force``, or no complete run saved
+    under its current key (a cheap look at the manifest; a corrupt cell file is found later)."""
+    from . import pipeline
+
+    if force:
+        return True
+    key = pipeline.cache_key(exp.name, exp.config(scale), pipeline.numerics_version(exp), backend)
+    try:
+        m = json.loads((results_dir / exp.name / scale / key / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(m, dict) and m.get("complete"))
+
+
+def _run_all(exps, run_one, runner) -> dict:
+    """``{name: run_one(exp)}`` for every experiment.  On a parallel runner, every experiment
+    runs at once in its own thread of this process, their cells sharing the runner's workers:
+    while one experiment waits for its tuning cells to finish before it can make its
+    evaluation cells (or calibrates σ here), the workers compute the other experiments' cells,
+    so no worker idles at an experiment's phase boundary.  Each experiment's manifest is still
+    written by one thread of one process, and its cells and seeds are those of the sequential
+    run (bitwise identical results).  If one experiment fails, the cells of the others are
+    cancelled and the first error is raised."""
+    if len(exps) < 2 or not getattr(runner, "parallel", False):
+        return {e.name: run_one(e) for e in exps}
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    pool = ThreadPoolExecutor(max_workers=len(exps), thread_name_prefix="dpsim-reproduce")
+    try:
+        futs = {pool.submit(run_one, e): e for e in exps}
+        wait(futs, return_when=FIRST_EXCEPTION)
+        for f in futs:  # the first experiment (in the given order) that failed
+            if f.done() and f.exception() is not None:
+                raise f.exception()
+        return {futs[f].name: f.result() for f in futs}
+    except BaseException as err:  # an experiment failed, or Ctrl-C: stop the others' cells
+        runner.stop(err)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _read_report(out_dir: Path) -> dict:

@@ -114,11 +114,10 @@ def settings(config: Config) -> list[tuple[str, str, dict]]:
 
 def run(config: Config, cache) -> dict:
     """Tune the learning rate per setting, then evaluate the chosen one; ``{label: Result}``."""
-    built: dict[str, object] = {}
+    # Built once, here: every cell's closure shares them (one copy per Dask worker).
+    built = {name: dpsim.problems.logistic_regression(**kw) for name, kw in problem_specs(config)}
 
     def problem(name, kwargs):
-        if name not in built:
-            built[name] = dpsim.problems.logistic_regression(**kwargs)
         return built[name]
 
     common = dict(steps=config.steps, batch_size=config.batch_size, sampling=config.sampling,

@@ -62,7 +62,9 @@ import os
 import platform
 import re
 import sys
+import threading
 import time
+import types
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -291,25 +293,138 @@ def _worker_versions() -> dict:
     return {"dpsim": dpsim.__version__, "numerics": DPSIM_NUMERICS}
 
 
-def _dumps_cell(compute) -> bytes:
-    """``compute`` (a cell's, or a list of them) pickled by cloudpickle for a worker, solving (``.optimum``) every
-    :class:`dpsim.problems.Problem` it captures first: once here rather than once per task, and a
-    problem pickled before its optimum is known would reach the worker without it."""
+def _dumps_cell(compute, shared: "_SharedObjects | None" = None) -> bytes:
+    """``compute`` (a cell's, or a list of them) pickled by cloudpickle for a worker, solving
+    (``.optimum``) every :class:`dpsim.problems.Problem` it captures first: once here rather than
+    once per task, and a problem pickled before its optimum is known would reach the worker
+    without it.
+
+    The pickle is ``(contents, root)``: every ``Problem`` reachable from ``compute``, and every
+    ``dict`` a closure holds (a variable of the enclosing function, such as a cache filled on
+    first use), is pickled on its own into ``contents`` under a token ``"<identity>-<hash>"``
+    (the object's identity in this process, numbered by ``shared``, and the SHA-256 of its
+    pickle) and referred to by that token from ``root`` and from the other contents.  A worker
+    (:func:`_loads_cell`) keeps the objects it unpickled by token, so a batch that refers to an
+    object an earlier batch of the same sweep sent unchanged gets the worker's copy of it,
+    including what earlier cells stored in it (a problem built or a σ calibrated on first use and
+    kept in a dict of the experiment's ``run``): the worker then shares objects across batches as
+    the cells of a sequential run share them in one process.  An object changed here since it
+    was sent (another hash) is sent afresh.  ``shared=None``: identities numbered for this call
+    only (nothing is shared with other calls)."""
     import io
 
     import cloudpickle
 
     problem_type = dpsim.problems.Problem
+    if shared is None:
+        shared = _SharedObjects()
+    contents: dict[str, bytes] = {}
+    # this call: id -> (object, token); the token is None while the object is being pickled,
+    # and the object is kept so that a temporary (a state dict made by a __reduce__) cannot
+    # free its id for another object
+    tokens: dict[int, tuple[object, str | None]] = {}
+
+    def token(obj) -> str | None:
+        hit = tokens.get(id(obj))
+        if hit is not None and hit[0] is obj:
+            return hit[1]  # None: a cycle back to an object being pickled (pickled inline)
+        tokens[id(obj)] = (obj, None)
+        data = dump(obj, obj)
+        tok = f"{shared.number(obj)}-{hashlib.sha256(data).hexdigest()[:24]}"
+        contents[tok] = data
+        tokens[id(obj)] = (obj, tok)
+        return tok
+
+    closure_dicts: dict[int, dict] = {}  # the dicts closures hold (in a cell of __closure__)
 
     class _Pickler(cloudpickle.Pickler):
+        def __init__(self, file, root):
+            super().__init__(file)
+            self._root = root
+
+        def persistent_id(self, obj):
+            if obj is self._root:
+                return None
+            if isinstance(obj, problem_type) or (type(obj) is dict and
+                                                 closure_dicts.get(id(obj)) is obj):
+                return token(obj)
+            return None
+
         def reducer_override(self, obj):
             if isinstance(obj, problem_type):
                 obj.optimum  # noqa: B018 (solved and cached on the object)
+            elif isinstance(obj, types.FunctionType):
+                for c in obj.__closure__ or ():
+                    try:
+                        v = c.cell_contents
+                    except ValueError:  # an empty cell
+                        continue
+                    if type(v) is dict:
+                        closure_dicts[id(v)] = v
             return super().reducer_override(obj)
 
-    buf = io.BytesIO()
-    _Pickler(buf).dump(compute)
-    return buf.getvalue()
+    def dump(obj, root) -> bytes:
+        buf = io.BytesIO()
+        _Pickler(buf, root).dump(obj)
+        return buf.getvalue()
+
+    root = dump(compute, None)
+    import pickle
+
+    return pickle.dumps((contents, root), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _SharedObjects:
+    """Numbers the objects :func:`_dumps_cell` pickles by token, for one runner: an object
+    keeps its number for the runner's life (and is kept alive, so that its ``id`` is never
+    reused by another object); numbers start with a random prefix of the runner, so two
+    processes sending cells to one cluster never share an object."""
+
+    def __init__(self):
+        self._numbers: dict[int, tuple[object, str]] = {}
+        self._lock = threading.Lock()
+        self._prefix = uuid.uuid4().hex[:16]  # no two runners (processes) share a number
+
+    def number(self, obj) -> str:
+        with self._lock:
+            entry = self._numbers.get(id(obj))
+            if entry is None or entry[0] is not obj:
+                entry = self._numbers[id(obj)] = (obj, f"{self._prefix}.{len(self._numbers)}")
+            return entry[1]
+
+
+#: On a worker: the objects unpickled by :func:`_loads_cell`, by token (least recently used
+#: first), at most :data:`_SHARED_MAX` of them and :data:`_SHARED_BYTES` of their pickles.
+_SHARED: dict = {}
+_SHARED_MAX = 100_000
+_SHARED_BYTES = 2 << 30
+
+
+def _loads_cell(blob: bytes):
+    """The inverse of :func:`_dumps_cell`, on a worker: an object whose token this worker has
+    seen is the worker's copy of it (see :func:`_dumps_cell`); the others are unpickled from
+    the blob and kept.  Call under :data:`_BATCHES_LOCK`."""
+    import io
+    import pickle
+
+    contents, root = pickle.loads(blob)
+
+    def resolve(tok):
+        hit = _SHARED.pop(tok, None)
+        if hit is None:
+            hit = (load(contents[tok]), len(contents[tok]))
+        _SHARED[tok] = hit  # most recently used last
+        return hit[0]
+
+    def load(data: bytes):
+        up = pickle.Unpickler(io.BytesIO(data))
+        up.persistent_load = resolve
+        return up.load()
+
+    out = load(root)
+    while len(_SHARED) > _SHARED_MAX or sum(n for _, n in _SHARED.values()) > _SHARED_BYTES:
+        del _SHARED[next(iter(_SHARED))]
+    return out
 
 
 #: glibc ``mallopt`` parameters (``<malloc.h>``).
@@ -349,45 +464,57 @@ def restore_malloc_thresholds() -> bool:
 
 def _run_cell(compute, seed, expected: dict, in_worker: bool = False):
     """Compute one cell (in a worker or in this process): ``(Result, wall seconds, CPU
-    seconds)``, the CPU time being that of the thread that computed the cell
-    (``time.thread_time``); ``compute`` may come pickled (:func:`_dumps_cell`).  On a Dask
+    seconds, timing)``, the CPU time being that of the thread that computed the cell
+    (``time.thread_time``) and ``timing`` ``{"worker": "host:pid", "t_start", "t_stop"}`` (Unix
+    seconds: the timeline of a sweep, from which a worker's idle time follows); ``compute`` may come pickled (:func:`_dumps_cell`).  On a Dask
     worker (``in_worker``) the allocator thresholds are restored first
     (:func:`restore_malloc_thresholds`)."""
     if in_worker:
         restore_malloc_thresholds()
     if isinstance(compute, bytes):
-        import pickle
-
-        compute = pickle.loads(compute)
+        with _BATCHES_LOCK:
+            compute = _loads_cell(compute)
     here = _worker_versions()
     if here != expected:
         raise RuntimeError(f"a Dask worker runs dpsim {here} but the sweep was keyed for "
                            f"{expected}; install the same dpsim on every worker")
-    t0, c0 = time.perf_counter(), time.thread_time()
+    start, t0, c0 = time.time(), time.perf_counter(), time.thread_time()
     res = compute(seed)
-    return res, time.perf_counter() - t0, time.thread_time() - c0
+    wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    return res, wall, cpu, {"worker": _WORKER_ID, "t_start": round(start, 3),
+                            "t_stop": round(start + wall, 3)}
 
 
-_BATCHES: dict = {}  # batch id -> the unpickled computes of a batch, in a worker (newest last)
-_BATCHES_LOCK = __import__("threading").Lock()
+#: Who computed a cell (saved in the manifest with its start and stop times): ``host:pid``.
+_WORKER_ID = f"{platform.node()}:{os.getpid()}"
+
+
+_BATCHES: dict = {}  # batch id -> (the unpickled computes of a batch, blob size), in a worker
+_BATCHES_LOCK = threading.Lock()
+#: A worker keeps the unpickled cells of at most this many batches (least recently used first
+#: out) and of at most :data:`_BATCHES_BYTES` of pickles (the newest batch always): several
+#: experiments run their batches at the same time on one cluster, so a worker alternates
+#: between batches and would otherwise unpickle (and rebuild the problems of) a batch again.
+_BATCHES_MAX = 32
+_BATCHES_BYTES = 1 << 30
 
 
 def _run_batch_cell(blob: bytes, batch: str, i: int, seed, expected: dict):
     """Compute cell ``i`` of a batch on a worker: the batch's computes, pickled together
     (:func:`_dumps_cell` of the list), are unpickled once per worker process and kept for the
-    batch's later cells (the two newest batches are kept).  Pickled together, the cells share
-    what they share in the parent -- a problem built lazily on first use by one cell is built
-    once per worker, not once per cell."""
+    batch's later cells (the most recently used batches are kept, see :data:`_BATCHES_MAX`).
+    Pickled together, the cells share what they share in the parent -- a problem built lazily
+    on first use by one cell is built once per worker, not once per cell."""
     restore_malloc_thresholds()
     with _BATCHES_LOCK:
-        computes = _BATCHES.get(batch)
-        if computes is None:
-            import pickle
-
-            computes = _BATCHES[batch] = pickle.loads(blob)
-            while len(_BATCHES) > 2:
-                del _BATCHES[next(iter(_BATCHES))]
-    return _run_cell(computes[i], seed, expected, in_worker=True)
+        hit = _BATCHES.pop(batch, None)
+        if hit is None:
+            hit = (_loads_cell(blob), len(blob))
+        _BATCHES[batch] = hit  # most recently used last
+        while len(_BATCHES) > 1 and (len(_BATCHES) > _BATCHES_MAX or
+                                     sum(n for _, n in _BATCHES.values()) > _BATCHES_BYTES):
+            del _BATCHES[next(iter(_BATCHES))]
+    return _run_cell(hit[0][i], seed, expected, in_worker=True)
 
 
 class InProcess:
@@ -397,10 +524,17 @@ class InProcess:
     parallel = False
 
     def run(self, jobs: Sequence[tuple[Cell, np.random.SeedSequence]]):
-        """Yield ``(cell, result, wall seconds, CPU seconds)`` per job, in order."""
+        """Yield ``[(cell, result, wall seconds, CPU seconds, timing)]`` per job, in order (a
+        group of one: the cells a runner yields together are saved with one manifest update)."""
         expected = _worker_versions()
         for cell, seed in jobs:
-            yield (cell, *_run_cell(cell.compute, seed, expected))
+            yield [(cell, *_run_cell(cell.compute, seed, expected))]
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, reason: BaseException | None = None) -> None:
+        pass
 
     def close(self) -> None:
         pass
@@ -460,6 +594,12 @@ class DaskRunner:
         self.scheduler = scheduler
         self._cluster = None
         self._client = None
+        self._lock = threading.Lock()      # one cluster, whichever thread asks first
+        self._pending: set = set()         # futures not yet collected, over every thread's batch
+        self._stopped: BaseException | None = None
+        self._starter: threading.Thread | None = None
+        self._shared = _SharedObjects()    # objects' numbers across this runner's batches
+        self._phases = threading.local()   # batches submitted by each thread (its priority)
 
     @property
     def workers(self) -> int | None:
@@ -467,28 +607,59 @@ class DaskRunner:
 
     @property
     def client(self):
-        """The ``distributed.Client`` (starting the local cluster or connecting on first use)."""
-        if self._client is None:
-            import logging
+        """The ``distributed.Client`` (starting the local cluster or connecting on first use;
+        thread-safe: several experiments' threads share one cluster)."""
+        with self._lock:
+            if self._stopped is not None:
+                raise RuntimeError("this Dask runner was stopped") from self._stopped
+            if self._client is None:
+                self._client = self._connect()
+            return self._client
 
-            from distributed import Client, LocalCluster
+    def _connect(self):
+        import logging
 
-            if self.scheduler is not None:
-                self._client = Client(self.scheduler, timeout="30s")
-            else:
-                import dask
+        from distributed import Client, LocalCluster
 
-                with dask.config.set(LOCAL_WORKER_CONFIG):
-                    self._cluster = LocalCluster(
-                        n_workers=self.n_workers, threads_per_worker=1, processes=True,
-                        host="127.0.0.1", dashboard_address=None, memory_limit=0,
-                        silence_logs=logging.ERROR)
-                self._client = Client(self._cluster)
-        return self._client
+        if self.scheduler is not None:
+            return Client(self.scheduler, timeout="30s")
+        import dask
+
+        with dask.config.set(LOCAL_WORKER_CONFIG):
+            # Every server of the cluster on 127.0.0.1: the scheduler's and each nanny's and
+            # worker's comm port, and the small HTTP servers (health, metrics) that scheduler
+            # and workers start even without a dashboard -- the scheduler's on a free port
+            # rather than Dask's default 8787.  No dashboard.
+            self._cluster = LocalCluster(
+                n_workers=self.n_workers, threads_per_worker=1, processes=True,
+                host="127.0.0.1", dashboard_address=None, worker_dashboard_address=None,
+                memory_limit=0, silence_logs=logging.ERROR,
+                scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"})
+        return Client(self._cluster)
+
+    def start(self) -> None:
+        """Start the cluster (or connect) in a background thread now, so that it comes up while
+        this process does the experiments' own work before their first cells (building
+        problems, calibrating σ); the first :meth:`run` waits for it.  Errors surface there."""
+        if self._client is None and self._starter is None:
+            def warm():
+                try:
+                    self.client  # noqa: B018
+                except Exception:  # reported by the first run, which connects again
+                    pass
+
+            self._starter = threading.Thread(target=warm, name="dpsim-dask-start", daemon=True)
+            self._starter.start()
 
     def run(self, jobs: Sequence[tuple[Cell, np.random.SeedSequence]]):
-        """Submit every job; yield ``(cell, result, wall seconds, CPU seconds)`` as each
-        finishes."""
+        """Submit every job; yield ``[(cell, result, wall seconds, CPU seconds, timing)]``, the
+        cells that have finished since the last group (one manifest update per group).
+
+        Several threads may call it at once (one per experiment): their cells share the
+        cluster, each thread collecting its own.  A thread's ``k``-th batch runs at Dask
+        priority ``k``: the cells of an experiment's later phase (its evaluation, made from its
+        tuning) go before the first-phase cells still queued, so an experiment's chain of
+        phases keeps moving and no long chain is left for the end."""
         from distributed import as_completed
 
         jobs = list(jobs)
@@ -499,21 +670,54 @@ class DaskRunner:
         futures = {}
         run_id = uuid.uuid4().hex[:8]
         # One pickle for the whole batch, sent once to every worker (not once per task).
-        blob = client.scatter(_dumps_cell([cell.compute for cell, _ in jobs]), broadcast=True,
-                              hash=False)
-        for i, (cell, seed) in enumerate(jobs):
-            fut = client.submit(_run_batch_cell, blob, run_id, i, seed, expected, pure=False,
-                                key=f"dpsim-cell-{cell.label}-{run_id}")
-            futures[fut] = cell
+        blob = client.scatter(_dumps_cell([cell.compute for cell, _ in jobs], self._shared),
+                              broadcast=True, hash=False)
+        phase = getattr(self._phases, "n", 0)
+        self._phases.n = phase + 1
+        with self._lock:
+            if self._stopped is not None:
+                raise RuntimeError("this Dask runner was stopped") from self._stopped
+            for i, (cell, seed) in enumerate(jobs):
+                fut = client.submit(_run_batch_cell, blob, run_id, i, seed, expected, pure=False,
+                                    key=f"dpsim-cell-{cell.label}-{run_id}", priority=phase)
+                futures[fut] = cell
+            self._pending.update(futures)
         try:
-            for fut in as_completed(list(futures)):
-                out = fut.result()
-                yield (futures.pop(fut), *out)
+            for done in as_completed(list(futures)).batches():
+                group, error = [], None
+                for fut in done:
+                    try:
+                        out = fut.result()
+                    except BaseException as err:  # the others of the group are saved first
+                        error = error or err
+                        continue
+                    group.append((futures.pop(fut), *out))
+                with self._lock:
+                    self._pending.difference_update(done)
+                if group:
+                    yield group
+                if error is not None:
+                    raise error
         finally:
             if futures:  # stopped early (an error, Ctrl-C): do not leave the cluster busy
+                with self._lock:
+                    self._pending.difference_update(futures)
                 client.cancel(list(futures))
 
+    def stop(self, reason: BaseException | None = None) -> None:
+        """Cancel every cell submitted and not yet collected, by any thread, and refuse new
+        ones: the other experiments of a ``reproduce`` stop when one of them fails."""
+        with self._lock:
+            self._stopped = reason if reason is not None else RuntimeError("stopped")
+            pending, self._pending = list(self._pending), set()
+            client = self._client
+        if client is not None and pending:
+            client.cancel(pending)
+
     def close(self) -> None:
+        if self._starter is not None:
+            self._starter.join()
+            self._starter = None
         if self._client is not None:
             self._client.close()
             self._client = None
@@ -632,6 +836,7 @@ class Cache:
         self._indices: dict[int, str] = {}
         self.root.mkdir(parents=True, exist_ok=True)
         self.manifest: dict = {}
+        self._stamp = None  # (inode, size, mtime) of the manifest this cache wrote last
         self._update(lambda m: None)
 
     def __reduce__(self):
@@ -684,10 +889,17 @@ class Cache:
     def _update(self, change: Callable[[dict], None]) -> None:
         """Re-read the manifest, apply ``change`` and write it back, under the key's lock (so
         concurrent processes merge their updates instead of overwriting each other's)."""
+        path = self.root / _MANIFEST
         with file_lock(self.root / _LOCK):
-            m = self._read_manifest() or self._fresh_manifest()
+            m = None
+            if self._stamp is not None and self._stamp == _stamp(path):
+                m = self.manifest  # the file is the one this cache wrote last: no re-read
+            if m is None:
+                m = self._read_manifest() or self._fresh_manifest()
+            self._stamp = None
             change(m)
-            _atomic_write_text(self.root / _MANIFEST, json.dumps(m, indent=1, sort_keys=True) + "\n")
+            _atomic_write_text(path, json.dumps(m, indent=1, sort_keys=True) + "\n")
+            self._stamp = _stamp(path)
         self.manifest = m
 
     # -- cells ---------------------------------------------------------------------------------
@@ -720,16 +932,25 @@ class Cache:
         except Exception:  # unreadable or corrupt file: recompute
             return None
 
-    def _store(self, cell: Cell, res, wall: float, cpu: float, meta: dict) -> None:
-        if not isinstance(res, dpsim.Result):
-            raise TypeError(f"cell {cell.label!r} returned {type(res).__name__}, expected dpsim.Result")
-        path = self.path(cell.label)
-        _atomic_write(path, res.save)
-        entry = {"index": int(cell.index), "file": path.name, "sha256": _sha256(path),
-                 "wall_time_s": round(wall, 3), "cpu_time_s": round(cpu, 3),
-                 "finished": _now(), "meta": meta}
-        self._update(lambda m: m["cells"].__setitem__(cell.label, entry))
-        self.computed.append(cell.label)
+    def _store(self, finished: Sequence[tuple]) -> None:
+        """Save finished cells, ``[(cell, result, wall, cpu, meta, timing)]``: each file, then
+        one manifest update listing them all (a cell is listed only once its file is whole)."""
+        entries = {}
+        try:
+            for cell, res, wall, cpu, meta, timing in finished:
+                if not isinstance(res, dpsim.Result):
+                    raise TypeError(f"cell {cell.label!r} returned {type(res).__name__}, "
+                                    "expected dpsim.Result")
+                path = self.path(cell.label)
+                _atomic_write(path, res.save)
+                entries[cell.label] = {
+                    "index": int(cell.index), "file": path.name, "sha256": _sha256(path),
+                    "wall_time_s": round(wall, 3), "cpu_time_s": round(cpu, 3),
+                    "finished": _now(), "meta": meta, **dict(timing or {})}
+        finally:
+            if entries:
+                self._update(lambda m: m["cells"].update(entries))
+                self.computed.extend(entries)
 
     def get(self, cell: Cell):
         """Load ``cell`` from the cache if valid, else compute and save it; returns the Result."""
@@ -767,11 +988,12 @@ class Cache:
         bar = _Progress(self.progress, desc or f"{self.experiment} [{self.scale}]", len(cells),
                         len(cells) - len(pending))
         try:
-            for cell, res, wall, cpu in self.runner.run([(c, self.cell_seed(c.index))
-                                                         for c in pending]):
-                self._store(cell, res, wall, cpu, metas[cell.label])
-                out[cell.label] = res
-                bar.tick(cell.label, wall)
+            for group in self.runner.run([(c, self.cell_seed(c.index)) for c in pending]):
+                self._store([(cell, res, wall, cpu, metas[cell.label], timing)
+                             for cell, res, wall, cpu, timing in group])
+                for cell, res, wall, _, _ in group:
+                    out[cell.label] = res
+                    bar.tick(cell.label, wall)
         finally:
             bar.close()
         for c in cells:
@@ -783,11 +1005,14 @@ class Cache:
         value = json.loads(json.dumps(value))
         self._update(lambda m: m["notes"].__setitem__(key, value))
 
-    def finish(self, labels: Sequence[str], run_wall: float | None = None) -> None:
+    def finish(self, labels: Sequence[str], run_wall: float | None = None,
+               run_start: float | None = None) -> None:
         """Mark the run complete (``results``: the labels ``run`` returned), write the results
         table and point ``<scale_dir>/LATEST`` at this key.  ``run_wall``: the wall seconds of
         the experiment's ``run`` (its simulation phase: cells computed or loaded, tuning,
-        calibration; no figures), saved as ``run_wall_s`` with ``runner`` (where cells ran)."""
+        calibration; no figures), saved as ``run_wall_s`` with ``runner`` (where cells ran);
+        ``run_start``: when it started (Unix seconds), saved as ``run_t_start``/``run_t_stop``
+        (with every cell's ``t_start``/``t_stop``/``worker``: the run's timeline)."""
         labels = list(labels)
 
         def done(m):
@@ -797,6 +1022,9 @@ class Cache:
             if run_wall is not None:
                 m["run_wall_s"] = round(float(run_wall), 3)
                 m["runner"] = self.runner.describe()
+                if run_start is not None:
+                    m["run_t_start"] = round(float(run_start), 3)
+                    m["run_t_stop"] = round(float(run_start) + float(run_wall), 3)
 
         self._update(done)
         write_table(self.root / _TABLE, self.used, labels,
@@ -805,6 +1033,16 @@ class Cache:
                      "config": json.dumps(config_json(self.config), sort_keys=True)})
         with file_lock(self.scale_dir / _LOCK):
             _atomic_write_text(self.scale_dir / _LATEST, self.key + "\n")
+
+
+def _stamp(path: Path):
+    """``(inode, size, mtime_ns)`` of ``path`` (``None`` if missing): every manifest write is a
+    rename of a new file, so another process's write changes it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _now() -> str:
@@ -1104,13 +1342,13 @@ def run_experiment(exp: Experiment, scale: str, *, results_dir, force=False, pro
     cache = Cache(Path(results_dir) / exp.name / scale, experiment=exp.name, scale=scale,
                   config=config, version=numerics_version(exp), backend=backend, force=force,
                   progress=progress, runner=runner)
-    t0 = time.perf_counter()
+    start, t0 = time.time(), time.perf_counter()
     results = exp.run(config, cache)
     wall = time.perf_counter() - t0
     missing = [k for k in results if k not in cache.manifest["cells"]]
     if missing:
         raise RuntimeError(f"experiment {exp.name!r} returned results not produced by its cache: {missing}")
-    cache.finish(list(results), run_wall=wall)
+    cache.finish(list(results), run_wall=wall, run_start=start)
     return cache, {label: cache.path(label) for label in results}
 
 

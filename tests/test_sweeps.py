@@ -103,6 +103,33 @@ def test_local_cluster_sweep_is_bitwise_identical_to_the_sequential_run(cluster,
     for lab, entry in a["cells"].items():
         assert entry["sha256"] == pipeline._sha256(cache.path(lab))
         assert 0 < entry["cpu_time_s"] <= entry["wall_time_s"] + 0.01  # one thread's CPU time
+        # the timeline: which worker process computed the cell, from when to when
+        assert int(entry["worker"].rsplit(":", 1)[1]) in workers.values()
+        assert a["run_t_start"] <= entry["t_start"] <= entry["t_stop"] <= a["run_t_stop"]
+    assert {int(e["worker"].rsplit(":", 1)[1]) for e in b["cells"].values()} == {os.getpid()}
+
+
+def test_the_local_cluster_listens_on_the_loopback_interface_only(cluster):
+    """Scheduler, nannies, workers and their HTTP servers (health/metrics; no dashboard): every
+    listening socket of this process and its children is on 127.0.0.1."""
+    psutil = pytest.importorskip("psutil")
+    cluster.client  # noqa: B018 (started)
+    me = psutil.Process()
+    listening = [(p.pid, c.laddr) for p in [me, *me.children(recursive=True)]
+                 for c in p.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+    pids = {p for p, _ in listening}
+    assert os.getpid() in pids and set(cluster.client.run(os.getpid).values()) <= pids
+    assert len(listening) >= 5 and {a.ip for _, a in listening} == {"127.0.0.1"}, listening
+    # the scheduler's HTTP server answers health checks on the loopback, and has no dashboard
+    import urllib.error
+    import urllib.request
+
+    port = cluster.client.scheduler_info()["services"]["dashboard"]
+    assert ("127.0.0.1", port) in {(a.ip, a.port) for _, a in listening} and port != 8787
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as r:
+        assert r.read() == b"ok"
+    with pytest.raises(urllib.error.HTTPError, match="404"):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=30)
 
 
 def _worker_settings():
@@ -188,6 +215,47 @@ def test_a_killed_worker_does_not_stop_the_sweep(cluster, tmp_path):
     _same_results(on_dask, here)
 
 
+def _lazy_sweep():
+    """Closures as an experiment's ``run`` makes them: a problem built on first use and kept
+    in a dict of the enclosing function, a problem built up front."""
+    built: dict = {}
+    prob = dpsim.problems.least_squares(60, 3, seed=1)
+
+    def make(i):
+        def compute(seed):
+            if "p" not in built:
+                built["p"] = dpsim.problems.least_squares(50, 3, seed=2)
+                built["builds"] = built.get("builds", 0) + 1
+            return built, prob
+        return compute
+    return built, prob, make
+
+
+def test_batches_share_what_the_cells_share_and_changes_are_sent_afresh(monkeypatch):
+    """A worker keeps the objects of earlier batches by token: a dict a closure holds (filled
+    on the worker by the first cell) and a problem are the same objects in a later batch; a
+    dict changed in this process since is sent afresh; another runner shares nothing."""
+    monkeypatch.setattr(pipeline, "_SHARED", {})
+    built, prob, make = _lazy_sweep()
+    shared = pipeline._SharedObjects()
+    first = pipeline._loads_cell(pipeline._dumps_cell([make(0), make(1)], shared))
+    second = pipeline._loads_cell(pipeline._dumps_cell([make(2)], shared))
+    (b0, p0), (b1, p1), (b2, p2) = (c(None) for c in first + second)
+    assert b0 is b1 is b2 and b2["builds"] == 1 and p0 is p1 is p2 and p0 is not prob
+    # the problem arrives whole (its optimum solved once here; its self-reference intact)
+    np.testing.assert_array_equal(p0.optimum[0], prob.optimum[0])
+    assert vars(p0).keys() == vars(prob).keys()
+    assert built == {}  # nothing ran here
+    built["changed"] = True
+    b3, p3 = pipeline._loads_cell(pipeline._dumps_cell([make(3)], shared))[0](None)
+    assert b3 is not b0 and b3["changed"] and b3["builds"] == 1 and p3 is p0
+    b4, p4 = pipeline._loads_cell(pipeline._dumps_cell([make(4)], pipeline._SharedObjects()))[0](None)
+    assert b4 is not b3 and p4 is not p0
+    # without a runner's numbering (one call), nothing is shared with earlier calls
+    b5, _ = pipeline._loads_cell(pipeline._dumps_cell([make(5)]))[0](None)
+    assert b5 is not b3
+
+
 def test_worker_with_other_dpsim_is_refused():
     with pytest.raises(RuntimeError, match="same dpsim"):
         pipeline._run_cell(lambda seed: None, None, {"dpsim": "0.0", "numerics": -1})
@@ -252,6 +320,87 @@ def test_after_concurrent_runs_nothing_is_recomputed(concurrent, monkeypatch):
 
 def _refuse(*a, **k):
     raise AssertionError("a cached cell was recomputed")
+
+
+# ---------------------------------------------------------------------------------------------
+# Several experiments at once on one cluster (what `reproduce` does with more than one worker)
+
+
+def test_experiments_run_at_once_on_one_cluster_bitwise_as_sequential_runs(cluster, concurrent,
+                                                                           tmp_path):
+    """Both experiments in their own thread, their cells on the same two workers: every cell,
+    note and selection is bitwise that of the sequential runs (the `concurrent` fixture, one
+    worker), each manifest is complete, and the two runs overlapped in time."""
+    tmp, codes, _ = concurrent
+    assert codes == [0, 0]
+    exps = [experiments.get("dpsgd_logistic"), experiments.get("pagan_absreg")]
+
+    def run_one(exp):
+        return pipeline.run_experiment(exp, "tiny", results_dir=tmp_path, force=True,
+                                       progress=False, runner=cluster)
+
+    runs = experiments._run_all(exps, run_one, cluster)
+    assert list(runs) == ["dpsgd_logistic", "pagan_absreg"]
+    spans = []
+    for exp in exps:
+        cache, paths = runs[exp.name]
+        ref = pipeline.latest_dir(tmp / "results" / exp.name / "tiny")
+        _same_results(_saved(cache.root), _saved(ref))
+        m, r = cache.manifest, json.loads((ref / "manifest.json").read_text())
+        assert m["complete"] and (m["key"], m["notes"], m["results"]) == (r["key"], r["notes"],
+                                                                          r["results"])
+        assert len(cache.computed) == len(m["cells"]) > 0
+        spans.append((m["run_t_start"], m["run_t_stop"]))
+    (a0, a1), (b0, b1) = spans
+    assert a0 < b1 and b0 < a1  # at the same time
+
+
+class _FakeParallel(pipeline.InProcess):
+    """An in-process runner that says it is parallel and records stop()."""
+
+    parallel = True
+
+    def __init__(self):
+        import threading
+
+        self.stopped = threading.Event()
+        self.reason = None
+
+    def run(self, jobs):
+        if self.stopped.is_set():
+            raise RuntimeError("stopped")
+        yield from super().run(jobs)
+
+    def stop(self, reason=None):
+        self.reason = reason
+        self.stopped.set()
+
+
+def test_one_failing_experiment_stops_the_others_and_its_error_is_raised(tmp_path):
+    runner = _FakeParallel()
+    finished = []
+
+    class Boom(RuntimeError):
+        pass
+
+    def run_one(exp):
+        if exp.name == "bad":
+            raise Boom("bad experiment")
+        assert runner.stopped.wait(60)  # the other experiment, still running when bad fails
+        cache = pipeline.Cache(tmp_path, experiment="ok", scale="tiny", config=_Cfg(),
+                               version="v", progress=False, runner=runner)
+        try:
+            cache.run(_toy_cells())
+        finally:
+            finished.append(exp.name)
+
+    exps = [argparse.Namespace(name="ok"), argparse.Namespace(name="bad")]
+    with pytest.raises(Boom, match="bad experiment"):
+        experiments._run_all(exps, run_one, runner)
+    assert isinstance(runner.reason, Boom) and finished == ["ok"]  # waited for, and stopped
+    assert not list(tmp_path.glob("*/*.npz"))  # its cells were refused
+    # one experiment, or a sequential runner: no threads, same results
+    assert experiments._run_all(exps[:1], lambda e: e.name, runner) == {"ok": "ok"}
 
 
 # ---------------------------------------------------------------------------------------------
