@@ -213,10 +213,8 @@ def _glm_clip_coef(kind, m, sx2, yv, lam, lam2_sw2, Cr):
     n2 = c * c * sx2
     if lam != 0.0:
         n2 += 2.0 * lam * c * m + lam2_sw2
-    nrm = math.sqrt(n2)
-    if not n2 > 0.0:
-        nrm = 0.0
-    q = Cr / nrm
+    nrm = math.sqrt(n2 if n2 > 0.0 else 0.0)  # the engine's "sqrt(n2) if n2 > 0 else 0" (NaN → 0)
+    q = Cr / (nrm if nrm > 0.0 else 1.0)  # selected operands: no branch, no division by zero
     f = 1.0
     if nrm > Cr:
         f = q
