@@ -85,8 +85,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax.set_title(f"σ ∈ {{{sig_txt}}}; " + problem_text(rows[0][1][0].res), fontsize=7.5)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, fontsize=6.5,
                   title="tuned values (learning rates re-tuned at each σ; DP²: η₂ only)", title_fontsize=7)
-        fig.suptitle(f"Privacy/utility trade-off, AdaGrad rule ([DP2] Fig. 9) — mean over {rows[0][1][0].res.trials} "
-                     "trials, bars: 95% CI", fontsize=9)
+        fig.suptitle(f"AdaGrad rule ([DP2] Fig. 9) — {rows[0][1][0].res.trials} trials, "
+                     "bars: 95% CI", fontsize=9)
         return style.save(fig, out_dir, NAME)
 
 

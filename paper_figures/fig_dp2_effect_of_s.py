@@ -80,7 +80,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax2.set_yscale("log")
         set_log_limits(ax2, means)
         ax2.set_xlabel("step t")
-        ax2.set_ylabel(r"mean excess training loss $F(w_t) - F^\star$")
+        ax2.set_ylabel(r"mean $F(w_t) - F^\star$")
         ax2.set_title("(b) convergence per delay", fontsize=8.5)
         ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, fontsize=6.5)
         fig.suptitle(f"Effect of the delay s ([DP2] Fig. 6) — {problem_text(rows[0].res)}; "
