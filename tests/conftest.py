@@ -36,3 +36,13 @@ def backend_name(request):
     """Every available array backend: NumPy, array_api_strict (catches NumPy-only calls), CuPy
     when it imports and sees a GPU."""
     return request.param
+
+
+@pytest.fixture(scope="session")
+def tiny_all(tmp_path_factory):
+    """Every registered experiment reproduced once per session at the tiny scale, figure objects
+    kept (``experiment_fixtures.AllRuns``): ``test_experiments.py``, ``test_figures.py`` and,
+    when either is collected, every ``test_experiment_<name>.py`` read this one run."""
+    from experiment_fixtures import reproduce_all
+
+    return reproduce_all(tmp_path_factory.mktemp("tiny-all"))

@@ -1,8 +1,19 @@
-"""The end-to-end fixture shared by the experiment tests: one experiment reproduced at the tiny
-scale into a temporary folder, plus the check every experiment's figures and report must pass.
+"""The end-to-end fixtures shared by the experiment tests: experiments reproduced at the tiny scale
+into a temporary folder, plus the check every experiment's figures and report must pass.
 
     from experiment_fixtures import check_figures_and_report, tiny_run
     tiny = tiny_run("adambc")            # a module-scoped pytest fixture -> TinyRun
+
+One reproduction per session.  ``tiny_all`` (a session fixture in ``conftest.py``, used by
+``test_experiments.py`` and ``test_figures.py``) reproduces every registered experiment once, into
+one folder, and keeps every figure object it renders (:class:`AllRuns`).  When a session collects
+a test that uses it, ``tiny_run(name)`` is that run's view of experiment ``name`` (nothing is
+simulated or rendered twice); when none is collected (one experiment's test file run alone), it
+reproduces ``name`` only, into its own folder.  The two are the same computation: the cells of
+``name`` are seeded by the experiment's config and cell index alone (not by which experiments run
+beside it), and the report section and figures of ``name`` are rendered from them alone.  Tests
+read these folders; a test that writes copies them first (``test_experiments.py``) or only
+rewrites a cached manifest with every cell reused (``run_experiment`` on a valid cache).
 
 The cache key depends on the declared numerics versions, not on the source files, so editing a
 module while the tests run does not invalidate the fixture (keys are tested in test_experiments.py).
@@ -12,8 +23,7 @@ from __future__ import annotations
 
 import importlib
 import json
-import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -22,15 +32,15 @@ from dpsim import experiments
 from dpsim.experiments import pipeline
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-SHARED_RESULTS = "tiny-results-shared"
-"""A folder under the session's pytest base temporary directory into which every tiny run copies
-its results, so that a later module (``test_figures.py``) reuses the cells instead of simulating
-them again (the cache key makes the reuse exact; run alone, that module computes them)."""
+ALL_FIXTURE = "tiny_all"
+"""The name of the session fixture (``conftest.py``) reproducing every experiment once."""
 
 
-def share_results(tmp_path_factory, results: Path) -> None:
-    """Copy the results folder of a tiny run into :data:`SHARED_RESULTS` (merged)."""
-    shutil.copytree(results, tmp_path_factory.getbasetemp() / SHARED_RESULTS, dirs_exist_ok=True)
+def reproduce_tiny(names, tmp: Path, **kw) -> Path:
+    """``experiments.reproduce(names)`` at the tiny scale into ``tmp/out`` and ``tmp/results``,
+    silently; returns the path of REPORT.md."""
+    return experiments.reproduce(list(names), scale="tiny", out_dir=tmp / "out",
+                                 results_dir=tmp / "results", progress=False, verbose=False, **kw)
 
 
 @dataclass(frozen=True)
@@ -57,16 +67,48 @@ class TinyRun:
         return pipeline.Saved.from_dir(self.root)
 
 
+@dataclass
+class AllRuns:
+    """Every registered experiment reproduced once at the tiny scale (:func:`reproduce_all`):
+    ``tmp/results``, ``tmp/out`` (every figure, REPORT.md, report.json) and ``figures``, the
+    ``(name, Figure)`` of every figure in the order rendered."""
+
+    tmp: Path
+    report: Path
+    figures: list = field(default_factory=list)
+
+    def run(self, name: str) -> TinyRun:
+        """The view of experiment ``name`` (its cells, figures, report section) in this run."""
+        if name not in experiments.names():
+            raise KeyError(f"no registered experiment {name!r}")
+        return TinyRun(name, self.tmp, self.report)
+
+
+def reproduce_all(tmp: Path) -> AllRuns:
+    """Reproduce every registered experiment at the tiny scale into ``tmp``, keeping each figure
+    object handed to ``paper_figures.style.save`` (``test_figures.py`` checks them)."""
+    from figure_checks import capture_figures
+
+    with capture_figures() as figs:
+        report = reproduce_tiny(experiments.names(), tmp)
+    return AllRuns(tmp, report, list(figs))
+
+
+def session_runs_all(session) -> bool:
+    """Whether a collected (selected) test of ``session`` uses the all-experiments run."""
+    return any(ALL_FIXTURE in getattr(item, "fixturenames", ()) for item in session.items)
+
+
 def tiny_run(name: str):
-    """A module-scoped fixture reproducing experiment ``name`` at the tiny scale."""
+    """A module-scoped fixture: experiment ``name`` reproduced at the tiny scale (module
+    docstring: a view of the session's all-experiments run when the session has one)."""
 
     @pytest.fixture(scope="module")
-    def fixture(tmp_path_factory):
+    def fixture(request, tmp_path_factory):
+        if session_runs_all(request.session):
+            return request.getfixturevalue(ALL_FIXTURE).run(name)
         tmp = tmp_path_factory.mktemp(name)
-        report = experiments.reproduce([name], scale="tiny", out_dir=tmp / "out",
-                                       results_dir=tmp / "results", progress=False, verbose=False)
-        share_results(tmp_path_factory, tmp / "results")
-        return TinyRun(name, tmp, report)
+        return TinyRun(name, tmp, reproduce_tiny([name], tmp))
 
     return fixture
 

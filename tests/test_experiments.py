@@ -17,7 +17,6 @@ from dpsim import experiments
 from dpsim import cli
 from dpsim.experiments import cli as experiments_cli
 from dpsim.experiments import dpsgd_logistic, pipeline, tuning, verdicts
-from experiment_fixtures import share_results
 
 ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -44,10 +43,10 @@ def _cells(tmp, name="dpsgd_logistic", scale="tiny"):
     return root, json.loads((root / "manifest.json").read_text())
 
 
-def _copy_results(src_tmp, dst_tmp):
-    """Start ``dst_tmp`` from the results of the module's tiny run (saves one reproduce)."""
-    shutil.copytree(src_tmp / "results", dst_tmp / "results")
-    root, m = _cells(dst_tmp)
+def _copy_results(src_tmp, dst_tmp, name="dpsgd_logistic"):
+    """Start ``dst_tmp`` from ``name``'s results in the module's tiny run (saves one reproduce)."""
+    shutil.copytree(src_tmp / "results" / name, dst_tmp / "results" / name)
+    root, m = _cells(dst_tmp, name)
     return len(m["cells"])
 
 
@@ -67,13 +66,11 @@ def _count_simulate(monkeypatch, fail_after=None):
 
 
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    """Every registered experiment reproduced once at the tiny scale into one tmp folder."""
-    tmp = tmp_path_factory.mktemp("repro")
-    report = experiments.reproduce(experiments.names(), scale="tiny", out_dir=tmp / "out",
-                                   results_dir=tmp / "results", progress=False, verbose=False)
-    share_results(tmp_path_factory, tmp / "results")
-    return tmp, report
+def tiny_run(tiny_all):
+    """Every registered experiment reproduced once at the tiny scale into one tmp folder (the
+    session's run, ``conftest.tiny_all``): ``(tmp, REPORT.md)``.  Read only: a test that
+    reproduces again works on a copy (:func:`_copy_results`)."""
+    return tiny_all.tmp, tiny_all.report
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,14 +213,14 @@ def test_manifest_records_config_seed_versions_and_chosen_lr(tiny_run):
 # Cache: reuse, invalidation, resume
 
 
-def test_second_reproduce_reuses_the_cache(tiny_run, monkeypatch):
-    tmp, _ = tiny_run
-    root, _ = _cells(tmp)
+def test_second_reproduce_reuses_the_cache(tiny_run, tmp_path, monkeypatch):
+    _copy_results(tiny_run[0], tmp_path)  # the session's run stays as it is for other modules
+    root, _ = _cells(tmp_path)
     before = {p.name: p.stat().st_mtime_ns for p in root.glob("*.npz")}
     _count_simulate(monkeypatch, fail_after=0)  # any simulation raises
-    _reproduce(tmp)
+    _reproduce(tmp_path)
     assert {p.name: p.stat().st_mtime_ns for p in root.glob("*.npz")} == before
-    entry = json.loads((tmp / "out" / "report.json").read_text())["dpsgd_logistic"]
+    entry = json.loads((tmp_path / "out" / "report.json").read_text())["dpsgd_logistic"]
     assert entry["cells"]["computed"] == 0 and entry["cells"]["reused"] == len(before)
 
 

@@ -3,20 +3,17 @@ both axes of every data axes, no overlapping tick labels, no text running into a
 legend showing a non-finite ε or an ε above 100 for a run matched to a budget (the rules are in
 ``figure_checks.py``).
 
-Cost: rendering only when the suite runs whole — the tiny runs of ``test_experiment*.py`` share
-their results (``experiment_fixtures.share_results``) and the reproduction here reuses every cell
-(the cache key is exact).  Run alone, this module first simulates the tiny cells (about 90 CPU
-seconds).
+Cost: nothing of its own when the suite runs whole — the figures checked are those the session's
+one tiny reproduction of every experiment rendered (the ``tiny_all`` fixture of ``conftest.py``,
+shared with ``test_experiments.py`` and the ``test_experiment_<name>.py`` files).  Run alone, this
+module first makes that reproduction (about 90 CPU seconds).
 """
 
 from __future__ import annotations
 
-import shutil
-
 import numpy as np
 import pytest
-from experiment_fixtures import SHARED_RESULTS
-from figure_checks import capture_figures, figure_problems, legend_problems
+from figure_checks import figure_problems, legend_problems
 
 from dpsim import experiments
 from dpsim.paper_figures import style
@@ -25,16 +22,9 @@ ALL_FIGURES = [f for name in experiments.names() for f in experiments.get(name).
 
 
 @pytest.fixture(scope="module")
-def rendered(tmp_path_factory):
-    """``{figure name: Figure}`` of a tiny reproduction of every experiment."""
-    tmp = tmp_path_factory.mktemp("figures")
-    shared = tmp_path_factory.getbasetemp() / SHARED_RESULTS
-    if shared.is_dir():
-        shutil.copytree(shared, tmp / "results")
-    with capture_figures() as figs:
-        experiments.reproduce(experiments.names(), scale="tiny", out_dir=tmp / "out",
-                              results_dir=tmp / "results", progress=False, verbose=False)
-    return dict(figs)
+def rendered(tiny_all):
+    """``{figure name: Figure}`` of the session's tiny reproduction of every experiment."""
+    return dict(tiny_all.figures)
 
 
 def test_every_figure_is_rendered(rendered):
