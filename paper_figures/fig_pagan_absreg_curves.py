@@ -81,7 +81,7 @@ def _render(data, out_dir) -> list[Path]:
         ax.set_xlabel("iteration t")
         title = "non-private only" if eps is None else f"ε = {eps:g}"
         ax.set_title(f"({'abc'[list(eps_list).index(eps)] if len(eps_list) <= 3 else ''}) {title}")
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=1, fontsize=6.8)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.21), ncol=1, fontsize=6.8)
         steps = next(iter(data["refs"].values())).result.steps if data["refs"] else None
         if steps is not None:
             ax.set_xlim(steps[0], steps[-1])
