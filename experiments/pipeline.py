@@ -35,10 +35,20 @@ manifest) it is recomputed.  ``force=True`` recomputes every cell of the run.  S
 saved the moment it finishes, an interrupted sweep loses no finished work.
 
 **Concurrency.**  Files are written to a unique temporary name (``.<name>.<pid>.<random>.tmp``)
-and renamed into place (atomic on one filesystem); every manifest update re-reads the manifest,
-merges the change and writes it back while holding an exclusive lock on ``<key>/.lock``, so two
-processes reproducing into one folder (the same experiment or different ones) both finish and lose
-nothing; at worst they compute the same cell twice, with identical results.
+and renamed into place (atomic on one filesystem); every manifest update re-reads the manifest
+(unless the file is still the one this cache wrote last: same inode, size and mtime), merges the
+change and writes it back while holding an exclusive lock on ``<key>/.lock``, so two processes
+reproducing into one folder (the same experiment or different ones) both finish and lose nothing;
+at worst they compute the same cell twice, with identical results.  Cells that finish together
+(on a cluster) are listed in one update, each once its file is whole.
+
+**Several experiments at once.**  With a parallel runner, ``reproduce`` runs every experiment in
+its own thread of this process (:func:`experiments._run_all`), their cells sharing one cluster;
+each experiment's manifest is still written by its one thread.  A thread's later batches get a
+higher Dask priority, so an experiment's tuning → evaluation chain keeps moving.  Every cell's
+manifest entry records ``worker`` (``host:pid``), ``t_start`` and ``t_stop`` (Unix seconds) and
+every finished run ``run_t_start``/``run_t_stop``: the timeline of a sweep, from which the idle
+time of each worker follows.
 
 **Where cells run.**  A :class:`Cache` hands the cells it must compute to a *runner*:
 :class:`InProcess` (one after another, in this process) or :class:`DaskRunner` (each cell a task on
