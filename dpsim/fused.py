@@ -283,6 +283,21 @@ def _ball_q(c, X, row, imx):
 
 
 @numba.njit(cache=True, error_model="numpy")
+def _ball_factor(c, mx, q, sqa, alpha):
+    """``(f·c, λ)`` from ``||g|| = mx·√q`` (the engine's expressions)."""
+    nrm = mx * math.sqrt(q)
+    f = 1.0
+    lm = 0.0
+    if not nrm < math.inf:
+        f = math.nan
+        lm = math.nan
+    elif sqa * nrm > 1.0:
+        f = 1.0 / (sqa * nrm)
+        lm = (sqa * nrm - 1.0) / alpha
+    return f * c, lm
+
+
+@numba.njit(cache=True, error_model="numpy")
 def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, lam, cc, r):
     """PASAN/PAGAN with a constant ellipsoid ``a_j = α`` (the ℓ2 ball of radius ``1/√α``) on a
     dense GLM with ``ρ = 0``: ``out[r] = Σ_i π(g_i)``, the multipliers into ``lam[0, :kr]``.
@@ -334,9 +349,51 @@ def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, lam, cc, r):
                 m0 += X[a0, t] * W[r, t]
             cc[i] = _E._link_derivative(kind, m0, y[a0])
             i += 1
-    # pass 2: norms, factors and multipliers; pass 3: the scatter in example order
+    # pass 2: norms, factors and multipliers (the sums of squares of four examples interleaved
+    # when their |c| are finite); pass 3: the scatter in example order
     i = 0
     while i < kr:
+        if i + 4 <= kr and abs(cc[i]) < math.inf and abs(cc[i + 1]) < math.inf \
+                and abs(cc[i + 2]) < math.inf and abs(cc[i + 3]) < math.inf:
+            a0 = ib[i]
+            a1 = ib[i + 1]
+            a2 = ib[i + 2]
+            a3 = ib[i + 3]
+            c0 = cc[i]
+            c1 = cc[i + 1]
+            c2 = cc[i + 2]
+            c3 = cc[i + 3]
+            x0 = abs(c0) * xmax[a0]
+            x1 = abs(c1) * xmax[a1]
+            x2 = abs(c2) * xmax[a2]
+            x3 = abs(c3) * xmax[a3]
+            ok0 = x0 > 0.0 and x0 < math.inf
+            ok1 = x1 > 0.0 and x1 < math.inf
+            ok2 = x2 > 0.0 and x2 < math.inf
+            ok3 = x3 > 0.0 and x3 < math.inf
+            i0 = 1.0 / x0 if ok0 else 0.0
+            i1 = 1.0 / x1 if ok1 else 0.0
+            i2 = 1.0 / x2 if ok2 else 0.0
+            i3 = 1.0 / x3 if ok3 else 0.0
+            q0 = 0.0
+            q1 = 0.0
+            q2 = 0.0
+            q3 = 0.0
+            for t in range(d):
+                v0 = c0 * X[a0, t] * i0
+                v1 = c1 * X[a1, t] * i1
+                v2 = c2 * X[a2, t] * i2
+                v3 = c3 * X[a3, t] * i3
+                q0 += v0 * v0
+                q1 += v1 * v1
+                q2 += v2 * v2
+                q3 += v3 * v3
+            cc[i], lam[0, i] = _ball_factor(c0, x0, q0 if ok0 else 0.0, sqa, alpha)
+            cc[i + 1], lam[0, i + 1] = _ball_factor(c1, x1, q1 if ok1 else 0.0, sqa, alpha)
+            cc[i + 2], lam[0, i + 2] = _ball_factor(c2, x2, q2 if ok2 else 0.0, sqa, alpha)
+            cc[i + 3], lam[0, i + 3] = _ball_factor(c3, x3, q3 if ok3 else 0.0, sqa, alpha)
+            i += 4
+            continue
         row = ib[i]
         c = cc[i]
         if abs(c) < math.inf:
@@ -350,17 +407,7 @@ def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, lam, cc, r):
         q = 0.0
         if mx > 0.0 and mx < math.inf:
             q = _ball_q(c, X, row, 1.0 / mx)
-        nrm = mx * math.sqrt(q)
-        f = 1.0
-        lm = 0.0
-        if not nrm < math.inf:
-            f = math.nan
-            lm = math.nan
-        elif sqa * nrm > 1.0:
-            f = 1.0 / (sqa * nrm)
-            lm = (sqa * nrm - 1.0) / alpha
-        lam[0, i] = lm
-        cc[i] = f * c
+        cc[i], lam[0, i] = _ball_factor(c, mx, q, sqa, alpha)
         i += 1
     for i in range(kr):
         _axpy_lanes(out, wo, cc[i], X, ib[i] * d, d)
