@@ -54,7 +54,7 @@ def test_every_stability_constant_is_tuned(tiny):
         for m, axes in expect.items():
             assert set(sel[f"tune-var-{noise}-{m}"]["grid"]) == axes, (noise, m)
     for m, axes in {"adagrad": {"lr", "eps"}, "dp_adagrad": {"lr", "eps"}, "ime": {"lr", "eps"},
-                    "stp_noiseless_v": {"lr", "eps_scale", "eps"}}.items():
+                    "stp_noiseless_v": {"lr", "eps_scale"}}.items():
         assert set(sel[f"tune-ada-z0.5-{m}"]["grid"]) == axes, m
 
 
