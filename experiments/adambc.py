@@ -61,9 +61,11 @@ Design
     tuned DP-AdamBC ratio, η tuned per ``r`` over ``lr_grid_bc`` (tuning cell ``tune-phi``), then
     ``sweep_trials`` fresh trials per ``r`` (cell ``phi``).
   - DP² vs DP-AdamBC (Fig. 3 left, §5 "Comparisons to previous work"): ``dp2_rmsprop``
-    (``s1 = s2 = s``, the optimizer's default RMSProp decay 0.9 and ε_a, SGD-phase clip C) tuned over ``dp2_lr_grid ×
-    dp2_lr2_grid × dp2_clip2_grid`` in one tuning cell per ``s ∈ dp2_delays``; the delay with
-    the lowest tuned score is evaluated (cell ``dp2``, paired with DP-Adam's seed).
+    (``s1 = s2 = s``, the optimizer's default RMSProp decay 0.9 and ε_a, SGD-phase clip C)
+    tuned over ``dp2_lr_grid × dp2_lr2_grid × dp2_clip2_grid`` in one tuning cell per
+    ``s ∈ dp2_delays``; the delay with the lowest tuned score is evaluated (cell ``dp2``,
+    paired with DP-Adam's seed).  Sweeps and DP² are single-ε: quick-scale CPU (B = 256 costs
+    ~3.4× per trial what B = 128 does; see the PRESETS comment).
   - DP-Adam knobs (Fig. 5 lower left, lower right): DP-Adam with its ``γ = r·√Φ`` for
     ``r ∈ adam_gamma_ratios`` (β's default), and with ``β1 ∈ betas1``, ``β2 = 1 − (1 − β1)²`` (the
     paper's pairing, γ default), η tuned per setting over ``lr_grid_adam`` (``tune-knobs``), then
@@ -227,8 +229,11 @@ PRESETS: dict[str, Config] = {
                    adam_gamma_ratios=(0.1, 1.0), betas1=(0.8, 0.9), tune_trials=2, trials=4,
                    sweep_trials=2, freeze_steps=20, freeze_record_every=5, record_every=5,
                    dp2_delays=(10,), dp2_lr_grid=(0.3,), dp2_lr2_grid=(0.01, 0.1), dp2_clip2_grid=(10.0,)),
-    # A laptop (~2 CPU-minutes).  n = 20 000, B = 256 (the paper's batch size), condition 1000:
-    # non-private Adam beats tuned SGD ~10× at T = 1000.  ε = 1 and ε = 8; sweeps at ε = 8.
+    # A laptop (~2 CPU-minutes of simulation).  n = 20 000, B = 256 (the paper's batch size),
+    # condition 1000: non-private Adam beats tuned SGD ~10× at T = 1000.  ε = 1 and ε = 8; sweeps
+    # at ε = 8.  B = 128 (n = 10 000, same q) would cost ~3.4× less per trial but weakens the
+    # effect tested (v̂^c/Φ ∝ B/σ²): a 2-trial probe gave DP-AdamBC/DP-Adam ≈ 1.3 at ε = 1 and
+    # 0.73 at ε = 8, against 0.9 and 0.5 here.
     "quick": Config(n=20000, d=50, condition=1000.0, batch_size=256, steps=1000,
                     epsilons=(1.0, 8.0), sweep_epsilon=8.0,
                     lr_grid_adam=_grid(-3, -1), lr_grid_bc=_grid(-4, -1),
