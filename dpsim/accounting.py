@@ -902,15 +902,19 @@ def privacy_record(events, final_state, *, steps: int, sample_rate: float, sampl
         how = ["unamplified" for _ in how]
         releases, masks = [], []
     step_mat = np.stack(masks, axis=1) if masks and steps else np.zeros((steps, 0), bool)
-    sig = [[_per_trial(e.noise_multiplier, i) for e in releases] for i in range(trials)]
+    if all(isinstance(e.noise_multiplier, float) for e in releases):
+        sig = [tuple(e.noise_multiplier for e in releases)] * trials  # shared by every trial
+    else:
+        sig = [tuple(_per_trial(e.noise_multiplier, i) for e in releases) for i in range(trials)]
+    patterns = _step_patterns(step_mat)  # the schedule is the same for every trial
     rec.update(private=True, sampling=sampling, adjacency=adjacency(sampling),
                participation=_participation(kind, k, sample_rate, steps),
                sample_rate=sample_rate, steps=steps,
-               step_types=[_types(step_mat, s_i) for s_i in sig])
+               step_types=_per_sigmas(sig, lambda s_i: _types_of(patterns, s_i)))
     if kind == CYCLIC:
         per_group = _group_patterns(step_mat, k)
         rec["group_rate"] = cyclic_rate(sample_rate, k)
-        rec["group_step_types"] = [[_types_of(pg, s_i) for pg in per_group] for s_i in sig]
+        rec["group_step_types"] = _per_sigmas(sig, lambda s_i: [_types_of(pg, s_i) for pg in per_group])
     if correlated:
         rec["unamplified"] = unamplified
         verdicts = set(how)
@@ -988,12 +992,27 @@ def _types_of(patterns: dict, sig) -> list:
     return [[list(key), c] for key, c in groups.items()]
 
 
-def _types(step_mat: np.ndarray, sig) -> list:
-    """Whole-run step types ``[[σ's of the releases on the step], count]`` of one trial."""
+def _per_sigmas(sig: list, make) -> list:
+    """``[make(s_i) for s_i in sig]``, computed once per distinct tuple of σ's (trials with the
+    same σ's share the value: it is read, never modified)."""
+    done: dict = {}
+    out = []
+    for s_i in sig:
+        v = done.get(s_i)
+        if v is None:
+            v = done[s_i] = make(s_i)
+        out.append(v)
+    return out
+
+
+def _step_patterns(step_mat: np.ndarray) -> dict:
+    """``{release pattern: number of steps}`` of a ``(steps, releases)`` schedule (``{}`` when
+    empty); :func:`_types_of` turns it, with one trial's σ's, into that trial's whole-run step
+    types ``[[σ's of the releases on the step], count]``."""
     if not step_mat.shape[0] or not step_mat.shape[1]:
-        return []
+        return {}
     pats, counts = np.unique(step_mat, axis=0, return_counts=True)
-    return _types_of({tuple(bool(a) for a in p): int(c) for p, c in zip(pats, counts)}, sig)
+    return {tuple(bool(a) for a in p): int(c) for p, c in zip(pats, counts)}
 
 
 def _tcdp_epsilon(record: dict, delta: float):
@@ -1020,18 +1039,29 @@ def epsilon_of_record(record: dict, delta: float, *, accountant: str = "pld"):
         out = _tcdp_epsilon(record, d)
     else:
         types = record["step_types"]
-        unamp = record.get("unamplified") or [[] for _ in types]
+        unamp = record.get("unamplified")
         sampling, q = record["sampling"], record["sample_rate"]
-        groups = [[st] for st in types]
-        if "group_step_types" in record:  # cyclic Poisson: each example sees its group's steps
-            groups, q, sampling = record["group_step_types"], record["group_rate"], "poisson"
+        cyclic = "group_step_types" in record  # cyclic Poisson: each example sees its group's steps
+        groups = record["group_step_types"] if cyclic else types
+        if cyclic:
+            q, sampling = record["group_rate"], "poisson"
         out = np.empty(len(types))
-        for i, per_group in enumerate(groups):
-            out[i] = max(
-                0.0 if not st and not unamp[i] else
-                epsilon_from_releases([(tuple(s), c) for s, c in st], q, d, accountant=accountant,
-                                      sampling=sampling, unamplified=tuple(unamp[i]))
-                for st in per_group)
+        frozen: dict = {}  # id of a trial's (shared) entry -> its hashable form
+        memo: dict = {}    # trials with the same step types and unamplified σ's have the same ε
+        for i, g in enumerate(groups):
+            per_group = frozen.get(id(g))
+            if per_group is None:
+                per_group = frozen[id(g)] = tuple(
+                    tuple((tuple(s), c) for s, c in st) for st in (g if cyclic else (g,)))
+            un = tuple(unamp[i]) if unamp else ()
+            key = (per_group, un)
+            if key not in memo:
+                memo[key] = max(
+                    0.0 if not st and not un else
+                    epsilon_from_releases(list(st), q, d, accountant=accountant,
+                                          sampling=sampling, unamplified=un)
+                    for st in per_group)
+            out[i] = memo[key]
     if out.size and np.all(out == out.flat[0]):
         return float(out.flat[0])
     return out

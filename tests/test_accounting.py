@@ -488,3 +488,25 @@ def test_integral_floats_accepted():
     assert acc.epsilon(1.0, 0.01, 100.0, 1e-5) == acc.epsilon(1.0, 0.01, 100, 1e-5)
     assert acc.epsilon(np.float64(1.0), np.float64(0.01), np.int64(100), np.float64(1e-5)) == \
         acc.epsilon(1.0, 0.01, 100, 1e-5)
+
+
+def test_record_and_epsilon_of_many_trials_equal_the_one_trial_runs():
+    """Trials share the schedule's step patterns and, when their σ's agree, their step types and ε
+    (computed once): each trial's record entry and ε equal those of a one-trial run at its σ."""
+    import dpsim
+    from dpsim import optimizers, problems
+
+    prob = problems.logistic_regression(60, 3, seed=0)
+    sig = [0.8, 2.0, 0.8, 1.3]
+    kw = dict(steps=7, batch_size=6, seed=2, sampling="cyclic_poisson:2")
+    many = dpsim.simulate(prob, optimizers.get("dp2_extra_query", s1=3, noise_multiplier=sig),
+                          trials=len(sig), **kw)
+    eps = many.epsilon(1e-5)
+    for i, s in enumerate(sig):
+        one = dpsim.simulate(prob, optimizers.get("dp2_extra_query", s1=3, noise_multiplier=s),
+                             trials=1, **kw)
+        for key in ("step_types", "group_step_types"):
+            assert many.privacy[key][i] == one.privacy[key][0]
+        assert eps[i] == one.epsilon(1e-5)
+    assert eps[0] == eps[2] and len(set(eps.tolist())) == 3
+    assert acc.epsilon_of_record(many.privacy, 1e-5).tolist() == eps.tolist()
