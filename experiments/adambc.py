@@ -612,8 +612,8 @@ def run(config: Config, cache) -> dict:
                                           "x clip2 per delay s, then the s with the lowest score")
     cache.note("sweep_selection", {"phi": sp.to_json(), "knobs": sk.to_json()})
     cache.note("settings", info)
-    cache.note("pairing", "adambc, sgdm-eq3 and dpsgd use the seed of adam; frozen-clean that of "
-                          "frozen-private (same batches and noise draws per trial)")
+    cache.note("pairing", "adambc, sgdm-eq3, dpsgd and dp2 use the seed of adam; frozen-clean that "
+                          "of frozen-private (same batches and noise draws per trial)")
     cache.note("eq3", "dp_sgdm with the constant t -> inf learning rate of Eq. 3 "
                       "(no per-step schedule in dp_sgdm)")
 
