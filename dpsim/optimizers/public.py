@@ -46,6 +46,16 @@ subspace or Krylov iteration needs many ``R m² k`` block products per step.  Th
 ``R`` partial ``m × m`` eigendecompositions (``≈ (4/3) m³`` each), is what bounds PDP-SGD's
 throughput there.
 
+Measured at the throughput workload W (``n = 25 000``, ``d = 10 000``, 1 % dense, ``R = 64``,
+``public_fraction = 0.05``: ``m = 1 250``, ``k = 2``): the public Gram spectrum has one spike and
+a flat bulk, ``λ_2/λ_3 ≈ 1.016`` at ``w = 0`` and ``1.019`` after 200 DP-SGD steps, and ARPACK
+needs about 89 products with the dense ``m × m`` ``K`` per trial (≈ 1.5 ms each): ~9 of the ~14 s
+of a step, ~0.003× DP-SGD.  A Krylov method converging to the reference's accuracy at that gap
+needs on the order of 100 products whatever the start; even batched over the 64 trials through
+the sparse ``X_pub`` (``2 nnz(X_pub) R ≈ 1.6·10⁷`` multiply-adds per product, ``1.4·10⁹`` per
+step) that is ≥ 0.17 s a step at this machine's GEMM rate, so ≤ ~0.25× DP-SGD: 0.5× is out of
+reach of any method that returns the reference's projection to rounding.
+
 Pieces: ``"privatizer"``, ``"preconditioner"`` (adadps), ``"lr"``.  Ranges: ``lr`` ∈ [0, ∞),
 ``clip`` ∈ (0, ∞], ``noise_multiplier`` ∈ [0, ∞), ``beta`` ∈ [0, 1), ``eps`` ∈ (0, ∞), ``k`` a
 positive integer, ``public_fraction`` ∈ (0, 1).
