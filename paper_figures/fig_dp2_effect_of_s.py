@@ -63,7 +63,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 
         ax.xaxis.set_minor_formatter(NullFormatter())  # only the delays are labelled
         ax.set_xlabel("delay s (steps)")
-        ax.set_ylabel(r"final excess training loss $F(w_T) - F^\star$")
+        ax.set_ylabel(r"final excess loss $F(w_T) - F^\star$")
         ax.set_title(f"(a) final loss vs s (σ = {sig:g}, ε = {eps_text(rows[0].res)})", fontsize=8.5)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2))
         ax2 = axes[0][1]
