@@ -79,7 +79,6 @@ from dataclasses import dataclass
 import numpy as np
 
 import dpsim
-from dpsim.optimizers import ime as _ime  # noqa: F401  (registers ime_adagrad, ime_adagrad_free)
 from dpsim.privacy import mf
 from dpsim.transforms import lookup
 

@@ -821,3 +821,45 @@ def test_full_data_pass_by_row_blocks_matches_one_pass(monkeypatch, density):
     np.testing.assert_allclose(g2, g1, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(p.loss(w), f1, rtol=1e-13)
     np.testing.assert_allclose(p.grad(w), g1, rtol=1e-12, atol=1e-15)
+
+
+def _blocked_pass_whole_R(p, w):
+    """The row-blocked full-data pass on all R trials at once (the reference of the by-trials pass)."""
+    wt = np.ascontiguousarray(w.T)
+    out = G = None
+    for a, b in p._row_blocks(w.shape[0]):
+        X, y = p.X[a:b], p.y[a:b][:, None]
+        M = X @ wt
+        part = np.sum(p._ell(M, y), axis=0)
+        out = part if out is None else out + part
+        part = X.T @ p._dell(M, y)
+        G = part if G is None else G + part
+    out = out / p.n
+    G /= p.n
+    G = np.ascontiguousarray(G.T)
+    if p.reg:
+        out = out + (0.5 * p.reg) * np.sum(w * w, axis=1)
+        G += p.reg * w
+    return out, G
+
+
+@pytest.mark.parametrize("reg", [1e-3, 0.0])
+@pytest.mark.parametrize("R", [1, 2, 3, 7])
+def test_full_data_pass_by_trial_chunks_is_bit_for_bit_the_whole_pass(monkeypatch, R, reg):
+    """Row-blocked passes over CSR features run by chunks of trials (no (d, R) temporary): the
+    same numbers, bit for bit, as the blocked pass over all R trials at once, for every chunk
+    width (at least two trials per chunk)."""
+    from dpsim.problems import glm
+
+    p = glm.logistic_regression(700, 40, density=0.1, reg=reg, seed=2)
+    w = np.random.default_rng(R).standard_normal((R, 40)) * 0.3
+    monkeypatch.setattr(glm, "RECORD_BLOCK_BYTES", 1000)
+    assert len(p._row_blocks(R)) > 1
+    f0, g0 = _blocked_pass_whole_R(p, w)
+    for width in (2, 3, 1000):
+        monkeypatch.setattr(glm, "RECORD_TRIAL_BYTES", width * 40 * 8)
+        f, g = p.loss_and_grad(w)
+        np.testing.assert_array_equal(f, f0)
+        np.testing.assert_array_equal(g, g0)
+        np.testing.assert_array_equal(p.loss(w), f0)
+        np.testing.assert_array_equal(p.grad(w), g0)

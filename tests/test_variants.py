@@ -79,7 +79,7 @@ def test_required_names_are_registered():
     required = """sgd momentum adagrad rmsprop adam yogi delayed_rmsprop dp_sgd dp_sgdm dp_adagrad
     dp_rmsprop dp_adam dp_adam_bc dp2_rmsprop dp2_adagrad dp2_yogi dp2_extra_query dp2_noise_first
     pdp_sgd adadps dp_adam_ime dp_adam_ime_free dp_adam_corrected dp_adam_stp
-    dp_adam_noiseless_v dp_adam_stp_noiseless_v""".split()
+    dp_adam_noiseless_v dp_adam_stp_noiseless_v ime_adagrad ime_adagrad_free""".split()
     missing = set(required) - set(optimizers.names())
     assert not missing
 

@@ -52,9 +52,22 @@ def _clip_per_trial(clip, R):
 
 # Above this size of the (n, R) margin matrix the full-data pass (records) runs by row blocks.
 RECORD_BLOCK_BYTES = 64 * 2**20
+# In the row-blocked pass over CSR features, the (d, chunk) temporaries of one chunk of trials.
+RECORD_TRIAL_BYTES = 8 * 2**20
 
 _LINKS = ("squared", "logistic", "absolute", "linear")  # kernel codes 0..3 (_glm_kernels)
 _UNIT_LIPSCHITZ_LINKS = ("logistic", "absolute", "linear")  # |l'| <= 1
+
+
+def _row_view(X, a, b):
+    """Rows ``a..b`` of the CSR matrix ``X`` as a CSR matrix whose ``data`` and ``indices`` are views
+    of ``X``'s (``X[a:b]`` holds a copy of the same arrays; SciPy's constructor copies slices)."""
+    ptr = X.indptr
+    V = sp.csr_matrix((b - a, X.shape[1]), dtype=X.dtype)
+    V.data = X.data[ptr[a]:ptr[b]]
+    V.indices = X.indices[ptr[a]:ptr[b]]
+    V.indptr = ptr[a:b + 1] - ptr[a]
+    return V
 
 
 class _GLMProblem(Problem):
@@ -189,6 +202,8 @@ class _GLMProblem(Problem):
                 out = -xp.sum(w * self._xbar, axis=1)
             if want_grad:
                 G = xp.zeros_like(w) - self._xbar
+        elif self.backend_name == "numpy" and self.sparse and len(self._row_blocks(w.shape[0])) > 1:
+            return self._full_pass_by_trials(w, want_loss, want_grad)
         else:
             blocks = self._row_blocks(w.shape[0])
             wt = np.ascontiguousarray(w.T) if self.backend_name == "numpy" else w.T
@@ -223,6 +238,64 @@ class _GLMProblem(Problem):
                 out = out + (0.5 * self.reg) * xp.sum(w * w, axis=1)
             if want_grad:
                 G += self.reg * w  # G is a fresh array of this pass
+        return out, G
+
+    def _full_pass_by_trials(self, w, want_loss, want_grad):
+        """The row-blocked pass of :meth:`_full_pass` (host NumPy, CSR ``X``) by chunks of trials,
+        so that no ``(d, R)`` temporary (``Wᵀ``, ``Xᵀ C``, their transposes) is formed: at most
+        :data:`RECORD_TRIAL_BYTES` per ``(d, chunk)`` array, the gradient written into one
+        ``(R, d)`` output (peak memory of a record, issue 10).
+
+        Same numbers as the whole-``R`` pass: SciPy's sparse products compute each column of
+        ``X Wᵀ`` and ``Xᵀ C`` on its own (the same loop for any number of columns), the link
+        functions are element-wise, and a sum over axis 0 of a C-ordered ``(rows, k)`` array adds
+        the rows in order for every ``k ≥ 2`` (a chunk holds at least two trials when ``R ≥ 2``;
+        with ``R = 1`` both passes reduce one column); the row blocks are those of the whole
+        ``R``, each a view of ``X``'s rows (the same data in the same order as ``X[a:b]``)
+        (``tests/test_problems.py``)."""
+        xp = self.xp
+        R, d = w.shape
+        n = self.n
+        blocks = [(_row_view(self.X, a, b), xp.expand_dims(self.y[a:b], axis=1))
+                  for a, b in self._row_blocks(R)]
+        width = max(2, RECORD_TRIAL_BYTES // max(1, d * w.dtype.itemsize))
+        starts = list(range(0, R, width))
+        if len(starts) > 1 and R - starts[-1] < 2:
+            starts.pop()  # a last chunk of one trial joins the one before
+        bounds = list(zip(starts, starts[1:] + [R]))
+        out = xp.empty(R, dtype=w.dtype) if want_loss else None
+        G = xp.empty((R, d), dtype=w.dtype) if want_grad else None
+        for r0, r1 in bounds:
+            wt = np.ascontiguousarray(w[r0:r1].T)
+            lo = Gc = None
+            for Xb, y in blocks:
+                M = Xb @ wt  # (rows, k) margins
+                if want_loss:
+                    part = xp.sum(self._ell(M, y), axis=0)
+                    lo = part if lo is None else lo + part
+                if want_grad:
+                    C = self._dell(M, y)
+                    del M
+                    part = Xb.T @ C  # (d, k)
+                    del C
+                    if Gc is None:
+                        Gc = part
+                    else:
+                        Gc += part
+                        del part
+            del wt
+            if want_loss:
+                out[r0:r1] = lo / n
+            if want_grad:
+                Gc /= n
+                G[r0:r1] = Gc.T
+                del Gc
+            if self.reg:
+                wr = w[r0:r1]
+                if want_loss:
+                    out[r0:r1] = out[r0:r1] + (0.5 * self.reg) * xp.sum(wr * wr, axis=1)
+                if want_grad:
+                    G[r0:r1] += self.reg * wr
         return out, G
 
     def loss(self, w):
