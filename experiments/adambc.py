@@ -315,6 +315,9 @@ def run(config: Config, cache) -> dict:
                                                                   cfg.steps))
         return sigmas[eps]
 
+    for eps in cfg.epsilons:  # calibrated once here, not once per Dask worker
+        sigma(eps)
+
     def phi(eps):
         return float(dp_bias(sigma(eps), cfg.clip, cfg.batch_size))
 
