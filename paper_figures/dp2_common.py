@@ -341,3 +341,63 @@ def finish(results, entries, claim: str, holds, rows, lines, notes, *, premise_a
     notes = list(notes) + ([edge_note] if edge_note else [])
     return {"claim": claim, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
             "category": category, "verdict": "; ".join(notes) + "."}
+
+
+def sweep_rows(entries, methods, dp2_method: str, name: str) -> list:
+    """``[(σ, [entry of each method at σ])]`` over the σ's of the ε sweep (the private runs of
+    ``dp2_method`` outside the delay sweep), keeping the σ's where every method ran."""
+    sigmas = sorted({e.sigma for e in entries.values()
+                     if e.method == dp2_method and e.s is None and e.sigma and e.sigma > 0})
+    rows = []
+    for sig in sigmas:
+        es = [get(entries, m, sig) for m in methods]
+        if all(e is not None for e in es):
+            rows.append((sig, es))
+    if not rows:
+        raise ValueError(f"{name}: no σ with all of {methods}")
+    return rows
+
+
+def render_eps_sweep(results, out_dir, *, name: str, methods, dp2_method: str,
+                     suptitle: str) -> list[Path]:
+    """The ε-sweep figure ([DP2] Fig. 5, Fig. 9 left): final excess loss (mean, 95% CI bars) of
+    each method at the ε each σ spent, log–log, with non-private RMSProp as a line."""
+    from matplotlib.ticker import NullFormatter
+
+    entries = load(results)
+    rows = sweep_rows(entries, methods, dp2_method, name)
+    ref = get(entries, "rmsprop", private=False)
+    centre = (len(methods) - 1) / 2
+    with style.context():
+        fig, axes = style.figure(1, 1, width=4.6, height=3.4)
+        ax = axes[0][0]
+        for k, m in enumerate(methods):
+            label, color, _, marker = METHOD_STYLE[m]
+            eps = np.array([eps_of(es[k].res) for _, es in rows])
+            mh = [stats.mean_ci(finals(es[k].res)) for _, es in rows]
+            mean = np.array([x[0] for x in mh])
+            half = np.array([x[1] for x in mh])
+            # a small horizontal offset keeps overlapping error bars readable
+            x = eps * (1.0 + 0.03 * (k - centre))
+            main = min(rows, key=lambda r: abs(r[0] - 1.0))[1][k]  # the σ closest to 1
+            ax.errorbar(x, mean, yerr=half, color=color, marker=marker, capsize=3,
+                        label=f"{label} ({hp_text(main.res)} at σ = {main.sigma:g})")
+        if ref is not None:
+            m_ref = float(np.mean(finals(ref.res)))
+            ax.axhline(m_ref, color=style.BASELINE_COLOR, linestyle="--", lw=1,
+                       label=f"RMSProp (non-private, {hp_text(ref.res)})")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        plain_log_ticks(ax.yaxis)
+        eps_ticks = sorted({eps_of(e.res) for _, es in rows for e in es[:1]})
+        ax.set_xticks(eps_ticks)
+        ax.set_xticklabels([f"{e:.2g}" for e in eps_ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel(f"ε (δ = {style.fmt_float(delta_of(rows[0][1][0].res))})")
+        ax.set_ylabel(r"final excess training loss $F(w_T) - F^\star$")
+        sig_txt = ", ".join(f"{s:g}" for s, _ in rows)
+        ax.set_title(f"σ ∈ {{{sig_txt}}}; " + problem_text(rows[0][1][0].res), fontsize=7.5)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, fontsize=6.5,
+                  title="tuned values (learning rates re-tuned at each σ; DP²: η₂ only)", title_fontsize=7)
+        fig.suptitle(suptitle.format(trials=rows[0][1][0].res.trials), fontsize=9)
+        return style.save(fig, out_dir, name)

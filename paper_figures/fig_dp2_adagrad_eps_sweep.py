@@ -19,13 +19,9 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
-import numpy as np
-
-from dpsim.analysis import stats
-
 from . import style
-from .dp2_common import (finish, METHOD_STYLE, better, ci_text, delta_of, eps_of, finals, get, hp_text,
-                         load, plain_log_ticks, problem_text)
+from .dp2_common import (finish, METHOD_STYLE, better, ci_text, delta_of, eps_of, finals, hp_text, load,
+                         render_eps_sweep, sweep_rows)
 
 NAME = "fig_dp2_adagrad_eps_sweep"
 CLAIM = ("With the AdaGrad rule too, DP² (DP²-AdaGrad) achieves a better privacy/utility trade-off "
@@ -36,58 +32,12 @@ COMPARED = (0, 2)  # DP²-AdaGrad is compared with DP-SGD and DP-AdaGrad
 
 
 def _table(entries):
-    sigmas = sorted({e.sigma for e in entries.values()
-                     if e.method == "dp2_adagrad" and e.s is None and e.sigma and e.sigma > 0})
-    rows = []
-    for sig in sigmas:
-        es = [get(entries, m, sig) for m in METHODS]
-        if all(e is not None for e in es):
-            rows.append((sig, es))
-    if not rows:
-        raise ValueError(f"{NAME}: no σ with all of {METHODS}")
-    return rows
+    return sweep_rows(entries, METHODS, "dp2_adagrad", NAME)
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
-    entries = load(results)
-    rows = _table(entries)
-    ref = get(entries, "rmsprop", private=False)
-    with style.context():
-        fig, axes = style.figure(1, 1, width=4.6, height=3.4)
-        ax = axes[0][0]
-        for k, m in enumerate(METHODS):
-            name, color, _, marker = METHOD_STYLE[m]
-            eps = np.array([eps_of(es[k].res) for _, es in rows])
-            mh = [stats.mean_ci(finals(es[k].res)) for _, es in rows]
-            mean = np.array([x[0] for x in mh])
-            half = np.array([x[1] for x in mh])
-            # a small horizontal offset keeps overlapping error bars readable
-            x = eps * (1.0 + 0.03 * (k - 1.5))
-            main = min(rows, key=lambda r: abs(r[0] - 1.0))[1][k]  # the σ closest to 1
-            ax.errorbar(x, mean, yerr=half, color=color, marker=marker, capsize=3,
-                        label=f"{name} ({hp_text(main.res)} at σ = {main.sigma:g})")
-        if ref is not None:
-            m_ref = float(np.mean(finals(ref.res)))
-            ax.axhline(m_ref, color=style.BASELINE_COLOR, linestyle="--", lw=1,
-                       label=f"RMSProp (non-private, {hp_text(ref.res)})")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        plain_log_ticks(ax.yaxis)
-        from matplotlib.ticker import NullFormatter
-
-        eps_ticks = sorted({eps_of(e.res) for _, es in rows for e in es[:1]})
-        ax.set_xticks(eps_ticks)
-        ax.set_xticklabels([f"{e:.2g}" for e in eps_ticks])
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(f"ε (δ = {style.fmt_float(delta_of(rows[0][1][0].res))})")
-        ax.set_ylabel(r"final excess training loss $F(w_T) - F^\star$")
-        sig_txt = ", ".join(f"{s:g}" for s, _ in rows)
-        ax.set_title(f"σ ∈ {{{sig_txt}}}; " + problem_text(rows[0][1][0].res), fontsize=7.5)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, fontsize=6.5,
-                  title="tuned values (learning rates re-tuned at each σ; DP²: η₂ only)", title_fontsize=7)
-        fig.suptitle(f"AdaGrad rule ([DP2] Fig. 9) — {rows[0][1][0].res.trials} trials, "
-                     "bars: 95% CI", fontsize=9)
-        return style.save(fig, out_dir, NAME)
+    return render_eps_sweep(results, out_dir, name=NAME, methods=METHODS, dp2_method="dp2_adagrad",
+                            suptitle="AdaGrad rule ([DP2] Fig. 9) — {trials} trials, bars: 95% CI")
 
 
 def evaluate(results: Mapping[str, object]) -> dict:
