@@ -205,3 +205,26 @@ def test_registered_by_name():
     assert opt.name == "noisy_adagrad" and opt.public_fraction == 0.01
     assert set(dpsim.optimizers.hyperparameters("noisy_adagrad")) == {
         "lr", "clip", "clip2", "noise_multiplier", "k", "eps", "precond_share", "public_fraction"}
+
+
+@pytest.mark.parametrize("reg", [0.0, 0.3])
+def test_sparse_glm_square_sum_matches_the_reference(monkeypatch, reg):
+    """The O(nnz) GLM path of the squared-gradient sum (``_glm_square_sum``) against the
+    materializing reference, with padded slots, a regularizer (the ``ρ w`` part of every g_i) and
+    per-trial clips (one of them ∞, one that clips every example)."""
+    prob = problems.logistic_regression(300, 80, density=0.1, zipf=2.0, reg=reg, seed=6)
+    rng = np.random.default_rng(2)
+    R, b = 4, 11
+    w = rng.normal(size=(R, 80))
+    idx = rng.integers(0, 300, size=(R, b))
+    mask = rng.random((R, b)) < 0.7
+    ctx = StepContext(Backend("numpy", 0), R, b, 1)
+    c2 = np.array([0.05, math.inf, 1e-4, 0.5])
+    batch = Batch(prob, w, idx, mask, b)
+    for clip2 in (c2, math.inf, 0.02):
+        fast = NA.clipped_square_sum(batch, clip2, ctx)
+        assert NA._glm_square_sum(batch, clip2) is not None
+        with monkeypatch.context() as mp:
+            mp.setattr(NA, "_glm_square_sum", lambda *a: None)
+            ref = NA.clipped_square_sum(batch, clip2, ctx)
+        np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-15)

@@ -88,6 +88,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import numba
 import numpy as np
 
 from .._validate import any_inf, any_positive, hyper, is_zero, positive_int, product
@@ -123,9 +124,13 @@ class NoisyMomentState(NamedTuple):
 
 
 def clipped_square_sum(batch, clip2, ctx):
-    """``Σ_{i∈B} clip(g_i ⊙ g_i, C₂)`` per trial, shape (R, d), from the materialized per-example
-    gradients (padded slots are zero and add nothing); ``clip2`` a float (``inf``: no clipping) or
-    a per-trial array."""
+    """``Σ_{i∈B} clip(g_i ⊙ g_i, C₂)`` per trial, shape (R, d); ``clip2`` a float (``inf``: no
+    clipping) or a per-trial array.  A GLM with CSR features on host NumPy float64 takes
+    :func:`_glm_square_sum` (no per-example gradients built); every other problem or backend the
+    reference: the materialized per-example gradients (padded slots are zero and add nothing)."""
+    fast = _glm_square_sum(batch, clip2)
+    if fast is not None:
+        return fast
     xp = ctx.xp
     P = batch.per_example()  # (R, b_max, d)
     Q = P * P
@@ -135,6 +140,94 @@ def clipped_square_sum(batch, clip2, ctx):
     norm = xp.sqrt(xp.sum(Q * Q, axis=2))  # (R, b_max) = ‖g_i‖₄²
     factor = xp.where(norm > c, c / xp.where(norm > 0, norm, 1.0), 1.0)
     return xp.sum(Q * factor[:, :, None], axis=1)
+
+
+def _glm_square_sum(batch, clip2):
+    """The GLM path of :func:`clipped_square_sum` (``None`` when it does not apply).
+
+    A GLM's per-example gradient is ``g_i = c_i x_i + ρ w`` (``c_i = l'(x_i·w, y_i)``, the
+    problem's own derivative), so with ``S_i`` the support of the sparse row ``x_i``
+
+        ‖g_i ⊙ g_i‖₂² = Σ_{j∈S_i} (c_i x_ij + ρ w_j)⁴ + ρ⁴ (‖w‖₄⁴ − Σ_{j∈S_i} w_j⁴)
+        Σ_i f_i g_i² = Σ_i f_i (c_i² x_i² + 2ρ c_i x_i ⊙ w) + ρ² w² Σ_i f_i
+
+    with ``f_i = min(1, C₂/‖g_i ⊙ g_i‖₂)``: ``O(nnz)`` per example instead of ``O(d)``.  The same
+    values as the reference up to rounding (other summation order; ``tests/test_noisy_adagrad.py``)."""
+    problem, W = batch.problem, batch.params
+    X = getattr(problem, "X", None)
+    if (batch.scale is not None or not getattr(problem, "sparse", False)
+            or getattr(problem, "backend_name", None) != "numpy" or getattr(X, "format", None) != "csr"
+            or X.dtype != np.float64 or not isinstance(W, np.ndarray) or W.dtype != np.float64
+            or not isinstance(batch.idx, np.ndarray)):
+        return None
+    W = np.ascontiguousarray(W)
+    idx = np.ascontiguousarray(batch.idx, dtype=np.int64)
+    R, b = idx.shape
+    mask = np.ones((R, b), dtype=np.bool_) if batch.mask is None else np.ascontiguousarray(batch.mask,
+                                                                                            dtype=np.bool_)
+    margins = np.zeros((R, b))
+    _csr_margins(X.data, X.indices, X.indptr, idx, W, margins)
+    c = np.ascontiguousarray(problem._dell(margins, np.asarray(problem.y)[idx]), dtype=np.float64)
+    C = np.broadcast_to(np.asarray(clip2, dtype=np.float64), (R,)).copy()
+    out = np.zeros_like(W)
+    _csr_square_sum(X.data, X.indices, X.indptr, idx, mask, c, W, float(problem.reg), C, out)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _csr_margins(data, indices, indptr, idx, W, out):
+    R, b = idx.shape
+    for r in range(R):
+        for i in range(b):
+            row = idx[r, i]
+            acc = 0.0
+            for p in range(indptr[row], indptr[row + 1]):
+                acc += data[p] * W[r, indices[p]]
+            out[r, i] = acc
+
+
+@numba.njit(cache=True, nogil=True)
+def _csr_square_sum(data, indices, indptr, idx, mask, c, W, reg, C, out):
+    """``out[r] = Σ_i f_i g_i²`` (docstring of :func:`_glm_square_sum`); ``C[r] = inf``: f = 1."""
+    R, b = idx.shape
+    d = W.shape[1]
+    for r in range(R):
+        w4 = 0.0
+        if reg != 0.0:
+            for j in range(d):
+                w2 = W[r, j] * W[r, j]
+                w4 += w2 * w2
+        fsum = 0.0
+        for i in range(b):
+            if not mask[r, i]:
+                continue
+            row = idx[r, i]
+            ci = c[r, i]
+            s4 = 0.0
+            rest = w4
+            for p in range(indptr[row], indptr[row + 1]):
+                j = indices[p]
+                g = ci * data[p] + reg * W[r, j]
+                g2 = g * g
+                s4 += g2 * g2
+                if reg != 0.0:
+                    wj2 = W[r, j] * W[r, j]
+                    rest -= wj2 * wj2
+            if reg != 0.0:
+                r2 = reg * reg
+                s4 += r2 * r2 * max(rest, 0.0)
+            nrm = np.sqrt(s4)
+            f = 1.0
+            if nrm > C[r]:
+                f = C[r] / nrm
+            fsum += f
+            for p in range(indptr[row], indptr[row + 1]):
+                j = indices[p]
+                x = ci * data[p]
+                out[r, j] += f * (x * x + 2.0 * reg * x * W[r, j])
+        if reg != 0.0:
+            for j in range(d):
+                out[r, j] += reg * reg * W[r, j] * W[r, j] * fsum
 
 
 def _svd_projection(batch, x, k):
