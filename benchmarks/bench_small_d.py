@@ -24,6 +24,11 @@ normals.  Their time at this machine's rates, *measured in the same run* by
 faster of the two kept) is the roofline time of a step; ``%roof`` is that time over the measured
 CPU time of a step.
 
+``--rng-ab`` adds a third path, the fused kernel drawing through Numba's compiled ``Generator``
+methods (``DPSIM_FUSED_RNG=numba``) instead of the inlined PCG64 of :mod:`dpsim._bitgen` (the
+default), interleaved with the others, and prints the speed-up of the inlined path (same streams,
+same results: the A/B of the bit generator alone).
+
 Printed summary: trial-steps/s of the fused path (``dpsim.simulate``'s default where it applies)
 for R = 1, 256, 4096; the per-trial speed-up of R = 256 over R = 1 (same path, same run; and, for
 reference, fused R = 256 over the chain engine at R = 1); ``dp_adam``, ``dp2_rmsprop`` and
@@ -93,11 +98,24 @@ _CLOCK = _LoopClock()
 dpsim.engine.time = _CLOCK
 
 
+def _simulate(prob, opt, *, fast, **kw):
+    """``dpsim.simulate`` with ``fast`` True/False, or ``"numba_rng"``: the fused kernel drawing
+    through Numba's compiled ``Generator`` methods (``DPSIM_FUSED_RNG=numba``, the path before the
+    inlined bit generator of :mod:`dpsim._bitgen`; same streams, so the same results)."""
+    if fast == "numba_rng":
+        os.environ[fused.RNG_ENV] = "numba"
+        try:
+            return dpsim.simulate(prob, opt, fast=True, **kw)
+        finally:
+            del os.environ[fused.RNG_ENV]
+    return dpsim.simulate(prob, opt, fast=fast, **kw)
+
+
 def _timed(prob, opt, *, R, b, T, fast, seed):
     """``(loop wall seconds, loop CPU seconds)`` of one run of ``T`` steps."""
     _CLOCK.marks.clear()
-    dpsim.simulate(prob, opt, steps=T, batch_size=b, trials=R, seed=seed, fast=fast,
-                   record_every=T, metrics=())
+    _simulate(prob, opt, steps=T, batch_size=b, trials=R, seed=seed, fast=fast,
+              record_every=T, metrics=())
     (w0, c0), (w1, c1) = _CLOCK.marks[0], _CLOCK.marks[-1]
     return w1 - w0, c1 - c0
 
@@ -112,6 +130,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--budget", type=float, default=0.5, help="target CPU seconds per timed run")
     ap.add_argument("--no-engine", action="store_true", help="time the fused path only")
+    ap.add_argument("--rng-ab", action="store_true",
+                    help="also time the fused kernel drawing through Numba's Generator methods "
+                         "(DPSIM_FUSED_RNG=numba), interleaved with the default inlined bit generator")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     repeats = min(2, args.repeats) if args.quick else args.repeats
@@ -137,10 +158,12 @@ def main(argv=None) -> dict:
             for oname, opt in opts.items():
                 can_fuse = not isinstance(fused.plan(prob, opt, trials=R), str)
                 paths = ([] if args.no_engine and can_fuse else [False]) + ([True] if can_fuse else [])
+                if can_fuse and args.rng_ab:
+                    paths.append("numba_rng")
                 for fast in paths:
                     # warm-up (compilation, caches), then steps so that a run takes ~budget s
-                    dpsim.simulate(prob, opt, steps=2, batch_size=b, trials=R, seed=0, fast=fast,
-                                   metrics=())
+                    _simulate(prob, opt, steps=2, batch_size=b, trials=R, seed=0, fast=fast,
+                              metrics=())
                     w3, c3 = _timed(prob, opt, R=R, b=b, T=3, fast=fast, seed=0)
                     per = max(c3, 1e-7) / 3
                     runs.append((oname, fast, int(min(400_000, max(3, budget / per)))))
@@ -152,7 +175,7 @@ def main(argv=None) -> dict:
                     best[(oname, fast)] = (min(bw, w / T), min(bc, c / T))
             for oname in opts:
                 row = {"problem": pname, "optimizer": oname, "R": R, "d": prob.d}
-                for fast, key in ((False, "engine"), (True, "fused")):
+                for fast, key in ((False, "engine"), (True, "fused"), ("numba_rng", "fused_numba_rng")):
                     if (oname, fast) in best:
                         w, c = best[(oname, fast)]
                         row.update({f"{key}_step_wall_s": w, f"{key}_step_cpu_s": c,
@@ -214,6 +237,16 @@ def main(argv=None) -> dict:
                 relative.append({"problem": pname, "optimizer": oname, "R": R, "path": k,
                                  "speed_relative_to_dp_sgd": rel})
                 print(f"{pname} R={R}: {oname} ({k}) runs at {rel:.2f}x dp_sgd's speed ({bk}) (cpu)")
+    rng_ab = []
+    for row in rows:
+        if "fused_numba_rng_step_cpu_s" in row and "fused_step_cpu_s" in row:
+            x = row["fused_numba_rng_step_cpu_s"] / row["fused_step_cpu_s"]
+            rng_ab.append({"problem": row["problem"], "optimizer": row["optimizer"], "R": row["R"],
+                           "inline_over_numba_rng": x})
+            print(f"inlined bit generator vs Numba Generator methods (cpu, same run): "
+                  f"{row['problem']} {row['optimizer']} R={row['R']}: {x:.2f}x "
+                  f"({row['fused_numba_rng_trial_steps_per_s_cpu']:,.0f} -> "
+                  f"{row['fused_trial_steps_per_s_cpu']:,.0f} trial-steps/s)")
     target = sel.get(("least_squares", "dp_sgd", 4096))
     if target is not None and "fused_trial_steps_per_s_cpu" in target:
         print(f"target (least_squares d=20, dp_sgd, R=4096): "
@@ -222,6 +255,7 @@ def main(argv=None) -> dict:
               f"{100 * target['fused_roofline_frac_cpu']:.0f}% of the roofline")
     out = {"machine_limits_before": lim0, "machine_limits_after": lim1, "roofline_rates": lim,
            "batch_size": b, "rows": rows, "speedups": speedups, "relative_to_dp_sgd": relative,
+           "rng_ab": rng_ab,
            "machine": platform.platform(), "load_average_end": os.getloadavg()}
     if args.json:
         with open(args.json, "w") as fh:

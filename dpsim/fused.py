@@ -48,6 +48,7 @@ anything else is not.
 from __future__ import annotations
 
 import math
+import os
 
 import numba
 import numpy as np
@@ -56,6 +57,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import _bitgen as _BG
 from . import _sampling_kernels as _SK
 from . import optimizers
 from ._validate import any_inf, hyper, is_zero, product
@@ -493,11 +495,11 @@ def _draw_batch(sk, srng, n_s, sizes, r, kcyc, grp, b, bits, ub, ib, private_idx
     if sk == S_REPLACEMENT:
         k = b
         for i in range(k):
-            ib[i] = srng.integers(0, n_s)
+            ib[i] = _BG.draw_integers(srng, 0, n_s)
     else:
         k = sizes[r]
         for i in range(k):
-            ub[i] = srng.random()
+            ub[i] = _BG.draw_double(srng)
         _SK.floyd_row(n_s, k, ub, bits, ib)
         if sk == S_CYCLIC:
             for i in range(k):
@@ -552,10 +554,10 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
             n_s = n_all[grp]
         kmax = b
         if sk == S_POISSON or sk == S_CYCLIC:
-            q = p_all[0]
+            bp = _BG.binomial_setup(n_s, p_all[0])  # NumPy's binomial_t: once per (n, p)
             kmax = 0
             for r in range(R):
-                sizes[r] = srng.binomial(n_s, q)
+                sizes[r] = _BG.draw_binomial(srng, bp)
                 if sizes[r] > kmax:
                     kmax = sizes[r]
         elif sk == S_FIXED:
@@ -580,7 +582,7 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
             bsum[r] += kr
             if noisy:
                 for j in range(d):
-                    z[j] = nrng.standard_normal()
+                    z[j] = _BG.draw_normal(nrng)
             if ok == DP2:
                 if p == s1:  # refresh v from the accumulated releases (before this step's update)
                     for j in range(d):
@@ -903,6 +905,21 @@ def _sampler_args(sampler):
     return kind, np.array([n], dtype=np.int64), np.array([sampler.b / n]), 1
 
 
+#: Environment switch for benchmarks and A/B checks: ``DPSIM_FUSED_RNG=numba`` makes the kernel
+#: draw through Numba's compiled ``Generator`` methods (the reference path) instead of the inlined
+#: bit generator of :mod:`dpsim._bitgen`; both give the same streams (``tests/test_fused.py``).
+RNG_ENV = "DPSIM_FUSED_RNG"
+
+
+def _inline_rng(srng, nrng) -> bool:
+    """Whether the kernel draws through :mod:`dpsim._bitgen` on state arrays: both generators
+    are ``Generator(PCG64)`` (what it reproduces) and ``DPSIM_FUSED_RNG`` is not ``numba``."""
+    mode = os.environ.get(RNG_ENV, "inline")
+    if mode not in ("inline", "numba"):
+        raise ValueError(f"{RNG_ENV} must be 'inline' or 'numba', got {mode!r}")
+    return mode == "inline" and _BG.supports(srng) and _BG.supports(nrng)
+
+
 def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, backend, ctx,
         batch_sizes_sum, bar=None):
     """Steps ``1 … steps`` of the engine loop in fused blocks (ending at record steps).
@@ -986,6 +1003,7 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     pidx = np.zeros(0, dtype=np.int64) if private_idx is None else np.ascontiguousarray(private_idx, dtype=np.int64)
     srng = sampler.rng
     nrng = backend._gen
+    inline = _inline_rng(srng, nrng)
     bsum = np.zeros(R)
     per_step = R * (d + b)
     while t < steps:
@@ -993,13 +1011,24 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
         # a block ends at the next record step, or earlier after BLOCK_ELEMENTS trial-numbers
         # (keeps progress bars and interrupts responsive in long runs without records)
         K = min(stop - t, max(1, BLOCK_ELEMENTS // per_step))
-        count = _run_steps(t, K, sk, srng, n_all, p_all, kcyc, sampler.step, pidx, bsum, nrng,
-                           P.noisy, P.pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
-                           P.ok, b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta,
-                           P.beta1, P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1,
-                           P.s2, P.rule, P.bias, W, A, Bst, count, out, S, g,
-                           vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, P.per_norm,
-                           P.frac, pv, uu)
+        if inline:  # the generators' states as arrays (one array when both are one generator)
+            s_arg = _BG.state_of(srng)
+            n_arg = s_arg if nrng is srng else _BG.state_of(nrng)
+        else:
+            s_arg, n_arg = srng, nrng
+        try:
+            count = _run_steps(t, K, sk, s_arg, n_all, p_all, kcyc, sampler.step, pidx, bsum, n_arg,
+                               P.noisy, P.pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
+                               P.ok, b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta,
+                               P.beta1, P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1,
+                               P.s2, P.rule, P.bias, W, A, Bst, count, out, S, g,
+                               vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, P.per_norm,
+                               P.frac, pv, uu)
+        finally:
+            if inline:  # the generators continue exactly where NumPy's own draws would leave them
+                _BG.store_state(srng, s_arg)
+                if nrng is not srng:
+                    _BG.store_state(nrng, n_arg)
         sampler.step += K
         t += K
         if bar is not None:
