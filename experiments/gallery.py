@@ -1,0 +1,777 @@
+"""Publishing a finished reproduction as a small gallery, and the progress of a long one.
+
+    from dpsim.experiments import gallery
+    gallery.status("results", scale="full")                 # per experiment: cells, CPU, ETA
+    print(gallery.format_status(gallery.status("results", scale="full")))
+    gallery.publish("results", "paper_figures/out", "docs/gallery", source=".")
+
+**status** reads a results cache (``results/<experiment>/<scale>/<key>/manifest.json``, see
+:mod:`experiments.pipeline`) without writing to it, and says per experiment how many cells are
+cached under the key this checkout's code would use (the key of its config at ``scale``, its
+numerics versions and the backend), the CPU seconds they took (the sum of the cells'
+``cpu_time_s``), whether the run finished (``complete`` in the manifest and ``LATEST`` naming the
+key) and, given the figure folder, whether REPORT.md has the experiment's section.  For an
+experiment whose module lists its cells up front (a function ``cell_labels(config)``, e.g.
+:func:`experiments.dp2_logistic.cell_labels`) it also gives the total and the remaining cells and
+an ETA: ``remaining × (mean CPU seconds of a finished cell)`` CPU seconds, divided by the
+*effective parallelism* of the latest session (CPU seconds of its cells over its wall span; below
+the worker count when the workers share the machine with other work).  Cells cached under other
+keys of the same scale (an older config or numerics version) are counted apart: they are not reused.
+
+**publish** copies a finished reproduction (``REPORT.md`` and ``report.json`` in a figure folder,
+the cells in a results folder) to a gallery folder::
+
+    <out>/REPORT.md        provenance header + the report, image links to figures/
+    <out>/figures/*.png    every figure of the report, re-encoded small
+    <out>/gallery.json     the header's data (commits, dates, machine, times, sizes)
+
+The header gives the git commit(s) of the code that computed the cells (recorded per cell as
+``commit`` in the manifests; a cache written before cells recorded it takes the commit of the
+``source`` checkout that ran it, and the header says so), the date range of the cells, the machine
+(CPU model, logical cores, RAM, OS; Python and NumPy from the manifests), the CPU time (the sum
+over cells), the wall time and the cells per experiment.
+
+Wall time, from the cells' ``[t_start, t_stop]`` intervals (Unix seconds; for an entry without
+them, ``[finished − wall_time_s, finished]``), pooled over every experiment (they run at once): the
+intervals sorted by start are cut into *sessions* wherever the next interval starts more than
+``gap`` seconds (default 600) after every earlier one stopped; the wall time is
+``Σ_sessions (last stop − first start)``, the time something was being computed, which does not
+count the hours between the sessions of an accumulated run.  The raw span ``last stop − first
+start`` is given beside it.
+
+Figures are re-encoded with Pillow (matplotlib's dependency): flattened on white, shrunk to at most
+``max_width`` pixels wide (Lanczos), quantized to an adaptive palette of at most 256 colours and
+saved with ``optimize`` (fast octree quantization, no dithering: on the
+report's line plots about half the bytes and two thirds of the time of median cut); when the result is still over ``max_bytes``, fewer colours (128, 64) and
+then smaller widths (×0.85 per try, not below 400 px) are tried, and a figure that cannot be
+brought under the limit is an error naming it.  PDFs are not copied (their links are removed).
+
+A reproduction is *incomplete* when an experiment has no section (or one at another scale) in the
+figure folder's ``report.json``/REPORT.md, a figure its module names was not rendered, a PNG is
+missing, or its results (the manifest of the reported key, finished) are not in the results
+folder.  ``publish`` refuses it with a ``ValueError`` listing every gap, unless
+``allow_partial=True``: the header then says PARTIAL and lists the gaps (a missing image becomes a
+note in the text).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from . import SCALES, get, names as registered_names
+from . import pipeline
+
+__all__ = ["status", "format_status", "publish", "machine_info", "sessions", "shrink_png",
+           "Incomplete", "register"]
+
+#: Gap (seconds) between two computed cells above which they belong to different sessions.
+SESSION_GAP_S = 600.0
+#: Default largest width (pixels) of a gallery PNG, and the size limit of one (bytes).
+MAX_WIDTH = 1000
+MAX_BYTES = 150_000
+_FIGURES = "figures"
+
+
+class Incomplete(ValueError):
+    """A reproduction that misses a report section, a figure or its results (``gaps``)."""
+
+    def __init__(self, gaps: Sequence[str]):
+        self.gaps = list(gaps)
+        super().__init__("the reproduction is incomplete (publish it with --allow-partial to "
+                         "mark it PARTIAL):\n  - " + "\n  - ".join(self.gaps))
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading cells
+
+
+def _interval(entry: Mapping) -> tuple[float, float] | None:
+    """``(start, stop)`` Unix seconds of a manifest cell entry (``None`` when it has no time)."""
+    if "t_start" in entry and "t_stop" in entry:
+        return float(entry["t_start"]), float(entry["t_stop"])
+    fin = entry.get("finished")
+    if not fin:
+        return None
+    try:
+        stop = _dt.datetime.fromisoformat(str(fin)).timestamp()
+    except ValueError:
+        return None
+    return stop - float(entry.get("wall_time_s", 0.0)), stop
+
+
+def sessions(intervals: Iterable[tuple[float, float]], gap: float = SESSION_GAP_S) -> list[tuple[float, float]]:
+    """The sessions of a set of ``(start, stop)`` intervals: sorted by start, a new session begins
+    at an interval that starts more than ``gap`` seconds after the latest stop so far; each
+    session is ``(first start, latest stop)``.  ``Σ (stop − start)`` over them is the wall time
+    spent computing, without the pauses between sessions."""
+    if gap < 0:
+        raise ValueError(f"gap must be >= 0 seconds, got gap={gap!r}")
+    out: list[list[float]] = []
+    for a, b in sorted((float(a), float(b)) for a, b in intervals):
+        if out and a <= out[-1][1] + gap:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
+@dataclass
+class _Cells:
+    """The cells of one experiment's key folder, as far as the manifest lists them."""
+
+    manifest: dict = field(default_factory=dict)
+
+    @property
+    def cells(self) -> dict:
+        c = self.manifest.get("cells", {})
+        return c if isinstance(c, dict) else {}
+
+    @property
+    def cpu(self) -> float:
+        return float(sum(float(e.get("cpu_time_s", 0.0)) for e in self.cells.values()))
+
+    @property
+    def intervals(self) -> list[tuple[float, float]]:
+        return [iv for iv in (_interval(e) for e in self.cells.values()) if iv is not None]
+
+    @property
+    def commits(self) -> list[str]:
+        """The distinct recorded commits (cell ``commit``, else the manifest's), in first-seen order."""
+        seen = [e.get("commit") for e in self.cells.values()]
+        seen.append(self.manifest.get("commit"))
+        return list(dict.fromkeys(c for c in seen if c))
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({str(e["worker"]).rsplit(":", 1)[0] for e in self.cells.values()
+                       if e.get("worker")})
+
+    @property
+    def workers(self) -> set:
+        return {str(e["worker"]) for e in self.cells.values() if e.get("worker")}
+
+
+def _read_manifest(path: Path) -> dict | None:
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return m if isinstance(m, dict) else None
+
+
+def _current_key(exp, scale: str, backend: str) -> str:
+    return pipeline.cache_key(exp.name, exp.config(scale), pipeline.numerics_version(exp), backend)
+
+
+def _cell_labels(exp, scale: str) -> list[str] | None:
+    """Every cell label of ``exp`` at ``scale`` when its module lists them up front, else ``None``."""
+    mod = importlib.import_module(exp.module)
+    fn = getattr(mod, "cell_labels", None)
+    if not callable(fn):
+        return None
+    return list(fn(exp.config(scale)))
+
+
+# ------------------------------------------------------------------------------------------------
+# status
+
+
+def status(results_dir, scale: str = "full", *, experiments: Sequence[str] | None = None,
+           figures_dir=None, backend: str = "numpy", gap: float = SESSION_GAP_S,
+           now: float | None = None) -> dict:
+    """How far the reproduction cached under ``results_dir`` is at ``scale`` (module docstring).
+
+    Returns ``{"scale", "results_dir", "experiments": [row, ...], "total": {...}}``; a row has
+    ``name``, ``key`` (this checkout's key), ``cells`` (listed in its manifest), ``files_missing``
+    (listed cells whose file is gone), ``cpu_s``, ``complete`` (finished run, ``LATEST`` names the
+    key), ``report`` (``True``/``False`` with ``figures_dir``, else ``None``), ``total`` and
+    ``remaining`` (``None`` without ``cell_labels``), ``eta_cpu_s``, ``eta_wall_s``, ``last_cell``
+    (Unix seconds of the latest finished cell) and ``other_keys`` (``{key: cells}`` of the other
+    key folders at this scale, not reused by this checkout).  ``total`` sums cells and CPU and
+    gives the sessions, the wall time and the effective parallelism of the latest session.
+    Reads only; ``ValueError`` naming an unknown scale or experiment or a missing folder."""
+    results_dir = Path(results_dir)
+    if isinstance(scale, bool) or scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
+    if not results_dir.is_dir():
+        raise ValueError(f"results folder {str(results_dir)!r} does not exist or is not a folder")
+    pipeline.check_backend(backend)
+    exps = [get(n) for n in (experiments if experiments is not None else registered_names())]
+    report = _report_entries(Path(figures_dir)) if figures_dir is not None else None
+    report_text = _report_text(Path(figures_dir)) if figures_dir is not None else ""
+
+    rows, pooled, finished_cells = [], [], []
+    for exp in exps:
+        scale_dir = results_dir / exp.name / scale
+        key = _current_key(exp, scale, backend)
+        m = _read_manifest(scale_dir / key / "manifest.json") or {}
+        cells = _Cells(m)
+        missing_files = sum(1 for e in cells.cells.values()
+                            if not (scale_dir / key / str(e.get("file", ""))).exists())
+        try:
+            latest = (scale_dir / "LATEST").read_text().strip()
+        except OSError:
+            latest = None
+        others = {}
+        if scale_dir.is_dir():
+            for d in sorted(p for p in scale_dir.iterdir() if p.is_dir() and p.name != key):
+                om = _read_manifest(d / "manifest.json")
+                if om is not None:
+                    others[d.name] = len(_Cells(om).cells)
+        labels = _cell_labels(exp, scale)
+        total = remaining = None
+        if labels is not None:
+            total = len(labels)
+            remaining = sum(1 for lab in labels if lab not in cells.cells)
+        n = len(cells.cells)
+        mean_cpu = cells.cpu / n if n else None
+        ivs = cells.intervals
+        pooled += ivs
+        finished_cells += [(iv, float(e.get("cpu_time_s", 0.0)))
+                           for e in cells.cells.values() for iv in [_interval(e)] if iv]
+        rows.append({
+            "name": exp.name, "key": key, "cells": n, "files_missing": missing_files,
+            "cpu_s": cells.cpu, "mean_cpu_s": mean_cpu,
+            "complete": bool(m.get("complete")) and latest == key,
+            "report": (None if report is None else
+                       (exp.name in report and report[exp.name].get("scale") == scale
+                        and f"## {exp.name}:" in report_text)),
+            "total": total, "remaining": remaining,
+            "eta_cpu_s": (remaining * mean_cpu if remaining is not None and mean_cpu is not None
+                          else None),
+            "last_cell": max((b for _, b in ivs), default=None),
+            "other_keys": others,
+        })
+
+    sess = sessions(pooled, gap)
+    par = None
+    if sess:
+        a, b = sess[-1]
+        cpu_last = sum(c for (s, _), c in finished_cells if a <= s <= b)
+        par = cpu_last / (b - a) if b > a else None
+    for r in rows:
+        r["eta_wall_s"] = (r["eta_cpu_s"] / par if r["eta_cpu_s"] is not None and par else None)
+    now = time.time() if now is None else float(now)
+    last = max((b for _, b in pooled), default=None)
+    return {
+        "scale": scale,
+        "results_dir": str(results_dir),
+        "experiments": rows,
+        "total": {
+            "cells": sum(r["cells"] for r in rows),
+            "cpu_s": sum(r["cpu_s"] for r in rows),
+            "sessions": len(sess),
+            "wall_s": sum(b - a for a, b in sess),
+            "span_s": (max(b for _, b in sess) - min(a for a, _ in sess)) if sess else 0.0,
+            "parallelism_last_session": par,
+            "last_cell": last,
+            "since_last_cell_s": (now - last) if last is not None else None,
+            "complete": all(r["complete"] for r in rows),
+        },
+    }
+
+
+def _hours(s: float | None) -> str:
+    if s is None:
+        return "?"
+    s = float(s)
+    if s < 60:
+        return f"{s:.0f} s"
+    if s < 3600:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.2f} h"
+
+
+def _utc(t: float | None) -> str:
+    if t is None:
+        return "?"
+    return _dt.datetime.fromtimestamp(float(t), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def format_status(st: Mapping) -> str:
+    """``status(...)`` as a plain-text table (what ``dpsim gallery status`` prints)."""
+    lines = [f"results {st['results_dir']} at scale {st['scale']} (keys of this checkout's code)", ""]
+    head = ("experiment", "key", "cells", "total", "left", "CPU", "mean/cell", "ETA CPU",
+            "ETA wall", "finished", "report")
+    table = [head]
+    for r in st["experiments"]:
+        table.append((
+            r["name"], r["key"], str(r["cells"]),
+            "?" if r["total"] is None else str(r["total"]),
+            "?" if r["remaining"] is None else str(r["remaining"]),
+            _hours(r["cpu_s"]), _hours(r["mean_cpu_s"]),
+            "-" if r["remaining"] == 0 else _hours(r["eta_cpu_s"]),
+            "-" if r["remaining"] == 0 else _hours(r["eta_wall_s"]),
+            "yes" if r["complete"] else "no",
+            {None: "-", True: "yes", False: "no"}[r["report"]],
+        ))
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for k, row in enumerate(table):
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    t = st["total"]
+    lines += ["", f"total: {t['cells']} cells, {_hours(t['cpu_s'])} CPU; wall {_hours(t['wall_s'])} "
+                  f"over {t['sessions']} session(s) (raw span {_hours(t['span_s'])}); "
+                  f"latest session's effective parallelism "
+                  + ("?" if t["parallelism_last_session"] is None
+                     else f"{t['parallelism_last_session']:.2f}")
+                  + f"; last cell finished {_utc(t['last_cell'])}"
+                  + ("" if t["since_last_cell_s"] is None
+                     else f" ({_hours(t['since_last_cell_s'])} ago)")]
+    for r in st["experiments"]:
+        if r["files_missing"]:
+            lines.append(f"{r['name']}: {r['files_missing']} listed cell file(s) missing "
+                         "(they will be recomputed)")
+        if r["other_keys"]:
+            lines.append(f"{r['name']}: cells under other keys (not reused by this checkout): "
+                         + ", ".join(f"{k} ({n})" for k, n in r["other_keys"].items()))
+    lines.append("ETA: remaining cells x mean CPU per finished cell; wall = that / the latest "
+                 "session's effective parallelism; '?' where the experiment has no cell_labels")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# Machine and code
+
+
+def machine_info() -> dict:
+    """This machine: CPU model, logical cores, RAM (GiB), OS, host name."""
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    ram = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                ram = int(line.split()[1]) * 1024
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    if ram is None:
+        try:
+            ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            ram = None
+    os_name = platform.platform()
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                os_name = f"{line.split('=', 1)[1].strip().strip(chr(34))} ({platform.system()} " \
+                          f"{platform.release()})"
+                break
+    except OSError:
+        pass
+    return {"cpu": model or platform.processor() or platform.machine(),
+            "logical_cores": os.cpu_count(), "ram_gib": None if ram is None else round(ram / 2**30, 1),
+            "os": os_name, "host": platform.node()}
+
+
+def _git(source: Path, *args: str) -> str:
+    out = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True,
+                         timeout=60)
+    if out.returncode != 0:
+        raise ValueError(f"--source {str(source)!r} is not a git checkout "
+                         f"(git {' '.join(args)}: {out.stderr.strip() or out.returncode})")
+    return out.stdout.strip()
+
+
+def source_commit(source) -> str:
+    """``<full sha>`` of the checkout ``source``, with ``-dirty`` when tracked files are modified."""
+    source = Path(source)
+    sha = _git(source, "rev-parse", "HEAD")
+    dirty = _git(source, "status", "--porcelain", "--untracked-files=no")
+    return sha + ("-dirty" if dirty else "")
+
+
+# ------------------------------------------------------------------------------------------------
+# PNG re-encoding
+
+
+def shrink_png(src, dst, *, max_width: int = MAX_WIDTH, max_bytes: int = MAX_BYTES) -> dict:
+    """Write ``src`` (a PNG) to ``dst`` small (module docstring); ``{"width", "height", "bytes",
+    "source_bytes", "colors"}``.  ``ValueError`` naming the file when it stays over ``max_bytes``."""
+    from PIL import Image
+
+    if max_width < 1 or max_bytes < 1:
+        raise ValueError(f"max_width and max_bytes must be positive, got {max_width!r}, {max_bytes!r}")
+    src, dst = Path(src), Path(dst)
+    with Image.open(src) as im:
+        im.load()
+        if im.mode in ("RGBA", "LA", "P"):
+            rgba = im.convert("RGBA")
+            base = Image.new("RGB", rgba.size, (255, 255, 255))
+            base.paste(rgba, mask=rgba.getchannel("A"))
+        else:
+            base = im.convert("RGB")
+    width = min(max_width, base.width)
+    floor = min(width, 400)
+    best = None
+    while True:
+        h = max(1, round(base.height * width / base.width))
+        scaled = base if width == base.width else base.resize((width, h), Image.Resampling.LANCZOS)
+        for colors in (256, 128, 64):
+            q = scaled.quantize(colors=colors, method=Image.Quantize.FASTOCTREE,
+                                dither=Image.Dither.NONE)
+            buf = io.BytesIO()
+            q.save(buf, format="PNG", optimize=True)
+            data = buf.getvalue()
+            best = (data, width, h, colors)
+            if len(data) <= max_bytes:
+                break
+        if len(best[0]) <= max_bytes or width <= floor:
+            break
+        width = max(floor, int(width * 0.85))
+    data, w, h, colors = best
+    if len(data) > max_bytes:
+        raise ValueError(f"{src.name} stays at {len(data)} bytes > max_bytes={max_bytes} even at "
+                         f"{w} px wide and {colors} colours")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    pipeline._atomic_write(dst, lambda p: Path(p).write_bytes(data))
+    return {"width": w, "height": h, "bytes": len(data), "source_bytes": src.stat().st_size,
+            "colors": colors}
+
+
+# ------------------------------------------------------------------------------------------------
+# publish
+
+
+def _report_entries(figures_dir: Path) -> dict:
+    try:
+        entries = json.loads((figures_dir / "report.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _report_text(figures_dir: Path) -> str:
+    try:
+        return (figures_dir / "REPORT.md").read_text()
+    except OSError:
+        return ""
+
+
+_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def _rewrite_links(text: str, copied: Mapping[str, str]) -> str:
+    """Image and file links of REPORT.md pointed at the gallery: a copied PNG goes to its new
+    relative path; a link to a file not copied (a PDF, a missing PNG) becomes plain text, and an
+    ``Also:`` line left without links is dropped.  Anchors (``#...``) and URLs are kept."""
+
+    def repl(m):
+        bang, label, target = m.groups()
+        if target.startswith("#") or re.match(r"^[a-z][a-z0-9+.-]*:", target):
+            return m.group(0)
+        name = Path(target).name
+        if name in copied:
+            return f"{bang}[{label}]({copied[name]})"
+        if bang:
+            return f"*(figure `{name}` missing from this reproduction)*"
+        return f"`{label}`"
+
+    out = []
+    for line in text.splitlines():
+        new = _LINK.sub(repl, line)
+        if line.startswith("Also: ") and _LINK.search(line) and not _LINK.search(new):
+            if out and out[-1] == "":
+                out.pop()  # the blank line before it
+            continue
+        out.append(new)
+    return "\n".join(out) + "\n"
+
+
+def _check(exps, scale: str, entries: Mapping, text: str, figures_dir: Path,
+           results_dir: Path) -> tuple[dict, list[str]]:
+    """``({name: manifest or None}, gaps)`` of a reproduction (module docstring)."""
+    gaps, manifests = [], {}
+    for exp in exps:
+        e = entries.get(exp.name)
+        if e is None or e.get("scale") != scale:
+            where = "" if e is None else f" (its section is at scale {e.get('scale')!r})"
+            gaps.append(f"{exp.name}: no report section at scale {scale!r} in "
+                        f"{figures_dir / 'report.json'}{where}")
+            # for the header: the cells cached so far under this checkout's key, if any
+            key = _current_key(exp, scale, e.get("backend", "numpy") if e else "numpy")
+            manifests[exp.name] = _read_manifest(results_dir / exp.name / scale / key
+                                                 / "manifest.json")
+            continue
+        if f"## {exp.name}:" not in text:
+            gaps.append(f"{exp.name}: no section in {figures_dir / 'REPORT.md'}")
+        rendered = {f.get("figure") for f in e.get("figures", [])}
+        for fig in exp.figures:
+            if fig not in rendered:
+                gaps.append(f"{exp.name}: figure {fig} is not in the report (rendered by older code?)")
+        for f in e.get("figures", []):
+            pngs = [x for x in f.get("files", []) if x.endswith(".png")]
+            if not pngs:
+                gaps.append(f"{exp.name}: figure {f.get('figure')} has no PNG")
+            for x in pngs:
+                if not (figures_dir / x).is_file():
+                    gaps.append(f"{exp.name}: figure file {figures_dir / x} is missing")
+        mpath = results_dir / exp.name / scale / str(e.get("key")) / "manifest.json"
+        m = _read_manifest(mpath)
+        manifests[exp.name] = m
+        if m is None:
+            gaps.append(f"{exp.name}: results missing ({mpath} not found or unreadable)")
+        elif not m.get("complete"):
+            gaps.append(f"{exp.name}: the run under {mpath.parent} did not finish")
+    return manifests, gaps
+
+
+def publish(results_dir, figures_dir, out_dir, *, source=None, allow_partial: bool = False,
+            scale: str | None = None, experiments: Sequence[str] | None = None,
+            max_width: int = MAX_WIDTH, max_bytes: int = MAX_BYTES,
+            gap: float = SESSION_GAP_S) -> dict:
+    """Publish the reproduction in ``figures_dir`` (REPORT.md, report.json, PNGs) computed into
+    ``results_dir`` as a gallery in ``out_dir`` (module docstring); returns the header data (also
+    saved as ``out_dir/gallery.json``).
+
+    scale : the scale to publish (default: the one scale of the report's sections; ``ValueError``
+        when they mix scales).
+    experiments : the experiments it must hold (default every registered one).
+    source : the git checkout that computed the cells, for cells that do not record their
+        commit; ``ValueError`` when such cells exist and ``source`` is not given.
+    allow_partial : publish an incomplete reproduction, marked PARTIAL (else :class:`Incomplete`).
+
+    ``out_dir/figures/`` keeps only this publication's PNGs (older ones are removed); other
+    files in ``out_dir`` are left alone.  Nothing is written before every check has passed."""
+    results_dir, figures_dir, out_dir = Path(results_dir), Path(figures_dir), Path(out_dir)
+    for label, d in (("--results", results_dir), ("--figures", figures_dir)):
+        if not d.is_dir():
+            raise ValueError(f"{label} {str(d)!r} does not exist or is not a folder")
+    if out_dir.resolve() == figures_dir.resolve():
+        raise ValueError(f"--out must differ from --figures, got {str(out_dir)!r} for both")
+    entries = _report_entries(figures_dir)
+    text = _report_text(figures_dir)
+    if not entries or not text:
+        raise ValueError(f"{figures_dir} holds no reproduction (REPORT.md and report.json "
+                         "written by `dpsim reproduce`)")
+    if scale is None:
+        scales = sorted({str(e.get("scale")) for e in entries.values()})
+        if len(scales) != 1:
+            raise ValueError(f"the report in {figures_dir} mixes scales {scales}; pass --scale")
+        scale = scales[0]
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
+    exps = [get(n) for n in (experiments if experiments is not None else registered_names())]
+    manifests, gaps = _check(exps, scale, entries, text, figures_dir, results_dir)
+    if gaps and not allow_partial:
+        raise Incomplete(gaps)
+
+    # provenance
+    src_commit = None
+    per_exp = []
+    pooled, all_cpu, hosts = [], 0.0, set()
+    versions: dict[str, set] = {"python": set(), "numpy": set()}
+    for exp in exps:
+        m = manifests.get(exp.name) or {}
+        c = _Cells(m)
+        commits = c.commits
+        recorded = bool(commits)
+        if c.cells and not recorded:
+            if source is None:
+                raise ValueError(f"the cells of {exp.name} do not record the git commit that "
+                                 "computed them; pass --source <the checkout that ran the "
+                                 "reproduction>")
+            src_commit = src_commit or source_commit(source)
+            commits = [src_commit]
+        ivs = c.intervals
+        ss = sessions(ivs, gap)
+        pooled += ivs
+        all_cpu += c.cpu
+        hosts |= set(c.hosts)
+        for k in versions:
+            v = m.get("versions", {}).get(k)
+            if v:
+                versions[k].add(v)
+        e = entries.get(exp.name) or {}
+        per_exp.append({
+            "name": exp.name, "key": m.get("key"), "cells": len(c.cells),
+            "published": exp.name in entries and entries[exp.name].get("scale") == scale,
+            "cpu_s": round(c.cpu, 1), "wall_s": round(sum(b - a for a, b in ss), 1),
+            "sessions": len(ss),
+            "first": min((a for a, _ in ivs), default=None),
+            "last": max((b for _, b in ivs), default=None),
+            "commits": commits, "commit_recorded": recorded,
+            "numerics_version": m.get("numerics_version"), "backend": m.get("backend"),
+            "runner": m.get("runner"), "run_wall_s": m.get("run_wall_s"),
+            "figures": len(e.get("figures", [])) if e.get("scale") == scale else 0,
+        })
+    ss = sessions(pooled, gap)
+    here = machine_info()
+
+    # figures: every PNG the published sections name
+    pngs = []
+    for exp in exps:
+        e = entries.get(exp.name)
+        if e is None or e.get("scale") != scale:
+            continue
+        for f in e.get("figures", []):
+            pngs += [x for x in f.get("files", []) if x.endswith(".png")
+                     and (figures_dir / x).is_file()]
+    pngs = list(dict.fromkeys(pngs))
+    fig_dir = out_dir / _FIGURES
+    stats = {}
+    staging = out_dir / f".{_FIGURES}.{os.getpid()}.tmp"
+    if staging.exists():
+        shutil.rmtree(staging)
+    try:
+        for x in pngs:
+            stats[x] = shrink_png(figures_dir / x, staging / x, max_width=max_width,
+                                  max_bytes=max_bytes)
+        if fig_dir.exists():
+            shutil.rmtree(fig_dir)
+        staging.mkdir(parents=True, exist_ok=True)
+        staging.rename(fig_dir)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+
+    info = {
+        "scale": scale,
+        "partial": bool(gaps),
+        "missing": gaps,
+        "published": pipeline._now(),
+        "commits": sorted({c for r in per_exp for c in r["commits"]}),
+        "commit_source": None if src_commit is None else str(Path(source).resolve()),
+        "first_cell": min((a for a, _ in pooled), default=None),
+        "last_cell": max((b for _, b in pooled), default=None),
+        "cpu_s": round(all_cpu, 1),
+        "wall_s": round(sum(b - a for a, b in ss), 1),
+        "sessions": len(ss),
+        "session_gap_s": gap,
+        "span_s": round((max(b for _, b in ss) - min(a for a, _ in ss)) if ss else 0.0, 1),
+        "machine": here,
+        "compute_hosts": sorted(hosts),
+        "python": sorted(versions["python"]),
+        "numpy": sorted(versions["numpy"]),
+        "experiments": per_exp,
+        "figures": {x: stats[x] for x in pngs},
+        "figures_bytes": sum(s["bytes"] for s in stats.values()),
+        "source_figures_bytes": sum(s["source_bytes"] for s in stats.values()),
+        "max_width": max_width, "max_bytes": max_bytes,
+    }
+    body = _rewrite_links(text, {x: f"{_FIGURES}/{x}" for x in pngs})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pipeline._atomic_write_text(out_dir / "REPORT.md", _header(info) + "\n" + body)
+    pipeline._atomic_write_text(out_dir / "gallery.json",
+                                json.dumps(info, indent=1, sort_keys=True) + "\n")
+    return info
+
+
+def _header(info: Mapping) -> str:
+    """The provenance block put before the report (module docstring)."""
+    m = info["machine"]
+    per = info["experiments"]
+    commits_differ = len({tuple(r["commits"]) for r in per if r["commits"]}) > 1
+    lines = [f"# dpsim reproduction gallery: scale `{info['scale']}`", ""]
+    if info["partial"]:
+        lines += ["> **PARTIAL.** This reproduction is incomplete; missing:", ">"]
+        lines += [f"> - {g}" for g in info["missing"]]
+        lines += [""]
+    if info["commit_source"]:
+        how = (f" (the cells do not record their commit: this is the checkout "
+               f"`{info['commit_source']}` that ran them, read when publishing)")
+    else:
+        how = " (recorded with every cell)"
+    commit_text = ", ".join(f"`{c}`" for c in info["commits"]) or "none (no cells)"
+    hosts = ", ".join(info["compute_hosts"]) or "?"
+    lines += [
+        "| | |",
+        "|---|---|",
+        f"| code | commit {commit_text}{how}"
+        + ("; per experiment below" if commits_differ else "") + " |",
+        f"| cells computed | {_utc(info['first_cell'])} → {_utc(info['last_cell'])} |",
+        f"| wall time | {_hours(info['wall_s'])} computing, over {info['sessions']} session(s) "
+        f"(a pause over {info['session_gap_s'] / 60:g} min starts a new one); "
+        f"first → last cell {_hours(info['span_s'])} |",
+        f"| CPU time | {_hours(info['cpu_s'])} (sum over every cell) |",
+        f"| machine | {m['cpu']}, {m['logical_cores']} logical cores, {m['ram_gib']} GiB RAM, "
+        f"{m['os']} (host `{m['host']}`, where this was published; cells computed on host(s) "
+        f"{hosts}) |",
+        f"| software | Python {', '.join(info['python']) or '?'}, NumPy "
+        f"{', '.join(info['numpy']) or '?'} (from the results' manifests) |",
+        f"| figures | {len(info['figures'])} PNGs, {info['figures_bytes'] / 1024:.0f} KiB in all "
+        f"(re-encoded from {info['source_figures_bytes'] / 1024:.0f} KiB: at most "
+        f"{info['max_width']} px wide, palette, each ≤ {info['max_bytes'] / 1000:.0f} kB); "
+        "PDFs and raw results are not included |",
+        f"| published | {info['published']} by `dpsim gallery publish` |",
+        "",
+        "| experiment | cells | CPU | wall (sessions) | first → last cell | commit | figures |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in per:
+        commit = ", ".join(f"`{c[:12]}`" for c in r["commits"]) or "-"
+        lines.append(
+            f"| {r['name']}{'' if r['published'] else ' (missing)'} | {r['cells']} | "
+            f"{_hours(r['cpu_s'])} | {_hours(r['wall_s'])} ({r['sessions']}) | "
+            f"{_utc(r['first'])} → {_utc(r['last'])} | {commit} | {r['figures']} |")
+    lines += ["", "---", ""]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------------
+# Command line: `dpsim gallery publish|status`
+
+
+def register(subparsers) -> None:
+    """Add ``dpsim gallery publish|status`` to ``subparsers`` (an argparse subparsers action)."""
+    gp = subparsers.add_parser("gallery", help="publish a finished reproduction as a small "
+                                               "gallery, or show how far a long one is")
+    sub = gp.add_subparsers(dest="gallery_command", metavar="publish|status")
+    p = sub.add_parser("publish", help="REPORT.md with provenance + small PNGs into --out")
+    p.add_argument("--results", required=True, help="results cache of the reproduction")
+    p.add_argument("--figures", required=True, help="its figure folder (REPORT.md, report.json)")
+    p.add_argument("--out", required=True, help="gallery folder, e.g. docs/gallery")
+    p.add_argument("--source", default=None,
+                   help="git checkout that computed the cells (for cells without a recorded commit)")
+    p.add_argument("--scale", default=None, help="scale to publish (default: the report's)")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="publish an incomplete reproduction, marked PARTIAL")
+    p.add_argument("--max-width", type=int, default=MAX_WIDTH, help=f"pixels (default {MAX_WIDTH})")
+    p.add_argument("--max-bytes", type=int, default=MAX_BYTES,
+                   help=f"size limit of one PNG (default {MAX_BYTES})")
+    s = sub.add_parser("status", help="cells cached, CPU spent and ETA per experiment")
+    s.add_argument("--results", required=True, help="results cache")
+    s.add_argument("--scale", default="full", help=f"{' | '.join(SCALES)} (default full)")
+    s.add_argument("--figures", default=None, help="figure folder: also say whether REPORT.md "
+                                                   "has each experiment's section")
+    s.add_argument("--json", action="store_true", help="print the status as JSON")
+    gp.set_defaults(handler=handle)
+
+
+def handle(args) -> int:
+    """Run ``dpsim gallery publish|status``; a bad value raises ``ValueError`` naming it."""
+    cmd = getattr(args, "gallery_command", None)
+    if cmd == "status":
+        st = status(args.results, args.scale, figures_dir=args.figures)
+        print(json.dumps(st, indent=1) if args.json else format_status(st))
+        return 0
+    if cmd == "publish":
+        info = publish(args.results, args.figures, args.out, source=args.source,
+                       allow_partial=args.allow_partial, scale=args.scale,
+                       max_width=args.max_width, max_bytes=args.max_bytes)
+        print(f"{'PARTIAL ' if info['partial'] else ''}gallery: {Path(args.out) / 'REPORT.md'}; "
+              f"{len(info['figures'])} PNGs, {info['figures_bytes'] / 1024:.0f} KiB; "
+              f"wall {_hours(info['wall_s'])} over {info['sessions']} session(s), "
+              f"CPU {_hours(info['cpu_s'])}")
+        return 0
+    raise ValueError(f"gallery needs a subcommand: publish or status (got {cmd!r})")
