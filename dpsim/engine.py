@@ -29,6 +29,11 @@ from .transforms.base import Batch, StepContext
 
 __all__ = ["simulate"]
 
+#: Run described chains through the fused release (:mod:`dpsim.transforms._fused_release`: the
+#: clipped sum, the noise and the update in one pass per trial, bit for bit the chain's result).
+#: ``False`` runs every step through ``transform.update`` (the reference; tests and A/B timings).
+FUSED_RELEASE = True
+
 
 def _versions() -> dict:
     """Versions of dpsim (its installed metadata: the engine sits below the package ``__init__``)
@@ -260,6 +265,11 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     host_arrays = be.name == "numpy"
     rec_list = rec_steps.tolist()  # Python ints: the per-step comparison stays cheap
     has_domain = prob.has_domain
+    fused_step = None
+    if fused_plan is None and FUSED_RELEASE and steps > 0:
+        from .transforms import _fused_release
+
+        fused_step = _fused_release.plan(prob, tx, be, public=public_idx is not None)
     for t in range(1, steps + 1 if fused_plan is None else 0):
         ctx.t = t
         bi = sampler.draw()
@@ -269,10 +279,13 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         if not host_arrays:  # the sampler's int64/bool host arrays are used as they are on NumPy
             idx = be.asindex(idx)
             mask = None if mask is None else xp.asarray(mask)
-        batch = Batch(prob, params, idx, mask, batch_size, public_idx)
-        updates, state = tx.update(batch, state, params, ctx)
-        params = params + updates
-        del updates, batch  # no (R, d) array of this step (nor the old params) lives on
+        if fused_step is not None:  # the same step, fused: params and state updated in place
+            params, state = fused_step.step(params, idx, mask, state, ctx)
+        else:
+            batch = Batch(prob, params, idx, mask, batch_size, public_idx)
+            updates, state = tx.update(batch, state, params, ctx)
+            params = params + updates
+            del updates, batch  # no (R, d) array of this step (nor the old params) lives on
         if has_domain:
             params = prob.project(params)
         if next_rec < K and t == rec_list[next_rec]:

@@ -27,7 +27,7 @@ from ..transforms.preconditioners import (adam_v_hat, adagrad as adagrad_rule, p
                                           rmsprop as rmsprop_rule, scale_by_adam, yogi as yogi_rule)
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, OrNone, Real
 from ._registry import Optimizer, optimizer, register
-from .baselines import learning_rate
+from .baselines import MEAN, learning_rate, post, release
 
 __all__ = ["adagrad", "rmsprop", "yogi", "adam", "dp_adagrad", "dp_rmsprop", "dp_adam", "dp_adam_bc",
            "noise_variance"]
@@ -43,6 +43,20 @@ def _gradient():
     return ("gradient", mean_gradient())
 
 
+def _beta(beta, name="beta"):
+    return hyper(name, beta, "[0, 1)")
+
+
+def _eps(eps):
+    return hyper("eps", eps, "[0, inf)")
+
+
+def _adam(beta1, beta2, eps):
+    """The validated constants of ``scale_by_adam(beta1, beta2, eps)`` for its description."""
+    return {"piece": "preconditioner", "beta1": _beta(beta1, "beta1"), "beta2": _beta(beta2, "beta2"),
+            "eps": _eps(eps)}
+
+
 def _private(clip, noise_multiplier, noise):
     return ("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise))
 
@@ -50,15 +64,16 @@ def _private(clip, noise_multiplier, noise):
 @register
 def adagrad(lr: LR = 0.1, eps: EPS = 1e-8) -> Optimizer:
     """AdaGrad: ``v ← v + g²``, ``w ← w − η g / (√v + ε)``.  Not private."""
-    return optimizer(named_chain(_gradient(), ("preconditioner", precondition(adagrad_rule(eps))),
-                                 learning_rate(lr)))
+    tx = named_chain(_gradient(), ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
+    return optimizer(post(tx, MEAN, "adagrad", lr, piece="preconditioner", eps=_eps(eps)))
 
 
 @register
 def rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
     """RMSProp: ``v ← β v + (1−β) g²``, ``w ← w − η g / (√v + ε)``.  Not private."""
-    return optimizer(named_chain(_gradient(), ("preconditioner", precondition(rmsprop_rule(beta, eps))),
-                                 learning_rate(lr)))
+    tx = named_chain(_gradient(), ("preconditioner", precondition(rmsprop_rule(beta, eps))),
+                     learning_rate(lr))
+    return optimizer(post(tx, MEAN, "rmsprop", lr, piece="preconditioner", beta=_beta(beta), eps=_eps(eps)))
 
 
 @register
@@ -72,33 +87,38 @@ def yogi(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
 @register
 def adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8) -> Optimizer:
     """Adam: ``w ← w − η m̂ / (√v̂ + ε)`` (module docstring).  Not private."""
-    return optimizer(named_chain(_gradient(), ("preconditioner", scale_by_adam(beta1, beta2, eps)),
-                                 learning_rate(lr)))
+    tx = named_chain(_gradient(), ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
+    return optimizer(post(tx, MEAN, "adam", lr, **_adam(beta1, beta2, eps)))
 
 
 @register
 def dp_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
                noise: NOISE = "gaussian") -> Optimizer:
     """DP-AdaGrad: AdaGrad on the privatized gradient ``g̃`` (post-processing)."""
-    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
-                                 ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr)))
+    tx = named_chain(_private(clip, noise_multiplier, noise),
+                     ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
+    return optimizer(post(tx, release(clip, noise_multiplier, noise), "adagrad", lr, piece="preconditioner",
+                          eps=_eps(eps)))
 
 
 @register
 def dp_rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8, clip: CLIP = 1.0,
                noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """DP-RMSProp: RMSProp on the privatized gradient ``g̃`` (post-processing)."""
-    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
-                                 ("preconditioner", precondition(rmsprop_rule(beta, eps))),
-                                 learning_rate(lr)))
+    tx = named_chain(_private(clip, noise_multiplier, noise),
+                     ("preconditioner", precondition(rmsprop_rule(beta, eps))), learning_rate(lr))
+    return optimizer(post(tx, release(clip, noise_multiplier, noise), "rmsprop", lr, piece="preconditioner",
+                          beta=_beta(beta), eps=_eps(eps)))
 
 
 @register
 def dp_adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8, clip: CLIP = 1.0,
             noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """DP-Adam: Adam on the privatized gradient ``g̃`` (post-processing; [DESIGN] §3.1)."""
-    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
-                                 ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr)))
+    tx = named_chain(_private(clip, noise_multiplier, noise),
+                     ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
+    return optimizer(post(tx, release(clip, noise_multiplier, noise), "adam", lr,
+                          **_adam(beta1, beta2, eps)))
 
 
 def noise_variance(clip, noise_multiplier):
@@ -151,7 +171,10 @@ def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, gamma_prim
             return ctx.hp(pp)
     gamma = hyper("gamma_prime", gamma_prime, "(0, inf)")
     b2 = hyper("beta2", beta2, "[0, 1)")
-    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
-                                 ("preconditioner", scale_by_adam(beta1, b2, 0.0, phi=phi, floor=gamma)),
-                                 learning_rate(lr)),
+    tx = named_chain(_private(clip, noise_multiplier, noise),
+                     ("preconditioner", scale_by_adam(beta1, b2, 0.0, phi=phi, floor=gamma)),
+                     learning_rate(lr))
+    tx = post(tx, release(clip, noise_multiplier, noise), "adam", lr, **_adam(beta1, b2, 0.0),
+              phi=phi, floor=gamma)
+    return optimizer(tx,
                      probes={"frac_above_floor": _above_floor_probe(phi, gamma, b2)})

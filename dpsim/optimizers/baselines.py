@@ -8,8 +8,9 @@ noise, DP-MF).
 
 from __future__ import annotations
 
-from .._validate import hyper, negated
-from ..privacy.privatizers import gaussian_privatizer
+from .._validate import any_inf, hyper, negated, product
+from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
+from ..transforms import _fused_release as _fr
 from ..transforms.base import mean_gradient, named_chain, scale, trace
 from ._hyper import BETA, CLIP, LR, NOISE, SIGMA
 from ._registry import Optimizer, optimizer, register
@@ -17,10 +18,40 @@ from ._registry import Optimizer, optimizer, register
 __all__ = ["sgd", "momentum", "dp_sgd", "dp_sgdm", "learning_rate"]
 
 
+def neg_lr(lr, name="lr"):
+    """``−lr`` of a validated ``lr`` ∈ [0, ∞): the factor of :func:`learning_rate`'s piece."""
+    return negated(hyper(name, lr, "[0, inf)"))
+
+
 def learning_rate(lr, name="lr"):
     """The last piece of every optimizer: ``("lr", scale(−lr))`` with ``lr`` ∈ [0, ∞) (``name``:
     the hyperparameter's name in errors)."""
-    return ("lr", scale(negated(hyper(name, lr, "[0, inf)"))))
+    return ("lr", scale(neg_lr(lr, name)))
+
+
+def release(clip, noise_multiplier, noise="gaussian", *, scaled=False):
+    """The description (:class:`dpsim.transforms._fused_release.Release`) of
+    ``gaussian_privatizer(clip, noise_multiplier, noise=noise)``: the same validated clip and noise
+    std ``σ·C`` (``None`` with an infinite clip); ``None`` for correlated noise (no fused path)."""
+    if noise != "gaussian":
+        return None
+    c, s = check_clip_sigma(clip, noise_multiplier)
+    return _fr.Release(clip=c, std=None if any_inf(c) else product(s, c), scaled=scaled)
+
+
+#: The description of the non-private ``mean_gradient`` piece (no clipping, no noise).
+MEAN = _fr.Release(clip=None, std=None)
+
+
+def described(tx, spec):
+    """``tx`` with its fused-release description ``spec`` registered (``spec`` ``None``: as is)."""
+    return tx if spec is None else _fr.describe(tx, spec)
+
+
+def post(tx, rel, rule, lr, **kw):
+    """``tx`` described as the post-processing chain ``rel → [rule] → lr`` (:class:`_fr.Post`)."""
+    return described(tx, None if rel is None else _fr.Post(release=rel, rule=rule, neglr=neg_lr(lr),
+                                                           **kw))
 
 
 def _momentum(beta):
@@ -30,13 +61,14 @@ def _momentum(beta):
 @register
 def sgd(lr: LR = 0.1) -> Optimizer:
     """SGD: ``w ← w − η g`` with the minibatch mean gradient ``g``.  Not private."""
-    return optimizer(named_chain(("gradient", mean_gradient()), learning_rate(lr)))
+    return optimizer(post(named_chain(("gradient", mean_gradient()), learning_rate(lr)), MEAN, "sgd", lr))
 
 
 @register
 def momentum(lr: LR = 0.1, beta: BETA = 0.9) -> Optimizer:
     """Heavy-ball momentum ([ADAMBC] §3): ``b_t = β b_{t−1} + g``, ``w ← w − η b_t``.  Not private."""
-    return optimizer(named_chain(("gradient", mean_gradient()), _momentum(beta), learning_rate(lr)))
+    tx = named_chain(("gradient", mean_gradient()), _momentum(beta), learning_rate(lr))
+    return optimizer(post(tx, MEAN, "momentum", lr, piece="momentum", beta=hyper("beta", beta, "[0, 1)")))
 
 
 @register
@@ -44,8 +76,9 @@ def dp_sgd(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise:
     """DP-SGD (Abadi et al. 2016): SGD on ``g̃ = (1/b)(Σ clip(g_i, C) + N(0, σ²C²I))``.
 
     One Gaussian release of noise multiplier σ per step."""
-    return optimizer(named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
-                                 learning_rate(lr)))
+    tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
+                     learning_rate(lr))
+    return optimizer(post(tx, release(clip, noise_multiplier, noise), "sgd", lr))
 
 
 @register
@@ -53,5 +86,7 @@ def dp_sgdm(lr: LR = 0.1, beta: BETA = 0.9, clip: CLIP = 1.0, noise_multiplier: 
             noise: NOISE = "gaussian") -> Optimizer:
     """DP-SGD with heavy-ball momentum on ``g̃`` ([ADAMBC] §3): ``b_t = β b_{t−1} + g̃``,
     ``w ← w − η b_t``.  One Gaussian release per step."""
-    return optimizer(named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
-                                 _momentum(beta), learning_rate(lr)))
+    tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
+                     _momentum(beta), learning_rate(lr))
+    return optimizer(post(tx, release(clip, noise_multiplier, noise), "momentum", lr, piece="momentum",
+                          beta=hyper("beta", beta, "[0, 1)")))

@@ -1,0 +1,613 @@
+"""The fused release: one pass per trial that clips, draws the noise, and applies the update.
+
+The general engine computes a private step as a sequence of whole-array operations over
+``(R, d)``: the clipped sum ``S`` (:meth:`dpsim.transforms.Batch.clipped_sum`), the noise ``z``
+drawn as a fresh ``(R, d)`` array, ``g̃ = (z·σC + S)/b``, then each piece of the chain (moment
+recursions, the learning rate) and ``w + u``, each a pass over ``(R, d)`` arrays of several MB
+(workload W: R = 64, d = 10⁴).  At large ``d`` those passes, not arithmetic, cost what the
+normals do not.  Here a *recognized* chain runs, per trial ``r``, as
+
+    S_r    = Σ_{i∈B_r} clip(s_r ⊙ g_i(w_r), C_r)    (a GLM: the engine's CSR/dense kernel body,
+                                                      into one row buffer of d numbers; any other
+                                                      problem: its own clipped sum, computed first)
+    for j:  z = next normal of the run's noise Generator
+            g̃ = (z·std_r + S_rj) / b
+            the piece's recursion on g̃ (momentum, RMSProp/AdaGrad, Adam, DP²'s accumulator)
+            w_rj ← w_rj + (−η_r)·direction
+
+so ``z``, ``g̃`` and the update never exist as ``(R, d)`` arrays, and the row buffer stays in
+cache.
+
+**Bit for bit the chain's result.**  The normals come from the run's own
+``numpy.random.Generator`` through Numba's compiled ``Generator.standard_normal`` (the same
+ziggurat on the same bit generator: values and final state equal ``gen.standard_normal((R, d))``,
+``tests/test_w_fast.py``), in the chain's C order (trial by trial, coordinate by coordinate; the
+clipped sum draws no randomness, so computing it per trial does not move any draw).  Every
+element goes through the chain's operations in the chain's order, each rounded once to the run's
+dtype (Numba compiles without fast-math: no reassociation, no fused multiply-add); the
+hyperparameters enter as the values the chain computes (``StepContext.hp``, then rounded to the
+dtype exactly as NumPy rounds a scalar operand).  The GLM row body is the one of
+:mod:`dpsim.problems._glm_kernels` (same helpers, same four-accumulator sums), writing one row
+buffer instead of a row of an ``(R, d)`` output.  ``tests/test_w_fast.py`` checks equality with
+``assert_array_equal`` for every recognized optimizer, several seeds, every sampler, float64 and
+float32.
+
+**Recognized chains.**  An optimizer function of :mod:`dpsim.optimizers` that builds one of the
+chains below registers, with :func:`describe`, a :class:`Post` or :class:`Delayed` description
+of it made from the same validated hyperparameters, keyed by the chain's ``update`` function
+object; :func:`spec_of` finds it.  A transform built any other way (a user's chain, a changed
+piece) has no description and runs through the chain.  Covered: the post-processing chains
+``(privatizer | gradient) → [momentum | preconditioner(rmsprop, adagrad) | adam] → lr`` with
+i.i.d. Gaussian noise, and DP²'s three arrangements (and its non-private form); the run must be
+on NumPy's stream layout (``backend="numpy"``) without a public split.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import overload
+
+from .._validate import is_zero
+from ..problems import _glm_kernels as _K
+
+__all__ = ["Release", "Post", "Delayed", "describe", "spec_of", "FusedStep", "plan"]
+
+
+# ------------------------------------------------------------------------------------------------
+# descriptions
+
+
+@dataclass(frozen=True)
+class Release:
+    """One release as the chain's first piece computes it: ``clip`` (validated; ``None``: the
+    non-private mean gradient, no clipping), ``std`` = σ·C (``None`` or zero: no noise is drawn),
+    ``scaled``: the batch is scaled by DP²'s delayed ``1/(√max(v, 0) + ε)`` first."""
+
+    clip: Any
+    std: Any
+    scaled: bool = False
+
+    @property
+    def noisy(self) -> bool:
+        return not (self.std is None or is_zero(self.std))
+
+
+@dataclass(frozen=True)
+class Post:
+    """``named_chain(release, [piece], ("lr", scale(neglr)))``: ``rule`` is ``"sgd"`` (no middle
+    piece), ``"momentum"`` (``trace(beta)``), ``"rmsprop"``/``"adagrad"``
+    (``precondition(<rule>(beta, eps))``) or ``"adam"`` (``scale_by_adam(beta1, beta2, eps,
+    phi=phi, floor=floor)``); ``piece`` the middle piece's state name."""
+
+    release: Release
+    rule: str
+    neglr: Any
+    piece: str | None = None
+    beta: Any = None
+    eps: Any = None
+    beta1: Any = None
+    beta2: Any = None
+    phi: Callable | None = None
+    floor: Any = None
+
+
+@dataclass(frozen=True)
+class Delayed:
+    """DP² (:mod:`dpsim.optimizers.dp2`): ``order`` ``"dp2"``, ``"noise_first"`` or
+    ``"extra_query"``; ``P`` the second-moment rule, ``eps`` its ε, ``refresh`` the refresh
+    function the chain uses (``(DelayedState, ctx) -> DelayedState``), ``rel1``/``rel2`` the SGD
+    phase's and the adaptive phase's releases, ``neglr``/``neglr2`` their factors."""
+
+    order: str
+    s1: int
+    s2: int
+    P: Any
+    eps: Any
+    refresh: Callable
+    rel1: Release
+    rel2: Release
+    neglr: Any
+    neglr2: Any
+
+
+_SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def describe(tx, spec):
+    """Register ``spec`` as the description of the transform ``tx`` (built from the same
+    validated values); returns ``tx``."""
+    _SPECS[tx.update] = spec
+    return tx
+
+
+def spec_of(tx):
+    """The description registered for ``tx`` (by its ``update`` function), else ``None``."""
+    try:
+        return _SPECS.get(tx.update)
+    except TypeError:  # pragma: no cover - an update that cannot be weakly referenced
+        return None
+
+
+# ------------------------------------------------------------------------------------------------
+# kernels
+
+def _draw(gen, like):  # pragma: no cover - replaced by the overload in compiled code
+    raise NotImplementedError
+
+
+@overload(_draw)
+def _draw_impl(gen, like):
+    """One standard normal of ``like``'s dtype from ``gen`` (as ``gen.standard_normal(dtype=…)``)."""
+    if isinstance(like, types.Array) and like.dtype == types.float32:
+        def impl(gen, like):
+            return gen.standard_normal(dtype=np.float32)
+        return impl
+
+    def impl(gen, like):
+        return gen.standard_normal()
+    return impl
+
+
+_u = numba.uintp
+
+# op codes of the per-coordinate recursion
+OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV = range(8)
+# where the clipped sum comes from
+SRC_CSR, SRC_DENSE, SRC_TOTAL = 0, 1, 2
+# rows of the hyperparameter table H (NH, R or 1), in the run's dtype: noise std, nominal b, the
+# learning-rate factor, a zero of the dtype, then the recursion's constants h1..h9
+H_STD, H_B, H_NEGLR, H_ZERO, H_1, H_2, H_3, H_4, H_5, H_6, H_7, H_8, H_9 = range(13)
+NH = 13
+
+
+@numba.njit(cache=True, nogil=True)
+def _init_row(buf, W, S, want_scale, want_norm, r):
+    """:func:`dpsim.problems._glm_kernels._init_trial` writing the row buffer ``buf``: zero it,
+    return ``||w_r||²`` (``||s_r ⊙ w_r||²``) in the same four-accumulator order."""
+    d = W.shape[1]
+    q0 = 0.0
+    q1 = 0.0
+    q2 = 0.0
+    q3 = 0.0
+    if not want_norm:
+        for j in range(d):
+            buf[j] = 0.0
+        return 0.0
+    j = 0
+    while j + 4 <= d:
+        v0 = W[r, j]
+        v1 = W[r, j + 1]
+        v2 = W[r, j + 2]
+        v3 = W[r, j + 3]
+        if want_scale:
+            v0 *= S[r, j]
+            v1 *= S[r, j + 1]
+            v2 *= S[r, j + 2]
+            v3 *= S[r, j + 3]
+        q0 += v0 * v0
+        q1 += v1 * v1
+        q2 += v2 * v2
+        q3 += v3 * v3
+        buf[j] = 0.0
+        buf[j + 1] = 0.0
+        buf[j + 2] = 0.0
+        buf[j + 3] = 0.0
+        j += 4
+    while j < d:
+        v0 = W[r, j]
+        if want_scale:
+            v0 *= S[r, j]
+        q0 += v0 * v0
+        buf[j] = 0.0
+        j += 1
+    return (q0 + q1) + (q2 + q3)
+
+
+@numba.njit(cache=True, nogil=True)
+def _finish_row(buf, W, S, want_scale, lam, fsum, r):
+    """:func:`dpsim.problems._glm_kernels._finish_trial` on the row buffer."""
+    d = buf.shape[0]
+    beta = lam * fsum
+    if beta != 0.0:
+        if want_scale:
+            for j in range(d):
+                buf[j] = (buf[j] + beta * W[r, j]) * S[r, j]
+        else:
+            for j in range(d):
+                buf[j] += beta * W[r, j]
+    elif want_scale:
+        for j in range(d):
+            buf[j] *= S[r, j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _csr_row(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask,
+             buf, r):
+    """:func:`dpsim.problems._glm_kernels._csr_trial` into the row buffer (norms not kept)."""
+    b = idx.shape[1]
+    lam2_sw2 = lam * lam * _init_row(buf, W, S, want_scale, lam != 0.0, r)
+    Cr = C[r]
+    fsum = 0.0
+    for i in range(b):
+        if want_mask and not mask[r, i]:
+            continue
+        row = idx[r, i]
+        _K._prefetch_csr_row(data, indices, indptr, _K._next_row(idx, r, i))
+        start = indptr[row]
+        stop = indptr[row + 1]
+        if want_scale:
+            m, sx2, sxw = _K._csr_dot_scaled(data, indices, start, stop, W, S, r)
+        else:
+            m = _K._csr_dot(data, indices, start, stop, W, r)
+            sx2 = rn2[row]
+            sxw = m
+        a, f, nrm = _K._finish_example(kind, m, sx2, sxw, y[row], lam, lam2_sw2, Cr)
+        fsum += f
+        if a != 0.0:
+            for k in range(start, stop):
+                buf[_u(indices[k])] += a * data[k]
+    _finish_row(buf, W, S, want_scale, lam, fsum, r)
+
+
+@numba.njit(cache=True, nogil=True)
+def _dense_row(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, buf, r):
+    """:func:`dpsim.problems._glm_kernels._dense_trial` into the row buffer (norms not kept)."""
+    b = idx.shape[1]
+    d = X.shape[1]
+    lam2_sw2 = lam * lam * _init_row(buf, W, S, want_scale, lam != 0.0, r)
+    Cr = C[r]
+    fsum = 0.0
+    for i in range(b):
+        if want_mask and not mask[r, i]:
+            continue
+        row = idx[r, i]
+        _K._prefetch_dense_row(X, _K._next_row(idx, r, i))
+        if want_scale:
+            m, sx2, sxw = _K._dense_dot_scaled(X, row, W, S, r)
+        else:
+            m, sx2 = _K._dense_dot(X, row, W, r)
+            sxw = m
+        a, f, nrm = _K._finish_example(kind, m, sx2, sxw, y[row], lam, lam2_sw2, Cr)
+        fsum += f
+        if a != 0.0:
+            for j in range(d):
+                buf[j] += a * X[row, j]
+    _finish_row(buf, W, S, want_scale, lam, fsum, r)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _apply_row(op, src, gen, noisy, H, use_phi, add_eps, r, W, A, B, D):
+    """Noise, the recursion ``op`` and the update of trial ``r``, coordinate by coordinate, on the
+    clipped-sum row ``src`` (each operation as the chain's array expression, rounded once to the
+    dtype: every operand is of the dtype, so Numba keeps float32 arithmetic in float32)."""
+    d = W.shape[1]
+    c = r if H.shape[1] > 1 else 0
+    sd = H[H_STD, c]
+    bb = H[H_B, c]
+    nl = H[H_NEGLR, c]
+    zero = H[H_ZERO, c]
+    h1 = H[H_1, c]
+    h2 = H[H_2, c]
+    h3 = H[H_3, c]
+    h4 = H[H_4, c]
+    h5 = H[H_5, c]
+    h6 = H[H_6, c]
+    h7 = H[H_7, c]
+    h8 = H[H_8, c]
+    h9 = H[H_9, c]
+    for j in range(d):
+        if noisy:  # add_noise: (z·σC + S)/b
+            g = (_draw(gen, W) * sd + src[j]) / bb
+        else:  # the mean: S/b
+            g = src[j] / bb
+        if op == OP_SGD:  # scale(−η), then w + u
+            W[r, j] = W[r, j] + g * nl
+        elif op == OP_MOMENTUM:  # trace: b = b·β + g   (h1 = β)
+            m = A[r, j] * h1 + g
+            A[r, j] = m
+            W[r, j] = W[r, j] + m * nl
+        elif op == OP_RMSPROP or op == OP_ADAGRAD:
+            # v = v·β + g²·(1−β) (h1 β, h2 1−β) | v + g²;  g / (√max(v, 0) + ε)  (h3 ε)
+            sq = g * g
+            if op == OP_RMSPROP:
+                v = A[r, j] * h1 + sq * h2
+            else:
+                v = A[r, j] + sq
+            A[r, j] = v
+            mv = v if (v > zero or v != v) else zero  # np.maximum(v, 0.0), NaN-propagating
+            den = np.sqrt(mv) + h3
+            W[r, j] = W[r, j] + (g / den) * nl
+        elif op == OP_ADAM:  # dpsim.transforms.preconditioners._adam_kernel, then the lr
+            # h1 β1, h2 1−β1, h3 β2, h4 1−β2, h5 1−β1^t, h6 1−β2^t, h7 Φ, h8 floor, h9 ε
+            m = A[r, j] * h1 + g * h2
+            v = B[r, j] * h3 + (g * g) * h4
+            A[r, j] = m
+            B[r, j] = v
+            vh = v / h6
+            if use_phi:
+                x = vh - h7
+                vh = x if (x >= h8 or x != x) else h8
+            den = np.sqrt(vh)
+            if add_eps:
+                den = den + h9
+            W[r, j] = W[r, j] + ((m / h5) / den) * nl
+        elif op == OP_ACC_SGD:  # DP² SGD phase: G = G + g; w + g·(−η)
+            B[r, j] = B[r, j] + g
+            W[r, j] = W[r, j] + g * nl
+        elif op == OP_ACC:  # DP² extra query's side release: G = G + g
+            B[r, j] = B[r, j] + g
+        else:  # OP_DIV: DP² noise-first adaptive phase: (g / D)·(−η2)
+            W[r, j] = W[r, j] + (g / D[r, j]) * nl
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C,
+                   mask, want_mask, total, buf, gen, noisy, H, use_phi, add_eps, op, A, B, D):
+    """Every trial in order: its clipped sum (``srck``: CSR or dense GLM row body into ``buf``, or
+    the precomputed ``total[r]``), then :func:`_apply_row`."""
+    R = W.shape[0]
+    for r in range(R):
+        if srck == SRC_CSR:
+            _csr_row(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask,
+                     want_mask, buf, r)
+            _apply_row(op, buf, gen, noisy, H, use_phi, add_eps, r, W, A, B, D)
+        elif srck == SRC_DENSE:
+            _dense_row(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, buf, r)
+            _apply_row(op, buf, gen, noisy, H, use_phi, add_eps, r, W, A, B, D)
+        else:
+            _apply_row(op, total[r], gen, noisy, H, use_phi, add_eps, r, W, A, B, D)
+
+
+# ------------------------------------------------------------------------------------------------
+# the driver
+
+
+def _row(x, dt):
+    """A hyperparameter as the chain uses it (a Python float, or an (R, 1) column of the run's
+    dtype from ``StepContext.hp``) → a flat array of ``dt`` (a float rounded to ``dt`` as NumPy
+    rounds a Python scalar operand, NEP 50)."""
+    return np.asarray(x, dtype=dt).reshape(-1)
+
+
+def _table(dt, R, entries):
+    """The (NH, R or 1) hyperparameter table from ``{row: value}``."""
+    rows = {k: _row(v, dt) for k, v in entries.items()}
+    width = R if any(a.shape[0] > 1 for a in rows.values()) else 1
+    H = np.zeros((NH, width), dtype=dt)
+    for k, a in rows.items():
+        H[k, :] = a
+    return H
+
+
+_RULE_OP = {"sgd": OP_SGD, "momentum": OP_MOMENTUM, "rmsprop": OP_RMSPROP, "adagrad": OP_ADAGRAD,
+            "adam": OP_ADAM}
+
+
+def plan(problem, tx, backend, *, public: bool = False):
+    """A :class:`FusedStep` for the transform ``tx`` on ``problem`` (a backend view), or ``None``
+    when ``tx`` has no description or the run is not on NumPy's stream layout."""
+    spec = spec_of(tx)
+    if spec is None or public:
+        return None
+    if backend.name != "numpy" or backend.noise_layout != "stream" or backend._gen is None:
+        return None
+    if not isinstance(spec, (Post, Delayed)):  # pragma: no cover - only these are registered
+        return None
+    return FusedStep(spec, problem)
+
+
+class FusedStep:
+    """One engine step of a described chain (:func:`plan`): ``step(...) -> (params, state)``,
+    updating ``params`` and the state's arrays in place (the engine keeps only what ``step``
+    returns, as with ``StepContext.donate_state``)."""
+
+    def __init__(self, spec, problem):
+        from ..problems.glm import _GLMProblem, _LINKS  # noqa: PLC0415 - problems is below
+
+        self.spec = spec
+        self.problem = problem
+        glm = (isinstance(problem, _GLMProblem) and problem.backend_name == "numpy"
+               and type(problem).clipped_grad_sum is _GLMProblem.clipped_grad_sum
+               and type(problem)._fast_clipped_grad_sum is _GLMProblem._fast_clipped_grad_sum)
+        self.srck = SRC_TOTAL
+        e1 = np.zeros(1)
+        self.data, self.indices, self.indptr, self.rn2, self.X, self.y = (
+            e1, np.zeros(1, dtype=np.int32), np.zeros(2, dtype=np.int32), e1, np.zeros((1, 1)), e1)
+        self.kind, self.lam = 0, 0.0
+        if glm:
+            X = problem.X
+            self.kind, self.lam = _LINKS.index(problem.link), float(problem.reg)
+            self.rn2, self.y = problem._rn2, problem.y
+            if problem.sparse:
+                self.srck = SRC_CSR
+                self.data, self.indices, self.indptr = X.data, X.indices, X.indptr
+            else:
+                self.srck = SRC_DENSE
+                self.X = X
+        self.W = None
+        self.A = self.B = None
+        self.buf = None
+        self._static: dict = {}
+        self._scale = None  # (v, s) of DP²'s delayed scale
+        self._den = None  # (v, D) of DP²'s delayed denominator
+
+    # -- pieces ---------------------------------------------------------------------------------
+    def _adopt(self, params):
+        """The parameter array to update in place: the one returned by the last step, or a
+        private copy of a new one (the first step; a projection's output)."""
+        if params is not self.W:
+            self.W = np.array(params, order="C", copy=True)
+            self.buf = np.empty(self.W.shape[1], dtype=self.W.dtype)
+        return self.W
+
+    def _release(self, rel, W, idx, mask, ctx, S, H, op, A, B, D, use_phi=False, add_eps=False):
+        """One release of ``rel`` on the batch and the recursion ``op`` (one kernel call)."""
+        R = W.shape[0]
+        dt = W.dtype
+        if rel.clip is None:
+            clip_arg = None
+        else:
+            clip_arg = rel.clip if isinstance(rel.clip, float) else ctx.hp_vec(rel.clip)
+        total = self.buf.reshape(1, -1)  # unused unless srck == SRC_TOTAL
+        want_scale = S is not None
+        Sk = W if S is None else np.ascontiguousarray(S, dtype=dt)
+        want_mask = mask is not None
+        M = _K._NO_MASK if mask is None else np.ascontiguousarray(mask, dtype=np.bool_)
+        idx = np.ascontiguousarray(idx, dtype=np.int64)
+        if self.srck == SRC_TOTAL:
+            from .base import Batch  # noqa: PLC0415
+
+            batch = Batch(self.problem, W, idx, mask, ctx.batch_size)
+            total = np.ascontiguousarray(batch.clipped_sum(clip_arg, scale=S), dtype=dt)
+            C = np.zeros(1)
+        else:
+            from ..problems.glm import _clip_per_trial  # noqa: PLC0415
+
+            C = np.ascontiguousarray(_clip_per_trial(clip_arg, R), dtype=np.float64)
+        _release_apply(self.srck, self.data, self.indices, self.indptr, self.rn2, self.X, idx, W,
+                       self.y, self.kind, self.lam, Sk, want_scale, C, M, want_mask, total,
+                       self.buf, ctx.backend._gen, rel.noisy, H, use_phi, add_eps, op,
+                       A if A is not None else self._dummy(W), B if B is not None else self._dummy(W),
+                       D if D is not None else self._dummy(W))
+
+    @staticmethod
+    def _dummy(W):
+        return np.zeros((1, 1), dtype=W.dtype)
+
+    def _base(self, rel, neglr, ctx, dt):
+        """The table entries every release has: noise std, b, the learning-rate factor, zero."""
+        std = 0.0 if not rel.noisy else ctx.hp(rel.std)
+        return {H_STD: std, H_B: float(ctx.batch_size), H_NEGLR: ctx.hp(neglr), H_ZERO: 0.0}
+
+    def _static_table(self, key, rel, neglr, ctx, dt, R, extra=None):
+        H = self._static.get(key)
+        if H is None:
+            ent = self._base(rel, neglr, ctx, dt)
+            ent.update(extra or {})
+            H = self._static[key] = _table(dt, R, ent)
+        return H
+
+    # -- one step -------------------------------------------------------------------------------
+    def step(self, params, idx, mask, state, ctx):
+        W = self._adopt(params)
+        if isinstance(self.spec, Post):
+            return W, self._post(W, idx, mask, state, ctx)
+        return W, self._delayed(W, idx, mask, state, ctx)
+
+    def _post(self, W, idx, mask, state, ctx):
+        sp = self.spec
+        dt, R = W.dtype, W.shape[0]
+        op = _RULE_OP[sp.rule]
+        state = dict(state)
+        if sp.rule == "sgd":
+            H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R)
+            self._release(sp.release, W, idx, mask, ctx, None, H, op, None, None, None)
+            return state
+        from .base import TraceState  # noqa: PLC0415
+        from .preconditioners import AdamState, PreconditionState  # noqa: PLC0415
+
+        st = state[sp.piece]
+        if sp.rule == "momentum":
+            if self.A is None or st.trace is not self.A:
+                self.A = np.array(st.trace, dtype=dt, order="C", copy=True)
+            H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R, {H_1: ctx.hp(sp.beta)})
+            self._release(sp.release, W, idx, mask, ctx, None, H, op, self.A, None, None)
+            state[sp.piece] = TraceState(trace=self.A)
+            return state
+        if sp.rule in ("rmsprop", "adagrad"):
+            if self.A is None or st.v is not self.A:
+                self.A = np.array(st.v, dtype=dt, order="C", copy=True)
+            extra = {H_3: ctx.hp(sp.eps)}
+            if sp.rule == "rmsprop":
+                b = ctx.hp(sp.beta)
+                extra.update({H_1: b, H_2: 1.0 - b})  # ema(v, g², β) = v·β + g²·(1.0 − β)
+            H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R, extra)
+            self._release(sp.release, W, idx, mask, ctx, None, H, op, self.A, None, None)
+            state[sp.piece] = PreconditionState(v=self.A)
+            return state
+        # adam: the constants of dpsim.transforms.preconditioners.scale_by_adam / _adam_fused
+        if self.A is None or st.m is not self.A or st.v is not self.B:
+            self.A = np.array(st.m, dtype=dt, order="C", copy=True)
+            self.B = np.array(st.v, dtype=dt, order="C", copy=True)
+        b1, b2 = ctx.hp(sp.beta1), ctx.hp(sp.beta2)
+        t = st.count + 1
+        ph = fl = 0.0
+        if sp.phi is not None:
+            ph = sp.phi(ctx) if callable(sp.phi) else ctx.hp(sp.phi)
+            fl = ctx.hp(sp.floor if sp.floor is not None else 0.0)
+        e = ctx.hp(sp.eps)
+        add_eps = not (isinstance(e, float) and e == 0.0)
+        ent = self._base(sp.release, sp.neglr, ctx, dt)
+        ent.update({H_1: b1, H_2: 1.0 - b1, H_3: b2, H_4: 1.0 - b2, H_5: 1.0 - b1 ** t,
+                    H_6: 1.0 - b2 ** t, H_7: ph, H_8: fl, H_9: e if add_eps else 0.0})
+        H = _table(dt, R, ent)
+        self._release(sp.release, W, idx, mask, ctx, None, H, op, self.A, self.B, None,
+                      use_phi=sp.phi is not None, add_eps=add_eps)
+        state[sp.piece] = AdamState(m=self.A, v=self.B, count=t)
+        return state
+
+    def _delayed(self, W, idx, mask, state, ctx):
+        from .preconditioners import DelayedState  # noqa: PLC0415
+
+        sp = self.spec
+        dt, R = W.dtype, W.shape[0]
+        state = dict(state)
+        q = state["preconditioner"]
+        if self.B is None or q.G is not self.B:  # G is updated in place: own it
+            self.B = np.array(q.G, dtype=dt, order="C", copy=True)
+            q = state["preconditioner"] = DelayedState(q.v, self.B)
+        if sp.order == "extra_query":
+            p = (ctx.t - 1) % sp.s1
+            if p == 0:  # release 1 into G, refresh, step with it (η1)
+                H = self._static_table("sgd", sp.rel1, sp.neglr, ctx, dt, R)
+                self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC_SGD, None, self.B, None)
+                q = sp.refresh(DelayedState(q.v, self.B), ctx)
+                self.B = q.G
+                state["preconditioner"] = q
+                return state
+            # side release 1 into G (no step), then the preconditioned release 2 (η2)
+            H = self._static_table("side", sp.rel1, sp.neglr, ctx, dt, R)
+            self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC, None, self.B, None)
+            H = self._static_table("adaptive", sp.rel2, sp.neglr2, ctx, dt, R)
+            self._release(sp.rel2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx), H, OP_SGD,
+                          None, None, None)
+            return state
+        p = (ctx.t - 1) % (sp.s1 + sp.s2)
+        if p < sp.s1:  # SGD phase: G ← G + g̃, w ← w − η1 g̃
+            H = self._static_table("sgd", sp.rel1, sp.neglr, ctx, dt, R)
+            self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC_SGD, None, self.B, None)
+            return state
+        if p == sp.s1:  # the switch: refresh v from G, G ← 0 (the chain's on_switch)
+            q = sp.refresh(q, ctx)
+            self.B = q.G if (isinstance(q.G, np.ndarray) and q.G.flags.c_contiguous
+                             and q.G.flags.writeable) else np.array(q.G, order="C", copy=True)
+            q = state["preconditioner"] = DelayedState(q.v, self.B)
+        H = self._static_table("adaptive", sp.rel2, sp.neglr2, ctx, dt, R)
+        if sp.order == "noise_first":  # release, then divide by D(v)
+            self._release(sp.rel2, W, idx, mask, ctx, None, H, OP_DIV, None, None,
+                          self._delayed_den(q.v, ctx))
+        else:  # release of the batch scaled by 1/D(v)
+            self._release(sp.rel2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx), H, OP_SGD,
+                          None, None, None)
+        return state
+
+    def _delayed_scale(self, v, ctx):
+        """``s = 1/(√max(v, 0) + ε)``, the expression of :func:`dpsim.optimizers.dp2._delayed_scale_release`
+        (and of ``scale_then_privatize``), recomputed whenever ``v`` is another array (a refresh)."""
+        if self._scale is None or self._scale[0] is not v:
+            s = 1.0 / (np.sqrt(np.maximum(v, 0.0)) + ctx.hp(self.spec.eps))
+            self._scale = (v, np.ascontiguousarray(s))
+        return self._scale[1]
+
+    def _delayed_den(self, v, ctx):
+        """``D(v)`` of :func:`dpsim.transforms.preconditioners.apply_delayed`, per refresh."""
+        if self._den is None or self._den[0] is not v:
+            self._den = (v, np.ascontiguousarray(self.spec.P.denominator(v, ctx)))
+        return self._den[1]
