@@ -24,6 +24,7 @@ the cells in a results folder) to a gallery folder::
     <out>/REPORT.md        provenance header + the report, image links to figures/
     <out>/figures/*.png    every figure of the report, re-encoded small
     <out>/gallery.json     the header's data (commits, dates, machine, times, sizes)
+    <out>/README.md        a few lines pointing at the three above
 
 The header gives the git commit(s) of the code that computed the cells (recorded per cell as
 ``commit`` in the manifests; a cache written before cells recorded it takes the commit of the
@@ -551,8 +552,8 @@ def publish(results_dir, figures_dir, out_dir, *, source=None, allow_partial: bo
         commit; ``ValueError`` when such cells exist and ``source`` is not given.
     allow_partial : publish an incomplete reproduction, marked PARTIAL (else :class:`Incomplete`).
 
-    ``out_dir/figures/`` keeps only this publication's PNGs (older ones are removed); other
-    files in ``out_dir`` are left alone.  Nothing is written before every check has passed."""
+    ``out_dir/figures/`` keeps only this publication's PNGs (older ones are removed);
+    REPORT.md, README.md and gallery.json are replaced; other files in ``out_dir`` are left alone.  Nothing is written before every check has passed."""
     results_dir, figures_dir, out_dir = Path(results_dir), Path(figures_dir), Path(out_dir)
     for label, d in (("--results", results_dir), ("--figures", figures_dir)):
         if not d.is_dir():
@@ -674,7 +675,29 @@ def publish(results_dir, figures_dir, out_dir, *, source=None, allow_partial: bo
     pipeline._atomic_write_text(out_dir / "REPORT.md", _header(info) + "\n" + body)
     pipeline._atomic_write_text(out_dir / "gallery.json",
                                 json.dumps(info, indent=1, sort_keys=True) + "\n")
+    pipeline._atomic_write_text(out_dir / "README.md", _readme(info))
     return info
+
+
+def _readme(info: Mapping) -> str:
+    """``out_dir/README.md``: what the folder holds, in a few lines (the index a browser shows)."""
+    commits = ", ".join(f"`{c[:12]}`" for c in info["commits"]) or "?"
+    return "\n".join([
+        "# Reproduction gallery",
+        "",
+        f"{'**PARTIAL** ' if info['partial'] else ''}reproduction at scale `{info['scale']}`, "
+        f"code {commits}; cells computed {_utc(info['first_cell'])} → {_utc(info['last_cell'])}, "
+        f"{_hours(info['wall_s'])} wall over {info['sessions']} session(s), "
+        f"{_hours(info['cpu_s'])} CPU.",
+        "",
+        "- [REPORT.md](REPORT.md): provenance (commit, dates, machine, times, cells per "
+        "experiment), then every figure with its claim, measurement and verdict",
+        f"- [figures/](figures/): the {len(info['figures'])} figures as small PNGs",
+        "- [gallery.json](gallery.json): the provenance data",
+        "",
+        "Written by `dpsim gallery publish` (`experiments/gallery.py`).",
+        "",
+    ])
 
 
 def _header(info: Mapping) -> str:

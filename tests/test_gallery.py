@@ -104,6 +104,8 @@ def test_every_png_small_and_present(tiny_all, published):
 
 def test_links_resolve(published):
     out, _ = published
+    for t in LINK.findall((out / "README.md").read_text()):
+        assert (out / t).exists(), t
     text = (out / "REPORT.md").read_text()
     anchors = set(re.findall(r'<a id="([^"]+)"></a>', text))
     targets = LINK.findall(text)
