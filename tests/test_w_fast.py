@@ -1,0 +1,168 @@
+"""The fused release of the engine (dpsim.transforms._fused_release) is the chain, bit for bit.
+
+Every described optimizer runs twice with the same seed: through ``transform.update`` (the
+reference, ``dpsim.engine.FUSED_RELEASE = False``) and through the fused release; parameters,
+every record, every probe and the privacy record must be *equal* (``assert_array_equal``), on
+the three clipped-sum sources (sparse GLM rows, dense GLM rows, a problem's own clipped sum),
+every sampler, float64 and float32, scalar and per-trial hyperparameters.
+"""
+
+import numpy as np
+import pytest
+
+import dpsim
+from dpsim import engine, optimizers, problems
+from dpsim.transforms import _fused_release as fr
+from dpsim.transforms import lookup
+
+R = 3
+
+
+def _pt(*v):
+    return [float(x) for x in np.resize(np.array(v, dtype=float), R)]
+
+
+@pytest.fixture(scope="module")
+def probs():
+    return {"sparse": problems.logistic_regression(300, 40, density=0.1, seed=1),
+            "dense": problems.least_squares(120, 6, seed=2),
+            "quadratic": problems.random_quadratic(30, 5, seed=0)}
+
+
+def _v_probe(state, params, ctx):
+    """Row sums of the preconditioner's v (or the momentum buffer): the state is the chain's."""
+    for name, field in (("preconditioner", "v"), ("momentum", "trace")):
+        try:
+            return np.asarray(getattr(lookup(state, name), field)).sum(axis=1)
+        except KeyError:
+            continue
+    return np.zeros(params.shape[0])
+
+
+def _both(prob, opt, **kw):
+    out = []
+    old = engine.FUSED_RELEASE
+    try:
+        for flag in (False, True):
+            engine.FUSED_RELEASE = flag
+            out.append(dpsim.simulate(prob, opt, probes={"v": _v_probe}, **kw))
+    finally:
+        engine.FUSED_RELEASE = old
+    a, b = out
+    np.testing.assert_array_equal(a.params, b.params)
+    for k in ("loss", "grad_norm_sq", "dist_to_opt", "mean_batch_size"):
+        x, y = getattr(a, k), getattr(b, k)
+        assert (x is None) == (y is None)
+        if x is not None:
+            np.testing.assert_array_equal(x, y)
+    assert set(a.records) == set(b.records)
+    for k in a.records:
+        np.testing.assert_array_equal(a.records[k], b.records[k])
+    assert a.privacy == b.privacy
+    assert a.config["engine"] == b.config["engine"] == "chain"
+    return a, b
+
+
+CASES = [
+    ("dp_sgd", {}),
+    ("dp_sgd", {"lr": _pt(0.1, 0.5), "clip": _pt(0.3, 2.0), "noise_multiplier": _pt(0.0, 1.5)}),
+    ("dp_sgd", {"clip": float("inf"), "noise_multiplier": 0.0}),
+    ("dp_sgdm", {"beta": _pt(0.5, 0.9)}),
+    ("dp_rmsprop", {"beta": _pt(0.5, 0.99), "eps": _pt(1e-3, 0.0), "lr": _pt(0.01, 0.1)}),
+    ("dp_adagrad", {"eps": _pt(1e-3, 1e-8), "clip": _pt(1.0, 3.0)}),
+    ("dp_adam", {"beta1": _pt(0.5, 0.9), "beta2": _pt(0.9, 0.999)}),
+    ("dp_adam_bc", {"gamma_prime": _pt(1e-8, 1e-6)}),
+    ("dp2_rmsprop", {"s1": 2, "s2": 3, "lr2": _pt(0.01, 0.1), "clip2": _pt(2.0, 10.0),
+                     "eps": _pt(1e-3, 1e-7)}),
+    ("dp2_rmsprop", {"s1": 2, "unbias": True, "noise_multiplier": _pt(0.5, 2.0)}),
+    ("dp2_adagrad", {"s1": 2, "lr2": _pt(0.3, 1.0)}),
+    ("dp2_yogi", {"s1": 3}),
+    ("dp2_extra_query", {"s1": 3, "clip2": _pt(5.0, 50.0)}),
+    ("dp2_extra_query", {"s1": 1}),
+    ("dp2_noise_first", {"s1": 2, "eps": _pt(1e-3, 1e-7)}),
+    ("sgd", {}), ("momentum", {}), ("rmsprop", {}), ("adagrad", {}), ("adam", {}),
+    ("delayed_rmsprop", {"s1": 2, "lr2": _pt(0.01, 0.1)}),
+]
+
+
+@pytest.mark.parametrize("name,hp", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
+def test_fused_release_is_the_chain_bit_for_bit_on_sparse_glm(probs, name, hp):
+    opt = optimizers.get(name, **hp)
+    assert fr.spec_of(opt.transform) is not None
+    for dtype, seed, sampling in (("float64", 0, "poisson"), ("float32", 1, "fixed"),
+                                  ("float64", 2, "replacement"), ("float32", 3, "poisson")):
+        init = np.linspace(-0.2, 0.3, probs["sparse"].d) if seed == 1 else None
+        _both(probs["sparse"], opt, steps=9, batch_size=8, trials=R, seed=seed, dtype=dtype,
+              sampling=sampling, record_every=3, init=init)
+
+
+@pytest.mark.parametrize("name,hp", [CASES[i] for i in (1, 4, 6, 8, 12, 14)])
+@pytest.mark.parametrize("which", ["dense", "quadratic"])
+def test_fused_release_is_the_chain_on_dense_rows_and_other_problems(probs, which, name, hp):
+    opt = optimizers.get(name, **hp)
+    for dtype, seed, sampling in (("float64", 0, "poisson"), ("float32", 1, "fixed")):
+        # fast=False keeps the small-d kernel of dpsim.fused out (it takes dense float64 runs)
+        _both(probs[which], opt, steps=7, batch_size=6, trials=R, seed=seed, dtype=dtype,
+              sampling=sampling, record_every=3, fast=False)
+
+
+def test_fused_release_with_a_domain_and_cyclic_poisson():
+    prob = problems.absolute_regression(200, 6, seed=3)  # Box domain: projection after each step
+    for name in ("dp_sgd", "dp_rmsprop", "dp2_rmsprop"):
+        _both(prob, optimizers.get(name), steps=8, batch_size=10, trials=R, seed=4, fast=False,
+              record_every=2)
+    _both(problems.logistic_regression(300, 40, density=0.1, seed=1), optimizers.get("dp_sgd"),
+          steps=8, batch_size=10, trials=R, seed=5, sampling="cyclic_poisson:4", record_every=4)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_compiled_draws_are_the_generators_stream(dtype):
+    """Numba's ``Generator.standard_normal`` continues the run's generator exactly: the values of
+    ``gen.standard_normal((R, d))`` in C order, and the same state afterwards."""
+    import numba
+
+    @numba.njit
+    def fill(gen, out):
+        for r in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                out[r, j] = fr._draw(gen, out)
+
+    for seed in (0, 1, 2):
+        g1 = np.random.Generator(np.random.PCG64(seed))
+        g2 = np.random.Generator(np.random.PCG64(seed))
+        g1.standard_normal(5, dtype=dtype)  # both start mid-stream
+        g2.standard_normal(5, dtype=dtype)
+        ref = g1.standard_normal((4, 257), dtype=dtype)
+        got = np.empty((4, 257), dtype=dtype)
+        fill(g2, got)
+        np.testing.assert_array_equal(ref, got)
+        assert g1.bit_generator.state == g2.bit_generator.state
+
+
+def test_only_described_chains_take_the_fused_release():
+    """A chain built by hand (even from the same pieces), correlated noise, a public split or
+    another noise layout run through ``transform.update``."""
+    from dpsim.privacy.privatizers import gaussian_privatizer
+    from dpsim.transforms import named_chain, scale
+
+    tx = named_chain(("privatizer", gaussian_privatizer(1.0, 1.0)), ("lr", scale(-0.1)))
+    assert fr.spec_of(tx) is None
+    assert fr.spec_of(optimizers.get("dp_sgd", noise="banded:2").transform) is None
+    assert fr.spec_of(optimizers.get("dp2_rmsprop", noise="sqrt_toeplitz").transform) is None
+    prob = problems.logistic_regression(100, 10, density=0.2, seed=0)
+    opt = optimizers.get("dp_sgd")
+    be = dpsim.backend.Backend("numpy:blocked", seed=0, threads=1)
+    try:
+        assert fr.plan(prob, opt.transform, be) is None
+    finally:
+        be.close()
+    assert fr.plan(prob, opt.transform, dpsim.backend.Backend("numpy", seed=0), public=True) is None
+    assert isinstance(fr.plan(prob, opt.transform, dpsim.backend.Backend("numpy", seed=0)), fr.FusedStep)
+
+
+def test_fused_release_leaves_the_callers_init_alone():
+    prob = problems.logistic_regression(300, 40, density=0.1, seed=1)
+    w0 = np.full((R, prob.d), 0.05)
+    keep = w0.copy()
+    dpsim.simulate(prob, optimizers.get("dp_sgd"), steps=4, batch_size=8, trials=R, init=w0)
+    np.testing.assert_array_equal(w0, keep)
