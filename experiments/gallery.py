@@ -280,6 +280,10 @@ def status(results_dir, scale: str = "full", *, experiments: Sequence[str] | Non
             "last_cell": last,
             "since_last_cell_s": (now - last) if last is not None else None,
             "complete": all(r["complete"] for r in rows),
+            # the experiments whose cells are listed up front (the others are not in these sums)
+            "remaining": sum(r["remaining"] or 0 for r in rows if r["total"] is not None),
+            "eta_cpu_s": sum(r["eta_cpu_s"] or 0.0 for r in rows if r["total"] is not None),
+            "unknown_totals": [r["name"] for r in rows if r["total"] is None],
         },
     }
 
@@ -332,6 +336,14 @@ def format_status(st: Mapping) -> str:
                   + f"; last cell finished {_utc(t['last_cell'])}"
                   + ("" if t["since_last_cell_s"] is None
                      else f" ({_hours(t['since_last_cell_s'])} ago)")]
+    known = [r["name"] for r in st["experiments"] if r["total"] is not None]
+    if known:
+        lines.append(f"left in {', '.join(known)}: {t['remaining']} cells, "
+                     f"≈ {_hours(t['eta_cpu_s'])} CPU"
+                     + ("" if not t["parallelism_last_session"] else
+                        f", ≈ {_hours(t['eta_cpu_s'] / t['parallelism_last_session'])} wall")
+                     + (f"; unknown for {', '.join(t['unknown_totals'])} (no cell_labels)"
+                        if t["unknown_totals"] else ""))
     for r in st["experiments"]:
         if r["files_missing"]:
             lines.append(f"{r['name']}: {r['files_missing']} listed cell file(s) missing "
@@ -726,7 +738,8 @@ def _header(info: Mapping) -> str:
         f"| wall time | {_hours(info['wall_s'])} computing, over {info['sessions']} session(s) "
         f"(a pause over {info['session_gap_s'] / 60:g} min starts a new one); "
         f"first → last cell {_hours(info['span_s'])} |",
-        f"| CPU time | {_hours(info['cpu_s'])} (sum over every cell) |",
+        f"| CPU time | {_hours(info['cpu_s'])} (sum over every cell of the CPU time of the "
+        "thread that computed it) |",
         f"| machine | {m['cpu']}, {m['logical_cores']} logical cores, {m['ram_gib']} GiB RAM, "
         f"{m['os']} (host `{m['host']}`, where this was published; cells computed on host(s) "
         f"{hosts}) |",

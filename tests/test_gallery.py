@@ -232,6 +232,7 @@ def test_status_of_a_partial_run(tiny_all, tmp_path):
         len(keep), total, total - len(keep), 1)
     assert not r["complete"] and r["report"] is None
     assert r["eta_cpu_s"] == pytest.approx((total - len(keep)) * cpu / len(keep), rel=1e-12)
+    assert (st["total"]["remaining"], st["total"]["eta_cpu_s"]) == (r["remaining"], r["eta_cpu_s"])
     par = st["total"]["parallelism_last_session"]
     assert par is not None and r["eta_wall_s"] == pytest.approx(r["eta_cpu_s"] / par, rel=1e-12)
 
