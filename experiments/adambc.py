@@ -15,8 +15,11 @@ Claims checked (figures ``paper_figures/fig_adambc_*.py``):
 * ``fig_adambc_vs_sgdm`` (Fig. 2, Eq. 3): DP-Adam behaves like DP-SGDM with learning rate
   ``η_SGDM = η_Adam (1−β1)/((1−β1^t)√Φ)``.
 * ``fig_adambc_gamma`` (Fig. 5, upper right): the floor ``γ'`` of DP-AdamBC matters.
-* ``fig_adambc_phi_prime`` (Fig. 5 upper left, Fig. 2 right): subtracting a wrong ``Φ' ≠ Φ`` is
+* ``fig_adambc_phi_prime`` (Fig. 5 upper left): subtracting a wrong ``Φ' ≠ Φ`` is
   worse than subtracting ``Φ``; ``Φ' = 0`` is DP-Adam without its ``γ``.
+* ``fig_adambc_clean_phi`` (Fig. 2 right): *clean* Adam (clipped, no noise) with a constant
+  ``Φ'`` added to its second moment, ``Δ = m̂^c/√(v̂^c + Φ')``, gets worse as ``Φ'`` grows and
+  approaches clean SGD with momentum — the DP bias alone, without any noise, turns Adam into SGDM.
 * ``fig_adambc_knobs`` (Fig. 5, lower left and right): tuning DP-Adam's ``γ`` or its β coefficients does
   not replace the bias correction.
 * ``fig_adambc_bounds`` (Props. 3–4, Tables 3–5): the tail bounds on ``|v̂^corr − v̂^c|`` hold
@@ -70,6 +73,13 @@ Design
     ``r ∈ adam_gamma_ratios`` (β's default), and with ``β1 ∈ betas1``, ``β2 = 1 − (1 − β1)²`` (the
     paper's pairing, γ default), η tuned per setting over ``lr_grid_adam`` (``tune-knobs``), then
     ``sweep_trials`` fresh trials per setting (``knobs``).
+* Clean Φ' sweep (Fig. 2 right; non-private cells ``tune-clean-phi``, ``clean-phi``): the clipped,
+  noiseless Adam of :func:`clean_adam_plus` with ``Φ' = r·Φ_s`` added under the square root,
+  ``r ∈ clean_phi_ratios`` (``Φ_s``: the DP bias at ``sweep_epsilon``; the figure marks ``Φ`` of every
+  ε), η tuned per ``r`` over ``clean_lr_grid`` (``tune_trials`` trials per point), then
+  ``sweep_trials`` fresh trials per ``r``.  The ``Φ' → ∞`` limit, clean clipped SGDM (``dp_sgdm``
+  with ``σ = 0``, ``β = β1``), is tuned over ``clean_sgdm_lr_grid`` (``tune-clean-sgdm``) and
+  evaluated (``clean-sgdm``) the same way.  ``Φ' = 0`` is clipped clean Adam without ``γ``.
 * Moments (Figs. 1, 4, Table 2) and Props. 3–4 (Tables 3–5): *frozen* runs.  From the final
   parameters of each DP-Adam evaluation trial (``init``), DP-Adam runs ``freeze_steps`` more steps
   with ``lr = 0`` twice with the same seed: once private (``σ``) and once clean (``σ = 0``, clipped
@@ -93,15 +103,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpsim.transforms import lookup
+from dpsim.transforms import lookup, named_chain
 import dpsim
+from dpsim._validate import hyper
+from dpsim.optimizers import Optimizer
+from dpsim.optimizers.baselines import learning_rate
+from dpsim.privacy.privatizers import gaussian_privatizer
+from dpsim.transforms.preconditioners import scale_by_adam
 from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
 
 from . import tuning
 from .pipeline import Cell, Experiment, cell_seed
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "SLOTS", "SWEEP_SLOTS", "NONPRIVATE_SLOTS",
-           "label", "labels", "moment_probes", "beta2_of", "problem"]
+           "label", "labels", "moment_probes", "beta2_of", "problem", "clean_adam_plus"]
 
 MAX_DP2_DELAYS = 3
 """At most this many DP² delays ``s`` (one tuning cell each: ``s`` is shared by a run's trials)."""
@@ -112,7 +127,8 @@ SLOTS = ("tune-adam", "tune-adambc", "tune-dpsgd", "adam", "adambc", "sgdm-eq3",
 """Per-ε cell slots (index ``len(SLOTS)·k + position``)."""
 SWEEP_SLOTS = ("tune-phi", "phi", "tune-knobs", "knobs", *DP2_TUNE_SLOTS, "dp2")
 """The slots run only at ``Config.sweep_epsilon`` (``tune-dp2-i`` only for ``i < len(dp2_delays)``)."""
-NONPRIVATE_SLOTS = ("tune-np-sgd", "tune-np-adam", "np-sgd", "np-adam")
+NONPRIVATE_SLOTS = ("tune-np-sgd", "tune-np-adam", "np-sgd", "np-adam",
+                    "tune-clean-phi", "tune-clean-sgdm", "clean-phi", "clean-sgdm")
 """The ε-independent non-private cells (index ``len(SLOTS)·K + position``)."""
 _PAIRED = {"adambc": "adam", "sgdm-eq3": "adam", "dpsgd": "adam", "dp2": "adam",
            "frozen-clean": "frozen-private"}
@@ -147,6 +163,10 @@ class Config:
     dp2_lr_grid: tuple[float, ...] = (0.3, 1.0)                       # DP² SGD-phase η
     dp2_lr2_grid: tuple[float, ...] = (0.001, 0.003, 0.01, 0.03, 0.1)   # DP² RMSProp-phase η
     dp2_clip2_grid: tuple[float, ...] = (1.0, 10.0, 100.0)            # DP² RMSProp-phase clip
+    # Fig. 2 right: Φ'/Φ_s added to clean (clipped, noiseless) Adam's v̂ (must contain 0)
+    clean_phi_ratios: tuple[float, ...] = (0.0, 0.1, 1.0, 10.0, 100.0, 1000.0)
+    clean_lr_grid: tuple[float, ...] = (0.001, 0.003162, 0.01, 0.03162, 0.1, 0.3162, 1.0)  # its η
+    clean_sgdm_lr_grid: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0)  # clean SGDM's η
     alphas: tuple[float, ...] = (0.01, 0.05, 0.10)   # tail levels of Props. 3–4 (Tables 3–5)
     label_noise: float = 0.1                # std of the label noise of least_squares
     clip: float = 1.0                       # C
@@ -170,7 +190,7 @@ class Config:
                              f"trials={self.trials}, sweep_trials={self.sweep_trials}")
         for name in ("epsilons", "lr_grid_adam", "lr_grid_bc", "lr_grid_dpsgd", "lr_grid_np_sgd",
                      "lr_grid_np_adam", "gamma_ratios", "adam_gamma_ratios", "dp2_lr_grid",
-                     "dp2_lr2_grid", "dp2_clip2_grid"):
+                     "dp2_lr2_grid", "dp2_clip2_grid", "clean_lr_grid", "clean_sgdm_lr_grid"):
             v = getattr(self, name)
             if not v or any((not math.isfinite(x)) or x <= 0 for x in v):
                 raise ValueError(f"{name} must be a non-empty tuple of positive numbers, got {name}={v!r}")
@@ -178,6 +198,11 @@ class Config:
                 or 1.0 not in self.phi_ratios:
             raise ValueError(f"phi_ratios must be non-negative numbers including 1 (DP-AdamBC "
                              f"itself), got phi_ratios={self.phi_ratios!r}")
+        if not self.clean_phi_ratios or any((not math.isfinite(x)) or x < 0
+                                            for x in self.clean_phi_ratios) \
+                or 0.0 not in self.clean_phi_ratios:
+            raise ValueError(f"clean_phi_ratios must be non-negative numbers including 0 (clean "
+                             f"Adam itself), got clean_phi_ratios={self.clean_phi_ratios!r}")
         if not (1 <= len(self.dp2_delays) <= MAX_DP2_DELAYS) or any(
                 isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in self.dp2_delays):
             raise ValueError(f"dp2_delays must be 1 to {MAX_DP2_DELAYS} positive integers, got "
@@ -228,7 +253,9 @@ PRESETS: dict[str, Config] = {
                    gamma_ratios=(0.01, 1.0), phi_ratios=(0.0, 1.0, 4.0),
                    adam_gamma_ratios=(0.1, 1.0), betas1=(0.8, 0.9), tune_trials=2, trials=4,
                    sweep_trials=2, freeze_steps=20, freeze_record_every=5, record_every=5,
-                   dp2_delays=(10,), dp2_lr_grid=(0.3,), dp2_lr2_grid=(0.01, 0.1), dp2_clip2_grid=(10.0,)),
+                   dp2_delays=(10,), dp2_lr_grid=(0.3,), dp2_lr2_grid=(0.01, 0.1), dp2_clip2_grid=(10.0,),
+                   clean_phi_ratios=(0.0, 1.0, 100.0), clean_lr_grid=(0.01, 0.1),
+                   clean_sgdm_lr_grid=(0.1, 0.3)),
     # A laptop (~2 CPU-minutes of simulation).  n = 20 000, B = 256 (the paper's batch size),
     # condition 1000: non-private Adam beats tuned SGD ~10× at T = 1000.  ε = 1 and ε = 8; sweeps
     # at ε = 8.  B = 128 (n = 10 000, same q) would cost ~3.4× less per trial but weakens the
@@ -280,6 +307,41 @@ def problem(config: Config):
     return dpsim.problems.least_squares(config.n, config.d, condition=config.condition,
                                         noise=config.label_noise, rotate=False,
                                         seed=config.data_seed)
+
+
+def clean_adam_plus(lr, phi_add, *, beta1: float = 0.9, beta2: float = 0.999,
+                    clip: float = 1.0) -> Optimizer:
+    """Clean Adam (per-example gradients clipped to ``C``, **no noise**) with a constant ``Φ'``
+    added to its bias-corrected second moment: ``w ← w − η m̂^c / √(v̂^c + Φ')`` ([ADAMBC] §3,
+    Fig. 2 right: "Δ_t = m^c_t/√(v^c_t + Φ')", with Adam's bias corrections and no ``γ``).
+    ``Φ' = 0`` is clipped clean Adam; for ``Φ' ≫ v̂^c`` the update is ``m̂^c/√Φ'``, clipped clean
+    SGD with momentum at rate ``η/√Φ'`` — the DP bias's effect isolated from the DP noise.
+
+    Built from dpsim's own pieces, since the registered ``dp_adam_bc`` only *subtracts*
+    (``phi_prime ≥ 0``): :func:`~dpsim.transforms.preconditioners.scale_by_adam` with
+    ``phi = −Φ'``, ``floor = 0`` and ``eps = 0`` computes ``max(v̂ − (−Φ'), 0) = v̂ + Φ'``
+    exactly (``v̂ ≥ 0`` and ``Φ' ≥ 0``, so the max never binds).  The privatizer runs at
+    ``σ = 0``: the run declares ``GaussianRelease(σ = 0)`` and its ε is infinite (it is a
+    non-private reference, never matched to a budget).
+
+    ``lr`` ∈ [0, ∞), ``phi_add`` ∈ [0, ∞): scalars or one value per trial; ``beta1``, ``beta2`` ∈
+    [0, 1); ``clip`` ∈ (0, ∞)."""
+    pa = hyper("phi_add", phi_add, "[0, inf)")
+
+    def minus_phi(ctx):
+        return -ctx.hp(pa)
+
+    tx = named_chain(("privatizer", gaussian_privatizer(clip, 0.0)),
+                     ("preconditioner", scale_by_adam(beta1, beta2, 0.0, phi=minus_phi, floor=0.0)),
+                     learning_rate(lr))
+
+    def plain(x):
+        return [float(v) for v in x] if isinstance(x, (list, tuple, np.ndarray)) else float(x)
+
+    return Optimizer(name="clean_adam_plus", transform=tx,
+                     hyperparameters=dict(lr=plain(lr), phi_add=plain(phi_add), beta1=float(beta1),
+                                          beta2=float(beta2), clip=float(clip),
+                                          noise_multiplier=0.0))
 
 
 def moment_probes(d: int) -> dict:
@@ -401,8 +463,37 @@ def run(config: Config, cache) -> dict:
 
         return cell(None, slot, compute)
 
+    # Fig. 2 right: clean (clipped, noiseless) Adam + Φ' and its Φ' → ∞ limit, clean SGDM
+    phi_s = phi(cfg.sweep_epsilon)
+    grid_clean = {"phi_ratio": cfg.clean_phi_ratios, "lr": cfg.clean_lr_grid}
+    grid_clean_sgdm = {"lr": cfg.clean_sgdm_lr_grid}
+    clean_meta = dict(phi_ratios=list(cfg.clean_phi_ratios), phi_ref=phi_s,
+                      phi_ref_epsilon=float(cfg.sweep_epsilon),
+                      phi_of_epsilon={f"{e:g}": phi(e) for e in cfg.epsilons})
+
+    def clean_cell(slot, hp, reps):
+        def compute(seed):
+            opt = clean_adam_plus(hp["lr"], [r * phi_s for r in hp["phi_ratio"]], **adam_hp)
+            return dpsim.simulate(prob, opt, trials=len(hp["lr"]), seed=seed,
+                                  **(final_only if slot.startswith("tune-") else rec))
+
+        return cell(None, slot, compute, trials_per_ratio=reps, **clean_meta)
+
+    def clean_sgdm_cell(slot, lrs, trials):
+        def compute(seed):
+            opt = dpsim.optimizers.get("dp_sgdm", lr=lrs, beta=cfg.beta1, clip=cfg.clip,
+                                       noise_multiplier=0.0)
+            return dpsim.simulate(prob, opt, trials=trials, seed=seed,
+                                  **(final_only if slot.startswith("tune-") else rec))
+
+        return cell(None, slot, compute)
+
+    sgdm_lrs = tuning.fold(grid_clean_sgdm, cfg.tune_trials)["lr"]
     tuned = cache.run([c for k in range(K) for c in (tune_adam(k), tune_bc(k), tune_dpsgd(k))]
-                      + [tune_np(s) for s in ("tune-np-sgd", "tune-np-adam")],
+                      + [tune_np(s) for s in ("tune-np-sgd", "tune-np-adam")]
+                      + [clean_cell("tune-clean-phi", tuning.fold(grid_clean, cfg.tune_trials),
+                                    cfg.tune_trials),
+                         clean_sgdm_cell("tune-clean-sgdm", sgdm_lrs, len(sgdm_lrs))],
                       desc="adambc: tune")
 
     chosen: dict = {}
@@ -422,6 +513,12 @@ def run(config: Config, cache) -> dict:
         s = tuning.select(tuned[label(None, "tune-" + slot)], grid_np[slot], cfg.tune_trials)
         selections[f"nonprivate-{slot}"] = s
         np_lr[slot] = s.point["lr"]
+    sc = tuning.select(tuned[label(None, "tune-clean-phi")], grid_clean, cfg.tune_trials)
+    clean_lr = [sc.best(phi_ratio=r)["lr"] for r in cfg.clean_phi_ratios]
+    clean_eval = {"phi_ratio": [r for r in cfg.clean_phi_ratios for _ in range(cfg.sweep_trials)],
+                  "lr": [lr for lr in clean_lr for _ in range(cfg.sweep_trials)]}
+    ss = tuning.select(tuned[label(None, "tune-clean-sgdm")], grid_clean_sgdm, cfg.tune_trials)
+    selections["nonprivate-clean-sgdm"] = ss
 
     # -- evaluation ----------------------------------------------------------------------------
     def eval_adam(k):
@@ -568,7 +665,9 @@ def run(config: Config, cache) -> dict:
                          knobs_cell(ks, "knobs", knob_eval, cfg.sweep_trials),
                          dp2_cell(ks, "dp2", dp2_choice["s"], dp2_choice, cfg.trials,
                                   delays=list(cfg.dp2_delays))]
-                      + [eval_np(s) for s in ("np-sgd", "np-adam")],
+                      + [eval_np(s) for s in ("np-sgd", "np-adam")]
+                      + [clean_cell("clean-phi", clean_eval, cfg.sweep_trials),
+                         clean_sgdm_cell("clean-sgdm", ss.point["lr"], cfg.sweep_trials)],
                       desc="adambc: evaluate")
 
     # -- frozen moment runs ----------------------------------------------------------------------
@@ -609,11 +708,15 @@ def run(config: Config, cache) -> dict:
                           knob_lr=[{**s, "lr": lr} for s, lr in zip(knobs, knob_lr)],
                           dp2=dp2_choice)
     info["nonprivate"] = {f"{slot}_lr": lr for slot, lr in np_lr.items()}
+    info["clean_phi"] = dict(phi_ref=phi_s, phi_ref_epsilon=float(cfg.sweep_epsilon),
+                             lr={f"{r:g}": lr for r, lr in zip(cfg.clean_phi_ratios, clean_lr)},
+                             sgdm_lr=ss.point["lr"])
     # the sweeps' per-setting choices are reported in their figures, not as edge downgrades
     tuning.record(cache, selections, note="DP-Adam: lr; DP-AdamBC: lr x gamma', gamma' = "
                                           "gamma_ratio * Phi; DP-SGD, SGD, Adam: lr; DP2: lr x lr2 "
                                           "x clip2 per delay s, then the s with the lowest score")
-    cache.note("sweep_selection", {"phi": sp.to_json(), "knobs": sk.to_json()})
+    cache.note("sweep_selection", {"phi": sp.to_json(), "knobs": sk.to_json(),
+                                   "clean_phi": sc.to_json()})
     cache.note("settings", info)
     cache.note("pairing", "adambc, sgdm-eq3, dpsgd and dp2 use the seed of adam; frozen-clean that "
                           "of frozen-private (same batches and noise draws per trial)")
@@ -627,11 +730,11 @@ def run(config: Config, cache) -> dict:
 EXPERIMENT = Experiment(
     name="adambc",
     title="DP-Adam vs DP-AdamBC ([ADAMBC]) on ill-conditioned least squares: premise, moments, "
-          "Eq. 3, γ', Φ', DP-Adam's γ and β, Props. 3–4, final loss",
+          "Eq. 3, clean Adam + Φ', γ', Φ', DP-Adam's γ and β, Props. 3–4, final loss",
     presets=PRESETS,
     run=run,
     figures=("fig_adambc_premise", "fig_adambc_moments", "fig_adambc_updates",
-             "fig_adambc_vs_sgdm", "fig_adambc_gamma", "fig_adambc_phi_prime",
+             "fig_adambc_vs_sgdm", "fig_adambc_clean_phi", "fig_adambc_gamma", "fig_adambc_phi_prime",
              "fig_adambc_knobs", "fig_adambc_bounds", "fig_adambc_vs_adam", "fig_adambc_vs_dp2"),
     module=__name__,
     numerics=2,

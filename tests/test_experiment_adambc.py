@@ -212,3 +212,65 @@ def test_premise_verdicts(tiny):
     cfg = adambc.PRESETS["tiny"]
     assert float(npv["np-adam"].config["hyperparameters"]["lr"]) in cfg.lr_grid_np_adam
     assert float(npv["np-sgd"].config["hyperparameters"]["lr"]) in cfg.lr_grid_np_sgd
+
+
+def test_clean_adam_plus_is_adam_with_a_constant_added_to_v_hat():
+    """``clean_adam_plus`` ([ADAMBC] Fig. 2 right) against a naive full-batch loop of
+    ``w ← w − η m̂/√(v̂ + Φ')`` (clip ∞, batch = n: the gradient is the full gradient, no noise),
+    one Φ' per trial; Φ' = 0 is dp_adam with σ = 0 and ε = 0 bit for bit; ε is infinite."""
+    prob = dpsim.problems.least_squares(60, 4, condition=50.0, rotate=False, seed=2)
+    lr, phis, b1, b2, T = 0.05, [0.0, 1e-3, 0.1], 0.9, 0.999, 6
+    kw = dict(steps=T, batch_size=prob.n, sampling="fixed", trials=3, seed=4, record_every=1,
+              metrics=("loss",))
+    res = dpsim.simulate(prob, adambc.clean_adam_plus(lr, phis, beta1=b1, beta2=b2, clip=np.inf), **kw)
+    w = np.zeros((3, 4))
+    m = np.zeros_like(w)
+    v = np.zeros_like(w)
+    ph = np.asarray(phis)[:, None]
+    for t in range(1, T + 1):
+        g = np.asarray(prob.grad(w))
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        w = w - lr * (m / (1 - b1 ** t)) / np.sqrt(v / (1 - b2 ** t) + ph)
+        np.testing.assert_allclose(res.loss[t], prob.loss(w), rtol=1e-10)
+    assert np.isinf(res.epsilon(1e-5, accountant="rdp")).all()  # σ = 0 (fixed batches: RDP)
+    kw.update(sampling="poisson", batch_size=10, trials=2)
+    a = dpsim.simulate(prob, adambc.clean_adam_plus(lr, 0.0, beta1=b1, beta2=b2, clip=1.0), **kw)
+    b = dpsim.simulate(prob, dpsim.optimizers.get("dp_adam", lr=lr, beta1=b1, beta2=b2, eps=0.0,
+                                                  clip=1.0, noise_multiplier=0.0), fast=False,
+                       **kw)  # the general engine, as clean_adam_plus (no fused kernel)
+    np.testing.assert_array_equal(a.loss, b.loss)
+    with pytest.raises(ValueError, match="phi_add"):
+        adambc.clean_adam_plus(lr, -1.0)
+
+
+def test_clean_phi_cells_use_their_tuned_settings(tiny):
+    """Fig. 2 right: the clean Φ' sweep adds ratio·Φ(sweep ε) to v̂ of clipped, noiseless Adam, each
+    block at its best learning rate in the tuning cell; the Φ' → ∞ reference is clean dp_sgdm at
+    its tuned η; both are non-private (ε = ∞) and their cells saved with the Φ of every ε."""
+    cfg = adambc.PRESETS["tiny"]
+    saved, m = tiny.saved(), tiny.manifest
+    st = m["notes"]["settings"]
+    phi_s = st[f"eps{cfg.sweep_epsilon:g}"]["phi"]
+    res = saved.result(adambc.label(None, "clean-phi"))
+    hp = res.config["hyperparameters"]
+    k = cfg.sweep_trials
+    np.testing.assert_allclose(np.asarray(hp["phi_add"]), np.repeat(cfg.clean_phi_ratios, k) * phi_s,
+                               rtol=1e-12)
+    assert hp["noise_multiplier"] == 0.0 and hp["clip"] == cfg.clip
+    sel = tuning.select(saved.result(adambc.label(None, "tune-clean-phi")),
+                        {"phi_ratio": cfg.clean_phi_ratios, "lr": cfg.clean_lr_grid}, cfg.tune_trials)
+    want = [sel.best(phi_ratio=r)["lr"] for r in cfg.clean_phi_ratios]
+    np.testing.assert_array_equal(np.asarray(hp["lr"], dtype=float), np.repeat(want, k))
+    assert m["notes"]["sweep_selection"]["clean_phi"]["point"] == sel.point
+    sg = saved.result(adambc.label(None, "clean-sgdm"))
+    assert float(sg.config["hyperparameters"]["lr"]) == st["clean_phi"]["sgdm_lr"]
+    assert st["clean_phi"]["sgdm_lr"] in cfg.clean_sgdm_lr_grid
+    assert sg.config["hyperparameters"]["noise_multiplier"] == 0.0 and sg.trials == k
+    for r in (res, sg):
+        assert np.isinf(r.epsilon(cfg.delta)).all()
+    meta = m["cells"][adambc.label(None, "clean-phi")]["meta"]
+    assert meta["phi_ref"] == pytest.approx(phi_s) and meta["epsilon"] is None
+    assert set(meta["phi_of_epsilon"]) == {f"{e:g}" for e in cfg.epsilons}
+    with pytest.raises(ValueError, match="clean_phi_ratios"):
+        dataclasses.replace(cfg, clean_phi_ratios=(1.0, 10.0))  # no Φ' = 0: clean Adam missing
