@@ -618,6 +618,7 @@ def publish(results_dir, figures_dir, out_dir, *, source=None, allow_partial: bo
         e = entries.get(exp.name) or {}
         per_exp.append({
             "name": exp.name, "key": m.get("key"), "cells": len(c.cells),
+            "current_key": _current_key(exp, scale, m.get("backend") or "numpy"),
             "published": exp.name in entries and entries[exp.name].get("scale") == scale,
             "cpu_s": round(c.cpu, 1), "wall_s": round(sum(b - a for a, b in ss), 1),
             "sessions": len(ss),
@@ -760,6 +761,12 @@ def _header(info: Mapping) -> str:
             f"| {r['name']}{'' if r['published'] else ' (missing)'} | {r['cells']} | "
             f"{_hours(r['cpu_s'])} | {_hours(r['wall_s'])} ({r['sessions']}) | "
             f"{_utc(r['first'])} → {_utc(r['last'])} | {commit} | {r['figures']} |")
+    stale = [r for r in per if r["key"] and r["key"] != r["current_key"]]
+    if stale:
+        lines += ["", "Computed with another config or numerics version than the publishing "
+                  "checkout's (its cache key differs): "
+                  + ", ".join(f"{r['name']} (`{r['key']}`, now `{r['current_key']}`)"
+                              for r in stale) + "."]
     lines += ["", "---", ""]
     return "\n".join(lines)
 

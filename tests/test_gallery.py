@@ -290,3 +290,24 @@ def test_cli(tiny_all, tmp_path, capsys, monkeypatch):
     with pytest.raises(ValueError, match="unknown scale 'huge'"):
         args = parser.parse_args(["gallery", "status", "--results", str(tmp_path), "--scale", "huge"])
         args.handler(args)
+
+
+def test_other_key_is_flagged(tiny_all, tmp_path):
+    """Results computed under another key than the publishing checkout's (an older config) are
+    published, with a line saying so."""
+    res, figs = tmp_path / "results", _copy_figures(tiny_all.tmp / "out", tmp_path / "figs")
+    src = pipeline.latest_dir(tiny_all.tmp / "results" / "ctcdp_quadratic" / "tiny")
+    old = "0" * 16
+    shutil.copytree(src, res / "ctcdp_quadratic" / "tiny" / old)
+    mpath = res / "ctcdp_quadratic" / "tiny" / old / "manifest.json"
+    m = json.loads(mpath.read_text())
+    m["key"] = old
+    mpath.write_text(json.dumps(m))
+    entries = json.loads((figs / "report.json").read_text())
+    entries["ctcdp_quadratic"]["key"] = old
+    (figs / "report.json").write_text(json.dumps(entries))
+    info = gallery.publish(res, figs, tmp_path / "g", source=ROOT, experiments=["ctcdp_quadratic"])
+    (row,) = info["experiments"]
+    assert row["key"] == old and row["current_key"] == src.name
+    assert (f"ctcdp_quadratic (`{old}`, now `{src.name}`)"
+            in (tmp_path / "g" / "REPORT.md").read_text())
