@@ -228,9 +228,9 @@ def standard_normal(st):
         idx = np.intp(r & np.uint64(0xFF))
         r = r >> np.uint64(8)
         rabs = (r >> np.uint64(1)) & np.uint64(0x000FFFFFFFFFFFFF)
-        x = np.float64(rabs) * _WI[idx]
-        if r & np.uint64(1):
-            x = -x
+        # the sign bit as a factor ±1 (exact, -0.0 included) instead of a branch that mispredicts
+        # half of the time
+        x = np.float64(rabs) * _WI[idx] * (1.0 - 2.0 * np.float64(r & np.uint64(1)))
         if rabs < _KI[idx]:
             return x
         ok, v = _normal_slow(st, idx, rabs, x)

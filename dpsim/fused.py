@@ -128,6 +128,17 @@ if numba.config.DISABLE_JIT:
         for j in range(n):
             y[yoff + j] += a * x[xoff + j]
 
+    def _dots4_lanes(X, ib, i, W, woff, n, mm):
+        """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): four :func:`_dot_lanes`."""
+        for k in range(4):
+            mm[i + k] = _dot_lanes(X, ib[i + k] * n, W, woff, n)
+
+    def _gather_axpy(Y, yoff, cf, X, ib, kr, n):
+        """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): the axpys in example order."""
+        for i in range(kr):
+            if cf[i] != 0.0:
+                _axpy_lanes(Y, yoff, cf[i], X, ib[i] * n, n)
+
 else:
     @intrinsic
     def _dot_lanes(typingctx, X, xoff, W, woff, n):
@@ -204,6 +215,129 @@ else:
 
         return sig, codegen
 
+    @intrinsic
+    def _dots4_lanes(typingctx, X, ib, i, W, woff, n, mm):
+        """``mm[i + k] = _dot_lanes(X, ib[i + k]·n, W, woff, n)`` for ``k < 4``: the four rows'
+        lane sums interleaved (one load of each chunk of ``W``, four independent accumulators), each
+        with exactly :func:`_dot_lanes`'s operations and order, so the same bits."""
+        if not (isinstance(X, types.Array) and isinstance(W, types.Array)
+                and isinstance(ib, types.Array) and isinstance(mm, types.Array)):
+            return None
+        sig = types.void(X, ib, i, W, woff, n, mm)
+
+        def codegen(context, builder, signature, args):
+            xa = context.make_array(signature.args[0])(context, builder, args[0])
+            ia = context.make_array(signature.args[1])(context, builder, args[1])
+            wa = context.make_array(signature.args[3])(context, builder, args[3])
+            ma = context.make_array(signature.args[6])(context, builder, args[6])
+            i64 = ir.IntType(64)
+            i32 = ir.IntType(32)
+            dbl = ir.DoubleType()
+            vty = ir.VectorType(dbl, 4)
+            i_ = context.cast(builder, args[2], signature.args[2], types.int64)
+            woff_ = context.cast(builder, args[4], signature.args[4], types.int64)
+            n_ = context.cast(builder, args[5], signature.args[5], types.int64)
+            wp = builder.gep(wa.data, [woff_])
+            xps = []
+            accs = []
+            for k in range(4):
+                row = builder.load(builder.gep(ia.data, [builder.add(i_, ir.Constant(i64, k))]))
+                xps.append(builder.gep(xa.data, [builder.mul(row, n_)]))
+                accs.append(cgutils.alloca_once_value(builder, ir.Constant(vty, [0.0, 0.0, 0.0, 0.0])))
+            nch = builder.ashr(n_, ir.Constant(i64, 2))
+            with cgutils.for_range(builder, nch, intp=i64) as loop:
+                off = builder.shl(loop.index, ir.Constant(i64, 2))
+                vw = builder.load(builder.bitcast(builder.gep(wp, [off]), vty.as_pointer()), align=8)
+                for k in range(4):
+                    vx = builder.load(builder.bitcast(builder.gep(xps[k], [off]), vty.as_pointer()), align=8)
+                    builder.store(builder.fadd(builder.load(accs[k]), builder.fmul(vx, vw)), accs[k])
+            vs = [builder.load(a) for a in accs]
+            m0s = [cgutils.alloca_once_value(builder, builder.extract_element(v, ir.Constant(i32, 0)))
+                   for v in vs]
+            start = builder.shl(nch, ir.Constant(i64, 2))
+            with cgutils.for_range_slice(builder, start, n_, ir.Constant(i64, 1), intp=i64) as (j, _):
+                wj = builder.load(builder.gep(wp, [j]))
+                for k in range(4):
+                    xj = builder.load(builder.gep(xps[k], [j]))
+                    builder.store(builder.fadd(builder.load(m0s[k]), builder.fmul(xj, wj)), m0s[k])
+            for k in range(4):
+                e = [builder.extract_element(vs[k], ir.Constant(i32, q)) for q in (1, 2, 3)]
+                res = builder.fadd(builder.fadd(builder.load(m0s[k]), e[0]), builder.fadd(e[1], e[2]))
+                builder.store(res, builder.gep(ma.data, [builder.add(i_, ir.Constant(i64, k))]))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def _gather_axpy(typingctx, Y, yoff, cf, X, ib, kr, n):
+        """``Y.flat[yoff + j] += cf[i] · X[ib[i], j]`` for ``i = 0 … kr−1`` in order, skipping
+        ``cf[i] == 0``: the loop of :func:`_axpy_lanes` calls, but with the partial sums of a block
+        of columns (four vectors of four, then single vectors, then scalar columns) held in
+        registers across the examples instead of stored and reloaded after every example.  Every
+        element receives the same products in the same order, so the same bits."""
+        if not (isinstance(X, types.Array) and isinstance(Y, types.Array)
+                and isinstance(ib, types.Array) and isinstance(cf, types.Array)):
+            return None
+        sig = types.void(Y, yoff, cf, X, ib, kr, n)
+
+        def codegen(context, builder, signature, args):
+            ya = context.make_array(signature.args[0])(context, builder, args[0])
+            ca = context.make_array(signature.args[2])(context, builder, args[2])
+            xa = context.make_array(signature.args[3])(context, builder, args[3])
+            ia = context.make_array(signature.args[4])(context, builder, args[4])
+            i64 = ir.IntType(64)
+            i32 = ir.IntType(32)
+            dbl = ir.DoubleType()
+            vty = ir.VectorType(dbl, 4)
+            yoff_ = context.cast(builder, args[1], signature.args[1], types.int64)
+            kr_ = context.cast(builder, args[5], signature.args[5], types.int64)
+            n_ = context.cast(builder, args[6], signature.args[6], types.int64)
+            yp = builder.gep(ya.data, [yoff_])
+            zero = ir.Constant(dbl, 0.0)
+
+            def block(base, nvec, scalar=False):
+                # accumulate columns base … base + 4·nvec − 1 (or the one column base) over examples
+                ty = dbl if scalar else vty
+                ptrs = [builder.gep(yp, [builder.add(base, ir.Constant(i64, 4 * k))]) for k in range(nvec)]
+                if not scalar:
+                    ptrs = [builder.bitcast(q, vty.as_pointer()) for q in ptrs]
+                accs = [cgutils.alloca_once(builder, ty) for _ in range(nvec)]
+                for q, a in zip(ptrs, accs):
+                    builder.store(builder.load(q, align=8), a)
+                with cgutils.for_range(builder, kr_, intp=i64) as loop:
+                    av = builder.load(builder.gep(ca.data, [loop.index]))
+                    with builder.if_then(builder.fcmp_unordered("!=", av, zero)):
+                        row = builder.load(builder.gep(ia.data, [loop.index]))
+                        xp = builder.gep(xa.data, [builder.add(builder.mul(row, n_), base)])
+                        if scalar:
+                            mul = av
+                        else:
+                            mul = ir.Constant(vty, ir.Undefined)
+                            for q in range(4):
+                                mul = builder.insert_element(mul, av, ir.Constant(i32, q))
+                        for k in range(nvec):
+                            p = builder.gep(xp, [ir.Constant(i64, 4 * k)])
+                            if not scalar:
+                                p = builder.bitcast(p, vty.as_pointer())
+                            vx = builder.load(p, align=8)
+                            builder.store(builder.fadd(builder.load(accs[k]), builder.fmul(mul, vx)), accs[k])
+                for q, a in zip(ptrs, accs):
+                    builder.store(builder.load(a), q, align=8)
+
+            nch = builder.ashr(n_, ir.Constant(i64, 2))
+            nblk = builder.ashr(nch, ir.Constant(i64, 2))
+            with cgutils.for_range(builder, nblk, intp=i64) as loop:
+                block(builder.shl(loop.index, ir.Constant(i64, 4)), 4)
+            with cgutils.for_range_slice(builder, builder.shl(nblk, ir.Constant(i64, 2)), nch,
+                                         ir.Constant(i64, 1), intp=i64) as (c, _):
+                block(builder.shl(c, ir.Constant(i64, 2)), 1)
+            with cgutils.for_range_slice(builder, builder.shl(nch, ir.Constant(i64, 2)), n_,
+                                         ir.Constant(i64, 1), intp=i64) as (j, _):
+                block(j, 1, scalar=True)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -234,29 +368,57 @@ def _row_sq_norms(X):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _glm_clipped_trial(kind, X, rn2, ib, kr, W, y, lam, Cr, out, mm, cf, r):
+def _squared_clip_coefs(mm, y, rn2, ib, kr, Cr, cf, yb, sb):
+    """``cf[i] = f_i c_i`` for the squared link without regularization: ``c = m − y``,
+    ``||g||² = c·c·||x||²``, ``f = C/||g||`` when ``||g|| > C`` else 1 —
+    :func:`_glm_clip_coef`'s expressions for ``kind = squared``, ``λ = 0``, over gathered
+    contiguous ``y``/``||x||²`` so that the loop runs on vectors (square roots and divisions of
+    four examples at once; each lane computes the scalar expression, so the same bits)."""
+    for i in range(kr):
+        row = ib[i]
+        yb[i] = y[row]
+        sb[i] = rn2[row]
+    for i in range(kr):
+        c = mm[i] - yb[i]
+        n2 = c * c * sb[i]
+        nrm = math.sqrt(n2 if n2 > 0.0 else 0.0)
+        q = Cr / (nrm if nrm > 0.0 else 1.0)
+        f = q if nrm > Cr else 1.0
+        cf[i] = f * c
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _glm_clipped_trial(kind, X, rn2, ib, kr, W, y, lam, Cr, out, mm, cf, yb, sb, r):
     """``out[r] = Σ_{i<kr} clip(g_{ib[i]}(w_r), C_r)`` for a dense GLM: the engine's
     :func:`dpsim.problems._glm_kernels._dense_trial` (unscaled) in three passes — the margins (on
-    four-lane vectors), the clip coefficients (a loop without dependences between examples, so the
-    square roots and divisions of different examples overlap; row norms precomputed in ``rn2``), and
-    the scatter ``Σ a_i x_i`` in example order.  Every number is computed by the same expression as
-    in the engine's kernel, and the sums run in the same order, so the result has the same bits.
-    ``mm``, ``cf``: scratch of length ≥ ``kr``."""
+    four-lane vectors, four examples interleaved), the clip coefficients (a loop without
+    dependences between examples, so the square roots and divisions of different examples
+    overlap — on vectors for the squared link; row norms precomputed in ``rn2``), and the scatter
+    ``Σ a_i x_i`` in example order (partial sums held in registers, :func:`_gather_axpy`).  Every
+    number is computed by the same expression as in the engine's kernel, and the sums run in the
+    same order, so the result has the same bits.  ``mm``, ``cf``, ``yb``, ``sb``: scratch of
+    length ≥ ``kr``."""
     d = X.shape[1]
     lam2_sw2 = lam * lam * _K._init_trial(out, W, W, False, lam != 0.0, r)
     wo = r * d
-    for i in range(kr):
+    i = 0
+    while i + 4 <= kr:
+        _dots4_lanes(X, ib, i, W, wo, d, mm)
+        i += 4
+    while i < kr:
         mm[i] = _dot_lanes(X, ib[i] * d, W, wo, d)
+        i += 1
     fsum = 0.0
-    for i in range(kr):
-        row = ib[i]
-        a, f = _glm_clip_coef(kind, mm[i], rn2[row], y[row], lam, lam2_sw2, Cr)
-        cf[i] = a
-        fsum += f
-    for i in range(kr):
-        a = cf[i]
-        if a != 0.0:
-            _axpy_lanes(out, wo, a, X, ib[i] * d, d)
+    if kind == _K.SQUARED and lam == 0.0:
+        # fsum (Σ f ≤ kr, finite) only enters through λ·fsum = 0: not needed
+        _squared_clip_coefs(mm, y, rn2, ib, kr, Cr, cf, yb, sb)
+    else:
+        for i in range(kr):
+            row = ib[i]
+            a, f = _glm_clip_coef(kind, mm[i], rn2[row], y[row], lam, lam2_sw2, Cr)
+            cf[i] = a
+            fsum += f
+    _gather_axpy(out, wo, cf, X, ib, kr, d)
     _K._finish_trial(out, W, W, False, lam, fsum, r)
 
 
@@ -538,6 +700,8 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
     lam = np.empty((1, cap))
     mm = np.empty(cap)
     cf = np.empty(cap)
+    yb = np.empty(cap)
+    sb = np.empty(cap)
     bits = np.zeros((n + 63) // 64, dtype=np.uint64)
     z = np.zeros(d)
     nomask = np.ones((1, 1), dtype=np.bool_)
@@ -570,6 +734,8 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
             lam = np.empty((1, cap))
             mm = np.empty(cap)
             cf = np.empty(cap)
+            yb = np.empty(cap)
+            sb = np.empty(cap)
         if ok == ADAM:
             cnt += 1
         phase2 = False
@@ -638,7 +804,7 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
                 _project_domain(W, r, dk, drad)
                 continue
             if pk == P_GLM and not phase2:
-                _glm_clipped_trial(link, X, rn2, ib, kr, W, y, reg, Cv[r], out, mm, cf, r)
+                _glm_clipped_trial(link, X, rn2, ib, kr, W, y, reg, Cv[r], out, mm, cf, yb, sb, r)
             elif pk == P_GLM:
                 # DP² phase 2 (scaled): the engine's clipped-sum kernel on one-row views
                 _K._dense_trial(X, ib[:kr].reshape((1, kr)), W[r:r + 1], y, link, reg,
