@@ -252,3 +252,38 @@ def test_numba_generator_streams_are_numpys():
         np.testing.assert_array_equal(m, g2.integers(0, hi, size=2001, dtype=np.int64))
         np.testing.assert_array_equal(z, g2.standard_normal(2001))
         assert g1.bit_generator.state == g2.bit_generator.state
+
+
+@pytest.mark.parametrize("prob_name,d", [("least_squares", 21), ("logistic", 37)])
+def test_fused_bit_for_bit_wide_rows(prob_name, d):
+    """Rows wider than 16 columns: the scatter's four-vector register blocks, single vectors and
+    scalar tail columns (d = 21: 16 + 4 + 1; d = 37: 2·16 + 4 + 1) and the four-example margins,
+    against the engine to the last bit (squared link: the vectorized clip coefficients)."""
+    make = problems.least_squares if prob_name == "least_squares" else problems.logistic_regression
+    prob = make(300, d, seed=8)
+    opt = optimizers.get("dp_sgdm", **OPTIMIZERS["dp_sgdm"])
+    a, b = _pair(prob, opt, batch_size=15, steps=12)
+    _compare(a, b)
+    np.testing.assert_array_equal(b.params, a.params)
+    np.testing.assert_array_equal(b.loss, a.loss)
+
+
+@pytest.mark.parametrize("sampling", ["poisson", "replacement"])
+def test_inlined_bit_generator_equals_numba_generator_methods(monkeypatch, sampling):
+    """The default draws (the inlined PCG64 of :mod:`dpsim._bitgen` on state arrays) and the
+    reference draws (Numba's compiled ``Generator`` methods, ``DPSIM_FUSED_RNG=numba``) give the
+    same run to the last bit, and leave the run's generators in the same state."""
+    prob = PROBLEMS["least_squares"]()
+    opt = optimizers.get("dp_adam", **OPTIMIZERS["dp_adam"])
+    kw = dict(steps=17, batch_size=12, trials=R, seed=3, record_every=6, sampling=sampling)
+    runs = {}
+    for mode in ("numba", "inline"):
+        monkeypatch.setenv(fused.RNG_ENV, mode)
+        runs[mode] = dpsim.simulate(prob, opt, fast=True, **kw)
+    np.testing.assert_array_equal(runs["inline"].params, runs["numba"].params)
+    np.testing.assert_array_equal(runs["inline"].loss, runs["numba"].loss)
+    np.testing.assert_array_equal(runs["inline"].mean_batch_size, runs["numba"].mean_batch_size)
+    monkeypatch.setenv(fused.RNG_ENV, "mersenne")
+    with pytest.raises(ValueError, match="DPSIM_FUSED_RNG"):
+        dpsim.simulate(prob, opt, fast=True, **kw)
+
