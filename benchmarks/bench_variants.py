@@ -14,6 +14,13 @@ table stays affordable (``dp_sgd_ctcdp``, whose plan is made for a step count, a
 process, with the machine-limits line of the same run.  The timed runs record nothing
 (``metrics=()``).  Optimizers that need settings get those of ``SETTINGS`` (the public split of
 AdaDPS / PDP-SGD, PAGAN's radius, the ctCDP plan's batch size and fixed-size sampling).
+
+``--paired N`` (for a loaded machine): after the table, each optimizer is timed against ``dp_sgd``
+in ``N`` interleaved pairs (``dp_sgd``, optimizer, ``dp_sgd``, optimizer, ...), each run the
+optimizer's step count from the table; a pair's ratio is the optimizer's steps per second over
+``dp_sgd``'s in the same pair, on the wall clock and on the process CPU clock
+(``time.process_time``: on a machine shared with other jobs the CPU clock leaves out the time the
+process waited for a core).  The median ratio over the pairs is reported with its min and max.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -68,13 +76,15 @@ def main(argv=None):
     ap.add_argument("--backend", default="numpy")
     ap.add_argument("--optimizers", nargs="+", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--paired", type=int, default=0, metavar="N",
+                    help="then N interleaved (dp_sgd, optimizer) pairs per optimizer, median ratios")
     args = ap.parse_args(argv)
 
     prob = problems.logistic_regression(args.n, args.d, density=args.density, seed=0)
     labels = args.optimizers or (optimizers.names() + ["dp_sgd[banded:4]"])
     labels = list(dict.fromkeys(["dp_sgd"] + list(labels)))
     limits = machine_limits.measure(args.trials * args.d)
-    rates, steps_used, errors = {}, {}, {}
+    rates, steps_used, errors, runs = {}, {}, {}, {}
     for label in labels:
         try:
             opt = _optimizer(label)
@@ -83,7 +93,7 @@ def main(argv=None):
             continue
         skw = _sim_kwargs(label, args, prob.n)
 
-        def run(steps):
+        def run(steps, opt=opt, skw=skw):
             return dpsim.simulate(prob, opt, steps=steps, trials=args.trials, seed=0, record_every=steps,
                                   metrics=(), backend=args.backend, **skw)
 
@@ -104,6 +114,7 @@ def main(argv=None):
             continue
         rates[label] = args.trials * steps / best
         steps_used[label] = steps
+        runs[label] = run
     base = rates["dp_sgd"]
     print(f"logistic_regression(n={args.n}, d={args.d}, density={args.density}), b={args.batch_size}, "
           f"R={args.trials}, up to {args.steps} steps, backend={args.backend}")
@@ -113,11 +124,45 @@ def main(argv=None):
         print(f"{name:<26}{steps_used[name]:>7}{r:>16,.1f}{r / base:>11.3f}")
     for name, e in errors.items():
         print(f"{name:<26} failed: {e}")
+    paired = _paired(runs, steps_used, args.paired) if args.paired > 0 else {}
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"rates": rates, "ratio_to_dp_sgd": {k: v / base for k, v in rates.items()},
-                       "steps": steps_used, "errors": errors, "machine_limits": limits}, fh, indent=2)
+                       "steps": steps_used, "errors": errors, "machine_limits": limits,
+                       "paired": paired}, fh, indent=2)
     return rates
+
+
+def _timed(run, steps):
+    """(wall seconds, process CPU seconds) of one run of ``steps`` steps."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    run(steps)
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+def _paired(runs, steps_used, n):
+    """Per optimizer, ``n`` pairs (``dp_sgd`` run, optimizer run) in turn; the pair's ratio of
+    steps per second on the wall and CPU clocks; the median, min and max over the pairs."""
+    out = {}
+    print(f"paired with dp_sgd, {n} pairs each (median [min, max] of the per-pair ratios)")
+    print(f"{'optimizer':<26}{'steps':>7}{'wall ratio':>26}{'cpu ratio':>26}")
+    base = runs["dp_sgd"]
+    for label, run in runs.items():
+        if label == "dp_sgd":
+            continue
+        steps = steps_used[label]
+        wall, cpu = [], []
+        for _ in range(n):
+            bw, bc = _timed(base, steps)
+            ow, oc = _timed(run, steps)
+            wall.append(bw / ow)
+            cpu.append(bc / oc)
+        stats = {k: dict(median=statistics.median(v), min=min(v), max=max(v), ratios=v)
+                 for k, v in (("wall", wall), ("cpu", cpu))}
+        out[label] = dict(steps=steps, **stats)
+        cells = "".join(f"{s['median']:>10.3f} [{s['min']:.3f}, {s['max']:.3f}]" for s in stats.values())
+        print(f"{label:<26}{steps:>7}{cells}", flush=True)
+    return out
 
 
 if __name__ == "__main__":

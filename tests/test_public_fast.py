@@ -187,3 +187,87 @@ def test_lanczos_and_dense_eigenpairs_give_the_same_projector(monkeypatch):
     np.testing.assert_allclose(lam_l, lam_d, rtol=1e-12)
     np.testing.assert_allclose(lam_l, ev[-k:], rtol=1e-12)
     assert np.max(np.abs(U_l @ U_l.T - U_d @ U_d.T)) <= bound
+
+
+def _csr_with_duplicates(rng, m, d, density, unsorted=False):
+    """A CSR matrix with empty rows and columns, negative entries, and (when ``unsorted``) rows
+    listing their columns out of order and twice (not canonical, as a custom problem might)."""
+    X = sp.random(m, d, density=density, format="csr", random_state=rng, dtype=np.float64)
+    X.data = rng.standard_normal(X.data.size)
+    X = X.tolil()
+    X[3, :] = 0.0  # an empty row
+    X[:, 5] = 0.0  # an empty column
+    X = X.tocsr()
+    X.eliminate_zeros()
+    if not unsorted:
+        return X
+    data, indices, indptr = [], [], [0]
+    for i in range(m):
+        lo, hi = X.indptr[i], X.indptr[i + 1]
+        cols, vals = X.indices[lo:hi][::-1], X.data[lo:hi][::-1]
+        if hi > lo:  # the row's first column once more, split into two entries
+            cols = np.append(cols, cols[0])
+            vals = np.append(vals * 0.5, vals[0] * 0.5)
+            vals[0] = X.data[hi - 1] * 0.5
+        data.extend(vals)
+        indices.extend(cols)
+        indptr.append(len(data))
+    return sp.csr_matrix((np.array(data), np.array(indices, dtype=np.int32), np.array(indptr)),
+                         shape=X.shape)
+
+
+@pytest.mark.parametrize("unsorted", [False, True], ids=["canonical", "unsorted-duplicates"])
+def test_adadps_column_order_kernels_equal_scipy_bit_for_bit(unsorted):
+    """The kernels of ``_adadps_fast`` against SciPy's products and the reference's NumPy
+    expressions, with ``R`` and ``d`` not multiples of the tiles: margins (canonical rows only; a
+    non-canonical split is detected and takes SciPy's loop), ``X_pubᵀ C`` followed by RMSProp,
+    and the logistic derivative at edge margins."""
+    rng = np.random.default_rng(3)
+    m, d, R = 37, 203, 11
+    X = _csr_with_duplicates(rng, m, d, 0.08, unsorted)
+    y = rng.choice([-1.0, 1.0], m)
+    pub = PB._PublicGLM(X, X, y, "logistic", 1e-3, np.arange(m))
+    assert pub.rows_sorted is (not unsorted)
+    colptr, rows, values = pub.csc
+    W = rng.standard_normal((R, d))
+    ref_S = np.asarray(X @ np.ascontiguousarray(W.T))
+    if not unsorted:
+        S = np.zeros((m, R))
+        PB._csc_margins(colptr, rows, values, W, S, 8)
+        np.testing.assert_array_equal(S, ref_S)
+    ref_S[0, :4] = [0.0, -0.0, 800.0, -800.0]
+    ref_S[1, :3] = [np.nan, np.inf, -np.inf]
+    np.testing.assert_array_equal(PB._public_derivatives(pub, ref_S),
+                                  PB._link_derivative("logistic", ref_S, y[:, None]))
+    C = PB._link_derivative("logistic", np.asarray(X @ np.ascontiguousarray(W.T)), y[:, None])
+    v = rng.random((R, d)) * 1e-3
+    v[0, :3] = [-1e-300, np.nan, 0.0]  # max(v, 0) and NaN propagation
+    beta = rng.uniform(0.5, 0.99, (R, 1))
+    eps = np.full((1, 1), 1e-8)
+    g = np.ascontiguousarray((X.T @ C).T)
+    g /= m
+    g += 1e-3 * W
+    ref_v = v * beta + (g * g) * (1.0 - beta)
+    ref_s = 1.0 / (np.sqrt(np.maximum(ref_v, 0.0)) + eps)
+    got_v, s = v.copy(), np.empty_like(v)
+    PB._csc_rmsprop_scale(colptr, rows, values, np.ascontiguousarray(C), float(m), 1e-3, W, got_v,
+                          beta, 1.0 - beta, eps, s, 16)
+    np.testing.assert_array_equal(got_v, ref_v)
+    np.testing.assert_array_equal(s, ref_s)
+
+
+def test_adadps_fast_path_on_unsorted_rows_equals_the_reference(monkeypatch):
+    """The SciPy-order margins (taken when a public split's rows are not in column order) give
+    the reference's numbers too."""
+    prob = problems.logistic_regression(2000, 300, density=0.05, seed=0)
+    monkeypatch.setattr(PB._PublicGLM, "rows_sorted", property(lambda self: False))
+    calls = []
+    kernel = PB._csr_matvecs
+    monkeypatch.setattr(PB, "_csr_matvecs", lambda *a: calls.append(1) or kernel(*a))
+    fast = dpsim.simulate(prob, optimizers.get("adadps", public_fraction=0.05), steps=4,
+                          batch_size=16, trials=3, seed=2, record_every=2, fast=False)
+    assert len(calls) == 4
+    monkeypatch.setattr(PB._PUBLIC, "get", lambda batch: None)
+    ref = dpsim.simulate(prob, optimizers.get("adadps", public_fraction=0.05), steps=4,
+                         batch_size=16, trials=3, seed=2, record_every=2, fast=False)
+    np.testing.assert_allclose(fast.params, ref.params, rtol=1e-12, atol=1e-15)

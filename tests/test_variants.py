@@ -437,12 +437,12 @@ def test_adadps_sparse_fast_path_equals_the_reference_bit_for_bit(reg, beta):
                           public_fraction=0.1)
     kw = dict(steps=15, batch_size=20, trials=3, seed=4, record_every=5, fast=False)
     calls = []
-    kernel = public._rmsprop_scale_kernel
+    kernel = public._csc_rmsprop_scale
     try:
-        public._rmsprop_scale_kernel = lambda *a: calls.append(1) or kernel(*a)
+        public._csc_rmsprop_scale = lambda *a: calls.append(1) or kernel(*a)
         a = dpsim.simulate(prob, fast, **kw)
     finally:
-        public._rmsprop_scale_kernel = kernel
+        public._csc_rmsprop_scale = kernel
     assert len(calls) == 15  # the fast path ran every step
     r = dpsim.simulate(prob, _reference_adadps(0.05, b, 0.1), **kw)
     np.testing.assert_array_equal(a.params, r.params)

@@ -19,8 +19,9 @@ across steps, and why that is exact:
   functions of the fixed public split only;
 * AdaDPS: the mean public gradient is ``ḡ = X_pubᵀ c / m + ρ w`` — the same sum as
   ``mean_j p_j`` in another order (no ``(R, m, d)`` array);
-  with CSR features its two sparse products and the RMSProp update and scale that follow run in
-  Numba kernels with the reference's operations in its order (:func:`_adadps_fast`);
+  with CSR features its two sparse products read the public rows in column order (transposed once
+  per public split) and the second runs in one pass with the RMSProp update and scale that
+  follow, with the reference's operations in its order (:func:`_adadps_fast`);
 * PDP-SGD: with ``P = diag(c) X_pub + ρ 1 wᵀ`` (``m × d``) the top-``k`` right singular vectors of
   ``P`` are ``V_k = Pᵀ U_k Λ_k^{-1/2}`` for the top-``k`` eigenpairs ``(Λ_k, U_k)`` of the Gram
   matrix ``K = P Pᵀ = diag(c) M diag(c) + ρ(u 1ᵀ + 1 uᵀ) + ρ²||w||² 1 1ᵀ``, ``u = c ⊙ X_pub w``
@@ -133,14 +134,22 @@ def _adadps_fast(stp, privatizer, beta, eps) -> GradientTransformation:
 
     The reference computes the mean public gradient ``ḡ`` (R, d), feeds it to RMSProp
     (``v ← v·β + ḡ²·(1−β)``, and a preconditioned ``ḡ/D`` that it discards) and then forms
-    ``s = 1/(√max(v, 0) + ε)``.  Here the two sparse products of :func:`_public_mean_gradient`
-    (``X_pub Wᵀ`` and ``X_pubᵀ C``) are :func:`_csr_matvecs` and :func:`_csc_matvecs`, the loops
-    of SciPy's ``csr_matvecs``/``csc_matvecs`` in their order (each sum from 0 in row order), and
-    one pass (:func:`_rmsprop_scale_kernel`) reads ``(X_pubᵀ C)ᵀ`` and writes ``v`` (in
-    place under ``StepContext.donate_state``) and ``s`` with the reference's operations in its
-    order, each rounded once: bit-for-bit the reference's numbers (``tests/test_variants.py``).
-    The link derivatives are the reference's NumPy expressions.  The private release of the
-    batch scaled by ``s`` is the reference's privatizer, unchanged."""
+    ``s = 1/(√max(v, 0) + ε)``.  Here both sparse products of :func:`_public_mean_gradient`
+    read ``X_pub`` in column order (:attr:`_PublicGLM.csc`, built once per public split):
+
+    * ``X_pub Wᵀ`` by :func:`_csc_margins` (``W`` read once in column tiles, the ``m × R``
+      result in cache) — each margin summed from 0 in increasing column order, which is SciPy's
+      CSR order when the public rows list their columns in increasing order (canonical CSR; else
+      :func:`_csr_matvecs`, SciPy's loop on ``Wᵀ``);
+    * the link derivatives ``C``: :func:`_public_derivatives` (NumPy's ``exp``, the arithmetic
+      around it in Numba, the same expressions);
+    * ``X_pubᵀ C`` and RMSProp in one pass, :func:`_csc_rmsprop_scale`: each column's sums (rows
+      increasing, from 0: SciPy's ``csc_matvecs`` on ``X_pubᵀ``) go straight into ``v`` (in place
+      under ``StepContext.donate_state``, else in a copy) and ``s`` with the reference's operations in its order,
+      each rounded once; ``X_pubᵀ C`` never exists as an ``(R, d)`` array, nor ``Wᵀ``.
+
+    Bit-for-bit the reference's numbers (``tests/test_variants.py``, ``tests/test_public_fast.py``).
+    The private release of the batch scaled by ``s`` is the reference's privatizer, unchanged."""
     pname, qname = stp.names
 
     def update(batch, state, params, ctx):
@@ -149,27 +158,25 @@ def _adadps_fast(stp, privatizer, beta, eps) -> GradientTransformation:
         if (pub is None or getattr(pub.X, "format", None) != "csr" or not isinstance(q.v, np.ndarray)
                 or q.v.dtype != np.float64 or q.v.shape != params.shape or not q.v.flags.c_contiguous):
             return stp.update(batch, state, params, ctx)
-        W = params
+        W = np.ascontiguousarray(params)
         R, d = W.shape
-        X = pub.X
-        data, indices, indptr = X.data, X.indices, X.indptr
+        colptr, rows, cdata = pub.csc
         if pub.link == "linear":
             C = np.full((pub.m, R), -1.0)
         else:
             S = np.zeros((pub.m, R))
-            _csr_matvecs(data, indices, indptr, np.ascontiguousarray(W.T), S)
-            C = np.ascontiguousarray(_link_derivative(pub.link, S, pub.y[:, None]))
+            if pub.rows_sorted:  # column order visits each row's entries in its CSR order
+                _csc_margins(colptr, rows, cdata, W, S, _TILE_MARGINS)
+            else:
+                X = pub.X
+                _csr_matvecs(X.data, X.indices, X.indptr, np.ascontiguousarray(W.T), S)
+            C = _public_derivatives(pub, S)
             del S
-        GT = np.zeros((d, R))
-        _csc_matvecs(data, indices, indptr, C, GT)
-        v_out = q.v if getattr(ctx, "donate_state", False) else np.empty_like(q.v)
+        v_out = q.v if getattr(ctx, "donate_state", False) else q.v.copy()  # updated in place
         s = np.empty_like(q.v)
         b = ctx.hp(beta)
-        G = np.ascontiguousarray(GT.T)  # the reference's ascontiguousarray((X_pubᵀ C)ᵀ)
-        del GT
-        _rmsprop_scale_kernel(G, float(pub.m), float(pub.reg), W, q.v, _column(b), _column(1.0 - b),
-                              _column(ctx.hp(eps)), v_out, s)
-        del G
+        _csc_rmsprop_scale(colptr, rows, cdata, C, float(pub.m), float(pub.reg), W, v_out, _column(b),
+                           _column(1.0 - b), _column(ctx.hp(eps)), s, _TILE_GRADIENT)
         g, p = privatizer.update(batch.scaled(s), state[pname], params, ctx)
         return g, {pname: p, qname: PreconditionState(v=v_out)}
 
@@ -193,39 +200,167 @@ def _csr_matvecs(data, indices, indptr, Xt, out):
                 out[i, r] += a * Xt[j, r]
 
 
+#: Columns per tile of :func:`_csc_margins` (a ``(tile, R)`` block of ``Wᵀ`` read once) and of
+#: :func:`_csc_rmsprop_scale` (a ``(tile, R)`` block of ``X_pubᵀ C`` kept in cache).
+_TILE_MARGINS = 32
+_TILE_GRADIENT = 64
+
+
 @numba.njit(cache=True, nogil=True)
-def _csc_matvecs(data, indices, indptr, Cm, out):
-    """``out += Aᵀ Cm`` for CSR ``A`` (``Aᵀ`` in CSC) and C-ordered ``Cm`` (rows, R): SciPy's
-    ``csc_matvecs`` loop (row ``i`` of ``A`` is column ``i`` of ``Aᵀ``)."""
-    R = Cm.shape[1]
+def _csc_of(data, indices, indptr, ncols):
+    """The CSR matrix ``(data, indices, indptr)`` in column order: ``(colptr, rows, values)``.
+    A stable counting sort by column: within a column the entries keep their CSR order (rows
+    increasing, and a row's repeated column in its order)."""
+    nnz = indptr[indptr.shape[0] - 1]
+    colptr = np.zeros(ncols + 1, np.int64)
+    for k in range(nnz):
+        colptr[indices[k] + 1] += 1
+    for j in range(ncols):
+        colptr[j + 1] += colptr[j]
+    pos = colptr[:ncols].copy()
+    rows = np.empty(nnz, np.int64)
+    values = np.empty(nnz, np.float64)
     for i in range(indptr.shape[0] - 1):
         for k in range(indptr[i], indptr[i + 1]):
-            j = indices[k]
-            a = data[k]
-            for r in range(R):
-                out[j, r] += a * Cm[i, r]
+            p = pos[indices[k]]
+            rows[p] = i
+            values[p] = data[k]
+            pos[indices[k]] = p + 1
+    return colptr, rows, values
+
+
+@numba.njit(cache=True, nogil=True)
+def _csc_margins(colptr, rows, values, W, S, tile):
+    """``S += X Wᵀ`` (``S`` (m, R) zeros on entry) from ``X`` in column order.  ``S[i, r]``
+    receives ``x_ij · W[r, j]`` for ``j`` increasing: when every CSR row of ``X`` lists its columns
+    in increasing order that is the order of :func:`_csr_matvecs` (SciPy's ``csr_matvecs``),
+    term by term, each sum from 0 — the same numbers.  ``W`` is read once, ``tile`` columns at a
+    time into a ``(tile, R)`` block; ``S`` (``m × R``) stays in cache."""
+    R, d = W.shape
+    blk = np.empty((tile, R))
+    for j0 in range(0, d, tile):
+        jt = min(tile, d - j0)
+        for r in range(R):
+            for jj in range(jt):
+                blk[jj, r] = W[r, j0 + jj]
+        for jj in range(jt):
+            j = j0 + jj
+            for k in range(colptr[j], colptr[j + 1]):
+                i = rows[k]
+                a = values[k]
+                for r in range(R):
+                    S[i, r] += a * blk[jj, r]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _rmsprop_scale_kernel(G, m, reg, W, v, beta, one_beta, eps, v_out, s):
-    """Per element of the ``(R, d)`` arrays: ``ḡ = G/m (+ reg·W)``, ``v' = v·β + (ḡ·ḡ)·(1−β)``,
-    ``s = 1/(√max(v', 0) + ε)`` (NaN propagating like ``np.maximum``).  IEEE division and square
-    root (``error_model="numpy"`` only drops Python's zero-division check, which lets the loop
-    vectorize; the operations and their rounding are unchanged)."""
+def _csc_rmsprop_scale(colptr, rows, values, C, m, reg, W, v, beta, one_beta, eps, s, tile):
+    """AdaDPS's public statistic and scale in one pass over ``X = X_pub`` in column order.
+
+    Per column ``j``: ``G[j, r] = Σ_i x_ij C[i, r]`` with the rows ``i`` increasing, from 0 —
+    SciPy's ``csc_matvecs`` on ``Xᵀ`` (the reference's ``X_pubᵀ C``) term by term (four terms per
+    sweep over the accumulator row, each added and rounded in turn: the same sums); then per
+    element, as the reference: ``ḡ = G/m (+ reg·W)``, ``v' = v·β + (ḡ·ḡ)·(1−β)``,
+    ``s = 1/(√max(v', 0) + ε)`` (NaN propagating like ``np.maximum``); ``v`` is updated in place
+    (one array read and written at the same index: the element loop vectorizes, which it does not
+    when the output is a second array that may alias ``v``) and ``s`` written.  ``G`` exists only
+    as a ``(tile, R)`` block.  IEEE division and square root (``error_model="numpy"`` only drops
+    Python's zero-division check)."""
     R, d = W.shape
-    for r in range(R):
-        br = beta[r if beta.shape[0] > 1 else 0, 0]
-        obr = one_beta[r if one_beta.shape[0] > 1 else 0, 0]
-        er = eps[r if eps.shape[0] > 1 else 0, 0]
-        for j in range(d):
-            g = G[r, j] / m
-            if reg != 0.0:
-                g = g + reg * W[r, j]
-            x = v[r, j] * br + (g * g) * obr
-            v_out[r, j] = x
+    acc = np.empty((tile, R))
+    accT = np.empty((R, tile))
+    for j0 in range(0, d, tile):
+        jt = min(tile, d - j0)
+        for jj in range(jt):
+            j = j0 + jj
+            for r in range(R):
+                acc[jj, r] = 0.0
+            k = colptr[j]
+            end = colptr[j + 1]
+            while k + 4 <= end:  # four terms per pass over the row of acc, added one by one
+                i0, i1, i2, i3 = rows[k], rows[k + 1], rows[k + 2], rows[k + 3]
+                a0, a1, a2, a3 = values[k], values[k + 1], values[k + 2], values[k + 3]
+                for r in range(R):
+                    acc[jj, r] = (((acc[jj, r] + a0 * C[i0, r]) + a1 * C[i1, r]) + a2 * C[i2, r]) + a3 * C[i3, r]
+                k += 4
+            while k < end:
+                a = values[k]
+                i = rows[k]
+                for r in range(R):
+                    acc[jj, r] += a * C[i, r]
+                k += 1
+        for jj in range(jt):  # transposed in cache, so that the element loop below is contiguous
+            for r in range(R):
+                accT[r, jj] = acc[jj, r]
+        for r in range(R):
+            br = beta[r if beta.shape[0] > 1 else 0, 0]
+            obr = one_beta[r if one_beta.shape[0] > 1 else 0, 0]
+            er = eps[r if eps.shape[0] > 1 else 0, 0]
+            _rmsprop_scale_row(accT[r, :jt], m, reg, W[r, j0:j0 + jt], v[r, j0:j0 + jt], br, obr, er,
+                               s[r, j0:j0 + jt])
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _rmsprop_scale_row(G, m, reg, w, v, beta, one_beta, eps, s):
+    """One row's elements of :func:`_csc_rmsprop_scale` (contiguous 1-D views)."""
+    if reg != 0.0:
+        for j in range(G.shape[0]):
+            g = G[j] / m + reg * w[j]
+            x = v[j] * beta + (g * g) * one_beta
+            v[j] = x
             if not (x >= 0.0 or x != x):
                 x = 0.0
-            s[r, j] = 1.0 / (np.sqrt(x) + er)
+            s[j] = 1.0 / (np.sqrt(x) + eps)
+    else:
+        for j in range(G.shape[0]):
+            g = G[j] / m
+            x = v[j] * beta + (g * g) * one_beta
+            v[j] = x
+            if not (x >= 0.0 or x != x):
+                x = 0.0
+            s[j] = 1.0 / (np.sqrt(x) + eps)
+
+
+@numba.njit(cache=True, nogil=True)
+def _logistic_exponent(S, y, t, a):
+    """``t = (−y) · S`` and ``a = −|t|`` (the logistic link's operands, the reference's order)."""
+    m, R = S.shape
+    for i in range(m):
+        ny = -y[i]
+        for r in range(R):
+            x = ny * S[i, r]
+            t[i, r] = x
+            a[i, r] = -abs(x)
+
+
+@numba.njit(cache=True, nogil=True)
+def _logistic_from_exp(t, e, y, out):
+    """``out = (−y) · (1/(1 + e) if t ≥ 0 else e/(1 + e))`` elementwise (``e = exp(−|t|)``)."""
+    m, R = t.shape
+    for i in range(m):
+        ny = -y[i]
+        for r in range(R):
+            x = e[i, r]
+            q = 1.0 + x  # both branches' expressions, then a select (the loop vectorizes)
+            w1 = 1.0 / q
+            w2 = x / q
+            out[i, r] = ny * (w1 if t[i, r] >= 0 else w2)
+
+
+def _public_derivatives(pub, S):
+    """``l'(S, y)`` (m, R), C-ordered: :func:`_link_derivative`'s numbers.  For the logistic link
+    the arithmetic around the exponential runs in two Numba passes; the exponential itself is
+    NumPy's ``np.exp`` on the same contiguous operand (its rounding is NumPy's, whichever SIMD
+    loop this machine's NumPy uses)."""
+    if pub.link != "logistic":
+        return np.ascontiguousarray(_link_derivative(pub.link, S, pub.y[:, None]))
+    t = np.empty_like(S)
+    a = np.empty_like(S)
+    _logistic_exponent(S, pub.y, t, a)
+    e = np.exp(a)
+    del a
+    out = np.empty_like(S)
+    _logistic_from_exp(t, e, pub.y, out)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------
@@ -256,7 +391,27 @@ class _PublicGLM:
         self.public_idx = public_idx
         self.X, self.y, self.link, self.reg = X, y, link, reg
         self.m = X.shape[0]
-        self._gram = None
+        self._gram = self._csc = self._rows_sorted = None
+
+    @property
+    def csc(self):
+        """``X`` (CSR) in column order, :func:`_csc_of`: ``(colptr, rows, values)``."""
+        if self._csc is None:
+            X = self.X
+            self._csc = _csc_of(X.data, X.indices.astype(np.int64), X.indptr.astype(np.int64), X.shape[1])
+        return self._csc
+
+    @property
+    def rows_sorted(self) -> bool:
+        """Whether every CSR row of ``X`` lists its columns in nondecreasing order."""
+        if self._rows_sorted is None:
+            X = self.X
+            step = np.diff(X.indices)
+            first = np.zeros(step.shape[0], bool)  # a row's first entry follows another row's last
+            starts = X.indptr[1:-1][X.indptr[1:-1] > 0] - 1
+            first[starts[starts < step.shape[0]]] = True
+            self._rows_sorted = bool(np.all((step >= 0) | first))
+        return self._rows_sorted
 
     @property
     def gram(self):
