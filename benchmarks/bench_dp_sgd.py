@@ -10,6 +10,9 @@ DP-SGD with C = 1, σ = 1.  Reports, all measured in this one run, the timed run
 (b) steps × trials per second of the R = 64 run as a fraction of the *single-core Gaussian
     ceiling*: the rate at which one thread of ``Generator(PCG64).standard_normal(out=...)`` draws
     the R·d float64 normals a step needs (:mod:`machine_limits`), measured between the runs;
+(b1) the same for the chain engine (``dpsim.engine.FUSED_RELEASE = False``: every step through
+    ``transform.update``, the noise drawn as an ``(R, d)`` array), the A/B of the fused release
+    (:mod:`dpsim.transforms._fused_release`, bit for bit the same run);
 (b2) the same for ``backend="numpy:blocked"``, whose noise is drawn by a pool of threads, the
     next step's noise ahead while this step's clipped sum runs (:mod:`dpsim.backend`): on a
     machine with a free second core it can pass the single-core ceiling;
@@ -19,7 +22,9 @@ The timed runs record nothing (``metrics=()``): a full-data loss and gradient is
 optimizer step (at R = 64 one record costs about as much as 30 steps).  The cost with the default
 recording (about 100 records) is reported separately.  The first run of each configuration is a
 warm-up (Numba compilation) and is not timed.  A machine-limits line (GEMM GFLOP/s, normals/s) is
-measured in the same run.
+measured in the same run.  On a shared machine the wall clock also counts the time spent waiting
+for a core: every (b) figure is also given on the process CPU clock (``time.process_time``, the
+ceiling too), which counts only this process's work.
 """
 
 from __future__ import annotations
@@ -39,16 +44,23 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import dpsim  # noqa: E402
 import machine_limits  # noqa: E402
-from dpsim import optimizers, problems  # noqa: E402
+from dpsim import engine, optimizers, problems  # noqa: E402
 
 
-def _best_of(fn, repeats):
+def _best_of(fn, repeats, clock=time.perf_counter):
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return min(times)
+
+
+def _both_clocks(fn):
+    """(wall seconds, CPU seconds) of one call."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - w0, time.process_time() - c0
 
 
 def _device_normals(args, R, draws=20):
@@ -88,23 +100,34 @@ def main(argv=None) -> dict:
     R, T, b = args.trials, args.steps, args.batch_size
     blocked = args.backend + ":blocked" if args.backend in ("numpy", "array_api_strict") else None
 
-    def run(trials, steps, seed=0, record_every=None, backend=args.backend, metrics=()):
-        return dpsim.simulate(prob, opt, steps=steps, batch_size=b, trials=trials, seed=seed,
-                              backend=backend, dtype=args.dtype, metrics=metrics,
-                              record_every=steps if record_every is None else record_every)
+    def run(trials, steps, seed=0, record_every=None, backend=args.backend, metrics=(), fused=True):
+        engine.FUSED_RELEASE = fused
+        try:
+            return dpsim.simulate(prob, opt, steps=steps, batch_size=b, trials=trials, seed=seed,
+                                  backend=backend, dtype=args.dtype, metrics=metrics,
+                                  record_every=steps if record_every is None else record_every)
+        finally:
+            engine.FUSED_RELEASE = True
 
     run(R, 2)  # warm-up: Numba compilation, caches
+    run(R, 2, fused=False)
     run(1, 2)
     if blocked:
         run(R, 2, backend=blocked)
 
     size = R * args.d
-    t_many = t_blocked = t_single = float("inf")
-    rate_normals = 0.0
+    t_many = t_blocked = t_single = t_chain = c_many = c_chain = float("inf")
+    rate_normals = rate_normals_cpu = 0.0
     for _ in range(args.repeats):  # interleaved: every figure sees the same machine load
         rate_normals = max(rate_normals, _device_normals(args, R) if args.backend == "cupy" else
                            machine_limits.normals_per_s(size, repeats=3, dtype=args.dtype))
-        t_many = min(t_many, _best_of(lambda: run(R, T), 1))
+        if args.backend != "cupy":
+            rate_normals_cpu = max(rate_normals_cpu, machine_limits.normals_per_s(
+                size, repeats=3, dtype=args.dtype, clock="cpu"))
+        w, c = _both_clocks(lambda: run(R, T))
+        t_many, c_many = min(t_many, w), min(c_many, c)
+        w, c = _both_clocks(lambda: run(R, T, fused=False))
+        t_chain, c_chain = min(t_chain, w), min(c_chain, c)
         if blocked:
             t_blocked = min(t_blocked, _best_of(lambda: run(R, T, backend=blocked), 1))
         t_single = min(t_single, _best_of(lambda: [run(1, T, seed=s) for s in range(args.single_runs)], 1)
@@ -118,6 +141,10 @@ def main(argv=None) -> dict:
     ceiling = rate_normals / args.d  # trial-steps/s if a step cost only its R·d normals, one thread
     frac_b = rate / ceiling
     rate_blocked = R * T / t_blocked if blocked else None
+    frac_chain = R * T / t_chain / ceiling
+    ceiling_cpu = rate_normals_cpu / args.d if rate_normals_cpu else None
+    frac_cpu = R * T / c_many / ceiling_cpu if ceiling_cpu else None
+    frac_chain_cpu = R * T / c_chain / ceiling_cpu if ceiling_cpu else None
 
     # default recording (about 100 records)
     t_rec = _best_of(lambda: run(R, T, record_every=max(1, T // 100),
@@ -147,6 +174,12 @@ def main(argv=None) -> dict:
         "b_steps_trials_per_s": rate,
         "b_gaussian_ceiling_steps_trials_per_s": ceiling,
         "b_fraction_of_ceiling": frac_b,
+        "b_cpu_clock_fraction_of_ceiling": frac_cpu,
+        "b1_chain_run_R_s": t_chain,
+        "b1_chain_fraction_of_ceiling": frac_chain,
+        "b1_chain_cpu_clock_fraction_of_ceiling": frac_chain_cpu,
+        "b1_fused_over_chain": t_chain / t_many,
+        "b1_fused_over_chain_cpu_clock": c_chain / c_many,
         "b2_blocked_backend": blocked,
         "b2_run_R_s": t_blocked if blocked else None,
         "b2_fraction_of_single_core_ceiling": rate_blocked / ceiling if blocked else None,
@@ -160,6 +193,12 @@ def main(argv=None) -> dict:
     print(f"(a) R={R}: {t_many:.3f} s; R=1: {t_single:.3f} s per run -> per-trial speed-up {speedup_a:.1f}x")
     print(f"(b) {rate:,.0f} steps*trials/s vs single-core Gaussian ceiling {ceiling:,.0f} "
           f"-> {100 * frac_b:.0f}% of ceiling")
+    if ceiling_cpu:
+        print(f"    CPU clock: {R * T / c_many:,.0f} steps*trials/s vs ceiling {ceiling_cpu:,.0f} "
+              f"-> {100 * frac_cpu:.0f}% of ceiling")
+    print(f"(b1) chain engine (FUSED_RELEASE=False): {t_chain:.3f} s -> {100 * frac_chain:.0f}% of ceiling"
+          + (f" (CPU clock {100 * frac_chain_cpu:.0f}%)" if ceiling_cpu else "")
+          + f"; fused release x{t_chain / t_many:.2f} faster (CPU clock x{c_chain / c_many:.2f})")
     if blocked:
         print(f"(b2) backend={blocked}: {t_blocked:.3f} s, {rate_blocked:,.0f} steps*trials/s "
               f"-> {100 * rate_blocked / ceiling:.0f}% of the single-core ceiling "

@@ -16,6 +16,8 @@ compilation).  Then the peak is reset and the run with ``R`` trials is made.  Tw
 
 The run records the metrics at the first and last step (``record_every=steps``), as the
 throughput benchmarks do; ``--no-records`` drops them (``metrics=()``) to see the step alone.
+``--chain`` runs every step through ``transform.update`` (``dpsim.engine.FUSED_RELEASE = False``)
+instead of the fused release (:mod:`dpsim.transforms._fused_release`), for an A/B.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ import sys
 CHILD = r"""
 import json, os, sys, tracemalloc
 import dpsim
-from dpsim import optimizers, problems
+from dpsim import engine, optimizers, problems
 cfg = json.loads(sys.argv[1])
+engine.FUSED_RELEASE = not cfg.get("chain", False)
 
 def status(key):
     with open("/proc/self/status") as fh:
@@ -84,6 +87,7 @@ def main(argv=None):
     ap.add_argument("--optimizers", nargs="+", default=["dp_sgd", "dp_adam"])
     ap.add_argument("--backend", default="numpy")
     ap.add_argument("--no-records", action="store_true")
+    ap.add_argument("--chain", action="store_true", help="the chain engine (FUSED_RELEASE=False)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
@@ -91,12 +95,13 @@ def main(argv=None):
     rows = {}
     print(f"logistic_regression(n={args.n}, d={args.d}, density={args.density}), b={args.batch_size}, "
           f"R={args.trials}, {args.steps} steps, backend={args.backend}; unit R*d*8 = {unit / 2**20:.1f} MiB"
-          f"{'; no records' if args.no_records else '; records at the first and last step'}")
+          f"{'; no records' if args.no_records else '; records at the first and last step'}"
+          f"{'; chain engine' if args.chain else '; fused release'}")
     print(f"{'optimizer':<14}{'base RSS MiB':>14}{'traced peak':>14}{'RSS peak':>12}   (above base, in R*d*8)")
     for name in args.optimizers:
         cfg = dict(n=args.n, d=args.d, density=args.density, batch_size=args.batch_size,
                    trials=args.trials, steps=args.steps, optimizer=name, backend=args.backend,
-                   no_records=args.no_records)
+                   no_records=args.no_records, chain=args.chain)
         m = measure(cfg)
         traced = m["traced_peak"] / unit
         rss = None if m["rss_peak_above_base"] is None else m["rss_peak_above_base"] / unit

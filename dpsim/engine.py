@@ -127,7 +127,15 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         :mod:`dpsim.fused` when it covers this (problem, optimizer, backend, dtype), else the
         general chain engine; ``True``: the fused kernel or a ``ValueError`` saying why not;
         ``False``: always the general engine (the reference).  Both draw the same batches and
-        the same noise and agree to rounding; ``config["engine"]`` says which ran.
+        the same noise and agree to rounding; ``config["engine"]`` says which ran.  In the
+        general engine, a chain that its optimizer function *described*
+        (:mod:`dpsim.transforms._fused_release`: DP-SGD(M), DP-RMSProp/AdaGrad/Adam/AdamBC, the
+        DP² family and their non-private forms, i.i.d. noise, ``backend="numpy"``) takes each
+        step as one fused pass per trial — clipped sum, noise, recursion and update — with the
+        chain's random stream and operations, so bit for bit the result of
+        ``transform.update`` (``dpsim.engine.FUSED_RELEASE = False``), without its ``(R, d)``
+        temporaries; ``params`` and the state's arrays are then updated in place, so a probe
+        that keeps them past its record must copy them.
 
     Every record holds the full objective ``F(w)``, the excess ``F(w) − F*`` (when the problem
     knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.

@@ -283,15 +283,24 @@ def _dense_row(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, buf, 
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _noisy_mean(gen, like, noisy, sd, s, bb):
-    """``add_noise``'s element: ``(z·σC + S)/b`` (``z`` the next normal), or ``S/b`` without noise."""
+def _noisy_mean(gen, like, noisy, sd, s, bb, recip):
+    """``add_noise``'s element: ``(z·σC + S)/b`` (``z`` the next normal), or ``S/b`` without noise.
+
+    ``recip``: ``bb`` holds ``1/b`` for a power of two ``b``, and the quotient is a product:
+    ``x/2^k`` and ``x·2^-k`` are both the exact ``x·2^-k`` rounded once (``2^-k`` is exact), so
+    they are the same number — subnormal, infinite and NaN results included — and a product
+    costs a fraction of a division."""
     if noisy:
-        return (_draw(gen, like) * sd + s) / bb
-    return s / bb
+        x = _draw(gen, like) * sd + s
+    else:
+        x = s
+    if recip:
+        return x * bb
+    return x / bb
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _apply_row(op, src, gen, noisy, H, use_phi, add_eps, r, W, A, B, D):
+def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
     """Noise, the recursion ``op`` and the update of trial ``r``, coordinate by coordinate, on the
     clipped-sum row ``src`` (each operation as the chain's array expression, rounded once to the
     dtype: every operand is of the dtype, so Numba keeps float32 arithmetic in float32).  One loop
@@ -313,25 +322,25 @@ def _apply_row(op, src, gen, noisy, H, use_phi, add_eps, r, W, A, B, D):
     h9 = H[H_9, c]
     if op == OP_SGD:  # scale(−η), then w + u
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb)
+            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
             W[r, j] = W[r, j] + g * nl
     elif op == OP_MOMENTUM:  # trace: b = b·β + g   (h1 = β)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb)
+            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
             m = A[r, j] * h1 + g
             A[r, j] = m
             W[r, j] = W[r, j] + m * nl
     elif op == OP_RMSPROP:
         # v = v·β + g²·(1−β) (h1 β, h2 1−β);  g / (√max(v, 0) + ε)  (h3 ε)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb)
+            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
             v = A[r, j] * h1 + (g * g) * h2
             A[r, j] = v
             mv = v if (v > zero or v != v) else zero  # np.maximum(v, 0.0), NaN-propagating
             W[r, j] = W[r, j] + (g / (np.sqrt(mv) + h3)) * nl
     elif op == OP_ADAGRAD:  # v = v + g²;  g / (√max(v, 0) + ε)  (h3 ε)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb)
+            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
             v = A[r, j] + g * g
             A[r, j] = v
             mv = v if (v > zero or v != v) else zero
@@ -339,7 +348,7 @@ def _apply_row(op, src, gen, noisy, H, use_phi, add_eps, r, W, A, B, D):
     elif op == OP_ADAM:  # dpsim.transforms.preconditioners._adam_kernel, then the lr
         # h1 β1, h2 1−β1, h3 β2, h4 1−β2, h5 1−β1^t, h6 1−β2^t, h7 Φ, h8 floor, h9 ε
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb)
+            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
             m = A[r, j] * h1 + g * h2
             v = B[r, j] * h3 + (g * g) * h4
             A[r, j] = m
@@ -354,21 +363,21 @@ def _apply_row(op, src, gen, noisy, H, use_phi, add_eps, r, W, A, B, D):
             W[r, j] = W[r, j] + ((m / h5) / den) * nl
     elif op == OP_ACC_SGD:  # DP² SGD phase: G = G + g; w + g·(−η)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb)
+            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
             B[r, j] = B[r, j] + g
             W[r, j] = W[r, j] + g * nl
     elif op == OP_ACC:  # DP² extra query's side release: G = G + g
         for j in range(d):
-            B[r, j] = B[r, j] + _noisy_mean(gen, W, noisy, sd, src[j], bb)
+            B[r, j] = B[r, j] + _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
     else:  # OP_DIV: DP² noise-first adaptive phase: (g / D)·(−η2)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb)
+            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
             W[r, j] = W[r, j] + (g / D[r, j]) * nl
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C,
-                   mask, want_mask, total, buf, gen, noisy, H, use_phi, add_eps, op, A, B, D):
+                   mask, want_mask, total, buf, gen, noisy, recip, H, use_phi, add_eps, op, A, B, D):
     """Every trial in order: its clipped sum (``srck``: CSR or dense GLM row body into ``buf``, or
     the precomputed ``total[r]``), then :func:`_apply_row`."""
     R = W.shape[0]
@@ -376,12 +385,12 @@ def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S,
         if srck == SRC_CSR:
             _csr_row(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask,
                      want_mask, buf, r)
-            _apply_row(op, buf, gen, noisy, H, use_phi, add_eps, r, W, A, B, D)
+            _apply_row(op, buf, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
         elif srck == SRC_DENSE:
             _dense_row(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, buf, r)
-            _apply_row(op, buf, gen, noisy, H, use_phi, add_eps, r, W, A, B, D)
+            _apply_row(op, buf, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
         else:
-            _apply_row(op, total[r], gen, noisy, H, use_phi, add_eps, r, W, A, B, D)
+            _apply_row(op, total[r], gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -492,7 +501,7 @@ class FusedStep:
             C = np.ascontiguousarray(_clip_per_trial(clip_arg, R), dtype=np.float64)
         _release_apply(self.srck, self.data, self.indices, self.indptr, self.rn2, self.X, idx, W,
                        self.y, self.kind, self.lam, Sk, want_scale, C, M, want_mask, total,
-                       self.buf, ctx.backend._gen, rel.noisy, H, use_phi, add_eps, op,
+                       self.buf, ctx.backend._gen, rel.noisy, self._recip(ctx), H, use_phi, add_eps, op,
                        A if A is not None else self._dummy(W), B if B is not None else self._dummy(W),
                        D if D is not None else self._dummy(W))
 
@@ -503,7 +512,15 @@ class FusedStep:
     def _base(self, rel, neglr, ctx, dt):
         """The table entries every release has: noise std, b, the learning-rate factor, zero."""
         std = 0.0 if not rel.noisy else ctx.hp(rel.std)
-        return {H_STD: std, H_B: float(ctx.batch_size), H_NEGLR: ctx.hp(neglr), H_ZERO: 0.0}
+        b = float(ctx.batch_size)
+        return {H_STD: std, H_B: 1.0 / b if self._recip(ctx) else b, H_NEGLR: ctx.hp(neglr),
+                H_ZERO: 0.0}
+
+    @staticmethod
+    def _recip(ctx):
+        """``b`` a power of two: the kernel multiplies by the exact ``1/b`` (:func:`_noisy_mean`)."""
+        b = int(ctx.batch_size)
+        return 0 < b < 2 ** 60 and b & (b - 1) == 0
 
     def _static_table(self, key, rel, neglr, ctx, dt, R, extra=None):
         H = self._static.get(key)
