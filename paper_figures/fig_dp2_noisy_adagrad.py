@@ -142,8 +142,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax2.set_ylabel("mean excess training loss\n" + r"$F(w_t) - F^\star$")
         ax2.set_title("(b) learning curves (95% CI)", fontsize=8)
         ax2.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), ncol=1, fontsize=6,
-                   title=f"ε at δ = {style.fmt_float(delta_of(rows[0].res))} (noisy AdaGrad: "
-                         "private part;\n1 of its 2 releases per step each, same σ)",
+                   title=f"ε at δ = {style.fmt_float(delta_of(rows[0].res))}; noisy AdaGrad: ε of the "
+                         "private part,\nits 2 releases per step together cost one at σ",
                    title_fontsize=6.5)
         trials = "/".join(str(t) for t in sorted({r.res.trials for r in rows}))
         fig.suptitle(f"DP² vs noisy AdaGrad ([DP2] Fig. 12), σ = {_sigma(rows):g} — "

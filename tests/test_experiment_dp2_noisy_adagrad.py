@@ -118,6 +118,7 @@ def test_presets_are_consistent():
         assert len(labels) == len(set(labels))
         if scale != "tiny":
             assert cfg.tune_trials >= 3
-            assert cfg.zipf == 2.0 and cfg.public_fraction == 0.01
+            assert cfg.zipf == 2.0 and round(cfg.public_fraction * cfg.n) >= 3 * max(cfg.k_grid)
+    assert X.PRESETS["quick"].public_fraction == 0.01  # the paper's 1% split at quick
     with pytest.raises(ValueError, match="k_grid"):
         X.Config(**{**X.PRESETS["tiny"].__dict__, "k_grid": (0,)})

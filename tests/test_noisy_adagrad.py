@@ -5,6 +5,7 @@ declared ε against the accountant, and bad inputs."""
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -14,7 +15,9 @@ from scipy import stats as sps
 import dpsim
 from dpsim import problems
 from dpsim.backend import Backend
-from dpsim.optimizers import noisy_adagrad as NA
+# the module by its full name: once dpsim.optimizers re-exports the optimizer function, the
+# attribute dpsim.optimizers.noisy_adagrad is that function, not this module
+NA = importlib.import_module("dpsim.optimizers.noisy_adagrad")
 from dpsim.transforms.base import Batch, StepContext
 
 from naive import _batch_grads, _public_split, clip as clip_vec, example_grad, streams
