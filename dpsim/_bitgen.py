@@ -43,7 +43,9 @@ The algorithms (each reproduces NumPy's C code, ``numpy/random/src``; NumPy ≥ 
   them, numpy#31238); ``n − X`` when ``p > 1/2``.  NumPy keeps the set-up quantities of the last
   ``(n, p)`` in the ``Generator`` (``binomial_t``) only as a cache: they are a pure function of
   ``(n, p)``, so computing them once per ``(n, p)`` (:func:`binomial_setup`) and reusing them gives
-  the same draws.
+  the same draws.  Likewise BTPE's explicit ratios ``f(y)/f(m)`` for ``|y − m| ≤ 20`` (a loop of
+  up to ``|y − m|`` divisions at each draw that reaches that test) are tabulated once per ``(n, p)``
+  by the same loop (:func:`binomial_table`): a table entry has the bits the loop would produce.
 
 Exactness is checked against NumPy itself (``tests/test_bitgen.py``: values and the
 ``Generator``'s final state, many seeds, every branch, interleaved draws, buffered half words).
@@ -71,7 +73,8 @@ except ImportError:  # pragma: no cover - exercised only on a Numba without the 
     _ZIG_R = _ZIG_INV_R = None
 
 __all__ = ["WORDS", "state_of", "store_state", "supports", "next_uint64", "next_uint32",
-           "next_double", "standard_normal", "integers", "binomial_setup", "binomial",
+           "next_double", "standard_normal", "integers", "binomial_setup", "binomial_table",
+           "binomial",
            "draw_double", "draw_normal", "draw_integers", "draw_binomial"]
 
 WORDS = 6
@@ -359,14 +362,54 @@ def _stirling_reject(A, xm, m, n, y, r, q):
                 + (k - (462. - (132. - (99. - 140. / w2) / w2) / w2) / w2) / w / 166320.)
 
 
+#: Half-width of the table of BTPE's explicit ratios ``f(y)/f(m)`` (:func:`binomial_table`): the
+#: explicit evaluation is used for every ``|y − m| ≤ 20`` (and beyond only when ``nrq`` is small).
+TABLE_HALF = 20
+
+
 @numba.njit
-def _btpe(st, bp):
+def _ratio(n, m, y, a, s):
+    """BTPE's explicit ``F = f(y)/f(m)`` by NumPy's recursion (products in the order of ``i``)."""
+    F = 1.0
+    if m < y:
+        for i in range(m + 1, y + 1):
+            F = F * (a / i - s)
+    elif m > y:
+        for i in range(y + 1, m + 1):
+            F = F / (a / i - s)
+    return F
+
+
+@numba.njit
+def binomial_table(bp):
+    """``F(m + k)`` for ``|k| ≤ TABLE_HALF`` (NaN where ``m + k ∉ [0, n]`` or without BTPE): the
+    ratios BTPE computes by a loop at each draw that reaches its explicit test, computed once per
+    ``(n, p)`` by the same loop (the same operations in the same order, so the same bits).  Pass
+    it to :func:`binomial`; an empty array means "no table"."""
+    tab = np.full(2 * TABLE_HALF + 1, np.nan)
+    if bp[0] != 2:
+        return tab
+    n, r, q = bp[2], bp[3], bp[4]
+    m = np.int64(bp[6])
+    s = r / q
+    a = s * (n + 1)
+    for k in range(-TABLE_HALF, TABLE_HALF + 1):
+        y = m + k
+        if 0 <= y <= n:
+            tab[k + TABLE_HALF] = _ratio(n, m, y, a, s)
+    return tab
+
+
+@numba.njit
+def _btpe(st, bp, tab):
     """BTPE (NumPy's ``random_binomial_btpe`` from its set-up ``bp``): triangle, parallelograms,
-    exponential tails; squeezes, then the explicit or Stirling-based acceptance tests."""
+    exponential tails; squeezes, then the explicit or Stirling-based acceptance tests (the
+    explicit ratio read from ``tab`` when it holds it)."""
     n, r, q = bp[2], bp[3], bp[4]
     nrq, mf, p1, xm, xl, xr = bp[5], bp[6], bp[7], bp[8], bp[9], bp[10]
     c, laml, lamr, p2, p3, p4 = bp[11], bp[12], bp[13], bp[14], bp[15], bp[16]
     m = np.int64(mf)
+    use_tab = tab.shape[0] == 2 * TABLE_HALF + 1
     while True:
         u = next_double(st) * p4
         v = next_double(st)
@@ -390,16 +433,11 @@ def _btpe(st, bp):
             v = v * (u - p3) * lamr
         k = abs(y - m)
         if not (k > 20 and k < nrq / 2.0 - 1):
-            # explicit evaluation of f(y)/f(m) by the recursion
-            s = r / q
-            a = s * (n + 1)
-            F = 1.0
-            if m < y:
-                for i in range(m + 1, y + 1):
-                    F = F * (a / i - s)
-            elif m > y:
-                for i in range(y + 1, m + 1):
-                    F = F / (a / i - s)
+            # explicit evaluation of f(y)/f(m) by the recursion (or its tabulated value)
+            F = tab[y - m + TABLE_HALF] if use_tab and k <= TABLE_HALF else math.nan
+            if F != F:
+                s = r / q
+                F = _ratio(n, m, y, s * (n + 1), s)
             if v > F:
                 continue
             return y
@@ -436,14 +474,15 @@ def _inversion(st, bp):
 
 
 @numba.njit(inline="always")
-def binomial(st, bp):
-    """One ``Binomial(n, p)`` draw, NumPy's ``random_binomial``, with ``bp = binomial_setup(n, p)``."""
+def binomial(st, bp, tab):
+    """One ``Binomial(n, p)`` draw, NumPy's ``random_binomial``, with ``bp = binomial_setup(n, p)``
+    and ``tab = binomial_table(bp)`` or an empty float64 array (the table only saves work)."""
     if bp[0] == 0:
         return np.int64(0)
     if bp[0] == 1:
         X = _inversion(st, bp)
     else:
-        X = _btpe(st, bp)
+        X = _btpe(st, bp, tab)
     return bp[2] - X if bp[1] else X
 
 
@@ -466,12 +505,13 @@ def draw_integers(rng, low, high):
     return rng.integers(low, high) if isinstance(rng, np.random.Generator) else integers(rng, low, high)
 
 
-def draw_binomial(rng, bp):
+def draw_binomial(rng, bp, tab):
     """``rng.binomial(n, p)`` or :func:`binomial` from the set-up ``bp = binomial_setup(n, p)``
-    (the ``Generator`` path reads ``n`` and ``p`` back from it)."""
+    and ``tab = binomial_table(bp)`` (the ``Generator`` path reads ``n`` and ``p`` back from
+    ``bp``)."""
     if isinstance(rng, np.random.Generator):
         return rng.binomial(bp[2], bp[17])
-    return binomial(rng, bp)
+    return binomial(rng, bp, tab)
 
 
 def _is_state(rng):
@@ -503,8 +543,8 @@ def _ol_draw_integers(rng, low, high):
 
 
 @overload(draw_binomial, inline="always")
-def _ol_draw_binomial(rng, bp):
+def _ol_draw_binomial(rng, bp, tab):
     if isinstance(rng, types.NumPyRandomGeneratorType):
-        return lambda rng, bp: rng.binomial(bp[2], bp[17])
+        return lambda rng, bp, tab: rng.binomial(bp[2], bp[17])
     if _is_state(rng):
-        return lambda rng, bp: binomial(rng, bp)
+        return lambda rng, bp, tab: binomial(rng, bp, tab)

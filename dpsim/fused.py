@@ -707,6 +707,9 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
     nomask = np.ones((1, 1), dtype=np.bool_)
     cnt = count
     p = 0
+    bn = -1  # the n of the binomial set-up held in bp, btab (p_all[0] is fixed in a call)
+    bp = _BG.binomial_setup(0, 0.0)
+    btab = _BG.binomial_table(bp)
     b1 = b2 = c1 = c2 = 0.0
     for k in range(K):
         t = t0 + k + 1
@@ -718,10 +721,13 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
             n_s = n_all[grp]
         kmax = b
         if sk == S_POISSON or sk == S_CYCLIC:
-            bp = _BG.binomial_setup(n_s, p_all[0])  # NumPy's binomial_t: once per (n, p)
+            if n_s != bn:  # NumPy's binomial_t and BTPE's ratios: once per (n, p)
+                bn = n_s
+                bp = _BG.binomial_setup(n_s, p_all[0])
+                btab = _BG.binomial_table(bp)
             kmax = 0
             for r in range(R):
-                sizes[r] = _BG.draw_binomial(srng, bp)
+                sizes[r] = _BG.draw_binomial(srng, bp, btab)
                 if sizes[r] > kmax:
                     kmax = sizes[r]
         elif sk == S_FIXED:

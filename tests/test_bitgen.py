@@ -39,8 +39,13 @@ def _fill(st, what, k, a, b):
             out[i] = B.draw_normal(st)
     elif what == 2:
         bp = B.binomial_setup(np.int64(a), b)
+        tab = B.binomial_table(bp)
         for i in range(k):
-            out[i] = B.draw_binomial(st, bp)
+            out[i] = B.draw_binomial(st, bp, tab)
+    elif what == 3:  # without the table of BTPE's explicit ratios
+        bp = B.binomial_setup(np.int64(a), b)
+        for i in range(k):
+            out[i] = B.binomial(st, bp, np.zeros(0))
     return out
 
 
@@ -64,8 +69,9 @@ def _fill_gen(rng, what, k, a, b):
             out[i] = B.draw_normal(rng)
     elif what == 2:
         bp = B.binomial_setup(np.int64(a), b)
+        tab = B.binomial_table(bp)
         for i in range(k):
-            out[i] = B.draw_binomial(rng, bp)
+            out[i] = B.draw_binomial(rng, bp, tab)
     return out
 
 
@@ -104,8 +110,9 @@ BINOMIALS = [(1000, 0.032), (1000, 0.01), (1000, 0.03), (1000, 0.031), (200, 0.9
 
 @pytest.mark.parametrize("n,p", BINOMIALS)
 def test_binomial_every_branch(n, p):
-    """Inversion (``n·min(p,1−p) ≤ 30``) and BTPE, ``p`` on both sides of 1/2, ``n = 0``,
-    ``p ∈ {0, 1}``; against NumPy's scalar and vectorized draws."""
+    """Inversion (``n·min(p,1−p) ≤ 30``) and BTPE (with and without the table of its explicit
+    ratios), ``p`` on both sides of 1/2, ``n = 0``, ``p ∈ {0, 1}``; against NumPy's scalar and
+    vectorized draws."""
     for seed in SEEDS[:4]:
         g, ref = _pair(seed)
         k = 3000
@@ -114,6 +121,9 @@ def test_binomial_every_branch(n, p):
         assert g.bit_generator.state == ref.bit_generator.state
         x = _run(g, _fill, 2, 5, n, p)
         np.testing.assert_array_equal(x, [ref.binomial(n, p) for _ in range(5)])
+        assert g.bit_generator.state == ref.bit_generator.state
+        x = _run(g, _fill, 3, k, n, p)  # the loop instead of the table: the same draws
+        np.testing.assert_array_equal(x, ref.binomial(n, p, size=k))
         assert g.bit_generator.state == ref.bit_generator.state
 
 
@@ -126,6 +136,31 @@ def test_binomial_btpe_rare_branches_are_exercised():
     np.testing.assert_array_equal(x, ref.binomial(n, p, size=k))
     assert g.bit_generator.state == ref.bit_generator.state
     assert np.sum(np.abs(x - n * p) > 20) > k // 2
+
+
+def test_binomial_table_is_the_loop():
+    """Every entry of :func:`binomial_table` equals BTPE's explicit loop for that ``y``, bit for
+    bit (and NaN outside ``[0, n]``)."""
+    for n, p in ((1000, 0.032), (500, 0.9), (100, 0.5), (10**6, 0.4), (70, 0.5)):
+        bp = B.binomial_setup(n, p)
+        assert bp[0] == 2  # BTPE
+        tab = B.binomial_table(bp)
+        n_, r, q, m = bp[2], bp[3], bp[4], int(bp[6])
+        s = r / q
+        a = s * (n_ + 1)
+        for k in range(-B.TABLE_HALF, B.TABLE_HALF + 1):
+            y = m + k
+            F = 1.0
+            if m < y:
+                for i in range(m + 1, y + 1):
+                    F = F * (a / i - s)
+            elif m > y:
+                for i in range(y + 1, m + 1):
+                    F = F / (a / i - s)
+            if 0 <= y <= n_:
+                assert tab[k + B.TABLE_HALF] == F
+            else:
+                assert np.isnan(tab[k + B.TABLE_HALF])
 
 
 INTEGER_RANGES = [(0, 1), (0, 2), (0, 7), (0, 1000), (3, 1003), (-50, 50), (0, 2**31 + 3),
