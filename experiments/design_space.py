@@ -48,8 +48,12 @@ and so are the claims' quantitative forms.**  Four parts (one figure each):
     scale-then-privatize and the noiseless-preconditioner oracles.
 
 **Tuning** (parts a, c, d): every method's learning rate **and every stability constant** it has
-(AdaGrad/Adam ``eps``, DP-AdamBC's floor ``gamma_prime``, scale-then-privatize's ``eps_scale``,
-both for the STP oracle) form a grid folded into the trial axis of one *tuning* cell
+(AdaGrad/Adam ``eps`` — on the quadratic too, ``quad_eps_grid`` —, DP-AdamBC's floor
+``gamma_prime``, scale-then-privatize's ``eps_scale``, both for the STP oracle) and, for private
+scale-then-privatize, its **clip norm** (re-tuned as [DESIGN] §5.2 does, "since we are no longer
+clipping in the ℓ2-norm": ``var_stp_clip_grid``, ``quad_stp_clip_grid``, with its own ε_s grid
+``var_stp_eps_scale_grid`` reaching ε_s = 10, where STP degenerates into post-processing) form a
+grid folded into the trial axis of one *tuning* cell
 (``tune-<label>``, ``*_tune_trials`` ≥ 3 trials per grid point); the point with the lowest mean
 final *training* loss is chosen (:mod:`experiments.tuning`, saved under the tuning cell's label,
 grid-edge status included).  The chosen point then runs in a separate *evaluation* cell
@@ -61,9 +65,10 @@ the stability constant that matters.  The STP oracle's ``v`` is noiseless, so a 
 clean gradient stays 0 keeps ``v = 0`` and is divided by ``eps`` alone: its ``eps`` is tied to
 ``eps_scale`` (one tuned axis, ``ε_a = ε_s``, to keep the grid affordable).  Scale-then-privatize
 has its own learning-rate grid in part (c) (``var_stp_lr_grid``): its update scale differs from
-Adam's by the clipping of the scaled gradients.  Its clip norm is not tuned (the paper tunes it
-for STP): with the small ``ε_s`` the tuning picks, nearly every scaled gradient is clipped and
-Adam's normalization cancels ``C``.  In the 1-D table, STP over AdaGrad with the DP-MF noise
+Adam's by the clipping of the scaled gradients.  Clip and ``ε_s`` interact (the clipped object
+is ``g/(√v + ε_s)``; with every scaled gradient clipped, Adam's normalization cancels ``C``), so
+they are tuned jointly.  The oracles keep the fixed clip (``var_clip``, ``quad_clip``); the
+non-private premise Adam has its own ``eps`` grid (``var_premise_eps_grid``).  In the 1-D table, STP over AdaGrad with the DP-MF noise
 diverges at every grid point (its noise scales with ``√v``, so ``v`` grows geometrically when
 ``σC/b = 1``); the table says so instead of dropping the row.
 
@@ -104,7 +109,7 @@ VARIANTS = (
     ("dp_adam_corrected", "dp_adam_corrected", ("eps",), True),
     ("dp_adam_bc", "dp_adam_bc", ("gamma_prime",), True),
     ("dp_adam_ime", "dp_adam_ime", ("eps",), True),
-    ("dp_adam_stp", "dp_adam_stp", ("eps_scale",), True),
+    ("dp_adam_stp", "dp_adam_stp", ("eps_scale", "clip"), True),
     ("dp_adam_noiseless_v", "dp_adam_noiseless_v", ("eps",), False),
     ("dp_adam_stp_noiseless_v", "dp_adam_stp_noiseless_v", ("eps_scale",), False),  # ε_a = ε_s
 )
@@ -112,10 +117,10 @@ VARIANTS = (
 VAR_NOISES = ("gaussian", "bandmf", "gaussian_rmse")
 # (label, optimizer name, fixed hyperparameters, stability constants tuned)
 QUAD_METHODS = (
-    ("adam", "adam", {}, ()),
-    ("dp_adam", "dp_adam", {}, ()),
-    ("dp_adam_noiseless_v", "dp_adam_noiseless_v", {}, ()),
-    ("dp_adam_stp", "dp_adam_stp", {}, ("eps_scale",)),
+    ("adam", "adam", {}, ("eps",)),
+    ("dp_adam", "dp_adam", {}, ("eps",)),
+    ("dp_adam_noiseless_v", "dp_adam_noiseless_v", {}, ("eps",)),
+    ("dp_adam_stp", "dp_adam_stp", {}, ("eps_scale", "clip")),
     ("dp_adam_stp_noiseless_v", "dp_adam_stp_noiseless_v", {}, ("eps_scale",)),
 )
 
@@ -177,6 +182,12 @@ class Config:
     quad_noise_multiplier: float = 1.0
     quad_init: tuple[float, float] = (1.0, 1.0)
     quad_record_every: int = 5
+    # stability constants and clip norms tuned on top of the required grids (module docstring)
+    var_stp_eps_scale_grid: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0)  # private STP
+    var_stp_clip_grid: tuple[float, ...] = (0.1, 1.0, 10.0)     # private STP's clip (re-tuned)
+    var_premise_eps_grid: tuple[float, ...] = (1e-5, 1e-4, 1e-3, 1e-2, 0.1, 1.0)  # non-private Adam
+    quad_eps_grid: tuple[float, ...] = (1e-8, 1e-3, 1e-2, 0.1, 1.0)  # Adam's ε (not STP's)
+    quad_stp_clip_grid: tuple[float, ...] = (2.0, 20.0, 200.0)  # private STP's clip (re-tuned)
     data_seed: int = 0
     seed: int = 0
 
@@ -196,7 +207,9 @@ class Config:
             raise ValueError(f"ada_zero_fractions must be in [0, 1), got {self.ada_zero_fractions!r}")
         for name in ("ada_lr_grid", "ada_eps_grid", "ada_eps_scale_grid", "var_lr_grid",
                      "var_stp_lr_grid", "var_sgd_lr_grid", "var_eps_grid", "var_eps_scale_grid",
-                     "quad_lr_grid", "quad_eps_scale_grid"):
+                     "quad_lr_grid", "quad_eps_scale_grid", "var_stp_eps_scale_grid",
+                     "var_stp_clip_grid", "var_premise_eps_grid", "quad_eps_grid",
+                     "quad_stp_clip_grid"):
             g = getattr(self, name)
             if not g or any(x <= 0 for x in g):
                 raise ValueError(f"{name} must be non-empty and positive, got {g!r}")
@@ -222,8 +235,13 @@ PRESETS: dict[str, Config] = {
                    var_eps_grid=(1e-2,),
                    var_eps_scale_grid=(1.0,), var_tune_trials=3, var_eval_trials=3, var_bands=2,
                    quad_steps=20, quad_batch_size=5, quad_lr_grid=(0.1,), quad_eps_scale_grid=(1.0,),
-                   quad_tune_trials=3, quad_eval_trials=3, neg_record_every=5, quad_record_every=5),
-    # A laptop: about two minutes of one core.
+                   quad_tune_trials=3, quad_eval_trials=3, neg_record_every=5, quad_record_every=5,
+                   var_stp_eps_scale_grid=(1.0,), var_stp_clip_grid=(0.1, 1.0),
+                   var_premise_eps_grid=(1e-3,), quad_eps_grid=(1e-8, 0.1),
+                   quad_stp_clip_grid=(20.0,)),
+    # A laptop: ~75 CPU-seconds of simulation (cells' CPU time, measured on the loaded 2-core
+    # machine: ada 11 s, neg 3 s, var 26 s + STP with its clip tuned 21 s, quad 1 s plus a one-time
+    # Numba compile of the fused Adam kernel with per-trial ε, ~12 s, when its cache is cold).
     "quick": Config(ada_n=1000, ada_zero_fractions=(0.5, 0.9), ada_lr_grid=_pow2(-5, 4),
                     ada_eps_grid=(1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0),
                     ada_eps_scale_grid=(0.01, 0.1, 1.0),
@@ -231,23 +249,32 @@ PRESETS: dict[str, Config] = {
                     neg_dims=(10, 100, 1000, 3000, 10000, 30000), neg_batch_size=50, neg_steps=300,
                     neg_trials=2,
                     var_n=2000, var_d=2000, var_density=0.01, var_steps=200, var_batch_size=50,
-                    var_lr_grid=_pow2(-8, 2, 2), var_stp_lr_grid=_pow2(-12, -2, 2),
+                    var_lr_grid=_pow2(-8, 2, 2), var_stp_lr_grid=_pow2(-10, 0, 2),
                     var_sgd_lr_grid=_pow2(-4, 6, 2), var_eps_grid=(1e-3, 1e-2, 1e-1, 1.0, 10.0),
-                    var_eps_scale_grid=(1e-5, 1e-4, 1e-3, 1e-2),
+                    var_eps_scale_grid=(1e-6, 1e-5, 1e-4, 1e-3, 1e-2),
                     var_tune_trials=3, var_eval_trials=8,
                     quad_steps=300, quad_batch_size=10, quad_lr_grid=_pow2(-8, -1),
                     quad_eps_scale_grid=(1e-3, 1e-2, 1e-1, 1.0), quad_tune_trials=4,
-                    quad_eval_trials=16),
-    # The paper's sizes where known (30 trials for the 1-D table).
+                    quad_eval_trials=16, var_premise_eps_grid=(1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2),
+                    quad_eps_grid=(1e-8, 1e-3, 1e-2, 0.1, 1.0, 10.0)),
+    # The paper's sizes where known (30 trials for the 1-D table); ≥ 4 tuning trials per grid point.
+    # Estimated ~0.9 CPU-hours (trial-steps counted from the grids × per-trial-step CPU measured at
+    # this size on the loaded 2-core machine): ada 2.0e7 × 5 µs ≈ 100 s; neg 5.8e8 coordinate-steps
+    # × 0.1 µs ≈ 60 s; var 6.4e6 × ~290 µs (220–480 µs by method and noise, d = 5000, B = 100)
+    # ≈ 1900 s; private STP with ε_s × clip tuned 4.4e6 × ~290 µs ≈ 1300 s; quad ≈ 10 s.
     "full": Config(ada_n=1000, ada_zero_fractions=(0.0, 0.5, 0.8, 0.9, 0.95),
                    ada_lr_grid=_pow2(-7, 5), ada_eps_grid=(1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1e3),
                    ada_eps_scale_grid=(1e-3, 0.01, 0.1, 1.0), ada_tune_trials=8, ada_eval_trials=30,
                    neg_dims=(10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000), neg_batch_size=100,
                    neg_steps=1000, neg_trials=4,
                    var_n=10000, var_d=5000, var_density=0.01, var_steps=1000, var_batch_size=100,
-                   var_lr_grid=_pow2(-10, 3), var_stp_lr_grid=_pow2(-14, -1),
+                   var_lr_grid=_pow2(-10, 3), var_stp_lr_grid=_pow2(-12, 0),
                    var_sgd_lr_grid=_pow2(-4, 7), var_eps_grid=(1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0),
-                   var_eps_scale_grid=(1e-5, 1e-4, 1e-3, 1e-2, 1e-1), var_tune_trials=4,
+                   var_eps_scale_grid=(1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1),
+                   var_stp_eps_scale_grid=(1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0),
+                   var_stp_clip_grid=(0.03, 0.1, 1.0, 10.0),
+                   var_premise_eps_grid=(1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.1),
+                   quad_eps_grid=(1e-8, 1e-3, 1e-2, 0.1, 1.0, 10.0), var_tune_trials=4,
                    var_eval_trials=20, neg_beta2=0.999, var_bands=16,
                    quad_steps=1000, quad_batch_size=10, quad_lr_grid=_pow2(-9, 0),
                    quad_eps_scale_grid=(1e-3, 1e-2, 0.1, 1.0), quad_tune_trials=10,
@@ -410,6 +437,7 @@ def run(config: Config, cache) -> dict:
     settings = var_noise_settings(config)
     var_stab = {"eps": config.var_eps_grid, "eps_scale": config.var_eps_scale_grid,
                 "gamma_prime": tuple(e * e for e in config.var_eps_grid)}
+    stp_stab = {"eps_scale": config.var_stp_eps_scale_grid, "clip": config.var_stp_clip_grid}
     var_runs = [("none", "adam", "adam", ("eps",)), ("none", "sgd", "sgd", ())]
     for tag in VAR_NOISES:
         for mlabel, opt_name, stab, private in VARIANTS:
@@ -420,13 +448,16 @@ def run(config: Config, cache) -> dict:
         lr_grid = (config.var_sgd_lr_grid if opt_name in ("sgd", "dp_sgd") else
                    config.var_stp_lr_grid if opt_name.startswith("dp_adam_stp") else
                    config.var_lr_grid)
-        grid = _grid(lr_grid, {k: var_stab[k] for k in stab})
+        own = (stp_stab if opt_name == "dp_adam_stp" else
+               {"eps": config.var_premise_eps_grid} if tag == "none" else var_stab)
+        grid = _grid(lr_grid, {k: own[k] for k in stab})
         s = settings.get(tag)
 
         def simulate_at(hp, trials, seed, opt_name=opt_name, s=s, mlabel=mlabel):
             hp = dict(hp)
             if s is not None:
-                hp.update(clip=config.var_clip, noise_multiplier=s["sigma"], noise=s["noise"])
+                hp.setdefault("clip", config.var_clip)  # tuned for STP, fixed otherwise
+                hp.update(noise_multiplier=s["sigma"], noise=s["noise"])
             if opt_name not in ("sgd", "dp_sgd"):
                 hp.update(beta2=config.var_beta2)
             if opt_name == "dp_adam_stp_noiseless_v":
@@ -450,13 +481,16 @@ def run(config: Config, cache) -> dict:
     # (d) quadratic 2-D
     quad_prob = dpsim.problems.quadratic_2d(config.quad_a, config.quad_b, noise=config.quad_noise,
                                             n=config.quad_n, seed=config.data_seed)
+    quad_stab = {"eps": config.quad_eps_grid, "eps_scale": config.quad_eps_scale_grid,
+                 "clip": config.quad_stp_clip_grid}
     for mlabel, opt_name, fixed, stab in QUAD_METHODS:
-        grid = _grid(config.quad_lr_grid, {k: config.quad_eps_scale_grid for k in stab})
+        grid = _grid(config.quad_lr_grid, {k: quad_stab[k] for k in stab})
 
         def simulate_at(hp, trials, seed, opt_name=opt_name, fixed=fixed):
             hp = dict(hp)
             if opt_name != "adam":
-                hp.update(clip=config.quad_clip, noise_multiplier=config.quad_noise_multiplier)
+                hp.setdefault("clip", config.quad_clip)  # tuned for STP, fixed otherwise
+                hp.update(noise_multiplier=config.quad_noise_multiplier)
             opt = dpsim.optimizers.get(opt_name, **hp, **fixed)
             return dpsim.simulate(quad_prob, opt, steps=config.quad_steps,
                                   batch_size=config.quad_batch_size, trials=trials, seed=seed,

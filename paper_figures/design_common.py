@@ -47,7 +47,7 @@ def chosen(results: Mapping[str, object], label: str):
     return mask, sel["point"]["lr"], sel["point"].get("eps_scale")
 
 
-_SYMBOLS = {"lr": "η", "eps": "ε_a", "eps_scale": "ε_s", "gamma_prime": "γ'"}
+_SYMBOLS = {"lr": "η", "eps": "ε_a", "eps_scale": "ε_s", "gamma_prime": "γ'", "clip": "C"}
 
 
 def point_text(point: Mapping[str, float]) -> str:

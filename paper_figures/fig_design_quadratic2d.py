@@ -1,6 +1,7 @@
 """Figure for ``design_space`` (d): the 2-D quadratic of [DESIGN] §4.1 (RECONSTRUCTED): mean
 trajectories and loss of non-private Adam, post-processing DP-Adam, scale-then-privatize and the
-noiseless-preconditioner oracles, each at its tuned η (and ε_s).  The loss panel is on a log axis,
+noiseless-preconditioner oracles, each at its tuned values (η; Adam's ε_a; STP's ε_s and clip C),
+printed in the legend.  The loss panel is on a log axis,
 so it shows the geometric mean over trials with the 95% CI of the mean of ``log F`` (a band in
 log space); ``evaluate`` compares arithmetic means (Welch CI), as the claim is about the loss.
 
@@ -35,7 +36,8 @@ def _data(results):
     for lab, meta, res in common.load(results, "quad"):
         m = meta["method"]
         mask, lr, es = common.chosen(results, lab)
-        out[m] = dict(res=res, mask=mask, lr=lr, es=es, eps=common.eps_of(res), label=lab)
+        out[m] = dict(res=res, mask=mask, lr=lr, es=es, eps=common.eps_of(res), label=lab,
+                      point=common.tuned_point(results, lab))
     return out
 
 
@@ -47,8 +49,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         for i, m in enumerate(o for o in ORDER if o in data):
             r = data[m]
             res, mask = r["res"], r["mask"]
-            es = "" if r["es"] is None else f", ε_s={r['es']:g}"
-            lab = f"{m}: {common.eps_label(r['eps'])}, η={r['lr']:g}{es}"
+            lab = f"{m}: {common.eps_label(r['eps'])}, {common.point_text(r['point'])}"
             color = style.BASELINE_COLOR if m == "adam" else f"C{i}"
             w1 = np.abs(res.records["w1"][:, mask]).mean(axis=1)
             w2 = np.abs(res.records["w2"][:, mask]).mean(axis=1)
@@ -86,7 +87,8 @@ def evaluate(results: Mapping[str, object]) -> dict:
         if m in data:
             r = data[m]
             mean, half = stats.mean_ci(r["res"].loss[-1][r["mask"]])
-            lines.append(f"- {m}: {stats.fmt_ci(mean, half)} (η={r['lr']:g}, ε={common.eps_text(r['eps'])})")
+            lines.append(f"- {m}: {stats.fmt_ci(mean, half)} ({common.point_text(r['point'])}, "
+                         f"ε={common.eps_text(r['eps'])})")
     category, verdict = verdicts.INCONCLUSIVE, "missing results"
     if "dp_adam" in data and "dp_adam_stp" in data:
         a = data["dp_adam_stp"]["res"].loss[-1][data["dp_adam_stp"]["mask"]]

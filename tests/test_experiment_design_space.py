@@ -16,6 +16,7 @@ from dpsim.experiments import design_space, pipeline, tuning
 from dpsim.paper_figures import fig_design_adagrad_table
 
 NAME = "design_space"
+AXIS_ORDER = ("lr", "eps", "gamma_prime", "eps_scale", "clip")  # run()'s grid order
 
 tiny = tiny_run(NAME)
 
@@ -35,7 +36,12 @@ def test_every_tuned_cell_has_its_saved_selection(tiny):
         saved = m["notes"]["selection"][lab]
         assert saved["reps"] >= 3  # at least 3 tuning trials per grid point
         res = dpsim.load(tiny.root / f"{lab}.npz")
-        sel = tuning.select(res, saved["grid"], saved["reps"])
+        # the manifest is written with sorted keys, so the saved grid's axes come back in
+        # alphabetical order: rebuild run()'s fold order (lr, then the stability constants, then
+        # STP's clip) before re-applying the rule
+        grid = {k: saved["grid"][k] for k in AXIS_ORDER if k in saved["grid"]}
+        assert set(grid) == set(saved["grid"])
+        sel = tuning.select(res, grid, saved["reps"])
         assert (sel.point, list(sel.trials)) == (saved["point"], saved["trials"])
         lr = np.asarray(res.config["hyperparameters"]["lr"])
         assert np.all(lr[slice(*saved["trials"])] == saved["point"]["lr"])
@@ -44,18 +50,45 @@ def test_every_tuned_cell_has_its_saved_selection(tiny):
 
 
 def test_every_stability_constant_is_tuned(tiny):
-    """Each method's grid holds its learning rate and every stability constant it has."""
+    """Each method's grid holds its learning rate and every stability constant it has, and private
+    scale-then-privatize re-tunes its clip norm ([DESIGN] §5.2), in parts (c) and (d)."""
     sel = tiny.manifest["notes"]["selection"]
+    cfg = design_space.PRESETS["tiny"]
     expect = {"dp_sgd": {"lr"}, "dp_adam": {"lr", "eps"}, "dp_adam_corrected": {"lr", "eps"},
               "dp_adam_bc": {"lr", "gamma_prime"}, "dp_adam_ime": {"lr", "eps"},
-              "dp_adam_stp": {"lr", "eps_scale"}, "dp_adam_noiseless_v": {"lr", "eps"},
+              "dp_adam_stp": {"lr", "eps_scale", "clip"}, "dp_adam_noiseless_v": {"lr", "eps"},
               "dp_adam_stp_noiseless_v": {"lr", "eps_scale"}}
     for noise in ("gaussian", "bandmf"):
         for m, axes in expect.items():
             assert set(sel[f"tune-var-{noise}-{m}"]["grid"]) == axes, (noise, m)
+        g = sel[f"tune-var-{noise}-dp_adam_stp"]["grid"]
+        assert (g["clip"], g["eps_scale"]) == (list(cfg.var_stp_clip_grid),
+                                               list(cfg.var_stp_eps_scale_grid))
+    assert sel["tune-var-none-adam"]["grid"]["eps"] == list(cfg.var_premise_eps_grid)
     for m, axes in {"adagrad": {"lr", "eps"}, "dp_adagrad": {"lr", "eps"}, "ime": {"lr", "eps"},
                     "stp_noiseless_v": {"lr", "eps_scale"}}.items():
         assert set(sel[f"tune-ada-z0.5-{m}"]["grid"]) == axes, m
+    for m, axes in {"adam": {"lr", "eps"}, "dp_adam": {"lr", "eps"},
+                    "dp_adam_noiseless_v": {"lr", "eps"}, "dp_adam_stp": {"lr", "eps_scale", "clip"},
+                    "dp_adam_stp_noiseless_v": {"lr", "eps_scale"}}.items():
+        assert set(sel[f"tune-quad-{m}"]["grid"]) == axes, m
+    assert sel["tune-quad-adam"]["grid"]["eps"] == list(cfg.quad_eps_grid)
+
+
+def test_stp_runs_its_tuned_clip_and_others_the_fixed_one(tiny):
+    """The clip the tuning chose for private STP is the one its evaluation run clipped at (and its
+    noise scales with it: same σ, same ε); every other private variant keeps ``var_clip``."""
+    saved, cfg = tiny.saved(), design_space.PRESETS["tiny"]
+    for noise in ("gaussian", "bandmf"):
+        point = saved.meta(f"var-{noise}-dp_adam_stp")["point"]
+        hp = saved.result(f"var-{noise}-dp_adam_stp").config["hyperparameters"]
+        assert hp["clip"] == point["clip"] and point["clip"] in cfg.var_stp_clip_grid
+        tune_hp = saved.result(f"tune-var-{noise}-dp_adam_stp").config["hyperparameters"]
+        assert sorted(set(tune_hp["clip"])) == sorted(cfg.var_stp_clip_grid)
+        for m in ("dp_adam", "dp_adam_bc", "dp_adam_stp_noiseless_v"):
+            assert saved.result(f"var-{noise}-{m}").config["hyperparameters"]["clip"] == cfg.var_clip
+    assert saved.result("quad-dp_adam").config["hyperparameters"]["clip"] == cfg.quad_clip
+    assert saved.result("quad-dp_adam_stp").config["hyperparameters"]["clip"] in cfg.quad_stp_clip_grid
 
 
 def test_evaluation_cells_run_the_chosen_point_on_fresh_seeds(tiny):
