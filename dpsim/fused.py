@@ -15,19 +15,26 @@ record step to the next — batches and noise included, no Python per step:
             optimizer recursion on g̃_r (module of the rule: dpsim.transforms.preconditioners)
             w_r ← proj_X(w_r − η_r · direction)
 
-**Same random streams as the engine, bit for bit.**  The kernel is handed the run's two NumPy
-``Generator`` objects — the sampler's (:class:`dpsim.sampling.Sampler`) and the backend's noise
-generator — and draws from them with Numba's compiled ``Generator`` methods, which reproduce
-NumPy's algorithms on the same bit generator state (``binomial``, ``random``, ``integers``,
-``standard_normal``: values and final state identical, checked in ``tests/test_fused.py``).  The
-draws come in the engine's order: per step the ``R`` batch sizes (``Binomial(n, b/n)``, Poisson
+**Same random streams as the engine, bit for bit.**  The kernel draws from the run's two NumPy
+generators — the sampler's (:class:`dpsim.sampling.Sampler`) and the backend's noise generator,
+both ``Generator(PCG64)`` — through :mod:`dpsim._bitgen`: before a block their bit generator
+states are read into two 6-word arrays, the kernel draws with an inlined copy of NumPy's PCG64
+and of NumPy's ``binomial``, ``random``, ``integers`` and ``standard_normal`` algorithms on those
+arrays (the same numbers NumPy computes: ``tests/test_bitgen.py`` checks values and final states
+against NumPy), and after the block the states are written back, so the generators stand exactly
+where NumPy's own draws would have left them.  (Numba's compiled ``Generator`` methods draw the
+same streams through a function pointer per draw, ~2× slower on the draws; ``DPSIM_FUSED_RNG=numba``
+selects them, for A/B checks — ``tests/test_fused.py`` compares the two bit for bit — and they are
+used for any other bit generator.)  The draws come in the engine's order: per step the ``R`` batch sizes (``Binomial(n, b/n)``, Poisson
 and cyclic Poisson), then per trial its ``k_r`` uniforms and Floyd's subset (stream ``floyd-v1``
 of :mod:`dpsim._sampling_kernels`, the same row function) or its ``b`` bounded integers
 (replacement); the noise generator gives per trial ``d`` normals, the C order of the engine's
 ``(R, d)`` draw.  So no stream changes: the fused run *is* the engine's run.  The arithmetic
 follows the engine's order of operations (dense GLM clipped sums reproduce
 :func:`dpsim.problems._glm_kernels._dense_trial` on four-lane vectors with the same summation
-order, other problems call the engine's kernels), so the two agree to the last bit on dense GLMs
+order: margins four examples at a time, squared-link clip factors on vectors, the scatter with
+its per-column partial sums in registers, each element receiving the same products in the same
+order; other problems call the engine's kernels), so the two agree to the last bit on dense GLMs
 and to rounding elsewhere (``tests/test_fused.py``: ≤ 1e-10 relative on every record; bit-for-bit
 tests for the dense GLM with every sampler).  The chain state is rebuilt with the engine's own
 state types at record steps and at the end, so probes and the privacy record (the declared events,
@@ -686,9 +693,11 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
     batch sizes (one ``Binomial`` each, Poisson and cyclic Poisson), then trial by trial that
     trial's uniforms (Floyd) or bounded integers (replacement); the noise generator ``nrng``
     gives, trial by trial, ``d`` standard normals (the C order of the engine's ``(R, d)`` draw).
-    NumPy's ``Generator`` methods compiled by Numba produce NumPy's streams bit for bit
-    (``tests/test_fused.py`` checks the generator states after a run), so this is the engine's
-    run.  Step-major: at each step every trial takes its step (the draws are step-major)."""
+    ``srng``/``nrng`` are 6-word PCG64 state arrays (:mod:`dpsim._bitgen`, the default) or the
+    ``Generator`` objects themselves (Numba's compiled methods); both produce NumPy's streams bit
+    for bit (``tests/test_bitgen.py``, ``tests/test_fused.py``), so this is the engine's run.  The
+    binomial set-up (NumPy's ``binomial_t`` and BTPE's table of ratios) is computed once per
+    ``(n, p)``.  Step-major: at each step every trial takes its step (the draws are step-major)."""
     R, d = W.shape
     fb = float(b)
     cycle = s1 + s2
