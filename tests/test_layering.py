@@ -41,7 +41,8 @@ PACKAGE_DIRS = {"dpsim": "dpsim", "analysis": "dpsim.analysis", "experiments": "
 
 LAYERS: list[tuple[str, ...]] = [
     ("dpsim.backend", "dpsim._validate", "dpsim.sampling", "dpsim.privacy.events",
-     "dpsim.privacy.mf", "dpsim.privacy.tcdp", "dpsim.privacy._ellipsoid", "dpsim._sampling_kernels"),
+     "dpsim.privacy.mf", "dpsim.privacy.tcdp", "dpsim.privacy._ellipsoid", "dpsim._sampling_kernels",
+     "dpsim._bitgen"),
     ("dpsim.problems",),
     ("dpsim.accounting", "dpsim.transforms"),
     ("dpsim.privacy",),
