@@ -27,7 +27,8 @@ across steps, and why that is exact:
   matrix ``K = P Pᵀ = diag(c) M diag(c) + ρ(u 1ᵀ + 1 uᵀ) + ρ²||w||² 1 1ᵀ``, ``u = c ⊙ X_pub w``
   (an identity: ``P = U Σ Vᵀ`` gives ``K = U Σ² Uᵀ``), so the projection of the release ``g̃`` is
   ``V_k V_kᵀ g̃ = Pᵀ U_k Λ_k^{-1} U_kᵀ (P g̃)``: one ``m × m`` partial eigendecomposition per trial
-  (``O(m³)``; Lanczos for ``m ≥ 400``, ``k ≤ m/20``: :func:`_top_eigenpairs`) instead of the SVD of
+  (``O(m³)``, :func:`_top_eigenpairs`; for ``m ≥ 400``, ``k ≤ m/20`` Lanczos, all trials at once:
+  :func:`_batched_top_eigenpairs`) instead of the SVD of
   the dense ``m × d`` matrix (``O(m² d)`` and ``R m d`` memory).
   Accuracy: the eigenvectors of ``K`` carry an error of order ``ε_mach λ_1 / (λ_k − λ_{k+1})``
   against ``ε_mach s_1 / (s_k − s_{k+1})`` for the SVD (``λ = s²``), i.e. the top-``k`` block's
@@ -47,15 +48,30 @@ subspace or Krylov iteration needs many ``R m² k`` block products per step.  Th
 ``R`` partial ``m × m`` eigendecompositions (``≈ (4/3) m³`` each), is what bounds PDP-SGD's
 throughput there.
 
+Large public splits (``m ≥ 400``, ``k ≤ m/20``): every trial's ``K_r = diag(c_r) M diag(c_r) + …``
+shares the fixed ``M``, so the trials' Lanczos iterations run together
+(:func:`_batched_top_eigenpairs`): one GEMM ``(R × m)(m × m)`` applies all ``K_r`` per step, no
+``K_r`` is formed, and full reorthogonalization replaces ARPACK's restarts.  Its projections
+agree with the per-trial solvers' to the Davis–Kahan bound, not bit for bit (the only numbers of
+this module that moved when it came in; the public splits of the experiments — pagan_absreg's
+``m = 50`` at ``d = 100``, noisy AdaGrad's ``m ≤ 250`` — are below 400 and keep the per-trial
+dense ``eigh``, unchanged).  A trial it does not settle to ARPACK's residual criterion takes the
+per-trial path.
+
 Measured at the throughput workload W (``n = 25 000``, ``d = 10 000``, 1 % dense, ``R = 64``,
 ``public_fraction = 0.05``: ``m = 1 250``, ``k = 2``): the public Gram spectrum has one spike and
-a flat bulk, ``λ_2/λ_3 ≈ 1.016`` at ``w = 0`` and ``1.019`` after 200 DP-SGD steps, and ARPACK
-needs about 89 products with the dense ``m × m`` ``K`` per trial (≈ 1.5 ms each): ~9 of the ~14 s
-of a step, ~0.003× DP-SGD.  A Krylov method converging to the reference's accuracy at that gap
-needs on the order of 100 products whatever the start; even batched over the 64 trials through
-the sparse ``X_pub`` (``2 nnz(X_pub) R ≈ 1.6·10⁷`` multiply-adds per product, ``1.4·10⁹`` per
-step) that is ≥ 0.17 s a step at this machine's GEMM rate, so ≤ ~0.25× DP-SGD: 0.5× is out of
-reach of any method that returns the reference's projection to rounding.
+a flat bulk, ``λ_2/λ_3 ≈ 1.01–1.02``.  Per trial, ARPACK needed about 89 products with the dense
+``K`` (≈ 1.5 ms each, 64 trials one after another: ≈ 4 s of CPU a step, 0.004× DP-SGD); the
+batched Lanczos converges in about 60 steps of ≈ 8 ms (the GEMM) plus the reorthogonalization,
+≈ 0.9 s a step, 0.015× DP-SGD (CPU clock, interleaved with DP-SGD on a loaded machine).  Why
+0.5× is out of reach of any method returning the reference's projection to rounding: a Krylov
+method at that gap needs on the order of 50–100 applications of each ``K_r`` whatever the start
+(a block method more); one application to all 64 trials costs at least ``2 nnz(X_pub) R ≈
+1.6·10⁷`` multiply-adds through the sparse rows (``10⁸`` through the dense ``M``), i.e. ≥ 10⁹ a
+step — ≥ 0.07 s at this machine's GEMM rate even at peak, against DP-SGD's ≈ 13 ms: ≤ 0.2×.
+A dense LAPACK eigensolver (``eigh`` with ``subset_by_index``, driver ``evr`` or ``evx``) first
+reduces ``K_r`` to tridiagonal form (``(4/3) m³ ≈ 2.6·10⁹`` flops per trial, ``1.7·10¹¹`` a step),
+slower still.
 
 Pieces: ``"privatizer"``, ``"preconditioner"`` (adadps), ``"lr"``.  Ranges: ``lr`` ∈ [0, ∞),
 ``clip`` ∈ (0, ∞], ``noise_multiplier`` ∈ [0, ∞), ``beta`` ∈ [0, 1), ``eps`` ∈ (0, ∞), ``k`` a
@@ -149,7 +165,15 @@ def _adadps_fast(stp, privatizer, beta, eps) -> GradientTransformation:
       each rounded once; ``X_pubᵀ C`` never exists as an ``(R, d)`` array, nor ``Wᵀ``.
 
     Bit-for-bit the reference's numbers (``tests/test_variants.py``, ``tests/test_public_fast.py``).
-    The private release of the batch scaled by ``s`` is the reference's privatizer, unchanged."""
+    The private release of the batch scaled by ``s`` is the reference's privatizer, unchanged.
+
+    What is left per step, and why none of it can be reused: the two products are over ``W`` and
+    ``C``, which change every step (the noise makes ``W`` dense), and the statistic is the square
+    of the *mean* public gradient, not a mean of squares, so the fixed ``X_pub ∘ X_pub`` of a GLM's
+    per-example second moment (``Σ_j c_j² x_j ∘ x_j``) does not enter.  At workload W (``m = 1 250``,
+    ``2 × 8·10⁶`` multiply-adds, ``6.4·10⁵`` divisions and square roots) this path runs at
+    ≈ 0.5× DP-SGD, the previous one (row-order products through ``Wᵀ`` and an ``(R, d)``
+    ``X_pubᵀ C``) at ≈ 0.35–0.44× (CPU clock, interleaved, loaded machine)."""
     pname, qname = stp.names
 
     def update(batch, state, params, ctx):
@@ -482,7 +506,7 @@ def _top_eigenpairs(K, k):
     residuals ``||K u − λ u||`` exceed ``100 m ε_mach λ_max``, is redone densely.
     """
     m = K.shape[0]
-    if m >= LANCZOS_MIN_M and 20 * k <= m:
+    if _use_lanczos(m, k):
         v0 = np.random.default_rng(m).standard_normal(m)
         try:
             lam, U = scipy.sparse.linalg.eigsh(K, k=k, which="LA", tol=0, v0=v0,
@@ -497,6 +521,111 @@ def _top_eigenpairs(K, k):
                 return lam, U
     return scipy.linalg.eigh(K, subset_by_index=[m - k, m - 1], driver="evr", overwrite_a=True,
                              check_finite=False)
+
+
+def _use_lanczos(m, k) -> bool:
+    """Krylov instead of the dense partial eigendecomposition: ``m ≥ LANCZOS_MIN_M``, ``k ≤ m/20``."""
+    return m >= LANCZOS_MIN_M and 20 * k <= m
+
+
+#: A reorthogonalization pass that keeps more than this fraction of the vector's norm leaves it
+#: orthogonal to the basis to rounding (Daniel, Gragg, Kaufman & Stewart 1976, "twice is enough").
+_DGKS = 1 / np.sqrt(2)
+
+#: Most Lanczos steps of :func:`_batched_top_eigenpairs` (its basis holds ``R × (steps + 1) × m``
+#: floats); a trial not converged by then takes :func:`_top_eigenpairs`.
+LANCZOS_MAX_STEPS = 300
+
+
+def _batched_top_eigenpairs(M, C, S, W, reg, k):
+    """The top-``k`` eigenpairs of every trial's public Gram matrix
+    ``K_r = diag(c_r) M diag(c_r) + ρ(u_r 1ᵀ + 1 u_rᵀ) + ρ²||w_r||² 1 1ᵀ`` (module docstring),
+    all trials at once, without forming any ``K_r``.
+
+    Lanczos with full reorthogonalization (classical Gram–Schmidt against the whole basis each
+    step, a second pass where the first removed more than ``1 − 1/√2`` of the norm — the DGKS
+    criterion — so no restarts and no ghost eigenvalues), started from
+    :func:`_top_eigenpairs`'s fixed vector.  One step applies every ``K_r`` through one GEMM with
+    the fixed ``M``: ``((X ⊙ Cᵀ) M) ⊙ Cᵀ`` for the ``(R, m)`` block of Lanczos vectors, plus the
+    rank-two regularization terms.  Every 10 steps the tridiagonal matrix of each unconverged trial
+    is solved for its top ``k`` (``eigh_tridiagonal``); a trial stops when the Ritz residual
+    estimates ``β_j |s_{j,i}|`` are at most ``ε_mach |θ_i|`` (ARPACK's convergence test at
+    ``tol=0``, which :func:`_top_eigenpairs` uses: a looser ``10 m ε_mach λ_max`` left projectors
+    ~10⁻¹² from LAPACK's at workload W, against ~10⁻¹⁵ for ARPACK's and for this one).  The Ritz pairs are then
+    accepted only if their true residuals ``||K u − λ u||`` (applied batched) are at most
+    ``100 m ε_mach λ_max``, :func:`_top_eigenpairs`'s criterion for ARPACK, and the Ritz vectors
+    are orthonormal to ``100 m ε_mach`` (the projection ``U Λ⁻¹ Uᵀ`` needs it); a trial that fails or
+    does not converge within :data:`LANCZOS_MAX_STEPS` is left to :func:`_top_eigenpairs`.
+
+    Returns ``(lam (R, k) ascending, U (R, m, k), ok (R,) bool)``.  Same accuracy class as the
+    per-trial solvers (backward error ``O(m ε_mach ||K||)``), not the same rounding: projections
+    agree with theirs to the Davis–Kahan bound (``tests/test_public_fast.py``); the floating-point
+    sums inside the GEMM may depend on the number of trials in the last bits.
+    """
+    m, R = C.shape
+    eps = np.finfo(float).eps
+    Ct = np.ascontiguousarray(C.T)
+    if reg:
+        Ut = np.ascontiguousarray((C * S).T)
+        wn = np.einsum("rd,rd->r", W, W)
+
+    def apply(X):
+        Y = (X * Ct) @ M
+        Y *= Ct
+        if reg:
+            s1 = X.sum(axis=1)
+            su = np.einsum("rm,rm->r", Ut, X)
+            Y += reg * (Ut * s1[:, None] + su[:, None]) + (reg * reg * wn * s1)[:, None]
+        return Y
+
+    J = min(LANCZOS_MAX_STEPS, m)
+    Q = np.empty((R, J + 1, m))
+    v0 = np.random.default_rng(m).standard_normal(m)  # _top_eigenpairs's start vector
+    Q[:, 0, :] = v0 / np.linalg.norm(v0)
+    alpha = np.zeros((R, J))
+    beta = np.zeros((R, J))
+    lam = np.zeros((R, k))
+    U = np.zeros((R, m, k))
+    done = np.zeros(R, bool)
+    for j in range(J):
+        qj = Q[:, j, :]
+        w = apply(qj)
+        a = np.einsum("rm,rm->r", w, qj)
+        w -= a[:, None] * qj
+        if j:
+            w -= beta[:, j - 1, None] * Q[:, j - 1, :]
+        b = np.linalg.norm(w, axis=1)
+        for _ in range(2):  # full reorthogonalization; a second pass only where the first cut w
+            h = np.matmul(Q[:, :j + 1, :], w[:, :, None])[:, :, 0]
+            w -= np.matmul(h[:, None, :], Q[:, :j + 1, :])[:, 0, :]
+            a += h[:, j]
+            b_new = np.linalg.norm(w, axis=1)
+            if np.all(b_new > _DGKS * b):  # Daniel–Gragg–Kaufman–Stewart: orthogonal to rounding
+                b = b_new
+                break
+            b = b_new
+        alpha[:, j] = a
+        beta[:, j] = b
+        n = j + 1
+        if n >= k and (n % 10 == 0 or n == J):
+            for r in np.flatnonzero(~done):
+                ev, vec = scipy.linalg.eigh_tridiagonal(alpha[r, :n], beta[r, :n - 1], select="i",
+                                                        select_range=(n - k, n - 1))
+                if np.all(np.abs(b[r] * vec[-1, :]) <= eps * np.abs(ev)):  # ARPACK's tol=0
+                    done[r] = True
+                    lam[r] = ev
+                    U[r] = Q[r, :n, :].T @ vec
+            if done.all():
+                break
+        Q[:, j + 1, :] = w / np.where(b > 0, b, 1.0)[:, None]
+    res = np.empty((R, k))
+    for i in range(k):
+        res[:, i] = np.linalg.norm(apply(np.ascontiguousarray(U[:, :, i])) - U[:, :, i] * lam[:, i, None],
+                                   axis=1)
+    gram_u = np.matmul(np.transpose(U, (0, 2, 1)), U) - np.eye(k)
+    ok = (done & np.all(res <= 100 * m * eps * np.maximum(lam[:, -1:], 0.0), axis=1)
+          & (np.max(np.abs(gram_u), axis=(1, 2)) <= 100 * m * eps))
+    return lam, U, ok
 
 
 def _subspace_privatizer(clip, noise_multiplier, k, noise) -> GradientTransformation:
@@ -533,13 +662,17 @@ def _project_public_subspace(pub, W, g, k):
     M = pub.gram
     Y = np.empty((m, R))
     fallback = []
+    batched = _batched_top_eigenpairs(M, C, S, W, reg, k) if _use_lanczos(m, k) else None
     for r in range(R):
-        c = C[:, r]
-        K = M * np.outer(c, c)
-        if reg:
-            u = c * S[:, r]
-            K += reg * (u[:, None] + u[None, :]) + reg * reg * float(W[r] @ W[r])
-        lam, U = _top_eigenpairs(K, k)
+        if batched is not None and batched[2][r]:
+            lam, U = batched[0][r], batched[1][r]
+        else:
+            c = C[:, r]
+            K = M * np.outer(c, c)
+            if reg:
+                u = c * S[:, r]
+                K += reg * (u[:, None] + u[None, :]) + reg * reg * float(W[r] @ W[r])
+            lam, U = _top_eigenpairs(K, k)
         top = lam[-1]
         if not (lam[0] > GRAM_RELATIVE_FLOOR * top):
             fallback.append(r)
