@@ -120,6 +120,93 @@ def _timed(prob, opt, *, R, b, T, fast, seed):
     return w1 - w0, c1 - c0
 
 
+def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
+    """CPU ns per trial-step of the pieces of a fused ``dp_sgd`` step on least squares (n, d, b,
+    Poisson), each timed alone in a compiled loop over ``steps × R`` trial-steps: the batch size
+    (one binomial), its ``k ≈ b`` uniforms, the ``d`` noise normals — through the inlined bit
+    generator (:mod:`dpsim._bitgen`) and through Numba's ``Generator`` methods —, Floyd's subset
+    from given uniforms, and the dense-GLM clipped sum (:func:`dpsim.fused._glm_clipped_trial`)
+    on given batches.  The kernel's own step also has the update (a few ns per coordinate) and
+    loop overheads; the pieces overlap in the kernel, so their sum is an estimate."""
+    import numba
+
+    from dpsim import _bitgen as BG
+    from dpsim import _sampling_kernels as SK
+    from dpsim.problems.glm import _LINKS
+
+    @numba.njit
+    def draws(srng, nrng, K, R, n, q, d, what):
+        acc = 0.0
+        bp = BG.binomial_setup(n, q)
+        tab = BG.binomial_table(bp)
+        for _ in range(K):
+            for r in range(R):
+                if what == 0:
+                    acc += BG.draw_binomial(srng, bp, tab)
+                elif what == 1:
+                    for i in range(32):
+                        acc += BG.draw_double(srng)
+                else:
+                    for j in range(d):
+                        acc += BG.draw_normal(nrng)
+        return acc
+
+    @numba.njit
+    def floyd(U, K, n, k):
+        bits = np.zeros((n + 63) // 64, dtype=np.uint64)
+        ib = np.empty(k, dtype=np.int64)
+        s = 0
+        for _ in range(K):
+            for r in range(U.shape[0]):
+                SK.floyd_row(n, k, U[r], bits, ib)
+                s += ib[0]
+        return s
+
+    @numba.njit
+    def glm(IB, X, rn2, W, y, link, K):
+        R, d = W.shape
+        k = IB.shape[1]
+        out = np.empty((R, d))
+        mm, cf, yb, sb = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
+        for _ in range(K):
+            for r in range(R):
+                fused._glm_clipped_trial(link, X, rn2, IB[r], k, W, y, 0.0, 1.0, out, mm, cf, yb,
+                                         sb, r)
+        return out[0, 0]
+
+    prob = problems.least_squares(n, d, seed=0)
+    X = np.ascontiguousarray(prob.X)
+    rn2 = fused._row_sq_norms(X)
+    rng = np.random.default_rng(0)
+    W = rng.standard_normal((R, d)) * 0.1
+    U = rng.random((R, b))
+    IB = np.empty((R, b), dtype=np.int64)
+    SK.floyd_fill(n, np.full(R, b, dtype=np.int64), U.reshape(-1), IB)
+    gens = [np.random.Generator(np.random.PCG64(s)) for s in (1, 2)]
+    states = [BG.state_of(g) for g in gens]
+    res = {}
+    q = b / n
+    for what, name in ((0, "binomial"), (1, f"{b} uniforms"), (2, f"{d} normals")):
+        for label, (sr, nr) in (("inlined", states), ("numba_generator", gens)):
+            draws(sr, nr, 1, 2, n, q, d, what)
+            t = min(_best_once(draws, sr, nr, steps, R, n, q, d, what) for _ in range(repeats))
+            res[f"{name} ({label})"] = t / (steps * R) * 1e9
+    floyd(U, 1, n, b)
+    res[f"Floyd subset of {b} (given uniforms)"] = min(
+        _best_once(floyd, U, steps, n, b) for _ in range(repeats)) / (steps * R) * 1e9
+    glm(IB, X, rn2, W, prob.y, _LINKS.index(prob.link), 1)
+    res[f"GLM clipped sum (b={b}, d={d})"] = min(
+        _best_once(glm, IB, X, rn2, W, prob.y, _LINKS.index(prob.link), steps)
+        for _ in range(repeats)) / (steps * R) * 1e9
+    return res
+
+
+def _best_once(fn, *args):
+    c0 = time.process_time()
+    fn(*args)
+    return time.process_time() - c0
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="shorter runs and two repeats")
@@ -134,6 +221,8 @@ def main(argv=None) -> dict:
                     help="also time the fused kernel drawing through Numba's Generator methods "
                          "(DPSIM_FUSED_RNG=numba), interleaved with the default inlined bit generator")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also time the pieces of a fused dp_sgd step (least squares, R = 4096)")
     args = ap.parse_args(argv)
     repeats = min(2, args.repeats) if args.quick else args.repeats
     budget = args.budget / 4 if args.quick else args.budget
@@ -253,7 +342,14 @@ def main(argv=None) -> dict:
               f"{target['fused_trial_steps_per_s_cpu']:,.0f} trial-steps/s cpu "
               f"({target['fused_trial_steps_per_s_wall']:,.0f} wall), "
               f"{100 * target['fused_roofline_frac_cpu']:.0f}% of the roofline")
-    out = {"machine_limits_before": lim0, "machine_limits_after": lim1, "roofline_rates": lim,
+    pieces = {}
+    if args.breakdown:
+        pieces = breakdown(R=4096, b=b)
+        print("breakdown of a fused dp_sgd step, least_squares d=20, R=4096 (cpu ns per trial-step, "
+              "each piece alone):")
+        for k, v in pieces.items():
+            print(f"  {k:42s} {v:7.1f} ns")
+    out = {"breakdown_ns_per_trial_step": pieces, "machine_limits_before": lim0, "machine_limits_after": lim1, "roofline_rates": lim,
            "batch_size": b, "rows": rows, "speedups": speedups, "relative_to_dp_sgd": relative,
            "rng_ab": rng_ab,
            "machine": platform.platform(), "load_average_end": os.getloadavg()}
