@@ -404,6 +404,17 @@ def _row(x, dt):
     return np.asarray(x, dtype=dt).reshape(-1)
 
 
+def _own(a, dt, ctx):
+    """``a`` itself when the engine donates it (``StepContext.donate_state``: it keeps only what a
+    step returns, so the step may update the array in place) and it is a writeable C-contiguous
+    NumPy array of ``dt``; else a private copy.  (No ``(R, d)`` copy of the state or of the
+    parameters is made at the first step: peak memory stays that of the chain.)"""
+    if (getattr(ctx, "donate_state", False) and isinstance(a, np.ndarray) and a.dtype == dt
+            and a.flags.c_contiguous and a.flags.writeable):
+        return a
+    return np.array(a, dtype=dt, order="C", copy=True)
+
+
 def _table(dt, R, entries):
     """The (NH, R or 1) hyperparameter table from ``{row: value}``."""
     rows = {k: _row(v, dt) for k, v in entries.items()}
@@ -467,11 +478,11 @@ class FusedStep:
         self._den = None  # (v, D) of DP²'s delayed denominator
 
     # -- pieces ---------------------------------------------------------------------------------
-    def _adopt(self, params):
-        """The parameter array to update in place: the one returned by the last step, or a
-        private copy of a new one (the first step; a projection's output)."""
+    def _adopt(self, params, ctx):
+        """The parameter array to update in place: the one returned by the last step, or a new
+        one (the first step; a projection's output) taken over (:func:`_own`)."""
         if params is not self.W:
-            self.W = np.array(params, order="C", copy=True)
+            self.W = _own(params, params.dtype, ctx)
             self.buf = np.empty(self.W.shape[1], dtype=self.W.dtype)
         return self.W
 
@@ -532,7 +543,7 @@ class FusedStep:
 
     # -- one step -------------------------------------------------------------------------------
     def step(self, params, idx, mask, state, ctx):
-        W = self._adopt(params)
+        W = self._adopt(params, ctx)
         if isinstance(self.spec, Post):
             return W, self._post(W, idx, mask, state, ctx)
         return W, self._delayed(W, idx, mask, state, ctx)
@@ -552,14 +563,14 @@ class FusedStep:
         st = state[sp.piece]
         if sp.rule == "momentum":
             if self.A is None or st.trace is not self.A:
-                self.A = np.array(st.trace, dtype=dt, order="C", copy=True)
+                self.A = _own(st.trace, dt, ctx)
             H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R, {H_1: ctx.hp(sp.beta)})
             self._release(sp.release, W, idx, mask, ctx, None, H, op, self.A, None, None)
             state[sp.piece] = TraceState(trace=self.A)
             return state
         if sp.rule in ("rmsprop", "adagrad"):
             if self.A is None or st.v is not self.A:
-                self.A = np.array(st.v, dtype=dt, order="C", copy=True)
+                self.A = _own(st.v, dt, ctx)
             extra = {H_3: ctx.hp(sp.eps)}
             if sp.rule == "rmsprop":
                 b = ctx.hp(sp.beta)
@@ -570,8 +581,8 @@ class FusedStep:
             return state
         # adam: the constants of dpsim.transforms.preconditioners.scale_by_adam / _adam_fused
         if self.A is None or st.m is not self.A or st.v is not self.B:
-            self.A = np.array(st.m, dtype=dt, order="C", copy=True)
-            self.B = np.array(st.v, dtype=dt, order="C", copy=True)
+            self.A = _own(st.m, dt, ctx)
+            self.B = _own(st.v, dt, ctx)
         b1, b2 = ctx.hp(sp.beta1), ctx.hp(sp.beta2)
         t = st.count + 1
         ph = fl = 0.0
@@ -597,7 +608,7 @@ class FusedStep:
         state = dict(state)
         q = state["preconditioner"]
         if self.B is None or q.G is not self.B:  # G is updated in place: own it
-            self.B = np.array(q.G, dtype=dt, order="C", copy=True)
+            self.B = _own(q.G, dt, ctx)
             q = state["preconditioner"] = DelayedState(q.v, self.B)
         if sp.order == "extra_query":
             p = (ctx.t - 1) % sp.s1
@@ -605,8 +616,8 @@ class FusedStep:
                 H = self._static_table("sgd", sp.rel1, sp.neglr, ctx, dt, R)
                 self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC_SGD, None, self.B, None)
                 q = sp.refresh(DelayedState(q.v, self.B), ctx)
-                self.B = q.G
-                state["preconditioner"] = q
+                self.B = _own(q.G, dt, ctx)
+                state["preconditioner"] = DelayedState(q.v, self.B)
                 return state
             # side release 1 into G (no step), then the preconditioned release 2 (η2)
             H = self._static_table("side", sp.rel1, sp.neglr, ctx, dt, R)
@@ -622,8 +633,7 @@ class FusedStep:
             return state
         if p == sp.s1:  # the switch: refresh v from G, G ← 0 (the chain's on_switch)
             q = sp.refresh(q, ctx)
-            self.B = q.G if (isinstance(q.G, np.ndarray) and q.G.flags.c_contiguous
-                             and q.G.flags.writeable) else np.array(q.G, order="C", copy=True)
+            self.B = _own(q.G, dt, ctx)
             q = state["preconditioner"] = DelayedState(q.v, self.B)
         H = self._static_table("adaptive", sp.rel2, sp.neglr2, ctx, dt, R)
         if sp.order == "noise_first":  # release, then divide by D(v)
