@@ -273,7 +273,7 @@ PRESETS: dict[str, Config] = {
     # The paper's batch size B = 256, ε ∈ {1, 3, 7} and t up to 10⁴ (Tables 3–5); 6 tuning trials
     # per grid point, 100 evaluation trials (the paper: 5 runs), 32 per sweep setting.  Estimated
     # ~0.9 CPU-hours: 3.4e7 trial-steps (per-ε tuning/evaluation 1.4e7, frozen 6e6, sweeps 7.7e6,
-    # DP² 2.3e6, clean Φ' 2.5e6, non-private 1.4e6) × 85 µs (fused) – 106 µs (chain engine) per
+    # DP² 2.3e6, clean Φ' 2.9e6, non-private 1.4e6) × 85 µs (fused) – 106 µs (chain engine) per
     # trial-step measured at d = 100, B = 256 on the loaded 2-core machine.
     "full": Config(n=50000, d=100, condition=1000.0, batch_size=256, steps=5000,
                    epsilons=(1.0, 3.0, 7.0), sweep_epsilon=3.0,
@@ -284,7 +284,8 @@ PRESETS: dict[str, Config] = {
                    phi_ratios=(0.0, 0.04, 0.1, 0.5, 1.0, 2.0, 4.0, 10.0),
                    adam_gamma_ratios=(1e-3, 0.01, 0.1, 1.0, 10.0), betas1=(0.8, 0.9, 0.95, 0.98, 0.99),
                    tune_trials=6, trials=100, sweep_trials=32, freeze_steps=10000,
-                   freeze_record_every=50, record_every=50),
+                   freeze_record_every=50, record_every=50, clean_lr_grid=_grid(-4, 0),
+                   clean_sgdm_lr_grid=(0.003, 0.01, 0.03, 0.1, 0.3, 1.0)),
 }
 
 
