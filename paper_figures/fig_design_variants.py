@@ -208,6 +208,13 @@ def evaluate(results: Mapping[str, object]) -> dict:
         edge_labels += [stp["label"], pp["label"]]
         ranks = sorted((k for k in ORDER if (n, k) in data), key=lambda k: np.mean(data[(n, k)]["final"]))
         note = f"{n}: STP − post-processing = {d:+.2e} (95% CI [{lo:+.2e}, {hi:+.2e}], {cat})"
+        grid_es = common.selection_of(results, stp["label"])["grid"].get("eps_scale") or []
+        es, clip = stp["point"].get("eps_scale"), stp["point"].get("clip")
+        if len(grid_es) > 1 and es == max(grid_es) and clip is not None:
+            note += (f" — STP's tuned ε_s = {es:g} is the top of its grid (C = {clip:g}): once ε_s "
+                     f"exceeds √v̂ the scaling 1/(√v̂ + ε_s) flattens to 1/ε_s and STP tends to "
+                     f"post-processing DP-Adam with clip C·ε_s = {clip * es:g}, the limit a wider "
+                     f"ε_s grid approaches")
         if ime is not None:
             d2, lo2, hi2 = stats.diff_ci(pp["final"], ime["final"])
             note += f"; post-processing − IME = {d2:+.2e} [{lo2:+.2e}, {hi2:+.2e}]"
