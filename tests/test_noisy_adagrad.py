@@ -207,7 +207,7 @@ def test_registered_by_name():
     opt = dpsim.optimizers.get("noisy_adagrad", lr=0.1, k=2)
     assert opt.name == "noisy_adagrad" and opt.public_fraction == 0.01
     assert set(dpsim.optimizers.hyperparameters("noisy_adagrad")) == {
-        "lr", "clip", "clip2", "noise_multiplier", "k", "eps", "precond_share", "public_fraction"}
+        "lr", "clip", "clip2", "noise_multiplier", "k", "eps", "precond_share", "public_fraction", "noise"}
 
 
 @pytest.mark.parametrize("reg", [0.0, 0.3])
@@ -231,3 +231,16 @@ def test_sparse_glm_square_sum_matches_the_reference(monkeypatch, reg):
             mp.setattr(NA, "_glm_square_sum", lambda *a: None)
             ref = NA.clipped_square_sum(batch, clip2, ctx)
         np.testing.assert_allclose(fast, ref, rtol=1e-12, atol=1e-15)
+
+
+def test_correlated_noise_costs_what_one_release_at_sigma_costs():
+    """DP-MF noise (both releases, own streams): the pair of CorrelatedRelease events merges into
+    one at σ, so ε equals PDP-SGD's (one release at σ, same strategy, same public split)."""
+    prob = problems.logistic_regression(600, 10, seed=1)
+    kw = dict(steps=12, batch_size=16, trials=2, seed=1)
+    res = dpsim.simulate(prob, NA.noisy_adagrad(noise="banded:3", k=1), **kw)
+    ref = dpsim.simulate(prob, dpsim.optimizers.get("pdp_sgd", noise="banded:3", k=1,
+                                                    public_fraction=0.01), **kw)
+    assert [e["type"] for e in res.privacy["events"]] == ["CorrelatedRelease"] * 2
+    assert np.all(np.isfinite(res.params))
+    np.testing.assert_allclose(res.epsilon(1e-5), ref.epsilon(1e-5), rtol=1e-9)

@@ -77,7 +77,10 @@ public gradients) — several times DP-SGD's cost.
 
 Ranges: ``lr`` ∈ [0, ∞); ``clip``, ``clip2`` ∈ (0, ∞] (``inf`` only with σ = 0);
 ``noise_multiplier`` ∈ [0, ∞); ``precond_share`` ∈ (0, 1); ``k`` a positive integer at most
-``d`` and the number of public examples; ``eps`` ∈ (0, ∞); ``public_fraction`` ∈ (0, 1).  Pieces:
+``d`` and the number of public examples (default 1, which any public split allows); ``eps`` ∈
+(0, ∞) (default 0.1, not AdaGrad's usual 1e-8: coordinates outside the public subspace get
+``max(H, 0) ≈ 0``, and a tiny ε turns them into steps of ``η g̃/ε``); ``public_fraction`` ∈
+(0, 1); ``noise``: a noise name of :class:`~dpsim.privacy.noise.NoiseSource` (both releases).  Pieces:
 ``"privatizer"`` (both releases), ``"preconditioner"`` (``PreconditionState(v)``: the noisy
 accumulator), ``"lr"``.
 
@@ -96,7 +99,7 @@ from ..privacy.noise import NoiseSource
 from ..privacy.privatizers import gaussian_privatizer
 from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.preconditioners import PreconditionState
-from ._hyper import CLIP, EPS_POSITIVE, FRACTION, LR, SIGMA
+from ._hyper import CLIP, EPS_POSITIVE, FRACTION, LR, NOISE, SIGMA
 from ._registry import Optimizer, optimizer, register
 from .baselines import learning_rate
 from .public import _PUBLIC, _PUBLIC_NOTE, SUBSPACE, _project_public_subspace
@@ -267,14 +270,17 @@ def public_projection(batch, params, k) -> Callable:
     return project
 
 
-def noisy_moment_privatizer(clip, clip2, noise_multiplier, *, k, precond_share=0.5
-                            ) -> GradientTransformation:
+def noisy_moment_privatizer(clip, clip2, noise_multiplier, *, k, precond_share=0.5,
+                            noise="gaussian") -> GradientTransformation:
     """The two releases of :func:`noisy_adagrad` on one batch (module docstring): the clipped
     gradient sum at ``σ_g = σ/√(1−ρ)`` (the Gaussian privatizer, noise drawn first) and the clipped
     sum of per-example squared gradients at ``σ_v = σ/√ρ`` (``ρ = precond_share``); emits
     :class:`NoisyMoments` with the step's public projection.  Declares two
     :class:`~dpsim.privacy.events.GaussianRelease` events, which the accountant merges into one
-    release at ``σ`` per step (sensitivities ``C`` and ``C₂``, add/remove)."""
+    release at ``σ`` per step (sensitivities ``C`` and ``C₂``, add/remove).  ``noise``: a noise
+    name of :class:`~dpsim.privacy.noise.NoiseSource`; with DP-MF correlated noise both releases
+    use that strategy, each with its own stream (two ``CorrelatedRelease`` events, merged the same
+    way by the accountant)."""
     k = positive_int("k", k)
     rho = hyper("precond_share", precond_share, "(0, 1)")
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
@@ -285,8 +291,8 @@ def noisy_moment_privatizer(clip, clip2, noise_multiplier, *, k, precond_share=0
     if any_inf(clip2) and any_positive(s_v):
         raise ValueError(f"clip2=inf with noise_multiplier={noise_multiplier!r} > 0 has unbounded "
                          "noise; use a finite clip2 or noise_multiplier=0")
-    grad = gaussian_privatizer(clip, s_g)
-    src = NoiseSource("gaussian")
+    grad = gaussian_privatizer(clip, s_g, noise=noise)
+    src = NoiseSource(noise)
     std_v = None if any_inf(clip2) else product(s_v, clip2)
 
     def init(params):
@@ -336,8 +342,8 @@ def projected_adagrad(eps) -> GradientTransformation:
 
 @register
 def noisy_adagrad(lr: LR = 0.1, clip: CLIP = 1.0, clip2: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
-                  k: SUBSPACE = 10, eps: EPS_POSITIVE = 1e-8, precond_share: FRACTION = 0.5,
-                  public_fraction: FRACTION = 0.01) -> Optimizer:
+                  k: SUBSPACE = 1, eps: EPS_POSITIVE = 0.1, precond_share: FRACTION = 0.5,
+                  public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
     """Noisy AdaGrad after Kairouz et al. (2021a) as in [DP2] App. C.6 / Fig. 12 (reconstructed,
     module docstring): the gradient and the per-example squared gradients are released separately
     (``σ_g = σ/√(1−ρ)``, ``σ_v = σ/√ρ``: the pair costs one DP-SGD step at σ), the noisy
@@ -348,7 +354,8 @@ def noisy_adagrad(lr: LR = 0.1, clip: CLIP = 1.0, clip2: CLIP = 1.0, noise_multi
         raise ValueError(f"public_fraction must be one number shared by every trial, got "
                          f"public_fraction={public_fraction!r}")
     return optimizer(named_chain(("privatizer", noisy_moment_privatizer(clip, clip2, noise_multiplier,
-                                                                        k=k, precond_share=precond_share)),
+                                                                        k=k, precond_share=precond_share,
+                                                                        noise=noise)),
                                  ("preconditioner", projected_adagrad(eps)),
                                  learning_rate(lr)),
                      note=_PUBLIC_NOTE, public_fraction=pub)
