@@ -536,6 +536,10 @@ _DGKS = 1 / np.sqrt(2)
 #: floats); a trial not converged by then takes :func:`_top_eigenpairs`.
 LANCZOS_MAX_STEPS = 300
 
+#: Trials per call of :func:`_batched_top_eigenpairs` (bounds its basis: 64 × 301 × m floats,
+#: 190 MB at m = 1 250, of which the ~80 steps used at workload W touch a quarter).
+LANCZOS_TRIALS = 64
+
 
 def _batched_top_eigenpairs(M, C, S, W, reg, k):
     """The top-``k`` eigenpairs of every trial's public Gram matrix
@@ -662,7 +666,12 @@ def _project_public_subspace(pub, W, g, k):
     M = pub.gram
     Y = np.empty((m, R))
     fallback = []
-    batched = _batched_top_eigenpairs(M, C, S, W, reg, k) if _use_lanczos(m, k) else None
+    batched = None
+    if _use_lanczos(m, k):  # trials in chunks: the Lanczos basis is chunk × (steps + 1) × m floats
+        parts = [_batched_top_eigenpairs(M, C[:, r0:r0 + LANCZOS_TRIALS], S[:, r0:r0 + LANCZOS_TRIALS],
+                                         W[r0:r0 + LANCZOS_TRIALS], reg, k)
+                 for r0 in range(0, R, LANCZOS_TRIALS)]
+        batched = [np.concatenate(z) for z in zip(*parts)]
     for r in range(R):
         if batched is not None and batched[2][r]:
             lam, U = batched[0][r], batched[1][r]
