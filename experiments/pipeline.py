@@ -63,6 +63,7 @@ runner, the number of workers or the order cells finish in, because cell ``i`` r
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as _dt
 import hashlib
@@ -509,12 +510,38 @@ _BATCHES_MAX = 32
 _BATCHES_BYTES = 1 << 30
 
 
+def _cell_file_bytes(res) -> bytes | None:
+    """The bytes of the cell file of ``res`` (what :meth:`dpsim.Result.save` writes: the one
+    cell-file format), made in memory: an anonymous memory file (``memfd_create``, Linux) or,
+    elsewhere, a temporary file.  ``None`` when ``res`` is not a :class:`dpsim.Result` (the
+    process that owns the cache then reports the bad cell)."""
+    if not isinstance(res, dpsim.Result):
+        return None
+    if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+        fd = os.memfd_create("dpsim-cell", 0)
+        try:
+            res.save(f"/proc/self/fd/{fd}")
+            return os.pread(fd, os.fstat(fd).st_size, 0)
+        finally:
+            os.close(fd)
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dpsim-cell-") as d:
+        path = Path(d) / "cell.npz"
+        res.save(path)
+        return path.read_bytes()
+
+
 def _run_batch_cell(blob: bytes, batch: str, i: int, seed, expected: dict):
     """Compute cell ``i`` of a batch on a worker: the batch's computes, pickled together
     (:func:`_dumps_cell` of the list), are unpickled once per worker process and kept for the
     batch's later cells (the most recently used batches are kept, see :data:`_BATCHES_MAX`).
     Pickled together, the cells share what they share in the parent -- a problem built lazily
-    on first use by one cell is built once per worker, not once per cell."""
+    on first use by one cell is built once per worker, not once per cell.
+
+    Returns ``(Result, wall, cpu, timing, file bytes)``: the worker also makes the cell's file
+    (:func:`_cell_file_bytes`: compressing the arrays is most of the cost of saving a cell), so
+    the process that owns the cache only writes the bytes and hashes them."""
     restore_malloc_thresholds()
     with _BATCHES_LOCK:
         hit = _BATCHES.pop(batch, None)
@@ -524,7 +551,8 @@ def _run_batch_cell(blob: bytes, batch: str, i: int, seed, expected: dict):
         while len(_BATCHES) > 1 and (len(_BATCHES) > _BATCHES_MAX or
                                      sum(n for _, n in _BATCHES.values()) > _BATCHES_BYTES):
             del _BATCHES[next(iter(_BATCHES))]
-    return _run_cell(hit[0][i], seed, expected, in_worker=True)
+    res, wall, cpu, timing = _run_cell(hit[0][i], seed, expected, in_worker=True)
+    return res, wall, cpu, timing, _cell_file_bytes(res)
 
 
 class InProcess:
@@ -560,8 +588,11 @@ class InProcess:
 #: worker's own threads take from the cells (measured beside the cell's thread: 24% of its CPU
 #: time with Dask's defaults, 1.6% with these): the statistical profiler (samples every
 #: thread's stack every 10 ms) is off, and the event loop's blocked-loop monitor and the system
-#: monitor (psutil) wake every second and every 5 s instead of every 20 ms and 500 ms.
+#: monitor (psutil) wake every second and every 5 s instead of every 20 ms and 500 ms.  Each
+#: worker imports dpsim as it starts (``preload``, about 2.5 s of CPU), while this process is
+#: still building the experiments' problems, rather than when its first cell arrives.
 LOCAL_WORKER_CONFIG = {
+    "distributed.worker.preload": ["dpsim.experiments.pipeline"],
     "distributed.nanny.pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": 1,
                                             "MKL_NUM_THREADS": 1, "OPENBLAS_NUM_THREADS": 1},
     "distributed.worker.profile.enabled": False,
@@ -662,8 +693,9 @@ class DaskRunner:
             self._starter.start()
 
     def run(self, jobs: Sequence[tuple[Cell, np.random.SeedSequence]]):
-        """Submit every job; yield ``[(cell, result, wall seconds, CPU seconds, timing)]``, the
-        cells that have finished since the last group (one manifest update per group).
+        """Submit every job; yield ``[(cell, result, wall seconds, CPU seconds, timing, file
+        bytes)]``, the cells that have finished since the last group (one manifest update per
+        group; the worker made the cell's file, :func:`_cell_file_bytes`).
 
         Several threads may call it at once (one per experiment): their cells share the
         cluster, each thread collecting its own.  A thread's ``k``-th batch runs at Dask
@@ -675,13 +707,15 @@ class DaskRunner:
         jobs = list(jobs)
         if not jobs:
             return
-        client = self.client
         expected = _worker_versions()
         futures = {}
         run_id = uuid.uuid4().hex[:8]
-        # One pickle for the whole batch, sent once to every worker (not once per task).
-        blob = client.scatter(_dumps_cell([cell.compute for cell, _ in jobs], self._shared),
-                              broadcast=True, hash=False)
+        # One pickle for the whole batch, sent once to every worker (not once per task).  Made
+        # before waiting for the cluster: solving the problems' optima here overlaps its start.
+        pickled = _dumps_cell([cell.compute for cell, _ in jobs], self._shared)
+        client = self.client
+        blob = client.scatter(pickled, broadcast=True, hash=False)
+        del pickled
         phase = getattr(self._phases, "n", 0)
         self._phases.n = phase + 1
         with self._lock:
@@ -847,6 +881,7 @@ class Cache:
         self.root.mkdir(parents=True, exist_ok=True)
         self.manifest: dict = {}
         self._stamp = None  # (inode, size, mtime) of the manifest this cache wrote last
+        self._text = _ManifestText()
         self._update(lambda m: None)
 
     def __reduce__(self):
@@ -908,9 +943,16 @@ class Cache:
                 m = self._read_manifest() or self._fresh_manifest()
             self._stamp = None
             change(m)
-            _atomic_write_text(path, json.dumps(m, indent=1, sort_keys=True) + "\n")
+            _atomic_write_text(path, self._text(m))
             self._stamp = _stamp(path)
         self.manifest = m
+
+    def _refresh(self) -> None:
+        """See what other processes wrote to the manifest since this cache wrote it last (a
+        re-read and a merge, :meth:`_update`); nothing to do while the file is still the one
+        this cache wrote."""
+        if self._stamp is None or self._stamp != _stamp(self.root / _MANIFEST):
+            self._update(lambda m: None)
 
     # -- cells ---------------------------------------------------------------------------------
     def cell_seed(self, index: int) -> np.random.SeedSequence:
@@ -943,18 +985,25 @@ class Cache:
             return None
 
     def _store(self, finished: Sequence[tuple]) -> None:
-        """Save finished cells, ``[(cell, result, wall, cpu, meta, timing)]``: each file, then
-        one manifest update listing them all (a cell is listed only once its file is whole)."""
+        """Save finished cells, ``[(cell, result, wall, cpu, meta, timing, data)]``: each file,
+        then one manifest update listing them all (a cell is listed only once its file is
+        whole).  ``data``: the file's bytes when a worker made them (:func:`_cell_file_bytes`;
+        written as they are and hashed in memory), else ``None`` (saved here)."""
         entries = {}
         try:
-            for cell, res, wall, cpu, meta, timing in finished:
+            for cell, res, wall, cpu, meta, timing, data in finished:
                 if not isinstance(res, dpsim.Result):
                     raise TypeError(f"cell {cell.label!r} returned {type(res).__name__}, "
                                     "expected dpsim.Result")
                 path = self.path(cell.label)
-                _atomic_write(path, res.save)
+                if data is None:
+                    _atomic_write(path, res.save)
+                    digest = _sha256(path)
+                else:
+                    _atomic_write(path, lambda tmp: tmp.write_bytes(data))
+                    digest = hashlib.sha256(data).hexdigest()
                 entries[cell.label] = {
-                    "index": int(cell.index), "file": path.name, "sha256": _sha256(path),
+                    "index": int(cell.index), "file": path.name, "sha256": digest,
                     "wall_time_s": round(wall, 3), "cpu_time_s": round(cpu, 3),
                     "finished": _now(), "meta": meta, **dict(timing or {})}
         finally:
@@ -978,7 +1027,7 @@ class Cache:
         for c in cells:
             self._check(c)
         metas = {c.label: json.loads(json.dumps(dict(c.meta))) for c in cells}
-        self._update(lambda m: None)  # see cells other processes finished meanwhile
+        self._refresh()  # see cells other processes finished meanwhile
         out, pending, meta_fix = {}, [], {}
         for c in cells:
             res = None if self.force else self._load_valid(c)
@@ -999,9 +1048,11 @@ class Cache:
                         len(cells) - len(pending))
         try:
             for group in self.runner.run([(c, self.cell_seed(c.index)) for c in pending]):
-                self._store([(cell, res, wall, cpu, metas[cell.label], timing)
-                             for cell, res, wall, cpu, timing in group])
-                for cell, res, wall, _, _ in group:
+                # (cell, result, wall, cpu, timing[, file bytes made by the worker])
+                group = [(*g[:5], g[5] if len(g) > 5 else None) for g in group]
+                self._store([(cell, res, wall, cpu, metas[cell.label], timing, data)
+                             for cell, res, wall, cpu, timing, data in group])
+                for cell, res, wall, *_ in group:
                     out[cell.label] = res
                     bar.tick(cell.label, wall)
         finally:
@@ -1043,6 +1094,44 @@ class Cache:
                      "config": json.dumps(config_json(self.config), sort_keys=True)})
         with file_lock(self.scale_dir / _LOCK):
             _atomic_write_text(self.scale_dir / _LATEST, self.key + "\n")
+
+
+class _ManifestText:
+    """The JSON text of a manifest, for :meth:`Cache._update` (which writes it once per group
+    of finished cells): the data of ``json.dumps(manifest, sort_keys=True)``, laid out with one
+    line per top-level key and one per cell, each part written by json's C encoder (``indent``
+    would select its pure-Python encoder) and reused while it is unchanged (the same object,
+    equal to a copy taken when it was encoded).  So an update costs about the size of what
+    changed plus a join, not a re-encoding of every cell (with hundreds of cells that made a
+    sweep's manifest writes grow with the square of its cells)."""
+
+    def __init__(self):
+        self._memo: dict = {}
+
+    def _encode(self, memo: dict, slot, value) -> str:
+        hit = self._memo.get(slot)
+        if hit is not None and hit[0] is value and hit[1] == value:
+            text = hit[2]
+        else:
+            text = json.dumps(value, sort_keys=True)
+            hit = (value, copy.deepcopy(value), text)
+        memo[slot] = hit
+        return text
+
+    def __call__(self, m: Mapping) -> str:
+        memo: dict = {}
+        lines = []
+        for key in sorted(m):
+            value = m[key]
+            name = json.dumps(key)
+            if key == "cells" and isinstance(value, dict) and value:
+                cells = ",\n".join(f"  {json.dumps(lab)}: {self._encode(memo, ('cell', lab), value[lab])}"
+                                   for lab in sorted(value))
+                lines.append(f" {name}: {{\n{cells}\n }}")
+            else:
+                lines.append(f" {name}: {self._encode(memo, ('key', key), value)}")
+        self._memo = memo  # parts no longer in the manifest are forgotten
+        return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
 def _stamp(path: Path):

@@ -99,7 +99,8 @@ def test_local_cluster_sweep_is_bitwise_identical_to_the_sequential_run(cluster,
     assert a["runner"] == "on a local Dask cluster of 2 worker processes" and a["run_wall_s"] > 0
     assert b["runner"] == "in this process" and b["run_wall_s"] > 0
     assert {k: v["meta"] for k, v in a["cells"].items()} == {k: v["meta"] for k, v in b["cells"].items()}
-    # one process wrote every file (the parent): the sha256 in the manifest is the file's
+    # the workers made the files' bytes, the parent wrote them: the sha256 in the manifest is
+    # the file's
     for lab, entry in a["cells"].items():
         assert entry["sha256"] == pipeline._sha256(cache.path(lab))
         assert 0 < entry["cpu_time_s"] <= entry["wall_time_s"] + 0.01  # one thread's CPU time
@@ -254,6 +255,44 @@ def test_batches_share_what_the_cells_share_and_changes_are_sent_afresh(monkeypa
     # without a runner's numbering (one call), nothing is shared with earlier calls
     b5, _ = pipeline._loads_cell(pipeline._dumps_cell([make(5)]))[0](None)
     assert b5 is not b3
+
+
+def test_a_cell_file_made_by_a_worker_is_the_file_result_save_writes(sequential, tmp_path,
+                                                                      monkeypatch):
+    """A worker makes a cell's file in memory (``_cell_file_bytes``: a memfd, else a temporary
+    file) with ``Result.save`` itself: the same entries, and it loads to the same result."""
+    labels = sorted(sequential.manifest["cells"])[:2]
+    for memfd in (True, False):
+        if not memfd:
+            monkeypatch.delattr(os, "memfd_create", raising=False)
+        for lab in labels:
+            res = dpsim.load(sequential.path(lab))
+            (tmp_path / "w.npz").write_bytes(pipeline._cell_file_bytes(res))
+            res.save(tmp_path / "p.npz")
+            with np.load(tmp_path / "w.npz") as zw, np.load(tmp_path / "p.npz") as zp:
+                assert zw.files == zp.files
+            _same_results({lab: dpsim.load(tmp_path / "w.npz")}, {lab: dpsim.load(tmp_path / "p.npz")})
+    assert pipeline._cell_file_bytes("not a result") is None  # the parent names the bad cell
+
+
+def test_manifest_text_holds_the_manifest_and_follows_every_change(sequential):
+    """The manifest is written with one line per cell, parts reused while unchanged: the text
+    always parses to the manifest, also after a cell entry is changed in place."""
+    m = json.loads(json.dumps(sequential.manifest))
+    text = pipeline._ManifestText()
+    assert json.loads(text(m)) == m
+    lab = sorted(m["cells"])[0]
+    m["cells"][lab]["meta"] = {"changed": [1, 2.5, None]}  # in place, as a meta fix does
+    m["notes"]["x"] = {"y": float("inf")}
+    m["cells"]["new"] = {"index": 10_000}
+    out = text(m)
+    assert json.loads(out) == m
+    assert sum(line.startswith('  "') for line in out.splitlines()) == len(m["cells"])
+    del m["cells"]["new"], m["notes"]["x"]
+    m["cells"][lab]["meta"]["changed"].append(3)
+    assert json.loads(text(m)) == m
+    m["cells"].clear()
+    assert json.loads(text(m)) == m
 
 
 def test_worker_with_other_dpsim_is_refused():
