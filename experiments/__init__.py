@@ -239,7 +239,9 @@ def _run_all(exps, run_one, runner) -> dict:
     runs at once in its own thread of this process, their cells sharing the runner's workers:
     while one experiment waits for its tuning cells to finish before it can make its
     evaluation cells (or calibrates σ here), the workers compute the other experiments' cells,
-    so no worker idles at an experiment's phase boundary.  Each experiment's manifest is still
+    so no worker idles at an experiment's phase boundary.  The experiments' set-ups (until
+    each pickles its first batch) take turns (the runner's ``setup_turn``), so the first cells
+    reach the workers early.  Each experiment's manifest is still
     written by one thread of one process, and its cells and seeds are those of the sequential
     run (bitwise identical results).  If one experiment fails, the cells of the others are
     cancelled and the first error is raised."""
@@ -247,9 +249,17 @@ def _run_all(exps, run_one, runner) -> dict:
         return {e.name: run_one(e) for e in exps}
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
+    turn = getattr(runner, "setup_turn", None)  # one experiment's set-up at a time
+
+    def one(exp):
+        if turn is None:
+            return run_one(exp)
+        with turn():
+            return run_one(exp)
+
     pool = ThreadPoolExecutor(max_workers=len(exps), thread_name_prefix="dpsim-reproduce")
     try:
-        futs = {pool.submit(run_one, e): e for e in exps}
+        futs = {pool.submit(one, e): e for e in exps}
         wait(futs, return_when=FIRST_EXCEPTION)
         for f in futs:  # the first experiment (in the given order) that failed
             if f.done() and f.exception() is not None:

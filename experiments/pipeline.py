@@ -641,6 +641,8 @@ class DaskRunner:
         self._starter: threading.Thread | None = None
         self._shared = _SharedObjects()    # objects' numbers across this runner's batches
         self._phases = threading.local()   # batches submitted by each thread (its priority)
+        self._setup = threading.Semaphore(1)  # see setup_turn
+        self._setup_held = threading.local()
 
     @property
     def workers(self) -> int | None:
@@ -692,6 +694,28 @@ class DaskRunner:
             self._starter = threading.Thread(target=warm, name="dpsim-dask-start", daemon=True)
             self._starter.start()
 
+    @contextmanager
+    def setup_turn(self) -> Iterator[None]:
+        """Hold the set-up turn for an experiment's thread (:func:`experiments._run_all`): from
+        its start until its first batch is pickled (:meth:`run`; or the block ends), one
+        experiment at a time builds its problems, solves their optima and calibrates its σ.
+        Several experiments' set-ups at once share this process's one interpreter lock (and
+        with it the event loop starting the cluster), so each would submit its first cells
+        only once nearly all had finished their set-up; one at a time, the first experiment's
+        cells reach the workers as soon as the cluster is up, and the next set-up overlaps
+        them.  Later work of the threads (storing cells, tuning) is not serialized."""
+        self._setup.acquire()
+        self._setup_held.on = True
+        try:
+            yield
+        finally:
+            self._end_setup_turn()
+
+    def _end_setup_turn(self) -> None:
+        if getattr(self._setup_held, "on", False):
+            self._setup_held.on = False
+            self._setup.release()
+
     def run(self, jobs: Sequence[tuple[Cell, np.random.SeedSequence]]):
         """Submit every job; yield ``[(cell, result, wall seconds, CPU seconds, timing, file
         bytes)]``, the cells that have finished since the last group (one manifest update per
@@ -706,6 +730,7 @@ class DaskRunner:
 
         jobs = list(jobs)
         if not jobs:
+            self._end_setup_turn()
             return
         expected = _worker_versions()
         futures = {}
@@ -713,6 +738,7 @@ class DaskRunner:
         # One pickle for the whole batch, sent once to every worker (not once per task).  Made
         # before waiting for the cluster: solving the problems' optima here overlaps its start.
         pickled = _dumps_cell([cell.compute for cell, _ in jobs], self._shared)
+        self._end_setup_turn()  # set-up done: the next experiment's may start
         client = self.client
         blob = client.scatter(pickled, broadcast=True, hash=False)
         del pickled

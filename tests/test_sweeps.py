@@ -13,6 +13,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -413,6 +416,35 @@ class _FakeParallel(pipeline.InProcess):
     def stop(self, reason=None):
         self.reason = reason
         self.stopped.set()
+
+
+def test_experiments_take_turns_at_their_set_up_then_run_at_once():
+    """On a Dask runner each experiment's thread holds the set-up turn until its first batch is
+    pickled: set-ups never overlap, and after them the experiments run at the same time (the
+    barrier needs all three past their set-up at once)."""
+    runner = pipeline.DaskRunner(workers=2)  # never started: no batch here has cells
+    lock, state = threading.Lock(), {"in_setup": 0, "most": 0}
+    together = threading.Barrier(3, timeout=120)
+
+    def run_one(exp):
+        with lock:
+            state["in_setup"] += 1
+            state["most"] = max(state["most"], state["in_setup"])
+        time.sleep(0.05)  # building problems ...
+        with lock:
+            state["in_setup"] -= 1
+        list(runner.run([]))  # the first batch ends the turn (here: every cell cached)
+        together.wait()
+        return exp.name
+
+    exps = [types.SimpleNamespace(name=n) for n in ("a", "b", "c")]
+    assert experiments._run_all(exps, run_one, runner) == {"a": "a", "b": "b", "c": "c"}
+    assert state["most"] == 1
+    # the turn is given back also by an experiment that ends (or fails) before any batch
+    with runner.setup_turn():
+        pass
+    assert runner._setup.acquire(timeout=1)
+    runner._setup.release()
 
 
 def test_one_failing_experiment_stops_the_others_and_its_error_is_raised(tmp_path):
