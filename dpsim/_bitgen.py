@@ -299,7 +299,7 @@ def integers(st, low, high):
 # binomial: NumPy's random_binomial (inversion or BTPE), set-up computed once per (n, p)
 
 
-@numba.njit
+@numba.njit(cache=True)
 def binomial_setup(n, p):
     """The set-up of ``Binomial(n, p)`` draws: ``(method, flip, n, r, q, c_0 … c_11, p)`` with
     ``method`` 0 (constant 0), 1 (inversion) or 2 (BTPE) and ``flip`` when ``p > 1/2`` (draw with
@@ -367,7 +367,7 @@ def _stirling_reject(A, xm, m, n, y, r, q):
 TABLE_HALF = 20
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _ratio(n, m, y, a, s):
     """BTPE's explicit ``F = f(y)/f(m)`` by NumPy's recursion (products in the order of ``i``)."""
     F = 1.0
@@ -380,7 +380,7 @@ def _ratio(n, m, y, a, s):
     return F
 
 
-@numba.njit
+@numba.njit(cache=True)
 def binomial_table(bp):
     """``F(m + k)`` for ``|k| ≤ TABLE_HALF`` (NaN where ``m + k ∉ [0, n]`` or without BTPE): the
     ratios BTPE computes by a loop at each draw that reaches its explicit test, computed once per

@@ -27,7 +27,7 @@ def _pair(seed, advance32=0):
     return g
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _fill(st, what, k, a, b):
     """``k`` draws of one kind on the state array ``st`` (through the ``draw_*`` dispatch)."""
     out = np.empty(k)
@@ -49,7 +49,7 @@ def _fill(st, what, k, a, b):
     return out
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _fill_int(st, k, low, high):
     out = np.empty(k, dtype=np.int64)
     for i in range(k):
@@ -57,7 +57,7 @@ def _fill_int(st, k, low, high):
     return out
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _fill_gen(rng, what, k, a, b):
     """The same loop on a NumPy ``Generator`` (Numba's compiled methods, through the dispatch)."""
     out = np.empty(k)
@@ -73,6 +73,18 @@ def _fill_gen(rng, what, k, a, b):
         for i in range(k):
             out[i] = B.draw_binomial(rng, bp, tab)
     return out
+
+
+@numba.njit(cache=True)
+def _words(st, k):
+    """``k`` raw 64-bit words, then ``k`` 32-bit draws."""
+    a = np.empty(k, dtype=np.uint64)
+    b = np.empty(k, dtype=np.uint32)
+    for i in range(k):
+        a[i] = B.next_uint64(st)
+    for i in range(k):
+        b[i] = B.next_uint32(st)
+    return a, b
 
 
 def _run(g, fn, *args):
@@ -221,21 +233,11 @@ def test_raw_words_and_python_reference():
     """``next_uint64``/``next_uint32``/``next_double`` against the bit generator's own raw
     outputs, and the pure-Python statement of the 128-bit step (the NUMBA_DISABLE_JIT stand-in)."""
 
-    @numba.njit
-    def words(st, k):
-        a = np.empty(k, dtype=np.uint64)
-        b = np.empty(k, dtype=np.uint32)
-        for i in range(k):
-            a[i] = B.next_uint64(st)
-        for i in range(k):
-            b[i] = B.next_uint32(st)
-        return a, b
-
     for seed in SEEDS:
         bg = np.random.PCG64(seed)
         st = B.state_of(np.random.Generator(bg))
         st2 = st.copy()
-        a, b = words(st, 101)
+        a, b = _words(st, 101)
         np.testing.assert_array_equal(a, bg.random_raw(101))
         # 101 32-bit draws = 51 words: lows and highs alternate, the last high half buffered
         w = bg.random_raw(51)
