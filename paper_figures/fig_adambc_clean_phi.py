@@ -79,9 +79,11 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
                 ax.annotate(f"η={r['lr']}", (xi, mi), textcoords="offset points", xytext=(3, 6),
                             fontsize=6)
             ax.set_xscale("log")
-        for (e, ph), c in zip(sorted(meta["phi_of_epsilon"].items(), key=lambda kv: float(kv[0])),
-                              style.sequential(len(meta["phi_of_epsilon"]))):
-            ax.axvline(float(ph), color=c, ls=":", lw=1.2, label=f"Φ of DP at ε = {e}")
+        phis = sorted(meta["phi_of_epsilon"].items(), key=lambda kv: float(kv[0]))
+        for i, (e, ph) in enumerate(phis):  # greys: apart from the method colours
+            grey = str(round(0.15 + 0.5 * i / max(len(phis) - 1, 1), 2))
+            ax.axvline(float(ph), color=grey, ls=(0, (1, 1 + i)), lw=1.2,
+                       label=f"Φ = (σC/B)² of DP at ε = {e}")
         ax.set_yscale("log")
         ax.set_xlabel("Φ' added to clean v̂")
         ax.set_ylabel(r"final excess loss $F(w_T)-F^\star$")
@@ -92,7 +94,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         colors = style.sequential(len(rows))
         for r, c in zip(rows, colors):
             mean = np.mean(np.asarray(res.excess_loss, dtype=float)[:, r["sel"]], axis=1)
-            ax.plot(res.steps, mean, color=c, label=f"Φ' = {common.fmt(r['phi'], 2)}")
+            ax.plot(res.steps, mean, color=c,
+                    label="Φ' = 0" if r["phi"] == 0 else f"Φ' = {common.fmt(r['phi'], 2)}")
         ax.plot(sgdm.steps, np.mean(np.asarray(sgdm.excess_loss, dtype=float), axis=1),
                 color=SGDM_COLOR, ls="--", label="clipped SGDM")
         ax.set_yscale("log")
