@@ -1214,17 +1214,52 @@ def _column(values: list):
     """One table column as a NumPy array netCDF can hold: float (NaN for missing), int, or str
     (JSON for lists and dicts, "" for missing)."""
     present = [v for v in values if v is not None]
-    if present and all(isinstance(v, (bool, np.bool_)) for v in present):
+    kinds = set(map(type, present))  # the tests below look at each distinct type once
+
+    def all_of(classes, but=None) -> bool:
+        return bool(kinds) and all(issubclass(k, classes) and not (but and issubclass(k, but))
+                                   for k in kinds)
+
+    if all_of((bool, np.bool_)):
         return np.array([-1 if v is None else int(v) for v in values], dtype=np.int32)
-    if present and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in present):
+    if all_of((int, np.integer), but=bool):
         if len(present) == len(values) and all(-2**31 < int(v) < 2**31 for v in present):
             return np.array(values, dtype=np.int32)
         return np.array([np.nan if v is None else float(v) for v in values])
-    if present and all(isinstance(v, (int, float, np.integer, np.floating))
-                       and not isinstance(v, bool) for v in present):
+    if all_of((int, float, np.integer, np.floating), but=bool):
         return np.array([np.nan if v is None else float(v) for v in values])
     return np.array(["" if v is None else v if isinstance(v, str) else json.dumps(v)
                      for v in values], dtype=str)
+
+
+def _column_of_parts(parts: Sequence[list]):
+    """:func:`_column` of the concatenated ``parts`` (one list per cell), the same array, made
+    part by part by NumPy's converters where a part's values allow it (no ``None``; strings or
+    numbers): a sweep with folded grids has hundreds of thousands of rows."""
+    kinds: set = set()
+    for p in parts:
+        kinds.update(map(type, p))
+    kinds.discard(type(None))
+    if not kinds or any(None in p for p in parts if p):
+        return _column([v for p in parts for v in p])
+
+    def all_of(classes, but=None) -> bool:
+        return all(issubclass(k, classes) and not (but and issubclass(k, but)) for k in kinds)
+
+    if all_of(str):
+        return np.concatenate([np.array(p, dtype=str) for p in parts]) if parts else _column([])
+    if kinds == {int}:
+        try:
+            a = np.concatenate([np.array(p, dtype=np.int64) for p in parts])
+        except OverflowError:
+            a = None
+        if a is not None and (a.size == 0 or (a.min() > -2**31 and a.max() < 2**31)):
+            return a.astype(np.int32)
+        return _column([v for p in parts for v in p])
+    if kinds <= {float, np.float64, int}:
+        # Python floats (and ints) as float64: what float(v) gives, value by value
+        return np.concatenate([np.array(p, dtype=np.float64) for p in parts])
+    return _column([v for p in parts for v in p])
 
 
 def results_table(used: Mapping[str, dict], results: Sequence[str] = ()):
@@ -1243,10 +1278,8 @@ def results_table(used: Mapping[str, dict], results: Sequence[str] = ()):
     data = {}
     res_set = set(results)
     for name in names:
-        values = []
-        for lab, cols in used.items():
-            values += cols.get(name, [None] * n[lab])
-        data[name] = ("row", _column(values))
+        parts = [cols.get(name, [None] * n[lab]) for lab, cols in used.items()]
+        data[name] = ("row", _column_of_parts(parts))
     data["is_result"] = ("row", np.array([int(lab in res_set) for lab, cols in used.items()
                                           for _ in range(n[lab])], dtype=np.int32))
     return xr.Dataset(data)

@@ -623,6 +623,19 @@ class _Cfg:
     seed: int = 3
 
 
+def test_table_columns_made_cell_by_cell_are_the_columns_of_all_rows_at_once():
+    """The results table converts each cell's values with NumPy where it can
+    (``_column_of_parts``): the same dtype and bytes as converting every row at once."""
+    cases = [[[True], [None, np.bool_(False)]], [[1, None], [2]], [[1], [2**40]], [[2**70], [1]],
+             [[np.int64(3)], [4]], [[1, 2.5], [np.float32(1)]], [[1.5, 2**70], [3]], [[True, 1]],
+             [["a"], ["bcd", "ef"]], [["a"], [None]], [["a", [1]]], [[None], [None]], [], [[]],
+             [[], ["x"]], [[1.0], ["x"]], [[float("nan"), float("-inf")], [1]], [[1], [2, -3]],
+             [[np.float64(0.1)], [0.2]], [[2**31 - 1], [-2**31 + 1]], [[2**31], [0]], [[{"a": 1}], ["b"]]]
+    for parts in cases:
+        a, b = pipeline._column_of_parts(parts), pipeline._column([v for p in parts for v in p])
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), parts
+
+
 def test_progress_is_a_plain_line_per_cell_off_a_terminal(tmp_path, capsys):
     assert not sys.stderr.isatty()
     cache = pipeline.Cache(tmp_path, experiment="toy", scale="tiny", config=_Cfg(), version="v",
