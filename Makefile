@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: all install test figures bench mutation clean
+.PHONY: all install test figures full gallery gallery-status bench mutation clean
 
 all: figures
 
@@ -26,6 +26,20 @@ test: $(STAMP)
 
 figures: $(STAMP)
 	$(VENV)/bin/dpsim reproduce --all --scale quick $(if $(WORKERS),--workers $(WORKERS))
+
+# The full-scale reproduction (hours: cells are cached as they finish, so an interrupted run goes
+# on where it stopped), its progress, and its publication as the committed gallery docs/gallery/.
+FULL_RESULTS ?= results
+FULL_OUT     ?= paper_figures/full
+
+full: $(STAMP)
+	nice $(VENV)/bin/dpsim reproduce --all --scale full --results $(FULL_RESULTS) --out $(FULL_OUT) $(if $(WORKERS),--workers $(WORKERS))
+
+gallery-status: $(STAMP)
+	$(VENV)/bin/dpsim gallery status --results $(FULL_RESULTS) --scale full --figures $(FULL_OUT)
+
+gallery: $(STAMP)
+	$(VENV)/bin/dpsim gallery publish --results $(FULL_RESULTS) --figures $(FULL_OUT) --out docs/gallery --source . $(if $(PARTIAL),--allow-partial)
 
 # Benchmarks (one BLAS thread; ratios are measured within one run): machine limits, small-d table,
 # workload W against its in-run noise ceiling, every variant vs dp_sgd, peak memory.

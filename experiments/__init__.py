@@ -36,6 +36,7 @@ _REGISTRY: dict[str, str] = {
     "dpsgd_logistic": "dpsim.experiments.dpsgd_logistic",
     "pagan_absreg": "dpsim.experiments.pagan_absreg",
     "dp2_logistic": "dpsim.experiments.dp2_logistic",
+    "dp2_noisy_adagrad": "dpsim.experiments.dp2_noisy_adagrad",
     "adambc": "dpsim.experiments.adambc",
     "design_space": "dpsim.experiments.design_space",
     "ctcdp_quadratic": "dpsim.experiments.ctcdp_quadratic",

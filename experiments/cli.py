@@ -1,13 +1,18 @@
-"""The ``dpsim reproduce`` and ``dpsim cache`` commands, registered from outside the core.
+"""The ``dpsim reproduce``, ``dpsim cache`` and ``dpsim gallery`` commands, registered from
+outside the core.
 
 ``pyproject.toml`` declares them in the entry point group ``dpsim.commands``
-(``reproduce = "dpsim.experiments.cli:register"``, ``cache = "dpsim.experiments.cli:register_cache"``);
+(``reproduce = "dpsim.experiments.cli:register"``, ``cache = "dpsim.experiments.cli:register_cache"``,
+``gallery = "dpsim.experiments.cli:register_gallery"``);
 ``dpsim``'s command line calls each with its subparsers and dispatches to the handler, turning a
 ``ValueError``/``KeyError`` into exit status 2 and one line naming the bad value.
 
     dpsim reproduce [NAME ... | --all] [--scale tiny|quick|full] [--out DIR] [--results DIR]
                     [--workers N | --scheduler ADDRESS] [--backend numpy|cupy] [--force]
     dpsim cache prune [--results DIR] [--dry-run]
+    dpsim gallery publish --results DIR --figures DIR --out DIR [--source CHECKOUT] [--scale S]
+                          [--allow-partial] [--max-width PX] [--max-bytes B]
+    dpsim gallery status --results DIR [--scale S] [--figures DIR] [--json]
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import sys
 
 from . import DEFAULT_RESULTS_DIR, SCALES, get, names, reproduce
 
-__all__ = ["register", "register_cache"]
+__all__ = ["register", "register_cache", "register_gallery"]
 
 
 def _positive_int(text: str) -> int:
@@ -99,3 +104,10 @@ def _handle_cache(args) -> int:
         print(f"{verb} {p}")
     print(f"{len(gone)} stale item(s) {verb} under {root}", file=sys.stdout)
     return 0
+
+
+def register_gallery(subparsers) -> None:
+    """Add ``dpsim gallery publish|status`` (:mod:`experiments.gallery`) to ``subparsers``."""
+    from .gallery import register as register_gallery_commands
+
+    register_gallery_commands(subparsers)

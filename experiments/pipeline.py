@@ -10,7 +10,8 @@ Cache layout (``results/<experiment>/<scale>/``)::
 
     LATEST                 the key of the last finished run at this scale (what figures read)
     <key>/manifest.json    key, config, seed, numerics versions, backend, package versions, one
-                           entry per cell (file, SHA-256, time, the cell's metadata), notes (the
+                           entry per cell (file, SHA-256, time, the cell's metadata, the git
+                           commit of the code that computed it), notes (the
                            tuning selections, ...)
     <key>/<label>.npz      one dpsim.Result per sweep cell (Result.save), written as it finishes
     <key>/table.nc         the results table: one row per cell and trial (config columns and
@@ -192,6 +193,32 @@ def package_versions() -> dict:
         except PackageNotFoundError:
             pass
     return out
+
+
+_COMMIT: list = []  # [the git commit of the running code, or None], filled on first use
+
+
+def code_commit() -> str | None:
+    """The git commit of the checkout this ``dpsim`` is imported from (``<sha>``, with
+    ``-dirty`` when tracked files differ from it), or ``None`` outside a git checkout: saved
+    with every computed cell (``commit``) for provenance (``dpsim gallery publish`` prints it);
+    not part of the key.  Read once per process."""
+    if not _COMMIT:
+        import subprocess
+
+        where = str(Path(dpsim.__file__).resolve().parent)
+        try:
+            sha = subprocess.run(["git", "-C", where, "rev-parse", "HEAD"], capture_output=True,
+                                 text=True, timeout=30)
+            dirty = subprocess.run(["git", "-C", where, "status", "--porcelain",
+                                    "--untracked-files=no"], capture_output=True, text=True,
+                                   timeout=60)
+            ok = sha.returncode == 0 and dirty.returncode == 0
+            _COMMIT.append(sha.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+                           if ok else None)
+        except (OSError, subprocess.SubprocessError):
+            _COMMIT.append(None)
+    return _COMMIT[0]
 
 
 def config_json(config) -> dict:
@@ -1032,6 +1059,9 @@ class Cache:
                     "index": int(cell.index), "file": path.name, "sha256": digest,
                     "wall_time_s": round(wall, 3), "cpu_time_s": round(cpu, 3),
                     "finished": _now(), "meta": meta, **dict(timing or {})}
+                commit = code_commit()
+                if commit is not None:
+                    entries[cell.label]["commit"] = commit
         finally:
             if entries:
                 self._update(lambda m: m["cells"].update(entries))
