@@ -105,7 +105,6 @@ import numpy as np
 
 from dpsim.transforms import lookup, named_chain
 import dpsim
-from dpsim._validate import hyper
 from dpsim.optimizers import Optimizer
 from dpsim.optimizers.baselines import learning_rate
 from dpsim.privacy.privatizers import gaussian_privatizer
@@ -332,7 +331,11 @@ def clean_adam_plus(lr, phi_add, *, beta1: float = 0.9, beta2: float = 0.999,
 
     ``lr`` ∈ [0, ∞), ``phi_add`` ∈ [0, ∞): scalars or one value per trial; ``beta1``, ``beta2`` ∈
     [0, 1); ``clip`` ∈ (0, ∞)."""
-    pa = hyper("phi_add", phi_add, "[0, inf)")
+    pa = np.asarray(phi_add, dtype=float)
+    if pa.ndim > 1 or pa.size == 0 or not np.all(np.isfinite(pa)) or np.any(pa < 0):
+        raise ValueError("phi_add must be finite and >= 0 (a scalar or one value per trial), "
+                         f"got phi_add={phi_add!r}")
+    pa = float(pa) if pa.ndim == 0 else pa
 
     def minus_phi(ctx):
         return -ctx.hp(pa)

@@ -24,7 +24,7 @@ def _kw(name):
         return dict(radius=1.0)
     if name == "pdp_sgd":
         return dict(k=1, public_fraction=0.2)
-    if name == "adadps":
+    if name in ("adadps", "noisy_adagrad"):
         return dict(public_fraction=0.2)
     return {}
 
