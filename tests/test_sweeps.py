@@ -636,6 +636,29 @@ def test_table_columns_made_cell_by_cell_are_the_columns_of_all_rows_at_once():
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), parts
 
 
+def test_table_file_is_the_file_xarray_writes_from_the_text_columns(tmp_path):
+    """``write_table`` hands all-ASCII text columns to xarray as bytes (NumPy converts them in C):
+    the file is byte for byte the one xarray writes from the text, and opens as text; a column
+    with other characters is left to xarray."""
+    used = {"c0": {"trial": [0, 1], "cell": ["c0", "c0"], "meta_note": ["σ=1", "plain"],
+                   "optimizer": ["dp_sgd", "dp_sgd"], "final_loss": [0.5, 0.25]},
+            "c1": {"trial": [0], "cell": ["c1"], "meta_note": [None],
+                   "optimizer": ["pagan"], "final_loss": [0.125]}}
+    fast = tmp_path / "fast.nc"
+    pipeline.write_table(fast, used, ["c1"], {"experiment": "toy"})
+    plain = tmp_path / "plain.nc"
+    ds = pipeline.results_table(used, ["c1"])
+    ds.attrs["experiment"] = "toy"
+    ds.to_netcdf(plain, engine="scipy")
+    assert fast.read_bytes() == plain.read_bytes()
+    import xarray as xr
+
+    with xr.open_dataset(fast) as back:
+        assert back["optimizer"].values.tolist() == ["dp_sgd", "dp_sgd", "pagan"]
+        assert back["meta_note"].values.tolist() == ["σ=1", "plain", ""]
+        assert back["cell"].values.tolist() == ["c0", "c0", "c1"]
+
+
 def test_progress_is_a_plain_line_per_cell_off_a_terminal(tmp_path, capsys):
     assert not sys.stderr.isatty()
     cache = pipeline.Cache(tmp_path, experiment="toy", scale="tiny", config=_Cfg(), version="v",
