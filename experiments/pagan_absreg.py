@@ -164,12 +164,12 @@ PRESETS: dict[str, Config] = {
     "tiny": Config(n=500, d=20, steps=20, batch_size=20, epsilons=(1.0, 4.0), lr_grid=(0.1, 1.0),
                    lr_extra=(4.0,), radius_grid=(0.5, 2.0), pdp_clip_grid=(1.0,), tune_trials=1,
                    trials=4, pdp_k=5, public_fraction=0.04, record_every=5),
-    # A laptop (about 1.5 CPU-minutes): the paper's problem, ε, step-size grid (widened above) and
-    # 30 runs; fewer steps, radii and tuning trials than full.
+    # A laptop (about 2 CPU-minutes): the paper's problem, ε, step-size grid (widened above), 30
+    # runs and 3 tuning trials per grid point; fewer steps and radii than full.
     "quick": Config(n=5000, d=100, steps=300, batch_size=70, epsilons=(0.1, 1.0, 4.0),
                     lr_grid=PAPER_LR_GRID, lr_extra=(2.0, 4.0, 8.0, 16.0),
                     radius_grid=(0.125, 0.25, 1.0, 2.0, 4.0), pdp_clip_grid=(0.0625, 0.125),
-                    tune_trials=2, trials=30, record_every=10),
+                    tune_trials=3, trials=30, record_every=10),
     # The paper's sizes, step-size grid (widened above) and 30 runs per method.
     "full": Config(n=5000, d=100, steps=1000, batch_size=70, epsilons=(0.1, 1.0, 4.0),
                    lr_grid=PAPER_LR_GRID, lr_extra=(2.0, 4.0, 8.0, 16.0, 32.0),

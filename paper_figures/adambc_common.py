@@ -12,6 +12,7 @@ from typing import Mapping
 
 import numpy as np
 
+from dpsim.analysis import stats
 from dpsim.analysis.concentration import dp_bias
 from dpsim.experiments.pipeline import Saved
 
@@ -251,3 +252,33 @@ def lr_edges(results, key: str, lrs: Mapping[str, float]) -> dict:
     if len(grid) < 2:
         return {}
     return {n: v for n, v in lrs.items() if float(v) in (min(grid), max(grid))}
+
+
+def selection_edges(results, keys) -> dict:
+    """``{"<name>.<axis>": value}`` of the tuned choices that sit on an edge of their grid, read
+    from the saved selections (``at_edge``, ``point``).  ``keys`` maps each name to the label of
+    its selection (a plain iterable of labels names each by its own label), in the order of the
+    result; a label with no saved selection is skipped."""
+    saved = Saved.of(results)
+    if not isinstance(keys, Mapping):
+        keys = {k: k for k in keys}
+    out = {}
+    for name, key in keys.items():
+        try:
+            sel = saved.selection(key)
+        except KeyError:
+            continue
+        for axis in sel.get("at_edge", []):
+            out[f"{name}.{axis}"] = sel["point"][axis]
+    return out
+
+
+def paired_finals(a, b):
+    """``(mean_a, half_a, mean_b, half_b, diff, half_diff)``: the mean and 95% CI half-width of the
+    final excess losses of ``a`` and of ``b`` (as recorded, one per trial) and of their per-trial
+    difference ``b − a`` (the runs share batches and noise, so the pairs are the units)."""
+    fa, fb = a.excess_loss[-1], b.excess_loss[-1]
+    ma, ha = stats.mean_ci(fa)
+    mb, hb = stats.mean_ci(fb)
+    dm, dh = map(float, stats.mean_ci(fb - fa))
+    return ma, ha, mb, hb, dm, dh

@@ -39,14 +39,17 @@ COLORS = {"sgd_adv": "0.55", "sgd_adv_ac": "0.15", "uniform": "#1f77b4", "linear
 CTCDP = ("uniform", "linear", "exponential")
 
 
-def load(results: Mapping[str, object]) -> dict:
+def load(results: Mapping[str, object], *, name: str | None = None) -> dict:
     """``{ε: {method: Result}}`` sorted by ε, methods in :data:`ORDER` (ε and method from the
-    metadata the experiment saved with each cell)."""
+    metadata the experiment saved with each cell).  With ``name`` (the figure's), no result at all
+    is a ``ValueError`` naming the figure and the labels it was given."""
     saved = Saved.of(results)
     out: dict[float, dict] = {}
     for label in saved:
         meta = saved.meta(label)
         out.setdefault(float(meta["epsilon"]), {})[meta["method"]] = saved.result(label)
+    if name is not None and not out:
+        raise ValueError(f"{name}: no eps<ε>-<method> results among {sorted(results)}")
     return {e: {m: out[e][m] for m in ORDER if m in out[e]} for e in sorted(out)}
 
 

@@ -339,8 +339,7 @@ def finish(results, entries, claim: str, holds, rows, lines, notes, *, premise_a
               + (", ".join(f"{k}={style.fmt_float(float(v))}" for k, v in at_edge.items())
                  if at_edge else "none (every tuned value is interior to its grid)") + "."]
     notes = list(notes) + ([edge_note] if edge_note else [])
-    return {"claim": claim, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
-            "category": category, "verdict": "; ".join(notes) + "."}
+    return style.finding(claim, lines, category, "; ".join(notes) + ".")
 
 
 def sweep_rows(entries, methods, dp2_method: str, name: str) -> list:
@@ -401,3 +400,68 @@ def render_eps_sweep(results, out_dir, *, name: str, methods, dp2_method: str,
                   title="tuned values (learning rates re-tuned at each σ; DP²: η₂ only)", title_fontsize=7)
         fig.suptitle(suptitle.format(trials=rows[0][1][0].res.trials), fontsize=9)
         return style.save(fig, out_dir, name)
+
+
+def main_rows(entries, methods, name: str, *, required=None) -> tuple[float, list]:
+    """``(σ, [entry of each method at σ])`` at the main σ (:func:`main_sigma`), in the order of
+    ``methods``.  Every method is required unless ``required`` names the ones that are (the others
+    are left out of the list when they did not run); a missing required one is an error naming it."""
+    sig = main_sigma(entries)
+    rows = [get(entries, m, sig) for m in methods]
+    required = tuple(methods) if required is None else tuple(required)
+    missing = [m for m, r in zip(methods, rows) if r is None and m in required]
+    if missing:
+        raise ValueError(f"{name}: missing {' and '.join(missing)} at σ={sig:g} "
+                         f"(needed: {', '.join(required)})")
+    return sig, [r for r in rows if r is not None]
+
+
+def evaluate_eps_sweep(results, *, name: str, claim: str, methods, dp2_method: str,
+                       compared, columns, dp2_name: str, compared_name: str) -> dict:
+    """The ``evaluate`` of an ε-sweep figure ([DP2] Fig. 5, Fig. 9 left): at each σ of
+    :func:`sweep_rows`, is ``dp2_method``'s final excess loss significantly below that of each of
+    the two ``compared`` methods (:func:`better`, Welch 95% CI)?  Holds when it is at every ε; does
+    not hold when at some ε it is significantly above one of them and at no ε below both; else
+    inconclusive (then :func:`finish` over ``dp2_method`` and the compared entries).  ``columns``
+    are the table's names of ``methods``; ``dp2_name`` and ``compared_name`` word the verdict."""
+    entries = load(results)
+    rows = sweep_rows(entries, methods, dp2_method, name)
+    k2 = list(methods).index(dp2_method)
+    ka, kb = (list(methods).index(m) for m in compared)
+    lines = [f"Final excess training loss (mean ± 95% CI over trials); ε at δ = "
+             f"{style.fmt_float(delta_of(rows[0][1][0].res))}; learning rates re-tuned per σ "
+             "(DP²: the adaptive-phase η₂ only).", "",
+             "| σ | ε | " + " | ".join(columns) + f" | {columns[k2]} vs {columns[ka]} | "
+             f"{columns[k2]} vs {columns[kb]} |", "|---" * (len(columns) + 4) + "|"]
+    wins = losses = 0
+    for sig, es in rows:
+        f = [finals(e.res) for e in es]
+        v1, t1 = better(f[k2], f[ka])
+        v2, t2 = better(f[k2], f[kb])
+        lines.append(f"| {sig:g} | {eps_of(es[k2].res):.3g} | "
+                     + " | ".join(ci_text(x) for x in f) + f" | {t1} | {t2} |")
+        wins += bool(v1 and v2)
+        losses += v1 is False or v2 is False
+    lines += ["", "Tuned: " + "; ".join(f"σ={sig:g}: " + ", ".join(
+        f"{METHOD_STYLE[e.method][0]} ({hp_text(e.res)})" for e in es) for sig, es in rows)]
+    holds = True if wins == len(rows) else (False if losses and not wins else None)
+    notes = [f"{dp2_name} significantly better than {compared_name} at {wins} of {len(rows)} ε; "
+             f"significantly worse than at least one at {losses} of {len(rows)}"]
+    keep = {k2, ka, kb}
+    return finish(results, entries, claim, holds,
+                  [e for _, es in rows for k, e in enumerate(es) if k in keep], lines, notes)
+
+
+def curve_axes(ax, rows, means, *, title: str, legend_title: str) -> None:
+    """Finish a one-panel learning-curve figure of ``rows`` (entries) whose mean curves
+    (:func:`plot_curve`) are ``means``: log excess-loss axis fitted to them
+    (:func:`set_log_limits`), steps over the whole run, axis labels, ``title`` (small) and the
+    legend under the axes titled ``legend_title``."""
+    ax.set_yscale("log")
+    set_log_limits(ax, means)
+    ax.set_xlim(rows[0].res.steps[0], rows[0].res.steps[-1])
+    ax.set_xlabel("step t")
+    ax.set_ylabel(r"mean excess training loss $F(w_t) - F^\star$")
+    ax.set_title(title, fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=1, title=legend_title,
+              title_fontsize=7.5)

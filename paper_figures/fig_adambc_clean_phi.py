@@ -166,18 +166,13 @@ def evaluate(results: Mapping[str, object]) -> dict:
     else:
         category = verdicts_mod.INCONCLUSIVE
     edge = common.lr_edges(results, "clean_phi", lrs)
-    try:
-        sel = Saved.of(results).selection("nonprivate-clean-sgdm")
-        edge.update({f"clean-sgdm.{a}": sel["point"][a] for a in sel.get("at_edge", [])})
-    except KeyError:
-        pass
+    edge.update(common.selection_edges(results, {"clean-sgdm": "nonprivate-clean-sgdm"}))
     category, note = verdicts_mod.downgrade_for_edge(category, edge)
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
-            "category": category,
-            "verdict": f"Category: {category}" + (f" ({note})" if note else "") + ". "
-                       f"{worse} of {n} Φ' > 0 significantly worse than Φ' = 0, {better} "
-                       f"significantly better; the largest Φ' ({common.fmt(largest['phi'])}) ends at "
-                       f"{float(np.mean(largest['final'])) / ms:.3g}× clean SGDM's loss."}
+    return style.finding(CLAIM, lines, category,
+                         f"Category: {category}" + (f" ({note})" if note else "") + ". "
+                         f"{worse} of {n} Φ' > 0 significantly worse than Φ' = 0, {better} "
+                         f"significantly better; the largest Φ' ({common.fmt(largest['phi'])}) ends at "
+                         f"{float(np.mean(largest['final'])) / ms:.3g}× clean SGDM's loss.")
 
 
 def main(argv=None) -> int:

@@ -128,14 +128,11 @@ def evaluate(results: Mapping[str, object]) -> dict:
                      f"difference 95% CI [{lo:+.2e}, {hi:+.2e}]")
         lines.append(f"| {common.eps_text(res)} | DP-AdamBC (reference) | {common.lr_text(bc)} | "
                      f"{stats.fmt_ci(*stats.mean_ci(fb))} | — | — |")
-    category = (verdicts_mod.FAILS if verdicts_mod.FAILS in cats
-                else verdicts_mod.HOLDS if all(c == verdicts_mod.HOLDS for c in cats)
-                else verdicts_mod.INCONCLUSIVE)
+    category = style.combine(cats)
     category, note = verdicts_mod.downgrade_for_edge(category, common.lr_edges(results, "knobs", lrs))
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
-            "category": category,
-            "verdict": f"Category: {category}" + (f" ({note})" if note else "") + ". "
-                       + "; ".join(notes) + "."}
+    return style.finding(CLAIM, lines, category,
+                         f"Category: {category}" + (f" ({note})" if note else "") + ". "
+                         + "; ".join(notes) + ".")
 
 
 def main(argv=None) -> int:

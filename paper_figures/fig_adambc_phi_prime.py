@@ -130,17 +130,14 @@ def evaluate(results: Mapping[str, object]) -> dict:
                     else verdicts_mod.INCONCLUSIVE)
         notes.append(f"ε={common.eps_text(res)}: {worse} of {n} wrong Φ' significantly worse than "
                      f"Φ' = Φ, {better} significantly better")
-    category = (verdicts_mod.FAILS if verdicts_mod.FAILS in cats
-                else verdicts_mod.HOLDS if all(c == verdicts_mod.HOLDS for c in cats)
-                else verdicts_mod.INCONCLUSIVE)
+    category = style.combine(cats)
     edge = common.lr_edges(results, "phi", lrs)
     category, note = verdicts_mod.downgrade_for_edge(category, edge)
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
-            "category": category,
-            "verdict": f"Category: {category}" + (f" ({note})" if note else "") + ". "
-                       + "; ".join(notes) + ". Φ' > Φ floors most coordinates (v̂ − Φ' < γ'), so "
-                       "DP-AdamBC then moves like DP-SGDM with rate η/√γ'; Φ' = 0 keeps the whole "
-                       "DP bias in the denominator (DP-Adam-like)."}
+    return style.finding(CLAIM, lines, category,
+                         f"Category: {category}" + (f" ({note})" if note else "") + ". "
+                         + "; ".join(notes) + ". Φ' > Φ floors most coordinates (v̂ − Φ' < γ'), so "
+                         "DP-AdamBC then moves like DP-SGDM with rate η/√γ'; Φ' = 0 keeps the whole "
+                         "DP bias in the denominator (DP-Adam-like).")
 
 
 def main(argv=None) -> int:

@@ -22,7 +22,6 @@ import numpy as np
 
 from dpsim.analysis import stats
 from dpsim.experiments import verdicts as verdicts_mod
-from dpsim.experiments.pipeline import Saved
 
 from . import adambc_common as common
 from . import style
@@ -94,18 +93,11 @@ def evaluate(results: Mapping[str, object]) -> dict:
     lines += ["", line]
     category = {True: verdicts_mod.HOLDS, False: verdicts_mod.UNTESTED,
                 None: verdicts_mod.INCONCLUSIVE}[ok]
-    saved = Saved.of(results)
-    at_edge = {}
-    for slot in ("np-sgd", "np-adam"):
-        try:
-            sel = saved.selection(f"nonprivate-{slot}")
-        except KeyError:
-            continue
-        at_edge.update({f"{slot}.{a}": sel["point"][a] for a in sel.get("at_edge", [])})
+    at_edge = common.selection_edges(results, {slot: f"nonprivate-{slot}"
+                                               for slot in ("np-sgd", "np-adam")})
     category, note = verdicts_mod.downgrade_for_edge(category, at_edge)
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
-            "category": category,
-            "verdict": line.replace("**Premise** — ", "") + (f" ({note})" if note else "")}
+    return style.finding(CLAIM, lines, category,
+                         line.replace("**Premise** — ", "") + (f" ({note})" if note else ""))
 
 
 def main(argv=None) -> int:

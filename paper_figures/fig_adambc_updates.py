@@ -120,14 +120,11 @@ def evaluate(results: Mapping[str, object]) -> dict:
         notes.append(f"ε={common.eps_text(d['frozen-private'])}: near-0 fraction {np.mean(fp):.2f} "
                      f"(DP-Adam) vs {np.mean(fc):.2f} (corrected); v̂^p is {rp:.3g}× v̂^c, "
                      f"v̂^corr {rc:.3g}× (median)")
-    category = (verdicts_mod.FAILS if verdicts_mod.FAILS in cats
-                else verdicts_mod.HOLDS if all(c == verdicts_mod.HOLDS for c in cats)
-                else verdicts_mod.INCONCLUSIVE)
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
-            "category": category,
-            "verdict": f"Category: {category}. " + "; ".join(notes) + ". The rescaling divides by "
-                       "the largest update of the trial, so a few floored coordinates with huge "
-                       "Δ^corr (v̂^p − Φ < γ') make the rest of Δ^corr look concentrated too."}
+    category = style.combine(cats)
+    return style.finding(CLAIM, lines, category,
+                         f"Category: {category}. " + "; ".join(notes) + ". The rescaling divides by "
+                         "the largest update of the trial, so a few floored coordinates with huge "
+                         "Δ^corr (v̂^p − Φ < γ') make the rest of Δ^corr look concentrated too.")
 
 
 def main(argv=None) -> int:

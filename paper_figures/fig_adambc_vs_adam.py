@@ -20,7 +20,6 @@ import numpy as np
 
 from dpsim.analysis import stats
 from dpsim.experiments import verdicts as verdicts_mod
-from dpsim.experiments.pipeline import Saved
 
 from . import adambc_common as common
 from . import style
@@ -115,10 +114,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     verdicts, notes = [], []
     for eps, d in data.items():
         a, b = d["adam"], d["adambc"]
-        fa, fb = a.excess_loss[-1], b.excess_loss[-1]
-        ma, ha = stats.mean_ci(fa)
-        mb, hb = stats.mean_ci(fb)
-        dm, dh = map(float, stats.mean_ci(fb - fa))
+        ma, ha, mb, hb, dm, dh = common.paired_finals(a, b)
         fr = b.records.get("frac_above_floor")
         frac = "—" if fr is None else f"{float(np.mean(np.asarray(fr)[-1])):.2f}"
         if "dpsgd" in d:
@@ -134,9 +130,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
         verdicts.append(verdicts_mod.from_interval(dm - dh, dm + dh, claim="below"))
         notes.append(f"ε={common.eps_text(a)}: AdamBC/Adam = {mb / ma:.2f} "
                      f"({'lower' if dm + dh < 0 else 'higher' if dm - dh > 0 else 'no significant difference'})")
-    category = (verdicts_mod.FAILS if verdicts_mod.FAILS in verdicts
-                else verdicts_mod.HOLDS if all(v == verdicts_mod.HOLDS for v in verdicts)
-                else verdicts_mod.INCONCLUSIVE)
+    category = style.combine(verdicts)
     edge = _edges(results, data)
     category, edge_note = verdicts_mod.downgrade_for_edge(category, edge)
     premise_ok, premise_text = common.premise(results)
@@ -161,17 +155,8 @@ def evaluate(results: Mapping[str, object]) -> dict:
 def _edges(results, data) -> dict:
     """``{"<selection>.<axis>": value}`` of the tuned choices of the compared methods that sit on
     an edge of their grid (read from the saved selections; none saved: ``{}``)."""
-    saved = Saved.of(results)
-    out = {}
-    for eps in data:
-        for slot in ("adam", "adambc"):
-            try:
-                sel = saved.selection(f"eps{eps:g}-{slot}")
-            except KeyError:
-                continue
-            for axis in sel.get("at_edge", []):
-                out[f"eps{eps:g}-{slot}.{axis}"] = sel["point"][axis]
-    return out
+    return common.selection_edges(results, [f"eps{eps:g}-{slot}" for eps in data
+                                            for slot in ("adam", "adambc")])
 
 
 def main(argv=None) -> int:

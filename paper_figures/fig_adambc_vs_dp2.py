@@ -88,14 +88,7 @@ def _edges(results, data) -> dict:
     out = {}
     for eps, d in data.items():
         s = int(d["dp2"].config["hyperparameters"]["s1"])
-        keys = [f"eps{eps:g}-adambc", f"eps{eps:g}-dp2-s{s}"]
-        for key in keys:
-            try:
-                sel = saved.selection(key)
-            except KeyError:
-                continue
-            for axis in sel.get("at_edge", []):
-                out[f"{key}.{axis}"] = sel["point"][axis]
+        out.update(common.selection_edges(results, [f"eps{eps:g}-adambc", f"eps{eps:g}-dp2-s{s}"]))
         delays = saved.meta(f"eps{eps:g}-dp2").get("delays", [])
         if len(delays) > 1 and s in (min(delays), max(delays)):
             out[f"eps{eps:g}-dp2.s"] = s
@@ -121,15 +114,12 @@ def evaluate(results: Mapping[str, object]) -> dict:
         cats.append(verdicts_mod.from_interval(dm - dh, dm + dh, claim="below"))
         notes.append(f"ε={common.eps_text(d['adam'])}: DP-AdamBC/DP² = {np.mean(fb) / np.mean(f2):.2f}, "
                      f"paired difference {dm:+.2e} [{dm - dh:+.2e}, {dm + dh:+.2e}]")
-    category = (verdicts_mod.FAILS if verdicts_mod.FAILS in cats
-                else verdicts_mod.HOLDS if all(c == verdicts_mod.HOLDS for c in cats)
-                else verdicts_mod.INCONCLUSIVE)
+    category = style.combine(cats)
     category, note = verdicts_mod.downgrade_for_edge(category, _edges(results, data))
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
-            "category": category,
-            "verdict": f"Category: {category}" + (f" ({note})" if note else "") + ". "
-                       + "; ".join(notes) + ". A convex least-squares problem, not the paper's "
-                       "BERT/CNN setting, where it reports DP² unstable at the phase switches."}
+    return style.finding(CLAIM, lines, category,
+                         f"Category: {category}" + (f" ({note})" if note else "") + ". "
+                         + "; ".join(notes) + ". A convex least-squares problem, not the paper's "
+                         "BERT/CNN setting, where it reports DP² unstable at the phase switches.")
 
 
 def main(argv=None) -> int:

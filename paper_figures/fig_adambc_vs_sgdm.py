@@ -105,10 +105,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     verdicts, notes = [], []
     for eps, d in data.items():
         a, s = d["adam"], d["sgdm-eq3"]
-        fa, fs = a.excess_loss[-1], s.excess_loss[-1]
-        ma, ha = stats.mean_ci(fa)
-        ms, hs = stats.mean_ci(fs)
-        dm, dh = map(float, stats.mean_ci(fs - fa))
+        ma, ha, ms, hs, dm, dh = common.paired_finals(a, s)
         r, rlo, rhi = 1 + dm / ma, 1 + (dm - dh) / ma, 1 + (dm + dh) / ma
         msd = float(np.mean((s.loss - a.loss) ** 2))
         lines.append(f"| {common.eps_text(a)} | {common.phi(a):.3g} | {float(common.hp(a, 'lr')):g} | "

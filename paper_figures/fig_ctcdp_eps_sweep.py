@@ -45,9 +45,7 @@ def _final(res):
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
-    data = load(results)
-    if not data:
-        raise ValueError(f"{NAME}: no eps<ε>-<method> results among {sorted(results)}")
+    data = load(results, name=NAME)
     with style.context():
         return _render(data, out_dir)
 
@@ -225,8 +223,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
                      "and projector, which are out of scope")
     if edge_note:
         parts.append(edge_note)
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts.holds_of(category),
-            "category": category, "verdict": "; ".join(parts) + "."}
+    return style.finding(CLAIM, lines, category, "; ".join(parts) + ".")
 
 
 def _ac_over_zcdp(data) -> float:

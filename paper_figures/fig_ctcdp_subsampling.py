@@ -47,9 +47,7 @@ def _ratios(data, baseline: str) -> dict:
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
-    data = load(results)
-    if not data:
-        raise ValueError(f"{NAME}: no eps<ε>-<method> results among {sorted(results)}")
+    data = load(results, name=NAME)
     with style.context():
         return _render(data, out_dir)
 
@@ -142,8 +140,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
                      + " (its noise is several times larger, so the ordering flips)")
     if edge_note:
         parts.append(edge_note)
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts.holds_of(category),
-            "category": category, "verdict": "; ".join(parts) + "."}
+    return style.finding(CLAIM, lines, category, "; ".join(parts) + ".")
 
 
 def main(argv=None) -> int:

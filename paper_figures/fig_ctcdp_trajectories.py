@@ -41,9 +41,7 @@ CLAIM = ("At (0.05, 1e-8)-DP, L2P (learned LSTM projector and noise scheduler) c
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
-    data = load(results)
-    if not data:
-        raise ValueError(f"{NAME}: no eps<ε>-<method> results among {sorted(results)}")
+    data = load(results, name=NAME)
     eps_rows = sorted({min(data), max(data)})
     with style.context():
         return _render(data, eps_rows, out_dir)

@@ -125,16 +125,6 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
     return paths + [md]
 
 
-def _combine(cats):
-    if not cats:
-        return verdicts.INCONCLUSIVE
-    if any(c == verdicts.FAILS for c in cats):
-        return verdicts.FAILS
-    if all(c == verdicts.HOLDS for c in cats):
-        return verdicts.HOLDS
-    return verdicts.INCONCLUSIVE
-
-
 def evaluate(results: Mapping[str, object]) -> dict:
     """Per zero fraction: the effect is IME − post-processing test loss (Welch 95% CI,
     :func:`experiments.verdicts.from_interval`, claim "below 0"); the premise is post-processing −
@@ -177,14 +167,13 @@ def evaluate(results: Mapping[str, object]) -> dict:
     if premise_ok and not any(premise_ok):
         category, edge_note = verdicts.UNTESTED, ""
     else:
-        category, edge_note = verdicts.downgrade_for_edge(_combine(cats),
+        category, edge_note = verdicts.downgrade_for_edge(style.combine(cats),
                                                           common.edge_axes(results, edge_labels))
     verdict = ("; ".join(notes) + f". Premise ({PREMISE}) met at {sum(premise_ok)} of "
                f"{len(premise_ok)} zero fractions." + (f" {edge_note}." if edge_note else "")
                + " σ, C and the zero fractions are reconstructions; dpsim's IME pays the "
                "add/remove sensitivity 2C²/b for the square (the paper's zero-out bound is C²).")
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts.holds_of(category),
-            "category": category, "verdict": verdict}
+    return style.finding(CLAIM, lines, category, verdict)
 
 
 def main(argv=None) -> int:

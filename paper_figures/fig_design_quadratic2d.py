@@ -99,8 +99,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
             results, [data["dp_adam_stp"]["label"], data["dp_adam"]["label"]]))
         verdict = (f"STP − post-processing final loss = {d:.3e} (95% CI [{lo:.3e}, {hi:.3e}])."
                    + (f" {edge_note}." if edge_note else ""))
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts.holds_of(category),
-            "category": category, "verdict": verdict}
+    return style.finding(CLAIM, lines, category, verdict)
 
 
 def main(argv=None) -> int:

@@ -219,9 +219,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
             d2, lo2, hi2 = stats.diff_ci(pp["final"], ime["final"])
             note += f"; post-processing − IME = {d2:+.2e} [{lo2:+.2e}, {hi2:+.2e}]"
         notes.append(note + "; ranking " + " < ".join(ranks))
-    combined = (verdicts.FAILS if verdicts.FAILS in cats else
-                verdicts.HOLDS if cats and all(c == verdicts.HOLDS for c in cats) else
-                verdicts.INCONCLUSIVE)
+    combined = style.combine(cats)
     if ok is False:
         category, edge_note = verdicts.UNTESTED, ""
     else:
@@ -229,8 +227,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
                                                           common.edge_axes(results, edge_labels))
     verdict = ("; ".join(notes) + ". Premise " + ("met" if ok else "NOT met") + f" ({PREMISE})."
                + (f" {edge_note}." if edge_note else ""))
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts.holds_of(category),
-            "category": category, "verdict": verdict}
+    return style.finding(CLAIM, lines, category, verdict)
 
 
 def main(argv=None) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import style
-from .dp2_common import (finish, METHOD_STYLE, better, eps_text, finals, get, load, main_sigma,
+from .dp2_common import (finish, METHOD_STYLE, better, eps_text, finals, load, main_rows,
                          table_figure, table_lines)
 
 NAME = "fig_dp2_ablations"
@@ -29,11 +29,7 @@ METHODS = ("dp2_rmsprop", "dp2_extra_query", "dp2_noise_first")
 
 
 def _rows(entries):
-    sig = main_sigma(entries)
-    rows = [get(entries, m, sig) for m in METHODS]
-    if any(r is None for r in rows):
-        raise ValueError(f"{NAME}: missing one of {METHODS} at σ={sig:g}")
-    return sig, rows
+    return main_rows(entries, METHODS, NAME)
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:

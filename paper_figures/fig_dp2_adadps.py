@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import style
-from .dp2_common import (finish, METHOD_STYLE, better, equivalent, finals, get, load, main_sigma,
+from .dp2_common import (finish, METHOD_STYLE, better, equivalent, finals, load, main_rows,
                          table_figure, table_lines)
 
 NAME = "fig_dp2_adadps"
@@ -28,11 +28,7 @@ MARGIN = 0.25
 
 
 def _rows(entries):
-    sig = main_sigma(entries)
-    rows = [get(entries, m, sig) for m in METHODS]
-    if rows[2] is None or rows[3] is None:
-        raise ValueError(f"{NAME}: missing adadps or dp2_rmsprop at σ={sig:g}")
-    return sig, [r for r in rows if r is not None]
+    return main_rows(entries, METHODS, NAME, required=("adadps", "dp2_rmsprop"))
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Mapping
 
 from . import style
-from .dp2_common import finish, better, finals, get, load, main_sigma, table_figure, table_lines
+from .dp2_common import finish, better, finals, load, main_rows, table_figure, table_lines
 
 NAME = "fig_dp2_adagrad"
 CLAIM = ("DP²-AdaGrad improves on vanilla DP-AdaGrad (and DP-SGD), showing that DP² carries over "
@@ -25,11 +25,7 @@ METHODS = ("dp_sgd", "dp_adagrad", "dp2_adagrad")
 
 
 def _rows(entries):
-    sig = main_sigma(entries)
-    rows = [get(entries, m, sig) for m in METHODS]
-    if rows[1] is None or rows[2] is None:
-        raise ValueError(f"{NAME}: missing dp_adagrad or dp2_adagrad at σ={sig:g}")
-    return sig, [r for r in rows if r is not None]
+    return main_rows(entries, METHODS, NAME, required=("dp_adagrad", "dp2_adagrad"))
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:

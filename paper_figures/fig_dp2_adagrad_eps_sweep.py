@@ -20,19 +20,13 @@ from pathlib import Path
 from typing import Mapping
 
 from . import style
-from .dp2_common import (finish, METHOD_STYLE, better, ci_text, delta_of, eps_of, finals, hp_text, load,
-                         render_eps_sweep, sweep_rows)
+from .dp2_common import evaluate_eps_sweep, render_eps_sweep
 
 NAME = "fig_dp2_adagrad_eps_sweep"
 CLAIM = ("With the AdaGrad rule too, DP² (DP²-AdaGrad) achieves a better privacy/utility trade-off "
          "than DP-SGD and DP-AdaGrad at every privacy budget ε of the sweep ([DP2] App. C.3, "
          "Fig. 9 left).")
 METHODS = ("dp_sgd", "dp_rmsprop", "dp_adagrad", "dp2_adagrad")
-COMPARED = (0, 2)  # DP²-AdaGrad is compared with DP-SGD and DP-AdaGrad
-
-
-def _table(entries):
-    return sweep_rows(entries, METHODS, "dp2_adagrad", NAME)
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
@@ -41,38 +35,14 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 
 
 def evaluate(results: Mapping[str, object]) -> dict:
-    """At each ε: is DP²-AdaGrad significantly below DP-SGD and DP-AdaGrad (Welch 95% CI)?  Holds when it is at
-    every ε; does not hold when at some ε it is significantly above one of them and at no ε below
-    both; else inconclusive."""
-    entries = load(results)
-    rows = _table(entries)
-    lines = [f"Final excess training loss (mean ± 95% CI over trials); ε at δ = "
-             f"{style.fmt_float(delta_of(rows[0][1][0].res))}; learning rates re-tuned per σ (DP²: the adaptive-phase η₂ only).", "",
-             "| σ | ε | DP-SGD | DP-RMSProp | DP-AdaGrad | DP²-AdaGrad | DP²-AdaGrad vs DP-SGD | "
-             "DP²-AdaGrad vs DP-AdaGrad |", "|---|---|---|---|---|---|---|---|"]
-    wins, losses, notes = 0, 0, []
-    for sig, es in rows:
-        f = [finals(e.res) for e in es]
-        v1, t1 = better(f[3], f[COMPARED[0]])
-        v2, t2 = better(f[3], f[COMPARED[1]])
-        lines.append(f"| {sig:g} | {eps_of(es[3].res):.3g} | {ci_text(f[0])} | {ci_text(f[1])} | "
-                     f"{ci_text(f[2])} | {ci_text(f[3])} | {t1} | {t2} |")
-        if v1 and v2:
-            wins += 1
-        if v1 is False or v2 is False:
-            losses += 1
-    lines += ["", "Tuned: " + "; ".join(f"σ={sig:g}: " + ", ".join(
-        f"{METHOD_STYLE[e.method][0]} ({hp_text(e.res)})" for e in es) for sig, es in rows)]
-    if wins == len(rows):
-        holds = True
-    elif losses and not wins:
-        holds = False
-    else:
-        holds = None
-    notes = [f"DP²-AdaGrad significantly better than DP-SGD and DP-AdaGrad at {wins} of {len(rows)} ε; "
-             f"significantly worse than at least one at {losses} of {len(rows)}"]
-    return finish(results, entries, CLAIM, holds,
-                  [e for _, es in rows for k, e in enumerate(es) if k != 1], lines, notes)
+    """At each ε: is DP²-AdaGrad significantly below DP-SGD and DP-AdaGrad (Welch 95% CI)?  Holds
+    when it is at every ε; does not hold when at some ε it is significantly above one of them and
+    at no ε below both; else inconclusive (:func:`dp2_common.evaluate_eps_sweep`; DP-RMSProp is
+    shown but not compared)."""
+    return evaluate_eps_sweep(results, name=NAME, claim=CLAIM, methods=METHODS,
+                              dp2_method="dp2_adagrad", compared=("dp_sgd", "dp_adagrad"),
+                              columns=("DP-SGD", "DP-RMSProp", "DP-AdaGrad", "DP²-AdaGrad"),
+                              dp2_name="DP²-AdaGrad", compared_name="DP-SGD and DP-AdaGrad")
 
 
 def main(argv=None) -> int:

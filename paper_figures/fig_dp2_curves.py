@@ -21,7 +21,7 @@ from typing import Mapping
 
 from . import style
 from .dp2_common import (METHOD_STYLE, better, ci_text, delta_of, eps_text, finals, finish, get,
-                         hp_text, legend_name, load, main_sigma, plot_curve, problem_text, set_log_limits,
+                         hp_text, legend_name, load, main_rows, plot_curve, problem_text, set_log_limits,
                          trials_text)
 
 NAME = "fig_dp2_curves"
@@ -32,11 +32,7 @@ _METHODS = ("dp_sgd", "dp_rmsprop", "dp2_rmsprop")
 
 
 def _rows(entries):
-    sig = main_sigma(entries)
-    rows = [get(entries, m, sig) for m in _METHODS]
-    if any(r is None for r in rows):
-        raise ValueError(f"{NAME}: missing one of {_METHODS} at σ={sig:g}")
-    return sig, rows
+    return main_rows(entries, _METHODS, NAME)
 
 
 def _diagnostic(entries):

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import style
 from .dp2_common import (METHOD_STYLE, better, ci_text, equivalent, finals, finish, get, hp_text,
-                         legend_name, load, plot_curve, problem_text, set_log_limits, tail_means,
+                         legend_name, load, plot_curve, curve_axes, problem_text, tail_means,
                          trials_text)
 
 NAME = "fig_dp2_delayed_vs_plain"
@@ -51,14 +51,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
                 lab = f"{METHOD_STYLE[e.method][0]}: {hp_text(e.res)}"
             means.append(plot_curve(ax, e, label=lab, ls="-" if e.method != "sgd" else "--",
                                     color={"rmsprop": "#1f77b4"}.get(e.method)))
-        ax.set_yscale("log")
-        set_log_limits(ax, means)
-        ax.set_xlim(rows[0].res.steps[0], rows[0].res.steps[-1])
-        ax.set_xlabel("step t")
-        ax.set_ylabel(r"mean excess training loss $F(w_t) - F^\star$")
-        ax.set_title(problem_text(rows[0].res), fontsize=8)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=1,
-                  title="non-private; η: SGD steps, η₂: RMSProp steps, s: delay", title_fontsize=7.5)
+        curve_axes(ax, rows, means, title=problem_text(rows[0].res),
+                   legend_title="non-private; η: SGD steps, η₂: RMSProp steps, s: delay")
         fig.suptitle(f"Delayed vs plain RMSProp, non-private ([DP2] Fig. 2) — mean over "
                      f"{trials_text(rows)} trials, band: 95% CI", fontsize=9)
         return style.save(fig, out_dir, NAME)

@@ -248,8 +248,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
              f"{float(hp['lr']) / float(hp['eps']):.3g} against DP-SGD's η = {sgd_lr:g}"]
     if edge_note:
         notes.append(edge_note)
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts.holds_of(category),
-            "category": category, "verdict": "; ".join(notes) + "."}
+    return style.finding(CLAIM, lines, category, "; ".join(notes) + ".")
 
 
 def main(argv=None) -> int:

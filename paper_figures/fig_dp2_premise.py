@@ -21,7 +21,7 @@ from dpsim.experiments import verdicts as verdicts_mod
 
 from . import style
 from .dp2_common import (METHOD_STYLE, ci_text, edges, finals, get, hp_text, legend_name, load,
-                         plot_curve, premise, problem_text, set_log_limits, trials_text)
+                         curve_axes, plot_curve, premise, problem_text, trials_text)
 
 NAME = "fig_dp2_premise"
 CLAIM = ("Premise of [DP2]'s claims: on this problem and at this run length, non-private adaptive "
@@ -44,15 +44,9 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         means = [plot_curve(ax, e, label=legend_name(e, with_hp=True),
                             color={"rmsprop": "#1f77b4"}.get(e.method),
                             ls="-" if e.method == "rmsprop" else "--") for e in rows]
-        ax.set_yscale("log")
-        set_log_limits(ax, means)
-        ax.set_xlim(rows[0].res.steps[0], rows[0].res.steps[-1])
-        ax.set_xlabel("step t")
-        ax.set_ylabel(r"mean excess training loss $F(w_t) - F^\star$")
-        ax.set_title(problem_text(rows[0].res) + f", Zipf {rows[0].res.config['problem']['zipf']:g}",
-                     fontsize=8)
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=1,
-                  title="non-private, tuned step size η", title_fontsize=7.5)
+        curve_axes(ax, rows, means,
+                   title=problem_text(rows[0].res) + f", Zipf {rows[0].res.config['problem']['zipf']:g}",
+                   legend_title="non-private, tuned step size η")
         fig.suptitle(f"Premise: does adaptivity help without privacy? — mean over "
                      f"{trials_text(rows)} trials, band: 95% CI", fontsize=9)
         return style.save(fig, out_dir, NAME)
@@ -74,10 +68,9 @@ def evaluate(results: Mapping[str, object]) -> dict:
                 None: verdicts_mod.INCONCLUSIVE}[ok]
     at_edge = edges(results, rows)
     category, note = verdicts_mod.downgrade_for_edge(category, at_edge)
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts_mod.holds_of(category),
-            "category": category,
-            "verdict": line.replace("**Premise** ", "")
-                       + (f" ({note})" if note else "")}
+    return style.finding(CLAIM, lines, category,
+                         line.replace("**Premise** ", "")
+                         + (f" ({note})" if note else ""))
 
 
 def main(argv=None) -> int:

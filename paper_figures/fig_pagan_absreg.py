@@ -27,7 +27,8 @@ from . import style
 from dpsim.experiments import verdicts
 
 from .pagan_common import (BASELINES, METHOD_STYLE, N_BOOT, PRIVATE, boot_ratio, epsilon_of,
-                           eps_note, fmt_ratio, hp_text, load, median_ci, output_of, with_edges)
+                           eps_note, fmt_ratio, hp_text, load, median_ci, output_of, render_with,
+                           with_edges)
 
 NAME = "fig_pagan_absreg"
 CLAIM = ("PAGAN with the optimal diagonal scaling A (C_jj ∝ σ_j^{-4/3}) reaches a lower loss than "
@@ -42,9 +43,7 @@ CLAIM = ("PAGAN with the optimal diagonal scaling A (C_jj ∝ σ_j^{-4/3}) reach
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
     """Draw the summary figure from saved results; returns ``[png, pdf]`` paths in ``out_dir``."""
-    data = load(results)
-    with style.context():
-        return _render(data, out_dir)
+    return render_with(_render, results, out_dir)
 
 
 def _render(data, out_dir) -> list[Path]:
@@ -232,8 +231,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     category, edge_note = with_edges(category, data, labels)
     notes.append(edge_note or "no compared tuned value on a grid edge (the A = I radii below the "
                               "gradient norms are equivalent, see the notes)")
-    return {"claim": CLAIM, "measured": "\n".join(lines), "holds": verdicts.holds_of(category),
-            "category": category, "verdict": "; ".join(notes) + "."}
+    return style.finding(CLAIM, lines, category, "; ".join(notes) + ".")
 
 
 def main(argv=None) -> int:

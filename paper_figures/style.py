@@ -24,8 +24,10 @@ if "matplotlib.pyplot" not in sys.modules:  # do not switch an interactive sessi
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import Formatter, Locator  # noqa: E402
 
+from dpsim.experiments import verdicts  # noqa: E402
+
 __all__ = ["RC", "context", "figure", "save", "sequential", "BASELINE_COLOR", "band", "fmt_float",
-           "readable_log_axes"]
+           "readable_log_axes", "combine", "finding"]
 
 RC = {
     "font.size": 9,
@@ -191,6 +193,26 @@ def save(fig, out_dir, name: str) -> list[Path]:
             fig.savefig(p, format=ext, metadata=meta)
             paths.append(p)
     return paths
+
+
+def combine(cats) -> str:
+    """One category of :mod:`experiments.verdicts` from the categories of the parts of a claim
+    (one per ε, per setting, per problem): "does not hold" when any part does not, "holds" when
+    every part holds, otherwise (and when there is no part at all) inconclusive."""
+    cats = list(cats)
+    if verdicts.FAILS in cats:
+        return verdicts.FAILS
+    if cats and all(c == verdicts.HOLDS for c in cats):
+        return verdicts.HOLDS
+    return verdicts.INCONCLUSIVE
+
+
+def finding(claim: str, lines, category: str, verdict: str) -> dict:
+    """The dict a figure's ``evaluate`` returns: ``claim``, ``measured`` (``lines`` joined by
+    newlines), ``holds`` (read off the category by :func:`experiments.verdicts.holds_of`),
+    ``category`` and the ``verdict`` text."""
+    return {"claim": claim, "measured": "\n".join(lines), "holds": verdicts.holds_of(category),
+            "category": category, "verdict": verdict}
 
 
 def cli_main(module, argv=None) -> int:

@@ -131,7 +131,7 @@ def test_presets_and_config_validation():
     # the paper's nine step sizes (widened above) and its 30 runs already at quick scale
     assert set(pagan_absreg.PAPER_LR_GRID) <= set(pagan_absreg.lr_grid_of(quick))
     assert max(pagan_absreg.lr_grid_of(quick)) > 1.0 and quick.trials == 30
-    assert quick.tune_trials >= 2
+    assert quick.tune_trials >= 3 and full.tune_trials >= 3  # [issue 13]: at least 3 per grid point
     with pytest.raises(ValueError, match="lr_extra"):
         dataclasses.replace(full, lr_extra=(-1.0,))
     assert (full.n, full.d, full.batch_size, full.epsilons, full.trials) == (5000, 100, 70,

@@ -153,6 +153,15 @@ def _csr_dot(data, indices, start, stop, W, r):
     return (s0 + s1) + (s2 + s3)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _acc_scaled(m, a, c, x, s, w):
+    """One term of the scaled gathers: ``(m + x w, a + s^2 x x, c + s^2 (x w))``, each rounded as
+    written (``s^2 x x`` is ``(s^2 x) x``)."""
+    xw = x * w
+    s2 = s * s
+    return m + xw, a + s2 * x * x, c + s2 * xw
+
+
 @numba.njit(cache=True, nogil=True)
 def _csr_dot_scaled(data, indices, start, stop, W, S, r):
     """(x.w, sum s^2 x^2, sum s^2 x w) over one CSR row, two accumulators each."""
@@ -165,31 +174,13 @@ def _csr_dot_scaled(data, indices, start, stop, W, S, r):
     k = start
     while k + 2 <= stop:
         j = _u(indices[k])
-        x = data[k]
-        s = S[r, j]
-        xw = x * W[r, j]
-        s2 = s * s
-        m0 += xw
-        a0 += s2 * x * x
-        c0 += s2 * xw
+        m0, a0, c0 = _acc_scaled(m0, a0, c0, data[k], S[r, j], W[r, j])
         j = _u(indices[k + 1])
-        x = data[k + 1]
-        s = S[r, j]
-        xw = x * W[r, j]
-        s2 = s * s
-        m1 += xw
-        a1 += s2 * x * x
-        c1 += s2 * xw
+        m1, a1, c1 = _acc_scaled(m1, a1, c1, data[k + 1], S[r, j], W[r, j])
         k += 2
     if k < stop:
         j = _u(indices[k])
-        x = data[k]
-        s = S[r, j]
-        xw = x * W[r, j]
-        s2 = s * s
-        m0 += xw
-        a0 += s2 * x * x
-        c0 += s2 * xw
+        m0, a0, c0 = _acc_scaled(m0, a0, c0, data[k], S[r, j], W[r, j])
     return m0 + m1, a0 + a1, c0 + c1
 
 
@@ -230,6 +221,7 @@ def _dense_dot(X, row, W, r):
 
 @numba.njit(cache=True, nogil=True)
 def _dense_dot_scaled(X, row, W, S, r):
+    """:func:`_csr_dot_scaled` over one dense row."""
     d = X.shape[1]
     m0 = 0.0
     m1 = 0.0
@@ -239,29 +231,11 @@ def _dense_dot_scaled(X, row, W, S, r):
     c1 = 0.0
     j = 0
     while j + 2 <= d:
-        x = X[row, j]
-        s = S[r, j]
-        xw = x * W[r, j]
-        s2 = s * s
-        m0 += xw
-        a0 += s2 * x * x
-        c0 += s2 * xw
-        x = X[row, j + 1]
-        s = S[r, j + 1]
-        xw = x * W[r, j + 1]
-        s2 = s * s
-        m1 += xw
-        a1 += s2 * x * x
-        c1 += s2 * xw
+        m0, a0, c0 = _acc_scaled(m0, a0, c0, X[row, j], S[r, j], W[r, j])
+        m1, a1, c1 = _acc_scaled(m1, a1, c1, X[row, j + 1], S[r, j + 1], W[r, j + 1])
         j += 2
     if j < d:
-        x = X[row, j]
-        s = S[r, j]
-        xw = x * W[r, j]
-        s2 = s * s
-        m0 += xw
-        a0 += s2 * x * x
-        c0 += s2 * xw
+        m0, a0, c0 = _acc_scaled(m0, a0, c0, X[row, j], S[r, j], W[r, j])
     return m0 + m1, a0 + a1, c0 + c1
 
 
@@ -280,8 +254,9 @@ def _finish_example(kind, m, sx2, sxw, yv, lam, lam2_sw2, Cr):
 
 
 @numba.njit(cache=True, nogil=True)
-def _init_trial(out, W, S, want_scale, want_norm, r):
-    """Zero ``out[r]``; return ``||w_r||^2`` (or ``||s_r * w_r||^2``) when asked, else 0.
+def _init_row(o, W, S, want_scale, want_norm, r):
+    """Zero the output row ``o`` (d,); return ``||w_r||^2`` (or ``||s_r * w_r||^2``) when asked,
+    else 0.
 
     One pass over the row, four accumulators (a single running sum is bound by the latency of
     floating-point addition)."""
@@ -292,7 +267,7 @@ def _init_trial(out, W, S, want_scale, want_norm, r):
     q3 = 0.0
     if not want_norm:
         for j in range(d):
-            out[r, j] = 0.0
+            o[j] = 0.0
         return 0.0
     j = 0
     while j + 4 <= d:
@@ -309,93 +284,114 @@ def _init_trial(out, W, S, want_scale, want_norm, r):
         q1 += v1 * v1
         q2 += v2 * v2
         q3 += v3 * v3
-        out[r, j] = 0.0
-        out[r, j + 1] = 0.0
-        out[r, j + 2] = 0.0
-        out[r, j + 3] = 0.0
+        o[j] = 0.0
+        o[j + 1] = 0.0
+        o[j + 2] = 0.0
+        o[j + 3] = 0.0
         j += 4
     while j < d:
         v0 = W[r, j]
         if want_scale:
             v0 *= S[r, j]
         q0 += v0 * v0
-        out[r, j] = 0.0
+        o[j] = 0.0
         j += 1
     return (q0 + q1) + (q2 + q3)
 
 
 @numba.njit(cache=True, nogil=True)
-def _finish_trial(out, W, S, want_scale, lam, fsum, r):
-    """``out[r] = s_r * (out[r] + lam * fsum * w_r)`` in one pass."""
-    d = out.shape[1]
+def _finish_row(o, W, S, want_scale, lam, fsum, r):
+    """``o = s_r * (o + lam * fsum * w_r)`` in one pass (``o`` trial r's output row)."""
+    d = o.shape[0]
     beta = lam * fsum
     if beta != 0.0:
         if want_scale:
             for j in range(d):
-                out[r, j] = (out[r, j] + beta * W[r, j]) * S[r, j]
+                o[j] = (o[j] + beta * W[r, j]) * S[r, j]
         else:
             for j in range(d):
-                out[r, j] += beta * W[r, j]
+                o[j] += beta * W[r, j]
     elif want_scale:
         for j in range(d):
-            out[r, j] *= S[r, j]
+            o[j] *= S[r, j]
 
 
 @numba.njit(cache=True, nogil=True)
-def _dense_trial(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, out, norms, r):
+def _init_trial(out, W, S, want_scale, want_norm, r):
+    """:func:`_init_row` on ``out[r]``."""
+    return _init_row(out[r], W, S, want_scale, want_norm, r)
+
+
+@numba.njit(cache=True, nogil=True)
+def _finish_trial(out, W, S, want_scale, lam, fsum, r):
+    """:func:`_finish_row` on ``out[r]``."""
+    _finish_row(out[r], W, S, want_scale, lam, fsum, r)
+
+
+@numba.njit(cache=True, nogil=True)
+def _trial_row(X, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask,
+              want_mask, o, norms, r):
+    """The clipped sum of trial ``r`` into the row ``o`` (d,), the per-trial body of every driver
+    here and of :mod:`dpsim.transforms._fused_release` (which passes its row buffer).
+
+    The rows come from the dense ``X`` (n, d) when it is given, else (``X=None``) from the CSR
+    ``(data, indices, indptr)`` with squared row norms ``rn2``; ``norms[r, i] = ||s g_i||`` (0
+    where masked) unless ``norms`` is ``None``.  Exactly one of ``X`` and ``data`` is ``None``:
+    Numba prunes a branch ``if a is not None`` of an argument ``a`` passed as ``None`` at compile
+    time (hence two ``if`` blocks, not ``if``/``else``), so each specialization holds one layout's
+    code only and costs what the separate dense and CSR bodies did."""
     b = idx.shape[1]
-    d = X.shape[1]
-    lam2_sw2 = lam * lam * _init_trial(out, W, S, want_scale, lam != 0.0, r)
+    lam2_sw2 = lam * lam * _init_row(o, W, S, want_scale, lam != 0.0, r)
     Cr = C[r]
     fsum = 0.0
     for i in range(b):
         if want_mask and not mask[r, i]:
-            norms[r, i] = 0.0
+            if norms is not None:
+                norms[r, i] = 0.0
             continue
         row = idx[r, i]
-        _prefetch_dense_row(X, _next_row(idx, r, i))
-        if want_scale:
-            m, sx2, sxw = _dense_dot_scaled(X, row, W, S, r)
-        else:
-            m, sx2 = _dense_dot(X, row, W, r)
-            sxw = m
+        if X is not None:
+            _prefetch_dense_row(X, _next_row(idx, r, i))
+            if want_scale:
+                m, sx2, sxw = _dense_dot_scaled(X, row, W, S, r)
+            else:
+                m, sx2 = _dense_dot(X, row, W, r)
+                sxw = m
+        if data is not None:
+            _prefetch_csr_row(data, indices, indptr, _next_row(idx, r, i))
+            if want_scale:
+                m, sx2, sxw = _csr_dot_scaled(data, indices, indptr[row], indptr[row + 1], W, S, r)
+            else:
+                m = _csr_dot(data, indices, indptr[row], indptr[row + 1], W, r)
+                sx2 = rn2[row]
+                sxw = m
         a, f, nrm = _finish_example(kind, m, sx2, sxw, y[row], lam, lam2_sw2, Cr)
-        norms[r, i] = nrm
+        if norms is not None:
+            norms[r, i] = nrm
         fsum += f
         if a != 0.0:
-            for j in range(d):
-                out[r, j] += a * X[row, j]
-    _finish_trial(out, W, S, want_scale, lam, fsum, r)
+            if X is not None:
+                for j in range(X.shape[1]):
+                    o[j] += a * X[row, j]
+            if data is not None:
+                for k in range(indptr[row], indptr[row + 1]):
+                    o[_u(indices[k])] += a * data[k]
+    _finish_row(o, W, S, want_scale, lam, fsum, r)
+
+
+@numba.njit(cache=True, nogil=True)
+def _dense_trial(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, out, norms, r):
+    """:func:`_trial_row` of a dense ``X`` into ``out[r]``."""
+    _trial_row(X, None, None, None, None, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask,
+              out[r], norms, r)
 
 
 @numba.njit(cache=True, nogil=True)
 def _csr_trial(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask,
                out, norms, r):
-    b = idx.shape[1]
-    lam2_sw2 = lam * lam * _init_trial(out, W, S, want_scale, lam != 0.0, r)
-    Cr = C[r]
-    fsum = 0.0
-    for i in range(b):
-        if want_mask and not mask[r, i]:
-            norms[r, i] = 0.0
-            continue
-        row = idx[r, i]
-        _prefetch_csr_row(data, indices, indptr, _next_row(idx, r, i))
-        start = indptr[row]
-        stop = indptr[row + 1]
-        if want_scale:
-            m, sx2, sxw = _csr_dot_scaled(data, indices, start, stop, W, S, r)
-        else:
-            m = _csr_dot(data, indices, start, stop, W, r)
-            sx2 = rn2[row]
-            sxw = m
-        a, f, nrm = _finish_example(kind, m, sx2, sxw, y[row], lam, lam2_sw2, Cr)
-        norms[r, i] = nrm
-        fsum += f
-        if a != 0.0:
-            for k in range(start, stop):
-                out[r, _u(indices[k])] += a * data[k]
-    _finish_trial(out, W, S, want_scale, lam, fsum, r)
+    """:func:`_trial_row` of a CSR matrix into ``out[r]``."""
+    _trial_row(None, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask,
+              want_mask, out[r], norms, r)
 
 
 @numba.njit(cache=True, nogil=True)
