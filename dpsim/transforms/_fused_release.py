@@ -26,9 +26,10 @@ clipped sum draws no randomness, so computing it per trial does not move any dra
 element goes through the chain's operations in the chain's order, each rounded once to the run's
 dtype (Numba compiles without fast-math: no reassociation, no fused multiply-add); the
 hyperparameters enter as the values the chain computes (``StepContext.hp``, then rounded to the
-dtype exactly as NumPy rounds a scalar operand).  The GLM row body is the one of
-:mod:`dpsim.problems._glm_kernels` (same helpers, same four-accumulator sums), writing one row
-buffer instead of a row of an ``(R, d)`` output.  ``tests/test_w_fast.py`` checks equality with
+dtype exactly as NumPy rounds a scalar operand).  The GLM trial body is the engine's own
+(:func:`dpsim.problems._glm_kernels._trial_row`), writing one row buffer instead of a row of an
+``(R, d)`` output, and Adam's element is :func:`dpsim.transforms.preconditioners._adam_element`,
+the one the chain's NumPy fast path runs.  ``tests/test_w_fast.py`` checks equality with
 ``assert_array_equal`` for every recognized optimizer, several seeds, every sampler, float64 and
 float32.
 
@@ -44,7 +45,6 @@ on NumPy's stream layout (``backend="numpy"``) without a public split.
 
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -56,6 +56,7 @@ from numba.extending import overload
 
 from .._validate import is_zero
 from ..problems import _glm_kernels as _K
+from .preconditioners import _adam_element
 
 __all__ = ["Release", "Post", "Delayed", "describe", "spec_of", "FusedStep", "plan"]
 
@@ -155,7 +156,6 @@ def _draw_impl(gen, like):
     return impl
 
 
-_u = numba.uintp
 
 # op codes of the per-coordinate recursion
 OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV = range(8)
@@ -165,121 +165,6 @@ SRC_CSR, SRC_DENSE, SRC_TOTAL = 0, 1, 2
 # learning-rate factor, a zero of the dtype, then the recursion's constants h1..h9
 H_STD, H_B, H_NEGLR, H_ZERO, H_1, H_2, H_3, H_4, H_5, H_6, H_7, H_8, H_9 = range(13)
 NH = 13
-
-
-@numba.njit(cache=True, nogil=True)
-def _init_row(buf, W, S, want_scale, want_norm, r):
-    """:func:`dpsim.problems._glm_kernels._init_trial` writing the row buffer ``buf``: zero it,
-    return ``||w_r||²`` (``||s_r ⊙ w_r||²``) in the same four-accumulator order."""
-    d = W.shape[1]
-    q0 = 0.0
-    q1 = 0.0
-    q2 = 0.0
-    q3 = 0.0
-    if not want_norm:
-        for j in range(d):
-            buf[j] = 0.0
-        return 0.0
-    j = 0
-    while j + 4 <= d:
-        v0 = W[r, j]
-        v1 = W[r, j + 1]
-        v2 = W[r, j + 2]
-        v3 = W[r, j + 3]
-        if want_scale:
-            v0 *= S[r, j]
-            v1 *= S[r, j + 1]
-            v2 *= S[r, j + 2]
-            v3 *= S[r, j + 3]
-        q0 += v0 * v0
-        q1 += v1 * v1
-        q2 += v2 * v2
-        q3 += v3 * v3
-        buf[j] = 0.0
-        buf[j + 1] = 0.0
-        buf[j + 2] = 0.0
-        buf[j + 3] = 0.0
-        j += 4
-    while j < d:
-        v0 = W[r, j]
-        if want_scale:
-            v0 *= S[r, j]
-        q0 += v0 * v0
-        buf[j] = 0.0
-        j += 1
-    return (q0 + q1) + (q2 + q3)
-
-
-@numba.njit(cache=True, nogil=True)
-def _finish_row(buf, W, S, want_scale, lam, fsum, r):
-    """:func:`dpsim.problems._glm_kernels._finish_trial` on the row buffer."""
-    d = buf.shape[0]
-    beta = lam * fsum
-    if beta != 0.0:
-        if want_scale:
-            for j in range(d):
-                buf[j] = (buf[j] + beta * W[r, j]) * S[r, j]
-        else:
-            for j in range(d):
-                buf[j] += beta * W[r, j]
-    elif want_scale:
-        for j in range(d):
-            buf[j] *= S[r, j]
-
-
-@numba.njit(cache=True, nogil=True)
-def _csr_row(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask,
-             buf, r):
-    """:func:`dpsim.problems._glm_kernels._csr_trial` into the row buffer (norms not kept)."""
-    b = idx.shape[1]
-    lam2_sw2 = lam * lam * _init_row(buf, W, S, want_scale, lam != 0.0, r)
-    Cr = C[r]
-    fsum = 0.0
-    for i in range(b):
-        if want_mask and not mask[r, i]:
-            continue
-        row = idx[r, i]
-        _K._prefetch_csr_row(data, indices, indptr, _K._next_row(idx, r, i))
-        start = indptr[row]
-        stop = indptr[row + 1]
-        if want_scale:
-            m, sx2, sxw = _K._csr_dot_scaled(data, indices, start, stop, W, S, r)
-        else:
-            m = _K._csr_dot(data, indices, start, stop, W, r)
-            sx2 = rn2[row]
-            sxw = m
-        a, f, nrm = _K._finish_example(kind, m, sx2, sxw, y[row], lam, lam2_sw2, Cr)
-        fsum += f
-        if a != 0.0:
-            for k in range(start, stop):
-                buf[_u(indices[k])] += a * data[k]
-    _finish_row(buf, W, S, want_scale, lam, fsum, r)
-
-
-@numba.njit(cache=True, nogil=True)
-def _dense_row(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, buf, r):
-    """:func:`dpsim.problems._glm_kernels._dense_trial` into the row buffer (norms not kept)."""
-    b = idx.shape[1]
-    d = X.shape[1]
-    lam2_sw2 = lam * lam * _init_row(buf, W, S, want_scale, lam != 0.0, r)
-    Cr = C[r]
-    fsum = 0.0
-    for i in range(b):
-        if want_mask and not mask[r, i]:
-            continue
-        row = idx[r, i]
-        _K._prefetch_dense_row(X, _K._next_row(idx, r, i))
-        if want_scale:
-            m, sx2, sxw = _K._dense_dot_scaled(X, row, W, S, r)
-        else:
-            m, sx2 = _K._dense_dot(X, row, W, r)
-            sxw = m
-        a, f, nrm = _K._finish_example(kind, m, sx2, sxw, y[row], lam, lam2_sw2, Cr)
-        fsum += f
-        if a != 0.0:
-            for j in range(d):
-                buf[j] += a * X[row, j]
-    _finish_row(buf, W, S, want_scale, lam, fsum, r)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -297,6 +182,14 @@ def _noisy_mean(gen, like, noisy, sd, s, bb, recip):
     if recip:
         return x * bb
     return x / bb
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _precondition(g, v, zero, eps):
+    """``g / (√max(v, 0) + ε)``: the element of :func:`dpsim.transforms.preconditioners.precondition`
+    with the ``_add_eps`` denominator (array code there; ``max`` NaN-propagating as ``np.maximum``)."""
+    mv = v if (v > zero or v != v) else zero
+    return g / (np.sqrt(mv) + eps)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -331,36 +224,28 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
             A[r, j] = m
             W[r, j] = W[r, j] + m * nl
     elif op == OP_RMSPROP:
-        # v = v·β + g²·(1−β) (h1 β, h2 1−β);  g / (√max(v, 0) + ε)  (h3 ε)
+        # v = v·β + g²·(1−β) (h1 β, h2 1−β; the array twin: preconditioners.rmsprop's ema);
+        # g / (√max(v, 0) + ε)  (h3 ε)
         for j in range(d):
             g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
             v = A[r, j] * h1 + (g * g) * h2
             A[r, j] = v
-            mv = v if (v > zero or v != v) else zero  # np.maximum(v, 0.0), NaN-propagating
-            W[r, j] = W[r, j] + (g / (np.sqrt(mv) + h3)) * nl
-    elif op == OP_ADAGRAD:  # v = v + g²;  g / (√max(v, 0) + ε)  (h3 ε)
+            W[r, j] = W[r, j] + _precondition(g, v, zero, h3) * nl
+    elif op == OP_ADAGRAD:  # v = v + g² (twin: preconditioners.adagrad);  g / (√max(v, 0) + ε)
         for j in range(d):
             g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
             v = A[r, j] + g * g
             A[r, j] = v
-            mv = v if (v > zero or v != v) else zero
-            W[r, j] = W[r, j] + (g / (np.sqrt(mv) + h3)) * nl
-    elif op == OP_ADAM:  # dpsim.transforms.preconditioners._adam_kernel, then the lr
+            W[r, j] = W[r, j] + _precondition(g, v, zero, h3) * nl
+    elif op == OP_ADAM:  # the element of preconditioners._adam_kernel, then the lr
         # h1 β1, h2 1−β1, h3 β2, h4 1−β2, h5 1−β1^t, h6 1−β2^t, h7 Φ, h8 floor, h9 ε
         for j in range(d):
             g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
-            m = A[r, j] * h1 + g * h2
-            v = B[r, j] * h3 + (g * g) * h4
+            m, v, u = _adam_element(g, A[r, j], B[r, j], h1, h2, h3, h4, h5, h6, h7, h8, use_phi,
+                                    h9, add_eps)
             A[r, j] = m
             B[r, j] = v
-            vh = v / h6
-            if use_phi:
-                x = vh - h7
-                vh = x if (x >= h8 or x != x) else h8
-            den = np.sqrt(vh)
-            if add_eps:
-                den = den + h9
-            W[r, j] = W[r, j] + ((m / h5) / den) * nl
+            W[r, j] = W[r, j] + u * nl
     elif op == OP_ACC_SGD:  # DP² SGD phase: G = G + g; w + g·(−η)
         for j in range(d):
             g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
@@ -378,16 +263,18 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C,
                    mask, want_mask, total, buf, gen, noisy, recip, H, use_phi, add_eps, op, A, B, D):
-    """Every trial in order: its clipped sum (``srck``: CSR or dense GLM row body into ``buf``, or
-    the precomputed ``total[r]``), then :func:`_apply_row`."""
+    """Every trial in order: its clipped sum (``srck``: the engine's CSR or dense GLM trial body,
+    :func:`dpsim.problems._glm_kernels._trial_row`, into ``buf``, norms not kept; or the
+    precomputed ``total[r]``), then :func:`_apply_row`."""
     R = W.shape[0]
     for r in range(R):
         if srck == SRC_CSR:
-            _csr_row(data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask,
-                     want_mask, buf, r)
+            _K._trial_row(None, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C,
+                          mask, want_mask, buf, None, r)
             _apply_row(op, buf, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
         elif srck == SRC_DENSE:
-            _dense_row(X, idx, W, y, kind, lam, S, want_scale, C, mask, want_mask, buf, r)
+            _K._trial_row(X, None, None, None, None, idx, W, y, kind, lam, S, want_scale, C, mask,
+                          want_mask, buf, None, r)
             _apply_row(op, buf, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
         else:
             _apply_row(op, total[r], gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)

@@ -265,36 +265,45 @@ def _adam_fused(g, state, t, b1, b2, ph, fl, e, add_eps, donate):
     return out, AdamState(m=m_out, v=v_out, count=t)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def _adam_element(g, m, v, b1, ob1, b2, ob2, c1, c2, ph, fl, use_phi, e, add_eps):
+    """Adam on one coordinate: ``(m', v', u)`` with ``m' = m·β1 + g·(1−β1)``,
+    ``v' = v·β2 + (g·g)·(1−β2)``, ``v̂ = v'/c2`` (``max(v̂ − Φ, floor)`` with ``use_phi``;
+    NaN-propagating like ``np.maximum``), ``u = (m'/c1) / (√v̂ [+ ε])`` — each operation rounded
+    once, in the order of :func:`scale_by_adam`'s array expressions.  Shared by
+    :func:`_adam_kernel` and the fused release (:mod:`dpsim.transforms._fused_release`); inlined,
+    so a division follows the caller's error model."""
+    m = m * b1 + g * ob1
+    v = v * b2 + (g * g) * ob2
+    vh = v / c2
+    if use_phi:
+        x = vh - ph
+        vh = x if (x >= fl or x != x) else fl
+    den = np.sqrt(vh)
+    if add_eps:
+        den = den + e
+    return m, v, (m / c1) / den
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _col_at(col, r):
+    """Trial ``r``'s value of a (1, 1) or (R, 1) hyperparameter column."""
+    return col[r if col.shape[0] > 1 else 0, 0]
+
+
 @numba.njit(cache=True, nogil=True)
 def _adam_kernel(g, m, v, m_out, v_out, out, b1, ob1, b2, ob2, c1, c2, ph, fl, use_phi, e, add_eps):
-    """Element-wise: ``m' = m·β1 + g·(1−β1)``, ``v' = v·β2 + (g·g)·(1−β2)``,
-    ``v̂ = v'/c2`` (``max(v̂ − Φ, floor)`` with ``use_phi``; NaN-propagating like ``np.maximum``),
-    ``out = (m'/c1) / (√v̂ [+ ε])``.  Hyperparameters are (1, 1) or (R, 1) columns."""
+    """:func:`_adam_element` over ``(R, d)``; hyperparameters are (1, 1) or (R, 1) columns."""
     R, d = g.shape
     for r in range(R):
-        b1r = b1[r if b1.shape[0] > 1 else 0, 0]
-        ob1r = ob1[r if ob1.shape[0] > 1 else 0, 0]
-        b2r = b2[r if b2.shape[0] > 1 else 0, 0]
-        ob2r = ob2[r if ob2.shape[0] > 1 else 0, 0]
-        c1r = c1[r if c1.shape[0] > 1 else 0, 0]
-        c2r = c2[r if c2.shape[0] > 1 else 0, 0]
-        phr = ph[r if ph.shape[0] > 1 else 0, 0]
-        flr = fl[r if fl.shape[0] > 1 else 0, 0]
-        er = e[r if e.shape[0] > 1 else 0, 0]
+        b1r, ob1r, b2r, ob2r = _col_at(b1, r), _col_at(ob1, r), _col_at(b2, r), _col_at(ob2, r)
+        c1r, c2r, phr, flr, er = _col_at(c1, r), _col_at(c2, r), _col_at(ph, r), _col_at(fl, r), _col_at(e, r)
         for j in range(d):
-            gj = g[r, j]
-            mj = m[r, j] * b1r + gj * ob1r
-            vj = v[r, j] * b2r + (gj * gj) * ob2r
+            mj, vj, u = _adam_element(g[r, j], m[r, j], v[r, j], b1r, ob1r, b2r, ob2r, c1r, c2r, phr,
+                                      flr, use_phi, er, add_eps)
             m_out[r, j] = mj
             v_out[r, j] = vj
-            vh = vj / c2r
-            if use_phi:
-                x = vh - phr
-                vh = x if (x >= flr or x != x) else flr
-            den = np.sqrt(vh)
-            if add_eps:
-                den = den + er
-            out[r, j] = (mj / c1r) / den
+            out[r, j] = u
 
 
 # ------------------------------------------------------------------------------------------------
