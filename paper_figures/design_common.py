@@ -11,6 +11,8 @@ from typing import Mapping
 
 import numpy as np
 
+from dpsim.analysis import stats
+from dpsim.experiments import verdicts
 from dpsim.experiments.pipeline import Saved
 
 DELTA = 1e-5
@@ -101,3 +103,12 @@ def eps_text(e: float) -> str:
 def eps_label(e: float) -> str:
     """The privacy part of a legend entry: ``ε=<value>`` or ``not private`` (never ``ε=∞``)."""
     return "not private" if math.isinf(e) else f"ε={e:.3g}"
+
+
+def below(a, b) -> tuple[float, float, float, str]:
+    """``(d, lo, hi, category)``: the difference of means ``d = mean(a) − mean(b)`` with its Welch
+    95% confidence interval ``[lo, hi]`` (:func:`analysis.stats.diff_ci`) and the category of the
+    claim "``a`` is below ``b``" read off that interval (:func:`experiments.verdicts.from_interval`
+    against 0)."""
+    d, lo, hi = stats.diff_ci(a, b)
+    return d, lo, hi, verdicts.from_interval(lo, hi, null=0.0, claim="below")

@@ -46,9 +46,8 @@ def _per_gamma(res, meta):
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
-    data = common.need(common.load(results), SLOTS, NAME)
-    with style.context():
-        return _render(data, common.gamma_sweep(results), out_dir)
+    return style.render_with(_render, common.need(common.load(results), SLOTS, NAME),
+                             common.gamma_sweep(results), out_dir)
 
 
 def _render(data, sweeps, out_dir) -> list[Path]:

@@ -47,9 +47,7 @@ def _snapshot(d: dict) -> dict:
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
-    data = common.need(common.load(results), SLOTS, NAME)
-    with style.context():
-        return _render(data, out_dir)
+    return style.render_with(_render, common.need(common.load(results), SLOTS, NAME), out_dir)
 
 
 def _render(data, out_dir) -> list[Path]:

@@ -32,9 +32,8 @@ ADAM_COLOR, BC_COLOR, SGD_COLOR, NP_COLOR = "#7570b3", "#1b9e77", "#d95f02", "#7
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
-    data = common.need(common.load(results), SLOTS, NAME)
-    with style.context():
-        return _render(data, common.nonprivate(results), out_dir)
+    return style.render_with(_render, common.need(common.load(results), SLOTS, NAME),
+                             common.nonprivate(results), out_dir)
 
 
 def _curve(ax, res, color, name, band=True, **kw):

@@ -35,9 +35,7 @@ LO, HI = 0.8, 1.25  # equivalence margins for the ratio of mean final excess los
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
-    data = common.need(common.load(results), SLOTS, NAME)
-    with style.context():
-        return _render(data, out_dir)
+    return style.render_with(_render, common.need(common.load(results), SLOTS, NAME), out_dir)
 
 
 def _band_plot(ax, res, color, name):

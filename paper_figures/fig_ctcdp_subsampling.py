@@ -47,9 +47,7 @@ def _ratios(data, baseline: str) -> dict:
 
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
-    data = load(results, name=NAME)
-    with style.context():
-        return _render(data, out_dir)
+    return style.render_with(_render, load(results, name=NAME), out_dir)
 
 
 def _render(data, out_dir) -> list[Path]:

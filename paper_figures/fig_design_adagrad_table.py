@@ -67,20 +67,20 @@ def _loss_text(test) -> str:
     return f"{mean:.4f} ± {half:.4f}"
 
 
+def _cells(zfs, rows, text) -> list[list[str]]:
+    """The table body: per zero fraction, per method of :data:`METHODS`, ``text(row)`` of the run
+    or "–" where it did not run."""
+    return [["–" if rows.get((zf, m)) is None else text(rows[(zf, m)]) for m, _ in METHODS]
+            for zf in zfs]
+
+
 def markdown(results) -> str:
     zfs, rows = _table(results)
     head = "| zero fraction | " + " | ".join(lab.replace("\n", " ") for _, lab in METHODS) + " |"
     lines = [head, "|---" * (len(METHODS) + 1) + "|"]
-    for zf in zfs:
-        cells = []
-        for m, _ in METHODS:
-            r = rows.get((zf, m))
-            if r is None:
-                cells.append("–")
-                continue
-            cells.append(f"{_loss_text(r['test'])} ({common.point_text(r['point'])}; "
-                         f"ε={common.eps_text(r['eps'])})")
-        lines.append(f"| {zf:g} | " + " | ".join(cells) + " |")
+    cells = _cells(zfs, rows, lambda r: f"{_loss_text(r['test'])} ({common.point_text(r['point'])}; "
+                                        f"ε={common.eps_text(r['eps'])})")
+    lines += [f"| {zf:g} | " + " | ".join(line) + " |" for zf, line in zip(zfs, cells)]
     return "\n".join(lines)
 
 
@@ -98,16 +98,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         for m, lab in METHODS:
             e = max((r["eps"] for (z, mm), r in rows.items() if mm == m), default=float("inf"))
             col.append(lab + "\n" + common.eps_label(e))
-        text = []
-        for zf in zfs:
-            line = []
-            for m, _ in METHODS:
-                r = rows.get((zf, m))
-                if r is None:
-                    line.append("–")
-                    continue
-                line.append(f"{_loss_text(r['test'])}\n{common.point_text(r['point'])}")
-            text.append(line)
+        text = _cells(zfs, rows, lambda r: f"{_loss_text(r['test'])}\n{common.point_text(r['point'])}")
         tab = ax.table(cellText=text, rowLabels=[f"zero frac. {z:g}" for z in zfs], colLabels=col,
                        loc="center", cellLoc="center")
         tab.auto_set_font_size(False)
@@ -143,8 +134,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
         pp, ime, base = (rows.get((zf, m)) for m in ("dp_adagrad", "ime", "adagrad"))
         if pp is None or ime is None:
             continue
-        d, lo, hi = stats.diff_ci(ime["test"], pp["test"])
-        cat = verdicts.from_interval(lo, hi, null=0.0, claim="below")
+        d, lo, hi, cat = common.below(ime["test"], pp["test"])
         line = (f"- zero fraction {zf:g}: IME − post-processing = {d:+.4f} (95% CI [{lo:+.4f}, "
                 f"{hi:+.4f}]) → {cat}")
         ok = True

@@ -93,8 +93,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     if "dp_adam" in data and "dp_adam_stp" in data:
         a = data["dp_adam_stp"]["res"].loss[-1][data["dp_adam_stp"]["mask"]]
         b = data["dp_adam"]["res"].loss[-1][data["dp_adam"]["mask"]]
-        d, lo, hi = stats.diff_ci(a, b)
-        category = verdicts.from_interval(lo, hi, null=0.0, claim="below")
+        d, lo, hi, category = common.below(a, b)
         category, edge_note = verdicts.downgrade_for_edge(category, common.edge_axes(
             results, [data["dp_adam_stp"]["label"], data["dp_adam"]["label"]]))
         verdict = (f"STP − post-processing final loss = {d:.3e} (95% CI [{lo:.3e}, {hi:.3e}])."

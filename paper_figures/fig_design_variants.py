@@ -73,8 +73,8 @@ def _premise(data):
     adam, sgd = data.get(("none", "adam")), data.get(("none", "sgd"))
     if adam is None or sgd is None:
         return None, ["premise: non-private Adam/SGD runs missing"]
-    d, lo, hi = stats.diff_ci(adam["final"], sgd["final"])
-    adapt = verdicts.from_interval(lo, hi, null=0.0, claim="below") == verdicts.HOLDS
+    d, lo, hi, cat = common.below(adam["final"], sgd["final"])
+    adapt = cat == verdicts.HOLDS
     lines.append(f"non-private Adam − SGD final excess loss = {d:+.3e} (95% CI [{lo:+.3e}, "
                  f"{hi:+.3e}]): adaptivity {'helps' if adapt else 'does NOT measurably help'}")
     ok &= adapt
@@ -202,8 +202,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
         pp, stp, ime = (data.get((n, k)) for k in ("dp_adam", "dp_adam_stp", "dp_adam_ime"))
         if pp is None or stp is None:
             continue
-        d, lo, hi = stats.diff_ci(stp["final"], pp["final"])
-        cat = verdicts.from_interval(lo, hi, null=0.0, claim="below")
+        d, lo, hi, cat = common.below(stp["final"], pp["final"])
         cats.append(cat)
         edge_labels += [stp["label"], pp["label"]]
         ranks = sorted((k for k in ORDER if (n, k) in data), key=lambda k: np.mean(data[(n, k)]["final"]))

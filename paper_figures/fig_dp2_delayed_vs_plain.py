@@ -21,9 +21,8 @@ from typing import Mapping
 import numpy as np
 
 from . import style
-from .dp2_common import (METHOD_STYLE, better, ci_text, equivalent, finals, finish, get, hp_text,
-                         legend_name, load, plot_curve, curve_axes, problem_text, tail_means,
-                         trials_text)
+from .dp2_common import (METHOD_STYLE, better, ci_text, curve_axes, equivalent, finals, finish, get,
+                         hp_text, legend_name, load, plot_curve, problem_text, tail_means, trials_text)
 
 NAME = "fig_dp2_delayed_vs_plain"
 CLAIM = ("Without privacy, RMSProp with delayed preconditioners (DP²'s schedule: s SGD steps, then "

@@ -27,8 +27,7 @@ from . import style
 from dpsim.experiments import verdicts
 
 from .pagan_common import (BASELINES, METHOD_STYLE, N_BOOT, PRIVATE, boot_ratio, epsilon_of,
-                           eps_note, fmt_ratio, hp_text, load, median_ci, output_of, render_with,
-                           with_edges)
+                           eps_note, fmt_ratio, hp_text, load, median_ci, output_of, with_edges)
 
 NAME = "fig_pagan_absreg"
 CLAIM = ("PAGAN with the optimal diagonal scaling A (C_jj ∝ σ_j^{-4/3}) reaches a lower loss than "
@@ -43,7 +42,7 @@ CLAIM = ("PAGAN with the optimal diagonal scaling A (C_jj ∝ σ_j^{-4/3}) reach
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
     """Draw the summary figure from saved results; returns ``[png, pdf]`` paths in ``out_dir``."""
-    return render_with(_render, results, out_dir)
+    return style.render_with(_render, load(results), out_dir)
 
 
 def _render(data, out_dir) -> list[Path]:

@@ -26,7 +26,7 @@ from . import style
 from dpsim.experiments import verdicts
 
 from .pagan_common import (METHOD_STYLE, PRIVATE, boot_ratio, epsilon_of, eps_note, fmt_ratio,
-                           hp_text, load, median_ci, output_of, render_with, with_edges)
+                           hp_text, load, median_ci, output_of, with_edges)
 
 NAME = "fig_pagan_absreg_curves"
 CLAIM = ("At ε = 0.1 every private method is worse than the non-private ones; as ε grows PAGAN "
@@ -37,7 +37,7 @@ CLAIM = ("At ε = 0.1 every private method is worse than the non-private ones; a
 
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
     """Draw one panel per ε from saved results; returns ``[png, pdf]`` paths in ``out_dir``."""
-    return render_with(_render, results, out_dir)
+    return style.render_with(_render, load(results), out_dir)
 
 
 def _curve(ax, run, label, color, ls, z):

@@ -121,14 +121,6 @@ def load(results: Mapping[str, object]) -> dict:
             "sampling": sampling, "f_star": notes.get("f_star"), "notes": notes}
 
 
-def render_with(draw, results: Mapping[str, object], out_dir) -> list:
-    """The ``render`` of a ``pagan_absreg`` figure: :func:`load` the saved results once and call
-    ``draw(data, out_dir)`` under :func:`style.context`; returns what it saved (``[png, pdf]``)."""
-    data = load(results)
-    with style.context():
-        return draw(data, out_dir)
-
-
 def epsilon_of(run: Run, delta: float) -> float:
     """ε spent by a private run: the value recorded in the manifest (PLD, Poisson sampling at the
     run's rate), else ``Result.epsilon``, else — for with-replacement runs, which no accountant

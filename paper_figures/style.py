@@ -27,7 +27,7 @@ from matplotlib.ticker import Formatter, Locator  # noqa: E402
 from dpsim.experiments import verdicts  # noqa: E402
 
 __all__ = ["RC", "context", "figure", "save", "sequential", "BASELINE_COLOR", "band", "fmt_float",
-           "readable_log_axes", "combine", "finding"]
+           "readable_log_axes", "render_with", "combine", "finding"]
 
 RC = {
     "font.size": 9,
@@ -193,6 +193,13 @@ def save(fig, out_dir, name: str) -> list[Path]:
             fig.savefig(p, format=ext, metadata=meta)
             paths.append(p)
     return paths
+
+
+def render_with(draw, *args) -> list[Path]:
+    """``draw(*args)`` (a figure's drawing function, which saves the figure) under
+    :func:`context`, returning the paths it saved: the body of most ``render`` functions."""
+    with context():
+        return draw(*args)
 
 
 def combine(cats) -> str:
