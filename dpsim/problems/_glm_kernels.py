@@ -165,12 +165,7 @@ def _acc_scaled(m, a, c, x, s, w):
 @numba.njit(cache=True, nogil=True)
 def _csr_dot_scaled(data, indices, start, stop, W, S, r):
     """(x.w, sum s^2 x^2, sum s^2 x w) over one CSR row, two accumulators each."""
-    m0 = 0.0
-    m1 = 0.0
-    a0 = 0.0
-    a1 = 0.0
-    c0 = 0.0
-    c1 = 0.0
+    m0 = m1 = a0 = a1 = c0 = c1 = 0.0
     k = start
     while k + 2 <= stop:
         j = _u(indices[k])
@@ -223,12 +218,7 @@ def _dense_dot(X, row, W, r):
 def _dense_dot_scaled(X, row, W, S, r):
     """:func:`_csr_dot_scaled` over one dense row."""
     d = X.shape[1]
-    m0 = 0.0
-    m1 = 0.0
-    a0 = 0.0
-    a1 = 0.0
-    c0 = 0.0
-    c1 = 0.0
+    m0 = m1 = a0 = a1 = c0 = c1 = 0.0
     j = 0
     while j + 2 <= d:
         m0, a0, c0 = _acc_scaled(m0, a0, c0, X[row, j], S[r, j], W[r, j])
