@@ -1,0 +1,300 @@
+"""Figure for experiment ``dp2_compute`` ([DP2] Fig. 9 right): 4× the computation at the same ε.
+
+Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
+App. C, Fig. 9 (right): a 4× larger batch at the same number of iterations, with the noise
+multiplier raised to keep ε about the same, improves the privacy/utility trade-off of every
+method, and DP²'s absolute improvement over DP-SGD and DP-RMSProp stays about the same.
+
+Panel (a): final excess training loss (mean, 95% CI) against the ε each run spent, one colour per
+method, solid at 1× and dashed at 4×; the legend gives every method's tuned values per ε.  Panel
+(b): DP²'s gain over the better baseline (``min(baseline means) − DP² mean``, Welch 95% CI) against
+ε at each factor.  Reads only saved results.  Standalone::
+
+    python -m dpsim.paper_figures.fig_dp2_compute results/dp2_compute/quick/<key> [OUT_DIR]
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+from scipy import stats as _st
+
+from dpsim.analysis import stats
+from dpsim.experiments import verdicts
+from dpsim.experiments.pipeline import Saved
+
+from . import style
+from .dp2_common import METHOD_STYLE, ci_text, delta_of, eps_of, finals, plain_log_ticks, problem_text
+
+NAME = "fig_dp2_compute"
+#: Part (B) holds when the 95% CI of DP²'s gain ratio (4× over 1×) lies inside [1/FACTOR, FACTOR]
+#: ("remains similar": neither halved nor doubled), does not hold when it lies outside.
+FACTOR = 2.0
+CLAIM = ("With 4× the computation (4× larger batches at the same number of steps, the noise "
+         "multiplier recalibrated to the same ε) every method's privacy/utility trade-off improves, "
+         "and DP²'s absolute improvement over the better of DP-SGD and DP-RMSProp stays similar "
+         f"(within a factor {FACTOR:g}) ([DP2] App. C, Fig. 9 right).")
+METHODS = ("dp_sgd", "dp_rmsprop", "dp2_rmsprop")
+BASELINES = ("dp_sgd", "dp_rmsprop")
+_HP = (("lr", "η"), ("lr2", "η₂"), ("s1", "s"))
+
+
+def load(results) -> tuple[Saved, dict]:
+    """``(saved, {(method, factor, target ε): Result})`` from the saved cells' metadata
+    (:func:`experiments.dp2_compute.cell_meta`); ``ValueError`` naming what is missing."""
+    saved = Saved.of(results)
+    runs = {}
+    for label in saved:
+        m = saved.meta(label)
+        runs[(m["method"], int(m["factor"]), float(m["epsilon"]))] = saved.result(label)
+    factors = sorted({k for _, k, _ in runs})
+    eps = sorted({e for _, _, e in runs})
+    missing = [(m, k, e) for m in METHODS for k in factors for e in eps if (m, k, e) not in runs]
+    if missing or 1 not in factors or len(factors) < 2:
+        raise ValueError(f"{NAME}: need every method at factor 1 and another factor at every ε; "
+                         f"missing {missing}, factors {factors}")
+    return saved, runs
+
+
+def _axes(runs):
+    return sorted({k for _, k, _ in runs}), sorted({e for _, _, e in runs})
+
+
+def _hp_values(runs, method, k, eps) -> str:
+    """The tuned values of ``method`` at factor ``k`` over the ε's, ``η=10/10/30`` (ε ascending)."""
+    out = []
+    for key, sym in _HP:
+        vals = [runs[(method, k, e)].config["hyperparameters"].get(key) for e in eps]
+        if all(v is not None for v in vals):
+            out.append(f"{sym}=" + "/".join(style.fmt_float(float(v)) for v in vals))
+    return ", ".join(out)
+
+
+def _sigma(res) -> float:
+    return float(res.config["hyperparameters"]["noise_multiplier"])
+
+
+def gain(runs, k, e):
+    """DP²'s gain at factor ``k`` and target ε: the better baseline (lower mean final loss) minus
+    DP², ``(baseline method, gain, its variance, Welch degrees of freedom, (difference, lo, hi))``."""
+    base = min(BASELINES, key=lambda m: float(np.mean(finals(runs[(m, k, e)]))))
+    a, b = finals(runs[(base, k, e)]), finals(runs[("dp2_rmsprop", k, e)])
+    va, vb = np.var(a, ddof=1) / a.size, np.var(b, ddof=1) / b.size
+    dof = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)) if va + vb > 0 else math.inf
+    return base, float(np.mean(a) - np.mean(b)), float(va + vb), float(dof), stats.diff_ci(a, b)
+
+
+def fieller(a: float, va: float, b: float, vb: float, t: float) -> tuple[float, float]:
+    """Fieller's confidence interval for the ratio ``a/b`` of two independent, normally distributed
+    estimates with variances ``va``, ``vb`` (Fieller 1954): the ``r`` with
+    ``(a − r b)² ≤ t² (va + r² vb)``, i.e. ``(b² − t² vb) r² − 2ab r + a² − t² va ≤ 0``.  Bounded
+    when ``b² > t² vb`` (``b`` significantly nonzero at the same level); otherwise the set is
+    unbounded and ``(−inf, inf)`` is returned."""
+    A = b * b - t * t * vb
+    if A <= 0:
+        return -math.inf, math.inf
+    disc = t * t * (va * b * b + vb * a * a - t * t * va * vb)
+    root = math.sqrt(max(disc, 0.0))
+    return (a * b - root) / A, (a * b + root) / A
+
+
+def render(results: Mapping[str, object], out_dir) -> list[Path]:
+    saved, runs = load(results)
+    factors, eps_t = _axes(runs)
+    dashes = {k: "-" if k == 1 else ("--" if i == 1 else ":") for i, k in enumerate(factors)}
+    b0 = int(runs[(METHODS[0], 1, eps_t[0])].config["batch_size"])
+    with style.context():
+        fig, axes = style.figure(1, 2, width=3.6, height=3.2)
+        ax = axes[0][0]
+        lows, highs = [], []
+        for j, m in enumerate(METHODS):
+            name, color, _, marker = METHOD_STYLE[m]
+            for i, k in enumerate(factors):
+                xs = np.array([eps_of(runs[(m, k, e)]) for e in eps_t])
+                mh = [stats.mean_ci(finals(runs[(m, k, e)])) for e in eps_t]
+                mean = np.array([x[0] for x in mh])
+                half = np.array([x[1] for x in mh])
+                x = xs * (1.0 + 0.025 * (j - 1) + 0.01 * i)  # keep overlapping bars apart
+                ax.errorbar(x, mean, yerr=half, color=color, marker=marker, ls=dashes[k],
+                            capsize=2, ms=4,
+                            label=f"{name} ({k}×, b={k * b0}): {_hp_values(runs, m, k, eps_t)}")
+                lows += list(mean - half)
+                highs += list(mean + half)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        pos = [v for v in lows if np.isfinite(v) and v > 0]
+        top = [v for v in highs if np.isfinite(v)]
+        if pos and top:
+            ax.set_ylim(min(pos) / 1.15, max(top) * 1.15)
+        plain_log_ticks(ax.yaxis)
+        _eps_ticks(ax, runs, eps_t)
+        ax.set_xlabel(f"ε (δ = {style.fmt_float(delta_of(runs[(METHODS[0], 1, eps_t[0])]))})")
+        ax.set_ylabel(r"final excess training loss $F(w_T) - F^\star$")
+        ax.set_title("(a) trade-off; solid 1×, dashed 4×", fontsize=8)
+
+        ax2 = axes[0][1]
+        for i, k in enumerate(factors):
+            g = [gain(runs, k, e) for e in eps_t]
+            xs = np.array([eps_of(runs[("dp2_rmsprop", k, e)]) for e in eps_t]) * (1 + 0.02 * i)
+            mean = np.array([x[1] for x in g])
+            lo = np.array([x[4][1] for x in g])
+            hi = np.array([x[4][2] for x in g])
+            ax2.errorbar(xs, mean, yerr=[mean - lo, hi - mean], color=METHOD_STYLE["dp2_rmsprop"][1],
+                         ls=dashes[k], marker="D", capsize=2, ms=4, label=f"{k}× (b={k * b0})")
+        ax2.axhline(0.0, color=style.BASELINE_COLOR, lw=0.8)
+        ax2.set_xscale("log")
+        _eps_ticks(ax2, runs, eps_t)
+        ax2.set_xlabel("ε")
+        ax2.set_ylabel("better baseline − DP² (final excess loss)")
+        ax2.set_title("(b) DP²'s gain, 95% CI", fontsize=8)
+        ax2.legend(loc="best", fontsize=6.5)
+        handles, labels = ax.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=1, fontsize=6,
+                   title="tuned values per ε (ascending); C, C₂, ε_a fixed from dp2_logistic",
+                   title_fontsize=6.5)
+        sig = ", ".join(f"{k}×: " + "/".join(f"{_sigma(runs[(METHODS[0], k, e)]):.3g}" for e in eps_t)
+                        for k in factors)
+        trials = "/".join(str(t) for t in sorted({r.trials for r in runs.values()}))
+        fig.suptitle(f"DP² with more computation ([DP2] Fig. 9 right) — {problem_text(runs[(METHODS[0], 1, eps_t[0])])};"
+                     f"\nσ calibrated per ε ({sig}); {trials} trials", fontsize=8)
+        return style.save(fig, out_dir, NAME)
+
+
+def _eps_ticks(ax, runs, eps_t):
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    ticks = [eps_of(runs[(METHODS[0], 1, e)]) for e in eps_t]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.set_xticklabels([f"{t:.2g}" for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(min(ticks) / 1.3, max(ticks) * 1.3)
+
+
+def _cat_text(cat) -> str:
+    return {verdicts.HOLDS: "yes", verdicts.FAILS: "no (significantly reversed)",
+            verdicts.INCONCLUSIVE: "not significant", verdicts.UNTESTED: "not tested"}[cat]
+
+
+def evaluate(results: Mapping[str, object]) -> dict:
+    """Two parts, each per target ε:
+
+    (A) every method improves at 4×: Welch 95% CI of ``mean(loss at k) − mean(loss at 1×)`` below
+    0 for each method and each other factor ``k`` (holds when all are, does not hold when any is
+    above 0, else inconclusive);
+
+    (B) DP²'s gain ``g_k`` (the better baseline's mean final excess loss minus DP²'s) at ``k`` is
+    within a factor :data:`FACTOR` of its gain at 1×: Fieller's 95% CI of ``g_k / g_1`` (t
+    quantile at the smaller Welch degrees of freedom of the two gains) inside
+    ``[1/FACTOR, FACTOR]`` holds, entirely outside does not hold, else inconclusive.  Premise of
+    (B) at an ε: DP² beats the better baseline at 1× (Welch CI of ``g_1`` above 0); without it there
+    is no improvement to keep, and that ε does not test (B).
+
+    The claim: does not hold when either part does not; "setting does not test the claim" when
+    (B) is tested at no ε; holds when both hold; else inconclusive.  A tuned value on a grid edge
+    (any method, any factor, any ε) downgrades holds / does not hold to inconclusive."""
+    saved, runs = load(results)
+    factors, eps_t = _axes(runs)
+    others = [k for k in factors if k != 1]
+    sig = saved.notes.get("sigma", {})
+    lines = ["Final excess training loss F(w_T) − F* (mean ± 95% CI over fresh evaluation trials); "
+             "each method tuned at every (factor, ε); σ calibrated by the accountant so that each "
+             f"factor meets the target ε at δ = {style.fmt_float(delta_of(runs[(METHODS[0], 1, eps_t[0])]))}.",
+             "", "| factor | batch | target ε | σ | ε spent | DP-SGD | DP-RMSProp | DP² | tuned (η; DP²: η, η₂, s) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for k in factors:
+        for e in eps_t:
+            r0 = runs[(METHODS[0], k, e)]
+            tuned = "; ".join(
+                ", ".join(f"{sym}={style.fmt_float(float(runs[(m, k, e)].config['hyperparameters'][key]))}"
+                          for key, sym in _HP if key in runs[(m, k, e)].config["hyperparameters"])
+                for m in METHODS)
+            lines.append(f"| {k}× | {r0.config['batch_size']} | {e:g} | {_sigma(r0):.4g} | "
+                         f"{max(eps_of(runs[(m, k, e)]) for m in METHODS):.3g} | "
+                         + " | ".join(ci_text(finals(runs[(m, k, e)])) for m in METHODS)
+                         + f" | {tuned} |")
+    # (A)
+    cats_a, lines_a = [], []
+    for k in others:
+        for e in eps_t:
+            parts = []
+            for m in METHODS:
+                d, lo, hi = stats.diff_ci(finals(runs[(m, k, e)]), finals(runs[(m, 1, e)]))
+                rel = d / float(np.mean(finals(runs[(m, 1, e)])))
+                cat = verdicts.from_interval(lo, hi, claim="below")
+                cats_a.append(cat)
+                parts.append(f"{METHOD_STYLE[m][0]} {d:+.4f} ({rel:+.0%}), 95% CI [{lo:+.4f}, "
+                             f"{hi:+.4f}] — {_cat_text(cat)}")
+            lines_a.append(f"- ε = {e:g}, {k}× − 1×: " + "; ".join(parts))
+    cat_a = style.combine(cats_a)
+    # (B)
+    cats_b, lines_b, ratios = [], [], []
+    for k in others:
+        for e in eps_t:
+            b1, g1, v1, df1, (_, lo1, hi1) = gain(runs, 1, e)
+            bk, gk, vk, dfk, (_, lok, hik) = gain(runs, k, e)
+            head = (f"- ε = {e:g}: gain at 1× (vs {METHOD_STYLE[b1][0]}) {g1:+.4f} [{lo1:+.4f}, "
+                    f"{hi1:+.4f}], at {k}× (vs {METHOD_STYLE[bk][0]}) {gk:+.4f} [{lok:+.4f}, {hik:+.4f}]")
+            if not lo1 > 0:
+                lines_b.append(head + " — premise fails (DP² not significantly better at 1×): "
+                               "this ε does not test (B).")
+                continue
+            t = float(_st.t.ppf(0.975, min(df1, dfk)))
+            rlo, rhi = fieller(gk, vk, g1, v1, t)
+            r = gk / g1
+            ratios.append((e, r, rlo, rhi))
+            if 1 / FACTOR <= rlo and rhi <= FACTOR:
+                cat = verdicts.HOLDS
+            elif rhi < 1 / FACTOR or rlo > FACTOR:
+                cat = verdicts.FAILS
+            else:
+                cat = verdicts.INCONCLUSIVE
+            cats_b.append(cat)
+            lines_b.append(head + f"; ratio {k}×/1× = {r:.2f}, 95% CI [{rlo:.2f}, {rhi:.2f}] "
+                           f"(similar: inside [{1 / FACTOR:g}, {FACTOR:g}]) — {_cat_text(cat)}.")
+    cat_b = style.combine(cats_b) if cats_b else verdicts.UNTESTED
+    if verdicts.FAILS in (cat_a, cat_b):
+        category = verdicts.FAILS
+    elif cat_b == verdicts.UNTESTED:
+        category = verdicts.UNTESTED
+    elif cat_a == cat_b == verdicts.HOLDS:
+        category = verdicts.HOLDS
+    else:
+        category = verdicts.INCONCLUSIVE
+    lines += ["", f"**(A) every method improves at {'/'.join(f'{k}×' for k in others)}** "
+              f"(difference of mean final excess loss, Welch 95% CI): {cat_a}.", *lines_a,
+              "", f"**(B) DP²'s gain over the better baseline stays within a factor {FACTOR:g}** "
+              f"(Fieller 95% CI of the ratio): {cat_b}.", *lines_b]
+    edges = saved.notes.get("edges", {})
+    at_edge = {}
+    for label, axes_ in edges.items():
+        for ax_name, v in axes_.items():
+            at_edge[f"{label}.{ax_name}"] = v
+    category, edge_note = verdicts.downgrade_for_edge(category, at_edge)
+    lines += ["", "**Grid edges** of the tuned values compared here: "
+              + (", ".join(f"{k}={style.fmt_float(float(v))}" for k, v in at_edge.items())
+                 if at_edge else "none (every tuned value is interior to its grid)") + "."]
+    if sig:
+        lines += ["", "σ per (factor, target ε): " + ", ".join(f"{k}: {v:.4g}" for k, v in sig.items())
+                  + "."]
+    n_imp = sum(c == verdicts.HOLDS for c in cats_a)
+    notes = [f"(A) {n_imp} of {len(cats_a)} method×ε comparisons significantly better at "
+             f"{'/'.join(f'{k}×' for k in others)}: {cat_a}",
+             "(B) " + (f"gain ratio {', '.join(f'{r:.2f} [{lo:.2f}, {hi:.2f}] at ε={e:g}' for e, r, lo, hi in ratios)}: {cat_b}"
+                       if ratios else "DP² beats the better baseline significantly at 1× at no ε, "
+                                      "so no gain to keep: not tested")]
+    if edge_note:
+        notes.append(edge_note)
+    return style.finding(CLAIM, lines, category, "; ".join(notes) + ".")
+
+
+def main(argv=None) -> int:
+    return style.cli_main(sys.modules[__name__], argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
