@@ -146,6 +146,11 @@ if numba.config.DISABLE_JIT:
             if cf[i] != 0.0:
                 _axpy_lanes(Y, yoff, cf[i], X, ib[i] * n, n)
 
+    def _gather_axpy_all(Y, yoff, cf, X, ib, kr, n):
+        """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): the axpys in example order, zeros included."""
+        for i in range(kr):
+            _axpy_lanes(Y, yoff, cf[i], X, ib[i] * n, n)
+
 else:
     @intrinsic
     def _dot_lanes(typingctx, X, xoff, W, woff, n):
@@ -275,76 +280,258 @@ else:
 
         return sig, codegen
 
-    @intrinsic
-    def _gather_axpy(typingctx, Y, yoff, cf, X, ib, kr, n):
-        """``Y.flat[yoff + j] += cf[i] · X[ib[i], j]`` for ``i = 0 … kr−1`` in order, skipping
-        ``cf[i] == 0``: the loop of :func:`_axpy_lanes` calls, but with the partial sums of a block
-        of columns (four vectors of four, then single vectors, then scalar columns) held in
-        registers across the examples instead of stored and reloaded after every example.  Every
-        element receives the same products in the same order, so the same bits."""
-        if not (isinstance(X, types.Array) and isinstance(Y, types.Array)
-                and isinstance(ib, types.Array) and isinstance(cf, types.Array)):
-            return None
-        sig = types.void(Y, yoff, cf, X, ib, kr, n)
+    def _make_gather_axpy(skip_zero, maxvec):
+        """An intrinsic ``Y.flat[yoff + j] += cf[i] · X[ib[i], j]`` for ``i = 0 … kr−1`` in order
+        (skipping ``cf[i] == 0`` when ``skip_zero``: that adds an exact ±0 to sums that start at
+        +0, a no-op): the loop of :func:`_axpy_lanes` calls, but with the partial sums of a block
+        of columns held in registers across the examples instead of stored and reloaded after every
+        example — blocks of ``maxvec`` vectors of four, then one block with the leftover vectors and
+        the scalar tail columns (a switch over its shape).  Every element receives the same products
+        in the same order, so the same bits."""
 
-        def codegen(context, builder, signature, args):
-            ya = context.make_array(signature.args[0])(context, builder, args[0])
-            ca = context.make_array(signature.args[2])(context, builder, args[2])
-            xa = context.make_array(signature.args[3])(context, builder, args[3])
-            ia = context.make_array(signature.args[4])(context, builder, args[4])
-            i64 = ir.IntType(64)
-            i32 = ir.IntType(32)
-            dbl = ir.DoubleType()
-            vty = ir.VectorType(dbl, 4)
-            yoff_ = context.cast(builder, args[1], signature.args[1], types.int64)
-            kr_ = context.cast(builder, args[5], signature.args[5], types.int64)
-            n_ = context.cast(builder, args[6], signature.args[6], types.int64)
-            yp = builder.gep(ya.data, [yoff_])
-            zero = ir.Constant(dbl, 0.0)
+        @intrinsic
+        def gather_axpy(typingctx, Y, yoff, cf, X, ib, kr, n):
+            if not (isinstance(X, types.Array) and isinstance(Y, types.Array)
+                    and isinstance(ib, types.Array) and isinstance(cf, types.Array)):
+                return None
+            sig = types.void(Y, yoff, cf, X, ib, kr, n)
 
-            def block(base, nvec, scalar=False):
-                # accumulate columns base … base + 4·nvec − 1 (or the one column base) over examples
-                ty = dbl if scalar else vty
-                ptrs = [builder.gep(yp, [builder.add(base, ir.Constant(i64, 4 * k))]) for k in range(nvec)]
-                if not scalar:
-                    ptrs = [builder.bitcast(q, vty.as_pointer()) for q in ptrs]
-                accs = [cgutils.alloca_once(builder, ty) for _ in range(nvec)]
-                for q, a in zip(ptrs, accs):
-                    builder.store(builder.load(q, align=8), a)
-                with cgutils.for_range(builder, kr_, intp=i64) as loop:
-                    av = builder.load(builder.gep(ca.data, [loop.index]))
-                    with builder.if_then(builder.fcmp_unordered("!=", av, zero)):
-                        row = builder.load(builder.gep(ia.data, [loop.index]))
-                        xp = builder.gep(xa.data, [builder.add(builder.mul(row, n_), base)])
-                        if scalar:
-                            mul = av
-                        else:
+            def codegen(context, builder, signature, args):
+                ya = context.make_array(signature.args[0])(context, builder, args[0])
+                ca = context.make_array(signature.args[2])(context, builder, args[2])
+                xa = context.make_array(signature.args[3])(context, builder, args[3])
+                ia = context.make_array(signature.args[4])(context, builder, args[4])
+                i64 = ir.IntType(64)
+                i32 = ir.IntType(32)
+                dbl = ir.DoubleType()
+                vty = ir.VectorType(dbl, 4)
+                yoff_ = context.cast(builder, args[1], signature.args[1], types.int64)
+                kr_ = context.cast(builder, args[5], signature.args[5], types.int64)
+                n_ = context.cast(builder, args[6], signature.args[6], types.int64)
+                yp = builder.gep(ya.data, [yoff_])
+                zero = ir.Constant(dbl, 0.0)
+
+                def block(base, nvec, nscalar):
+                    # columns base … base + 4·nvec + nscalar − 1 accumulated over the examples
+                    slots = [(4 * k, vty) for k in range(nvec)] + [(4 * nvec + k, dbl) for k in range(nscalar)]
+                    ptrs = []
+                    for off, ty in slots:
+                        q = builder.gep(yp, [builder.add(base, ir.Constant(i64, off))])
+                        ptrs.append(builder.bitcast(q, vty.as_pointer()) if ty is vty else q)
+                    accs = [cgutils.alloca_once(builder, ty) for _, ty in slots]
+                    for q, a in zip(ptrs, accs):
+                        builder.store(builder.load(q, align=8), a)
+                    with cgutils.for_range(builder, kr_, intp=i64) as loop:
+                        av = builder.load(builder.gep(ca.data, [loop.index]))
+
+                        def add_example():
+                            row = builder.load(builder.gep(ia.data, [loop.index]))
+                            xp = builder.gep(xa.data, [builder.add(builder.mul(row, n_), base)])
                             mul = ir.Constant(vty, ir.Undefined)
                             for q in range(4):
                                 mul = builder.insert_element(mul, av, ir.Constant(i32, q))
-                        for k in range(nvec):
-                            p = builder.gep(xp, [ir.Constant(i64, 4 * k)])
-                            if not scalar:
-                                p = builder.bitcast(p, vty.as_pointer())
-                            vx = builder.load(p, align=8)
-                            builder.store(builder.fadd(builder.load(accs[k]), builder.fmul(mul, vx)), accs[k])
-                for q, a in zip(ptrs, accs):
-                    builder.store(builder.load(a), q, align=8)
+                            for (off, ty), a in zip(slots, accs):
+                                p = builder.gep(xp, [ir.Constant(i64, off)])
+                                if ty is vty:
+                                    p = builder.bitcast(p, vty.as_pointer())
+                                vx = builder.load(p, align=8)
+                                prod = builder.fmul(mul if ty is vty else av, vx)
+                                builder.store(builder.fadd(builder.load(a), prod), a)
 
-            nch = builder.ashr(n_, ir.Constant(i64, 2))
-            nblk = builder.ashr(nch, ir.Constant(i64, 2))
-            with cgutils.for_range(builder, nblk, intp=i64) as loop:
-                block(builder.shl(loop.index, ir.Constant(i64, 4)), 4)
-            with cgutils.for_range_slice(builder, builder.shl(nblk, ir.Constant(i64, 2)), nch,
-                                         ir.Constant(i64, 1), intp=i64) as (c, _):
-                block(builder.shl(c, ir.Constant(i64, 2)), 1)
-            with cgutils.for_range_slice(builder, builder.shl(nch, ir.Constant(i64, 2)), n_,
-                                         ir.Constant(i64, 1), intp=i64) as (j, _):
-                block(j, 1, scalar=True)
-            return context.get_dummy_value()
+                        if skip_zero:
+                            with builder.if_then(builder.fcmp_unordered("!=", av, zero)):
+                                add_example()
+                        else:
+                            add_example()
+                    for q, a in zip(ptrs, accs):
+                        builder.store(builder.load(a), q, align=8)
 
-        return sig, codegen
+                width = 4 * maxvec
+                nblk = builder.sdiv(n_, ir.Constant(i64, width))
+                with cgutils.for_range(builder, nblk, intp=i64) as loop:
+                    block(builder.mul(loop.index, ir.Constant(i64, width)), maxvec, 0)
+                base = builder.mul(nblk, ir.Constant(i64, width))
+                done = builder.append_basic_block("gather_axpy.done")
+                sw = builder.switch(builder.sub(n_, base), done)
+                for cols in range(1, width):
+                    bb = builder.append_basic_block(f"gather_axpy.rest{cols}")
+                    sw.add_case(ir.Constant(i64, cols), bb)
+                    with builder.goto_block(bb):
+                        block(base, cols // 4, cols % 4)
+                        builder.branch(done)
+                builder.position_at_end(done)
+                return context.get_dummy_value()
 
+            return sig, codegen
+
+        return gather_axpy
+
+    _gather_axpy = _make_gather_axpy(True, 4)
+    _gather_axpy_all = _make_gather_axpy(False, 8)
+
+# Lanes = examples: the building blocks of the ℓ2-ball kernel (:func:`_ball_dense_trial`).  The
+# engine's closed form sums over the columns t of one example *sequentially* (its margin
+# ``Σ_t x_t w_t`` and its ``Σ_t (c x_t / m)²``), so the vector lanes cannot run over columns as in
+# :func:`_dot_lanes`; they run over examples instead: the batch's rows are transposed in 4×4
+# blocks (lane k of the vector of column t holds ``x_{i+k, t}``) and every lane accumulates its own
+# example's sum over t in order, one multiply and one add per term (no FMA) — each lane is the
+# engine's scalar loop, so the same bits, four (or eight, sixteen) examples at a time.
+
+if numba.config.DISABLE_JIT:
+
+    def _make_rows_t(G):
+        def rows_t(X, ib, i, W, woff, n, XT, mm):
+            """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): transpose and sequential margins."""
+            w = W.reshape(-1)
+            for k in range(4 * G):
+                m = 0.0
+                for t in range(n):
+                    x = X[ib[i + k], t]
+                    XT[t, i + k] = x
+                    m += x * w[woff + t]
+                mm[i + k] = m
+        return rows_t
+
+    def _make_sumsq_t(G):
+        def sumsq_t(XT, i, n, cc, im, qq):
+            """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): sequential sums of squares."""
+            for k in range(4 * G):
+                q = 0.0
+                for t in range(n):
+                    v = cc[i + k] * XT[t, i + k] * im[i + k]
+                    q += v * v
+                qq[i + k] = q
+        return sumsq_t
+
+else:
+    _I64 = ir.IntType(64)
+    _I32 = ir.IntType(32)
+    _DBL = ir.DoubleType()
+    _V4 = ir.VectorType(_DBL, 4)
+    _V2 = ir.VectorType(_DBL, 2)
+
+    def _i64(v):
+        return ir.Constant(_I64, v)
+
+    def _shuffle(builder, a, b, lanes):
+        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, len(lanes)), lanes))
+
+    def _splat(builder, s):
+        """``<s, s, s, s>``."""
+        v = ir.Constant(_V4, ir.Undefined)
+        for q in range(4):
+            v = builder.insert_element(v, s, ir.Constant(_I32, q))
+        return v
+
+    def _vec_ptr(builder, base, off, ty=_V4):
+        return builder.bitcast(builder.gep(base, [off]), ty.as_pointer())
+
+    def _cols4(builder, rows, off):
+        """Columns ``off … off+3`` of the four rows (pointers ``rows``) as four vectors, lane k = row
+        k: two-element loads joined into ``<r0[h], r0[h+1], r2[h], r2[h+1]>`` and
+        ``<r1[h], r1[h+1], r3[h], r3[h+1]>``, then interleaved (moves only, no arithmetic)."""
+        cols = []
+        for h in (0, 2):
+            o = builder.add(off, _i64(h))
+            lo = [builder.load(_vec_ptr(builder, rp, o, _V2), align=8) for rp in rows]
+            a = _shuffle(builder, lo[0], lo[2], [0, 1, 2, 3])
+            b = _shuffle(builder, lo[1], lo[3], [0, 1, 2, 3])
+            cols.append(_shuffle(builder, a, b, [0, 4, 2, 6]))
+            cols.append(_shuffle(builder, a, b, [1, 5, 3, 7]))
+        return cols
+
+    def _make_rows_t(G):
+        """An intrinsic over ``4G`` examples ``ib[i … i+4G−1]`` (``G`` vectors interleaved, ``G``
+        independent dependency chains): writes the rows transposed, ``XT[t, i+k] = X[ib[i+k], t]``,
+        and the margins ``mm[i+k] = (…((0 + x_0 w_0) + x_1 w_1) + …) + x_{n−1} w_{n−1}`` with
+        ``w = W.flat[woff:woff+n]`` (the engine's sequential sum, one lane per example)."""
+
+        @intrinsic
+        def rows_t(typingctx, X, ib, i, W, woff, n, XT, mm):
+            if not all(isinstance(a, types.Array) for a in (X, ib, W, XT, mm)):
+                return None
+            sig = types.void(X, ib, i, W, woff, n, XT, mm)
+
+            def codegen(context, builder, signature, args):
+                xa, ia, _, wa, _, _, ta, ma = [
+                    context.make_array(ty)(context, builder, v) if isinstance(ty, types.Array) else None
+                    for ty, v in zip(signature.args, args)]
+                i_, woff_, n_ = (context.cast(builder, args[k], signature.args[k], types.int64)
+                                 for k in (2, 4, 5))
+                ldt = cgutils.unpack_tuple(builder, ta.shape, 2)[1]
+                wp = builder.gep(wa.data, [woff_])
+                tps = [builder.gep(ta.data, [builder.add(i_, _i64(4 * g))]) for g in range(G)]
+                rows = [builder.gep(xa.data, [builder.mul(builder.load(
+                    builder.gep(ia.data, [builder.add(i_, _i64(k))])), n_)]) for k in range(4 * G)]
+                accs = [cgutils.alloca_once_value(builder, ir.Constant(_V4, [0.0] * 4)) for _ in range(G)]
+
+                def put(g, col, t, wv):
+                    builder.store(col, _vec_ptr(builder, tps[g], builder.mul(t, ldt)), align=8)
+                    builder.store(builder.fadd(builder.load(accs[g]), builder.fmul(col, wv)), accs[g])
+
+                nch = builder.ashr(n_, _i64(2))
+                with cgutils.for_range(builder, nch, intp=_I64) as loop:
+                    off = builder.shl(loop.index, _i64(2))
+                    wvs = [_splat(builder, builder.load(builder.gep(wp, [builder.add(off, _i64(q))])))
+                           for q in range(4)]
+                    for g in range(G):
+                        for q, col in enumerate(_cols4(builder, rows[4 * g: 4 * g + 4], off)):
+                            put(g, col, builder.add(off, _i64(q)), wvs[q])
+                with cgutils.for_range_slice(builder, builder.shl(nch, _i64(2)), n_, _i64(1),
+                                             intp=_I64) as (t, _):
+                    wv = _splat(builder, builder.load(builder.gep(wp, [t])))
+                    for g in range(G):
+                        col = ir.Constant(_V4, ir.Undefined)
+                        for k in range(4):
+                            col = builder.insert_element(col, builder.load(builder.gep(rows[4 * g + k], [t])),
+                                                         ir.Constant(_I32, k))
+                        put(g, col, t, wv)
+                for g in range(G):
+                    builder.store(builder.load(accs[g]),
+                                  _vec_ptr(builder, ma.data, builder.add(i_, _i64(4 * g))), align=8)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return rows_t
+
+    def _make_sumsq_t(G):
+        """An intrinsic over the ``4G`` lanes ``i … i+4G−1`` of the transposed rows:
+        ``qq[l] = Σ_t ((cc[l]·XT[t, l])·im[l])²`` in order of t (the engine's
+        ``v = c x_t imx; q += v v``, one lane per example; ``G`` chains interleaved)."""
+
+        @intrinsic
+        def sumsq_t(typingctx, XT, i, n, cc, im, qq):
+            if not all(isinstance(a, types.Array) for a in (XT, cc, im, qq)):
+                return None
+            sig = types.void(XT, i, n, cc, im, qq)
+
+            def codegen(context, builder, signature, args):
+                ta, _, _, ca, ima, qa = [
+                    context.make_array(ty)(context, builder, v) if isinstance(ty, types.Array) else None
+                    for ty, v in zip(signature.args, args)]
+                i_, n_ = (context.cast(builder, args[k], signature.args[k], types.int64) for k in (1, 2))
+                ldt = cgutils.unpack_tuple(builder, ta.shape, 2)[1]
+                offs = [builder.add(i_, _i64(4 * g)) for g in range(G)]
+                cs = [builder.load(_vec_ptr(builder, ca.data, o), align=8) for o in offs]
+                ims = [builder.load(_vec_ptr(builder, ima.data, o), align=8) for o in offs]
+                accs = [cgutils.alloca_once_value(builder, ir.Constant(_V4, [0.0] * 4)) for _ in range(G)]
+                with cgutils.for_range(builder, n_, intp=_I64) as loop:
+                    base = builder.mul(loop.index, ldt)
+                    for g in range(G):
+                        x = builder.load(_vec_ptr(builder, ta.data, builder.add(base, offs[g])), align=8)
+                        v = builder.fmul(builder.fmul(cs[g], x), ims[g])
+                        builder.store(builder.fadd(builder.load(accs[g]), builder.fmul(v, v)), accs[g])
+                for g in range(G):
+                    builder.store(builder.load(accs[g]), _vec_ptr(builder, qa.data, offs[g]), align=8)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return sumsq_t
+
+_rows8_t, _rows16_t = _make_rows_t(2), _make_rows_t(4)
+_sumsq8_t, _sumsq16_t = _make_sumsq_t(2), _make_sumsq_t(4)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -443,145 +630,93 @@ def _row_abs_max(X):
     return out
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _ball_q(c, X, row, imx):
-    """``Σ_t ((c x_t) · imx)²`` in column order (the engine's sum)."""
-    q = 0.0
-    for t in range(X.shape[1]):
-        v = c * X[row, t] * imx
-        q += v * v
-    return q
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _ball_factor(c, mx, q, sqa, alpha):
-    """``(f·c, λ)`` from ``||g|| = mx·√q`` (the engine's expressions)."""
-    nrm = mx * math.sqrt(q)
-    f = 1.0
-    lm = 0.0
-    if not nrm < math.inf:
-        f = math.nan
-        lm = math.nan
-    elif sqa * nrm > 1.0:
-        f = 1.0 / (sqa * nrm)
-        lm = (sqa * nrm - 1.0) / alpha
-    return f * c, lm
-
-
-@numba.njit(cache=True, error_model="numpy")
-def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, lam, cc, r):
+@numba.njit(cache=True, error_model="numpy", _nrt=False)
+def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, XT, sc, r):
     """PASAN/PAGAN with a constant ellipsoid ``a_j = α`` (the ℓ2 ball of radius ``1/√α``) on a
-    dense GLM with ``ρ = 0``: ``out[r] = Σ_i π(g_i)``, the multipliers into ``lam[0, :kr]``.
+    dense GLM with ``ρ = 0``: ``out[r] = Σ_{i<kr} π(g_i)`` over the examples ``ib[:kr]``; returns
+    the number of projected examples (``λ_i > 0``).
 
     The engine's closed form (:func:`dpsim.privacy._ellipsoid._glm_trial`, constant-``a`` case):
-    ``c_i = l'(x_i·w, y_i)``, ``m = max_t |c x_t|``, ``||g|| = m √(Σ_t (c x_t / m)²)``, factor
-    ``f = min(1, 1/(√α ||g||))``, ``λ = (√α||g|| − 1)/α`` when projected, ``out += f c x_i``.  Same
-    expressions and the same sequential sums, so the same bits; faster because the margins and
-    the sums of squares of four examples run interleaved (four independent dependency chains
-    instead of one), and ``max_t |c x_t| = |c| · max_t |x_t|`` (rounding is monotone, so the
-    product of ``|c|`` with the row's precomputed ``max_t |x_t|`` is the maximum of the rounded
-    products; a non-finite ``c`` takes the engine's loop)."""
+    ``c_i = l'(x_i·w, y_i)`` with the margin summed over the columns in order, ``m = max_t |c x_t|``,
+    ``||g|| = m √(Σ_t (c x_t / m)²)`` (in order of t), ``(f, λ)`` =
+    :func:`dpsim.privacy._ellipsoid._ball_factor`, ``out += f c x_i`` in example order.  Same
+    expressions, same order, so the same bits; faster because the examples run in vector lanes:
+    the rows are transposed in 4×4 blocks into ``XT`` (``(d, ≥ kr + 8)`` scratch) while the margins
+    of sixteen (then eight) examples accumulate in four (two) vectors (:func:`_make_rows_t`), the
+    sums of squares likewise (:func:`_make_sumsq_t`), the factors on vectors (the loop has no
+    branches), and the scatter keeps the row's partial sums in registers (:func:`_make_gather_axpy`).
+    ``max_t |c x_t| = |c| · max_t |x_t|`` (rounding is monotone, so the product of ``|c|`` with the
+    row's precomputed ``xmax`` is the maximum of the rounded products); a non-finite ``c`` takes the
+    engine's loop.  The batch is padded to a multiple of eight lanes with copies of a valid row
+    (``ib`` needs room for ``kr + 7`` indices) whose coefficients are set to zero, so every vector
+    loop runs whole; the padded lanes are never added to ``out`` nor counted.  ``sc``: scratch
+    ``(5, ≥ kr + 8)``.  Compiled without reference counting (it allocates nothing): a call then
+    costs no atomic increments for its eleven array arguments."""
     d = X.shape[1]
-    wo = r * d
+    mm = sc[0]
+    cc = sc[1]
+    mxa = sc[2]
+    im = sc[3]
+    qq = sc[4]
     sqa = math.sqrt(alpha) if alpha > 0.0 else 0.0
-    for j in range(d):
-        out[r, j] = 0.0
-    # pass 1: c_i from the margins (sequential sums over t, four examples at a time)
+    kp = (kr + 7) & ~7
+    pad = ib[0] if kr > 0 else 0
+    for i in range(kr, kp):
+        ib[i] = pad
+    # margins (lanes = examples, each a sequential sum over t) and the transposed rows
+    wo = r * d
     i = 0
-    while i < kr:
-        if kind == _E._LINEAR:
+    while i + 16 <= kp:
+        _rows16_t(X, ib, i, W, wo, d, XT, mm)
+        i += 16
+    if i < kp:
+        _rows8_t(X, ib, i, W, wo, d, XT, mm)
+    if kind == _E._SQUARED:
+        for i in range(kr):
+            cc[i] = mm[i] - y[ib[i]]
+    elif kind == _E._LINEAR:
+        for i in range(kr):
             cc[i] = -1.0
-            i += 1
-            continue
-        if i + 4 <= kr:
-            a0 = ib[i]
-            a1 = ib[i + 1]
-            a2 = ib[i + 2]
-            a3 = ib[i + 3]
-            m0 = 0.0
-            m1 = 0.0
-            m2 = 0.0
-            m3 = 0.0
-            for t in range(d):
-                wt = W[r, t]
-                m0 += X[a0, t] * wt
-                m1 += X[a1, t] * wt
-                m2 += X[a2, t] * wt
-                m3 += X[a3, t] * wt
-            cc[i] = _E._link_derivative(kind, m0, y[a0])
-            cc[i + 1] = _E._link_derivative(kind, m1, y[a1])
-            cc[i + 2] = _E._link_derivative(kind, m2, y[a2])
-            cc[i + 3] = _E._link_derivative(kind, m3, y[a3])
-            i += 4
-        else:
-            a0 = ib[i]
-            m0 = 0.0
-            for t in range(d):
-                m0 += X[a0, t] * W[r, t]
-            cc[i] = _E._link_derivative(kind, m0, y[a0])
-            i += 1
-    # pass 2: norms, factors and multipliers (the sums of squares of four examples interleaved
-    # when their |c| are finite); pass 3: the scatter in example order
-    i = 0
-    while i < kr:
-        if i + 4 <= kr and abs(cc[i]) < math.inf and abs(cc[i + 1]) < math.inf \
-                and abs(cc[i + 2]) < math.inf and abs(cc[i + 3]) < math.inf:
-            a0 = ib[i]
-            a1 = ib[i + 1]
-            a2 = ib[i + 2]
-            a3 = ib[i + 3]
-            c0 = cc[i]
-            c1 = cc[i + 1]
-            c2 = cc[i + 2]
-            c3 = cc[i + 3]
-            x0 = abs(c0) * xmax[a0]
-            x1 = abs(c1) * xmax[a1]
-            x2 = abs(c2) * xmax[a2]
-            x3 = abs(c3) * xmax[a3]
-            ok0 = x0 > 0.0 and x0 < math.inf
-            ok1 = x1 > 0.0 and x1 < math.inf
-            ok2 = x2 > 0.0 and x2 < math.inf
-            ok3 = x3 > 0.0 and x3 < math.inf
-            i0 = 1.0 / x0 if ok0 else 0.0
-            i1 = 1.0 / x1 if ok1 else 0.0
-            i2 = 1.0 / x2 if ok2 else 0.0
-            i3 = 1.0 / x3 if ok3 else 0.0
-            q0 = 0.0
-            q1 = 0.0
-            q2 = 0.0
-            q3 = 0.0
-            for t in range(d):
-                v0 = c0 * X[a0, t] * i0
-                v1 = c1 * X[a1, t] * i1
-                v2 = c2 * X[a2, t] * i2
-                v3 = c3 * X[a3, t] * i3
-                q0 += v0 * v0
-                q1 += v1 * v1
-                q2 += v2 * v2
-                q3 += v3 * v3
-            cc[i], lam[0, i] = _ball_factor(c0, x0, q0 if ok0 else 0.0, sqa, alpha)
-            cc[i + 1], lam[0, i + 1] = _ball_factor(c1, x1, q1 if ok1 else 0.0, sqa, alpha)
-            cc[i + 2], lam[0, i + 2] = _ball_factor(c2, x2, q2 if ok2 else 0.0, sqa, alpha)
-            cc[i + 3], lam[0, i + 3] = _ball_factor(c3, x3, q3 if ok3 else 0.0, sqa, alpha)
-            i += 4
-            continue
-        row = ib[i]
+    else:
+        for i in range(kr):
+            cc[i] = _E._link_derivative(kind, mm[i], y[ib[i]])
+    for i in range(kr):
+        mxa[i] = xmax[ib[i]]
+    for i in range(kr, kp):
+        cc[i] = 0.0
+        mxa[i] = 0.0
+    # m = max_t |c x_t| and 1/m (0 where m is 0 or not finite: the engine then leaves q = 0)
+    for i in range(kp):
+        mx = abs(cc[i]) * mxa[i]
+        mxa[i] = mx
+        im[i] = 1.0 / (mx if (mx > 0.0 and mx < math.inf) else math.inf)
+    for i in range(kr):
         c = cc[i]
-        if abs(c) < math.inf:
-            mx = abs(c) * xmax[row]
-        else:
+        if not abs(c) < math.inf:  # the engine's loop (NaN products never win the max)
             mx = 0.0
             for t in range(d):
-                v = abs(c * X[row, t])
+                v = abs(c * XT[t, i])
                 if v > mx:
                     mx = v
-        q = 0.0
-        if mx > 0.0 and mx < math.inf:
-            q = _ball_q(c, X, row, 1.0 / mx)
-        cc[i], lam[0, i] = _ball_factor(c, mx, q, sqa, alpha)
-        i += 1
-    for i in range(kr):
-        _axpy_lanes(out, wo, cc[i], X, ib[i] * d, d)
+            mxa[i] = mx
+            im[i] = 1.0 / (mx if (mx > 0.0 and mx < math.inf) else math.inf)
+    i = 0
+    while i + 16 <= kp:
+        _sumsq16_t(XT, i, d, cc, im, qq)
+        i += 16
+    if i < kp:
+        _sumsq8_t(XT, i, d, cc, im, qq)
+    nproj = 0
+    for i in range(kp):
+        mx = mxa[i]
+        q = qq[i] if (mx > 0.0 and mx < math.inf) else 0.0
+        f, lm = _E._ball_factor(mx * math.sqrt(q), sqa, alpha)
+        cc[i] = f * cc[i]
+        nproj += lm > 0.0
+    for j in range(d):
+        out[r, j] = 0.0
+    _gather_axpy_all(out, wo, cc, X, ib, kr, d)
+    return nproj
 
 
 @numba.njit(cache=True)
@@ -629,14 +764,12 @@ def _quad_trial(pk, ib, kr, W, S, want_scale, Cr, Wq, Yq, h, xi, qreg, out, g, r
 
 
 @numba.njit(cache=True)
-def _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, X, xmax, vals, cols, ptr, dense_d, y, link,
-                     reg, Amat, SA, ISA, arow, const_a, out, lam, nomask, g, pv, uu, cc, r):
+def _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, vals, cols, ptr, dense_d, y, link,
+                     reg, Amat, SA, ISA, arow, const_a, out, lam, nomask, g, pv, uu, r):
     """``out[r] = Σ_i π_A(g_i)`` over the ``kr`` examples ``ib[:kr]``, the multipliers into
     ``lam[0, :kr]`` (the engine's two paths: GLM rows through
-    :func:`dpsim.privacy._ellipsoid._glm_trial`, other problems per materialized gradient)."""
-    if pk == P_GLM and reg == 0.0 and const_a[arow[r]] >= 0.0:
-        _ball_dense_trial(link, X, xmax, ib, kr, W, y, const_a[arow[r]], out, lam, cc, r)
-        return
+    :func:`dpsim.privacy._ellipsoid._glm_trial`, other problems per materialized gradient; the
+    step loop calls :func:`_ball_dense_trial` itself for the ℓ2 ball on a GLM without ρ)."""
     if pk == P_GLM:
         # the engine's kernel on one-row views of this trial (row 0 of each view is trial r)
         _E._glm_trial(0, vals, cols, ptr, dense_d, y, link, reg, W[r:r + 1],
@@ -704,7 +837,13 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
     n = n_all[0]
     sizes = np.empty(R, dtype=np.int64)
     cap = 16
-    ib = np.empty(cap, dtype=np.int64)
+    # the ℓ2-ball kernel pads a batch to a multiple of eight lanes: ib has room for 8 more, and
+    # its scratch (the transposed rows XT, five vectors sc) is only allocated when it runs
+    ball = ok == ELLIPSOID and pk == P_GLM and reg == 0.0
+    bd = d if ball else 0
+    ib = np.empty(cap + 8, dtype=np.int64)
+    XT = np.empty((bd, cap + 8))
+    sc = np.zeros((5 if ball else 0, cap + 8))
     ub = np.empty(cap)
     lam = np.empty((1, cap))
     mm = np.empty(cap)
@@ -744,7 +883,9 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
                 sizes[r] = b
         if kmax > cap:
             cap = max(kmax, 2 * cap)
-            ib = np.empty(cap, dtype=np.int64)
+            ib = np.empty(cap + 8, dtype=np.int64)
+            XT = np.empty((bd, cap + 8))
+            sc = np.zeros((5 if ball else 0, cap + 8))
             ub = np.empty(cap)
             lam = np.empty((1, cap))
             mm = np.empty(cap)
@@ -787,18 +928,19 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
                         v = A[r, j]
                         S[r, j] = 1.0 / (math.sqrt(v if v > 0.0 else 0.0) + eps[r])
             if ok == ELLIPSOID:
-                if pk == P_GLM and reg == 0.0 and const_a[arow[r]] >= 0.0:
+                if ball and const_a[arow[r]] >= 0.0:
                     # the closed form, called here rather than through _ellipsoid_trial: a call
                     # with its thirty arguments cost ~0.4 µs a trial-step at d = 20
-                    _ball_dense_trial(link, X, xmax, ib, kr, W, y, const_a[arow[r]], out, lam, mm, r)
+                    nproj = _ball_dense_trial(link, X, xmax, ib, kr, W, y, const_a[arow[r]], out,
+                                              XT, sc, r)
                 else:
-                    _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, X, xmax, vals, cols, ptr,
+                    _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, vals, cols, ptr,
                                      dense_d, y, link, reg, Amat, SA, ISA, arow, const_a, out, lam,
-                                     nomask, g, pv, uu, mm, r)
-                nproj = 0
-                for i in range(kr):
-                    if lam[0, i] > 0:
-                        nproj += 1
+                                     nomask, g, pv, uu, r)
+                    nproj = 0
+                    for i in range(kr):
+                        if lam[0, i] > 0:
+                            nproj += 1
                 frac[r] = nproj / max(kr, 1)
                 # ĝ = S/b + z ⊙ noise_std; AdaGrad per coordinate (PAGAN) or on ||ĝ||² (PASAN)
                 er = 0 if ens.shape[0] == 1 else r

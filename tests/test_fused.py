@@ -287,3 +287,112 @@ def test_inlined_bit_generator_equals_numba_generator_methods(monkeypatch, sampl
     with pytest.raises(ValueError, match="DPSIM_FUSED_RNG"):
         dpsim.simulate(prob, opt, fast=True, **kw)
 
+
+
+def _ball_case(make, d, seed):
+    prob = make(120, d, seed=seed)
+    return (np.ascontiguousarray(prob.X, dtype=np.float64), np.asarray(prob.y, dtype=np.float64),
+            problems_links().index(prob.link))
+
+
+def problems_links():
+    from dpsim.privacy._ellipsoid import LINKS
+    return LINKS
+
+
+@pytest.mark.parametrize("make", [problems.least_squares, problems.logistic_regression,
+                                  problems.absolute_regression])
+@pytest.mark.parametrize("d", [1, 5, 20, 37])
+def test_ball_kernel_equals_engine_kernel(make, d):
+    """The ℓ2-ball kernel of the fused path (examples in vector lanes, rows transposed, padded
+    lanes) against the engine's closed form (:func:`dpsim.privacy._ellipsoid._glm_trial`, the
+    path the engine runs) on one trial, to the last bit: every batch size from 0 to 35 (not
+    multiples of 4 or 8 included, and duplicate rows), α from "nothing projected" to "everything
+    projected", weights of several scales, and non-finite margins (the engine's own loop for
+    ``max_t |c x_t|``, NaN results in the same places); the count of projected examples equals the
+    count of λ > 0."""
+    from dpsim.privacy import _ellipsoid as E
+
+    X, y, link = _ball_case(make, d, seed=d)
+    xmax = fused._row_abs_max(X)
+    rng = np.random.default_rng(100 + d)
+    cap = 48
+    XT = np.empty((d, cap + 8))
+    sc = np.zeros((5, cap + 8))
+    nomask = np.ones((1, 1), dtype=np.bool_)
+    checked = projected = 0
+    for alpha in (1e-12, 0.3, 4.0, 1e6):
+        Amat = np.full((1, d), alpha)
+        SA = np.sqrt(Amat)
+        ISA = 1.0 / SA
+        const_a = np.array([alpha])
+        arow = np.zeros(1, dtype=np.int64)
+        for scale in (0.0, 0.05, 1.0, 30.0):
+            for kr in range(36):
+                W = rng.standard_normal((2, d)) * scale
+                if kr % 7 == 3 and scale == 1.0:
+                    W[1, rng.integers(d)] = np.inf if kr % 2 else np.nan
+                ib = np.zeros(cap + 8, dtype=np.int64)
+                ib[:kr] = rng.integers(0, X.shape[0], size=kr)
+                ib[kr:] = rng.integers(0, X.shape[0], size=cap + 8 - kr)  # stale entries
+                sc[:] = rng.standard_normal(sc.shape)  # stale scratch
+                XT[:] = rng.standard_normal(XT.shape)
+                out = np.full((2, d), 7.0)
+                nproj = fused._ball_dense_trial(link, X, xmax, ib, kr, W, y, alpha, out, XT, sc, 1)
+                ref = np.full((1, d), 5.0)
+                lam = np.empty((1, max(kr, 1)))
+                E._glm_trial(0, X.reshape(-1), np.arange(d, dtype=np.int64), np.zeros(1, np.int64),
+                             d, y, link, 0.0, W[1:2], ib[:kr].reshape(1, kr).copy(), nomask, False,
+                             Amat, SA, ISA, arow, const_a, ref, lam)
+                np.testing.assert_array_equal(out[1], ref[0], err_msg=f"alpha={alpha} kr={kr}")
+                np.testing.assert_array_equal(out[0], 7.0)  # other trials untouched
+                assert nproj == int(np.sum(lam[0, :kr] > 0)), (alpha, kr)
+                checked += 1
+                projected += nproj
+    assert checked == 4 * 4 * 36 and projected > 0
+
+
+def test_ball_factor_matches_the_engine_expressions():
+    """:func:`dpsim.privacy._ellipsoid._ball_factor` (branch-free, shared by the engine and the
+    fused kernel) against the engine's former branches, on norms around the ball's edge, zero,
+    huge, infinite and NaN, and α including 0 (no constraint)."""
+    import math
+
+    from dpsim.privacy._ellipsoid import _ball_factor
+
+    def branches(nrm, sqa, alpha):
+        f, lam = 1.0, 0.0
+        if not nrm < math.inf:
+            f = lam = math.nan
+        elif sqa * nrm > 1.0:
+            f = 1.0 / (sqa * nrm)
+            lam = (sqa * nrm - 1.0) / alpha
+        return f, lam
+
+    rng = np.random.default_rng(3)
+    norms = np.concatenate([[0.0, 1e-300, 1.0, np.nextafter(1.0, 2), np.nextafter(1.0, 0), 1e300,
+                             np.inf, np.nan], 10 ** rng.uniform(-5, 5, 200)])
+    for alpha in (0.0, 1e-8, 0.25, 1.0, 3.0, 1e8):
+        sqa = math.sqrt(alpha) if alpha > 0 else 0.0
+        for nrm in norms:
+            got = _ball_factor(float(nrm), sqa, alpha)
+            np.testing.assert_array_equal(np.array(got), np.array(branches(float(nrm), sqa, alpha)))
+
+
+@pytest.mark.parametrize("prob_name,d,sampling", [("least_squares", 21, "poisson"),
+                                                  ("absolute_box", 7, "replacement"),
+                                                  ("logistic", 37, "fixed")])
+def test_fused_pagan_bit_for_bit_wide_and_odd_batches(prob_name, d, sampling):
+    """PAGAN on the ℓ2 ball through the whole fused run (batch sizes around 13, never a multiple
+    of eight by construction of the fixed/replacement batches; d with tail columns) equals the
+    engine to the last bit, records and the projected fraction included."""
+    make = {"least_squares": problems.least_squares, "logistic": problems.logistic_regression,
+            "absolute_box": problems.absolute_regression}[prob_name]
+    prob = make(300, d, seed=9)
+    opt = optimizers.get("pagan", **ELLIPSOID_CASES["pagan_per_trial"][1])
+    a, b = _pair(prob, opt, batch_size=13, steps=9, sampling=sampling, record_every=3)
+    _compare(a, b)
+    np.testing.assert_array_equal(b.params, a.params)
+    np.testing.assert_array_equal(b.loss, a.loss)
+    np.testing.assert_array_equal(b.records["projected_fraction"], a.records["projected_fraction"])
+    assert np.nanmax(b.records["projected_fraction"]) > 0

@@ -352,6 +352,22 @@ def _link_derivative(kind, m, y):
     return -1.0
 
 
+@numba.njit(cache=True, error_model="numpy")
+def _ball_factor(nrm, sqa, alpha):
+    """``(f, λ)`` of the projection onto the ℓ2 ball ``{√α ||x|| ≤ 1}`` of a vector of norm
+    ``nrm`` (``sqa = √α``): ``f = 1/(√α nrm)`` and ``λ = (√α nrm − 1)/α`` when ``√α nrm > 1``,
+    else ``f = 1``, ``λ = 0``; both NaN when ``nrm`` is not finite ([PAGAN] §2: ``π_A(g) = g/(1 + λα)``
+    with ``1 + λα = √α ||g||``).  Written without branches (the operands are selected, so no
+    division by zero is ever evaluated and the result is the same under either error model): the
+    fused kernel (:mod:`dpsim.fused`) runs it on vectors of examples with the same bits."""
+    s = sqa * nrm
+    out = s > 1.0
+    f = 1.0 / (s if out else 1.0)
+    lam = (s - 1.0 if out else 0.0) / (alpha if out else 1.0)
+    fin = nrm < math.inf
+    return (f if fin else math.nan), (lam if fin else math.nan)
+
+
 @numba.njit(cache=True)
 def _glm_trial(r, vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, use_mask,
                Amat, SA, ISA, arow, const_a, out, lam_out):
@@ -448,14 +464,7 @@ def _glm_trial(r, vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, 
                 if rest < 0.0:
                     rest = 0.0
                 nrm = math.sqrt(q + reg * reg * rest)
-            f = 1.0
-            lam = 0.0
-            if not nrm < math.inf:
-                f = math.nan
-                lam = math.nan
-            elif sqa * nrm > 1.0:
-                f = 1.0 / (sqa * nrm)
-                lam = (sqa * nrm - 1.0) / alpha
+            f, lam = _ball_factor(nrm, sqa, alpha)
             lam_out[r, i] = lam
             fc = f * c
             if dense:
