@@ -108,7 +108,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
     dashes = {k: "-" if k == 1 else ("--" if i == 1 else ":") for i, k in enumerate(factors)}
     b0 = int(runs[(METHODS[0], 1, eps_t[0])].config["batch_size"])
     with style.context():
-        fig, axes = style.figure(1, 2, width=3.6, height=3.2)
+        fig, axes = style.figure(1, 2, width=3.7, height=4.4)
         ax = axes[0][0]
         lows, highs = [], []
         for j, m in enumerate(METHODS):
@@ -149,11 +149,14 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax2.set_xscale("log")
         _eps_ticks(ax2, runs, eps_t)
         ax2.set_xlabel("ε")
-        ax2.set_ylabel("better baseline − DP² (final excess loss)")
+        ax2.set_ylabel("DP²'s gain: better baseline − DP²")
         ax2.set_title("(b) DP²'s gain, 95% CI", fontsize=8)
         ax2.legend(loc="best", fontsize=6.5)
         handles, labels = ax.get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside lower center", ncol=1, fontsize=6,
+        # one column per factor (entries were added method by method, factor by factor)
+        order = [j * len(factors) + i for i in range(len(factors)) for j in range(len(METHODS))]
+        fig.legend([handles[o] for o in order], [labels[o] for o in order],
+                   loc="outside lower center", ncol=len(factors), fontsize=6,
                    title="tuned values per ε (ascending); C, C₂, ε_a fixed from dp2_logistic",
                    title_fontsize=6.5)
         sig = ", ".join(f"{k}×: " + "/".join(f"{_sigma(runs[(METHODS[0], k, e)]):.3g}" for e in eps_t)
