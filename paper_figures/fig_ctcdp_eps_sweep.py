@@ -185,14 +185,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     untested = [e for e in cmp_ac if e not in tested]
     cats = {e: verdicts.from_interval(cmp_ac[e][1], cmp_ac[e][2], null=1.0, claim="below")
             for e in tested}
-    if not tested:
-        category = verdicts.UNTESTED
-    elif any(c == verdicts.FAILS for c in cats.values()):
-        category = verdicts.FAILS
-    elif all(c == verdicts.HOLDS for c in cats.values()):
-        category = verdicts.HOLDS
-    else:
-        category = verdicts.INCONCLUSIVE
+    category = style.combine(cats.values()) if tested else verdicts.UNTESTED
     labels = [f"eps{e:g}-{m}" for e in tested for m in ("uniform", PRIMARY)]
     category, edge_note = with_edges(category, notes, labels)
     parts = [("uniform ctCDP / SGD-Adv (advanced composition, the paper's accountant), median "

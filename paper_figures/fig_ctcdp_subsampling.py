@@ -115,14 +115,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
                      f"{fmt_ratio(*rz[eps])} | {fmt_ratio(*rac[eps]) if eps in rac else '—'} |")
     tested = [e for e in rz if prem.get(e, {}).get("holds")]
     cats = {e: verdicts.from_interval(rz[e][1], rz[e][2], null=1.0, claim="above") for e in tested}
-    if not tested:
-        category = verdicts.UNTESTED
-    elif any(c == verdicts.FAILS for c in cats.values()):
-        category = verdicts.FAILS
-    elif all(c == verdicts.HOLDS for c in cats.values()):
-        category = verdicts.HOLDS
-    else:
-        category = verdicts.INCONCLUSIVE
+    category = style.combine(cats.values()) if tested else verdicts.UNTESTED
     category, edge_note = with_edges(category, notes,
                                      [f"eps{e:g}-{m}" for e in tested for m in ("uniform", "sgd_adv")])
     parts = [f"{SHORT['uniform']} / {SHORT['sgd_adv']}: "
