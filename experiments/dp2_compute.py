@@ -145,13 +145,28 @@ PRESETS: dict[str, Config] = {
                    epsilons=_g(0.3, 1), lr_sgd_grid=_g(3, 10), lr_rmsprop_grid=_g(0.03, 0.3),
                    dp2_lr2_grid=_g(0.01, 0.1), s_grid=(5,), tune_trials=1, trials=3,
                    record_every=10),
-    # QUICK_PLACEHOLDER
+    # dp2_logistic's quick problem and run length (n = 2500, d = 1000, 2% nonzero, Zipf 2; b = 64,
+    # T = 1560: 40 epochs at 1×, 160 at 4×) at three target ε spanning its ε sweep (1.9–12.9),
+    # δ = 1e-4.  Grids: 4 learning rates each (a first run with 3 had winners on the edges:
+    # DP-SGD η = 30 at 4×, ε = 12; DP-RMSProp η = 0.03 and DP² η₂ = 0.01 at ε = 2); the delays
+    # around dp2_logistic's tuned s = 78.  3 tuning trials per grid point, 8 evaluation trials.
+    # Cost (one BLAS thread, loaded 2-core machine): about 0.03 ms per trial-step at b = 64 and
+    # 0.06 ms at b = 256, 504 trials × 1560 steps in all ≈ 35–48 CPU-s, plus ≈ 12 CPU-s to
+    # calibrate the six σ (PLD accountant, ≈ 1–5 s each) and the figure.
     "quick": Config(**_problem_of("quick"), steps=1560, batch_size=64, factors=(1, 4),
                     epsilons=_g(2, 5, 12), lr_sgd_grid=_g(3, 10, 30, 100),
                     lr_rmsprop_grid=_g(0.01, 0.03, 0.1, 0.3),
                     dp2_lr2_grid=_g(0.003, 0.01, 0.03, 0.1), s_grid=(20, 78, 156), tune_trials=3,
                     trials=8, record_every=78),
-    # FULL_PLACEHOLDER
+    # IMDB's sizes as dp2_logistic's full preset (n = 25,000, d = 10⁴, 1.3% nonzero, b = 64,
+    # δ = 1e-5) and the paper's 100 epochs at 1× (T = 39,000; 400 epochs at 4×, b = 256); the
+    # learning-rate grids of dp2_logistic's full preset (DP-SGD's as is, DP-RMSProp's a subset,
+    # DP²'s η₂ extended down to 0.003), its delays around 1 epoch.  C, C₂ and ε_a as at quick (dp2_logistic's full preset was never run,
+    # so there is no tuned value of its own to take).  Not run here: per (k, ε), 75 tuning trials
+    # (5 + 5 + 3 × 5 grid points × 3) and 15 evaluation trials, 270 trials per factor; measured
+    # ≈ 0.32 ms per trial-step at b = 64 and ≈ 0.49 ms at b = 256 (one BLAS thread, loaded 2-core
+    # machine): 270 × 39,000 × (0.32 + 0.49) ms ≈ 8,500 CPU-s ≈ 2.4 CPU-hours, plus the six σ
+    # calibrations (PLD over 39,000 compositions; see the report).
     "full": Config(**_problem_of("full"), steps=39000, batch_size=64, factors=(1, 4),
                    epsilons=_g(2, 5, 12), lr_sgd_grid=_g(1, 3, 10, 30, 100),
                    lr_rmsprop_grid=_g(0.01, 0.03, 0.1, 0.3, 1),

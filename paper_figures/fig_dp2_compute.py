@@ -74,6 +74,13 @@ def _hp_values(runs, method, k, eps) -> str:
     return ", ".join(out)
 
 
+def _fixed_text(res) -> str:
+    hp = res.config["hyperparameters"]
+    return ", ".join(f"{sym}={style.fmt_float(float(hp[key]))}"
+                     for key, sym in (("clip", "C"), ("clip2", "C₂"), ("eps", "ε_a"), ("beta", "β"))
+                     if hp.get(key) is not None)
+
+
 def _sigma(res) -> float:
     return float(res.config["hyperparameters"]["noise_multiplier"])
 
@@ -139,7 +146,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax2 = axes[0][1]
         for i, k in enumerate(factors):
             g = [gain(runs, k, e) for e in eps_t]
-            xs = np.array([eps_of(runs[("dp2_rmsprop", k, e)]) for e in eps_t]) * (1 + 0.02 * i)
+            xs = np.array([eps_of(runs[("dp2_rmsprop", k, e)]) for e in eps_t]) * (1 + 0.04 * i)
             mean = np.array([x[1] for x in g])
             lo = np.array([x[4][1] for x in g])
             hi = np.array([x[4][2] for x in g])
@@ -157,7 +164,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         order = [j * len(factors) + i for i in range(len(factors)) for j in range(len(METHODS))]
         fig.legend([handles[o] for o in order], [labels[o] for o in order],
                    loc="outside lower center", ncol=len(factors), fontsize=6,
-                   title="tuned values per ε (ascending); C, C₂, ε_a fixed from dp2_logistic",
+                   title="tuned values per ε (ascending); fixed from dp2_logistic's tuning: "
+                         + _fixed_text(runs[("dp2_rmsprop", 1, eps_t[0])]),
                    title_fontsize=6.5)
         sig = ", ".join(f"{k}×: " + "/".join(f"{_sigma(runs[(METHODS[0], k, e)]):.3g}" for e in eps_t)
                         for k in factors)
