@@ -140,244 +140,13 @@ if numba.config.DISABLE_JIT:
         for k in range(4):
             mm[i + k] = _dot_lanes(X, ib[i + k] * n, W, woff, n)
 
-    def _gather_axpy(Y, yoff, cf, X, ib, kr, n):
-        """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): the axpys in example order."""
-        for i in range(kr):
-            if cf[i] != 0.0:
-                _axpy_lanes(Y, yoff, cf[i], X, ib[i] * n, n)
-
-    def _gather_axpy_all(Y, yoff, cf, X, ib, kr, n):
-        """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): the axpys in example order, zeros included."""
-        for i in range(kr):
-            _axpy_lanes(Y, yoff, cf[i], X, ib[i] * n, n)
-
-else:
-    @intrinsic
-    def _dot_lanes(typingctx, X, xoff, W, woff, n):
-        """Σ_j X.flat[xoff + j] · W.flat[woff + j] (j < n) with four lane accumulators m_l (j ≡ l mod 4
-        over whole chunks of four, the tail into m_0), returned as (m_0 + m_1) + (m_2 + m_3)."""
-        if not (isinstance(X, types.Array) and isinstance(W, types.Array)):
-            return None
-        sig = types.float64(X, xoff, W, woff, n)
-
-        def codegen(context, builder, signature, args):
-            xa = context.make_array(signature.args[0])(context, builder, args[0])
-            wa = context.make_array(signature.args[2])(context, builder, args[2])
-            i64 = ir.IntType(64)
-            dbl = ir.DoubleType()
-            vty = ir.VectorType(dbl, 4)
-            xoff_ = context.cast(builder, args[1], signature.args[1], types.int64)
-            woff_ = context.cast(builder, args[3], signature.args[3], types.int64)
-            n_ = context.cast(builder, args[4], signature.args[4], types.int64)
-            xp = builder.gep(xa.data, [xoff_])
-            wp = builder.gep(wa.data, [woff_])
-            acc = cgutils.alloca_once_value(builder, ir.Constant(vty, [0.0, 0.0, 0.0, 0.0]))
-            nch = builder.ashr(n_, ir.Constant(i64, 2))
-            with cgutils.for_range(builder, nch, intp=i64) as loop:
-                off = builder.shl(loop.index, ir.Constant(i64, 2))
-                vx = builder.load(builder.bitcast(builder.gep(xp, [off]), vty.as_pointer()), align=8)
-                vw = builder.load(builder.bitcast(builder.gep(wp, [off]), vty.as_pointer()), align=8)
-                builder.store(builder.fadd(builder.load(acc), builder.fmul(vx, vw)), acc)
-            v = builder.load(acc)
-            m0 = cgutils.alloca_once_value(builder, builder.extract_element(v, ir.Constant(ir.IntType(32), 0)))
-            start = builder.shl(nch, ir.Constant(i64, 2))
-            with cgutils.for_range_slice(builder, start, n_, ir.Constant(i64, 1), intp=i64) as (j, _):
-                xj = builder.load(builder.gep(xp, [j]))
-                wj = builder.load(builder.gep(wp, [j]))
-                builder.store(builder.fadd(builder.load(m0), builder.fmul(xj, wj)), m0)
-            e = [builder.extract_element(v, ir.Constant(ir.IntType(32), k)) for k in (1, 2, 3)]
-            return builder.fadd(builder.fadd(builder.load(m0), e[0]), builder.fadd(e[1], e[2]))
-
-        return sig, codegen
-
-    @intrinsic
-    def _axpy_lanes(typingctx, Y, yoff, a, X, xoff, n):
-        """Y.flat[yoff + j] += a · X.flat[xoff + j] for j < n (elementwise: the same bits as the scalar
-        loop; four at a time)."""
-        if not (isinstance(X, types.Array) and isinstance(Y, types.Array)):
-            return None
-        sig = types.void(Y, yoff, a, X, xoff, n)
-
-        def codegen(context, builder, signature, args):
-            ya = context.make_array(signature.args[0])(context, builder, args[0])
-            xa = context.make_array(signature.args[3])(context, builder, args[3])
-            i64 = ir.IntType(64)
-            dbl = ir.DoubleType()
-            vty = ir.VectorType(dbl, 4)
-            yoff_ = context.cast(builder, args[1], signature.args[1], types.int64)
-            av = context.cast(builder, args[2], signature.args[2], types.float64)
-            xoff_ = context.cast(builder, args[4], signature.args[4], types.int64)
-            n_ = context.cast(builder, args[5], signature.args[5], types.int64)
-            yp = builder.gep(ya.data, [yoff_])
-            xp = builder.gep(xa.data, [xoff_])
-            avec = ir.Constant(vty, ir.Undefined)
-            for k in range(4):
-                avec = builder.insert_element(avec, av, ir.Constant(ir.IntType(32), k))
-            nch = builder.ashr(n_, ir.Constant(i64, 2))
-            with cgutils.for_range(builder, nch, intp=i64) as loop:
-                off = builder.shl(loop.index, ir.Constant(i64, 2))
-                py = builder.bitcast(builder.gep(yp, [off]), vty.as_pointer())
-                vx = builder.load(builder.bitcast(builder.gep(xp, [off]), vty.as_pointer()), align=8)
-                builder.store(builder.fadd(builder.load(py, align=8), builder.fmul(avec, vx)), py, align=8)
-            start = builder.shl(nch, ir.Constant(i64, 2))
-            with cgutils.for_range_slice(builder, start, n_, ir.Constant(i64, 1), intp=i64) as (j, _):
-                pyj = builder.gep(yp, [j])
-                builder.store(builder.fadd(builder.load(pyj), builder.fmul(av, builder.load(builder.gep(xp, [j])))), pyj)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-    @intrinsic
-    def _dots4_lanes(typingctx, X, ib, i, W, woff, n, mm):
-        """``mm[i + k] = _dot_lanes(X, ib[i + k]·n, W, woff, n)`` for ``k < 4``: the four rows'
-        lane sums interleaved (one load of each chunk of ``W``, four independent accumulators), each
-        with exactly :func:`_dot_lanes`'s operations and order, so the same bits."""
-        if not (isinstance(X, types.Array) and isinstance(W, types.Array)
-                and isinstance(ib, types.Array) and isinstance(mm, types.Array)):
-            return None
-        sig = types.void(X, ib, i, W, woff, n, mm)
-
-        def codegen(context, builder, signature, args):
-            xa = context.make_array(signature.args[0])(context, builder, args[0])
-            ia = context.make_array(signature.args[1])(context, builder, args[1])
-            wa = context.make_array(signature.args[3])(context, builder, args[3])
-            ma = context.make_array(signature.args[6])(context, builder, args[6])
-            i64 = ir.IntType(64)
-            i32 = ir.IntType(32)
-            dbl = ir.DoubleType()
-            vty = ir.VectorType(dbl, 4)
-            i_ = context.cast(builder, args[2], signature.args[2], types.int64)
-            woff_ = context.cast(builder, args[4], signature.args[4], types.int64)
-            n_ = context.cast(builder, args[5], signature.args[5], types.int64)
-            wp = builder.gep(wa.data, [woff_])
-            xps = []
-            accs = []
-            for k in range(4):
-                row = builder.load(builder.gep(ia.data, [builder.add(i_, ir.Constant(i64, k))]))
-                xps.append(builder.gep(xa.data, [builder.mul(row, n_)]))
-                accs.append(cgutils.alloca_once_value(builder, ir.Constant(vty, [0.0, 0.0, 0.0, 0.0])))
-            nch = builder.ashr(n_, ir.Constant(i64, 2))
-            with cgutils.for_range(builder, nch, intp=i64) as loop:
-                off = builder.shl(loop.index, ir.Constant(i64, 2))
-                vw = builder.load(builder.bitcast(builder.gep(wp, [off]), vty.as_pointer()), align=8)
-                for k in range(4):
-                    vx = builder.load(builder.bitcast(builder.gep(xps[k], [off]), vty.as_pointer()), align=8)
-                    builder.store(builder.fadd(builder.load(accs[k]), builder.fmul(vx, vw)), accs[k])
-            vs = [builder.load(a) for a in accs]
-            m0s = [cgutils.alloca_once_value(builder, builder.extract_element(v, ir.Constant(i32, 0)))
-                   for v in vs]
-            start = builder.shl(nch, ir.Constant(i64, 2))
-            with cgutils.for_range_slice(builder, start, n_, ir.Constant(i64, 1), intp=i64) as (j, _):
-                wj = builder.load(builder.gep(wp, [j]))
-                for k in range(4):
-                    xj = builder.load(builder.gep(xps[k], [j]))
-                    builder.store(builder.fadd(builder.load(m0s[k]), builder.fmul(xj, wj)), m0s[k])
-            for k in range(4):
-                e = [builder.extract_element(vs[k], ir.Constant(i32, q)) for q in (1, 2, 3)]
-                res = builder.fadd(builder.fadd(builder.load(m0s[k]), e[0]), builder.fadd(e[1], e[2]))
-                builder.store(res, builder.gep(ma.data, [builder.add(i_, ir.Constant(i64, k))]))
-            return context.get_dummy_value()
-
-        return sig, codegen
-
     def _make_gather_axpy(skip_zero, maxvec):
-        """An intrinsic ``Y.flat[yoff + j] += cf[i] · X[ib[i], j]`` for ``i = 0 … kr−1`` in order
-        (skipping ``cf[i] == 0`` when ``skip_zero``: that adds an exact ±0 to sums that start at
-        +0, a no-op): the loop of :func:`_axpy_lanes` calls, but with the partial sums of a block
-        of columns held in registers across the examples instead of stored and reloaded after every
-        example — blocks of ``maxvec`` vectors of four, then one block with the leftover vectors and
-        the scalar tail columns (a switch over its shape).  Every element receives the same products
-        in the same order, so the same bits."""
-
-        @intrinsic
-        def gather_axpy(typingctx, Y, yoff, cf, X, ib, kr, n):
-            if not (isinstance(X, types.Array) and isinstance(Y, types.Array)
-                    and isinstance(ib, types.Array) and isinstance(cf, types.Array)):
-                return None
-            sig = types.void(Y, yoff, cf, X, ib, kr, n)
-
-            def codegen(context, builder, signature, args):
-                ya = context.make_array(signature.args[0])(context, builder, args[0])
-                ca = context.make_array(signature.args[2])(context, builder, args[2])
-                xa = context.make_array(signature.args[3])(context, builder, args[3])
-                ia = context.make_array(signature.args[4])(context, builder, args[4])
-                i64 = ir.IntType(64)
-                i32 = ir.IntType(32)
-                dbl = ir.DoubleType()
-                vty = ir.VectorType(dbl, 4)
-                yoff_ = context.cast(builder, args[1], signature.args[1], types.int64)
-                kr_ = context.cast(builder, args[5], signature.args[5], types.int64)
-                n_ = context.cast(builder, args[6], signature.args[6], types.int64)
-                yp = builder.gep(ya.data, [yoff_])
-                zero = ir.Constant(dbl, 0.0)
-
-                def block(base, nvec, nscalar):
-                    # columns base … base + 4·nvec + nscalar − 1 accumulated over the examples
-                    slots = [(4 * k, vty) for k in range(nvec)] + [(4 * nvec + k, dbl) for k in range(nscalar)]
-                    ptrs = []
-                    for off, ty in slots:
-                        q = builder.gep(yp, [builder.add(base, ir.Constant(i64, off))])
-                        ptrs.append(builder.bitcast(q, vty.as_pointer()) if ty is vty else q)
-                    accs = [cgutils.alloca_once(builder, ty) for _, ty in slots]
-                    for q, a in zip(ptrs, accs):
-                        builder.store(builder.load(q, align=8), a)
-                    with cgutils.for_range(builder, kr_, intp=i64) as loop:
-                        av = builder.load(builder.gep(ca.data, [loop.index]))
-
-                        def add_example():
-                            row = builder.load(builder.gep(ia.data, [loop.index]))
-                            xp = builder.gep(xa.data, [builder.add(builder.mul(row, n_), base)])
-                            mul = ir.Constant(vty, ir.Undefined)
-                            for q in range(4):
-                                mul = builder.insert_element(mul, av, ir.Constant(i32, q))
-                            for (off, ty), a in zip(slots, accs):
-                                p = builder.gep(xp, [ir.Constant(i64, off)])
-                                if ty is vty:
-                                    p = builder.bitcast(p, vty.as_pointer())
-                                vx = builder.load(p, align=8)
-                                prod = builder.fmul(mul if ty is vty else av, vx)
-                                builder.store(builder.fadd(builder.load(a), prod), a)
-
-                        if skip_zero:
-                            with builder.if_then(builder.fcmp_unordered("!=", av, zero)):
-                                add_example()
-                        else:
-                            add_example()
-                    for q, a in zip(ptrs, accs):
-                        builder.store(builder.load(a), q, align=8)
-
-                width = 4 * maxvec
-                nblk = builder.sdiv(n_, ir.Constant(i64, width))
-                with cgutils.for_range(builder, nblk, intp=i64) as loop:
-                    block(builder.mul(loop.index, ir.Constant(i64, width)), maxvec, 0)
-                base = builder.mul(nblk, ir.Constant(i64, width))
-                done = builder.append_basic_block("gather_axpy.done")
-                sw = builder.switch(builder.sub(n_, base), done)
-                for cols in range(1, width):
-                    bb = builder.append_basic_block(f"gather_axpy.rest{cols}")
-                    sw.add_case(ir.Constant(i64, cols), bb)
-                    with builder.goto_block(bb):
-                        block(base, cols // 4, cols % 4)
-                        builder.branch(done)
-                builder.position_at_end(done)
-                return context.get_dummy_value()
-
-            return sig, codegen
-
+        def gather_axpy(Y, yoff, cf, X, ib, kr, n):
+            """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): the axpys in example order."""
+            for i in range(kr):
+                if cf[i] != 0.0 or not skip_zero:
+                    _axpy_lanes(Y, yoff, cf[i], X, ib[i] * n, n)
         return gather_axpy
-
-    _gather_axpy = _make_gather_axpy(True, 4)
-    _gather_axpy_all = _make_gather_axpy(False, 8)
-
-# Lanes = examples: the building blocks of the ℓ2-ball kernel (:func:`_ball_dense_trial`).  The
-# engine's closed form sums over the columns t of one example *sequentially* (its margin
-# ``Σ_t x_t w_t`` and its ``Σ_t (c x_t / m)²``), so the vector lanes cannot run over columns as in
-# :func:`_dot_lanes`; they run over examples instead: the batch's rows are transposed in 4×4
-# blocks (lane k of the vector of column t holds ``x_{i+k, t}``) and every lane accumulates its own
-# example's sum over t in order, one multiply and one add per term (no FMA) — each lane is the
-# engine's scalar loop, so the same bits, four (or eight, sixteen) examples at a time.
-
-if numba.config.DISABLE_JIT:
 
     def _make_rows_t(G):
         def rows_t(X, ib, i, W, woff, n, XT, mm):
@@ -404,6 +173,8 @@ if numba.config.DISABLE_JIT:
         return sumsq_t
 
 else:
+    # LLVM types and the small pieces every intrinsic below is built from (Python run at
+    # compile time only: the code they emit is the same as if written out in each intrinsic)
     _I64 = ir.IntType(64)
     _I32 = ir.IntType(32)
     _DBL = ir.DoubleType()
@@ -413,18 +184,218 @@ else:
     def _i64(v):
         return ir.Constant(_I64, v)
 
-    def _shuffle(builder, a, b, lanes):
-        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, len(lanes)), lanes))
+    def _lane(k):
+        return ir.Constant(_I32, k)
+
+    def _arrays(*tys):
+        """Whether every typed argument is an array (else the intrinsic does not apply)."""
+        return all(isinstance(t, types.Array) for t in tys)
+
+    def _operands(context, builder, signature, args):
+        """The intrinsic's arguments as its code uses them: an array as its struct (``.data``,
+        ``.shape``), an integer cast to int64, a float to float64."""
+        out = []
+        for ty, v in zip(signature.args, args):
+            if isinstance(ty, types.Array):
+                out.append(context.make_array(ty)(context, builder, v))
+            elif isinstance(ty, types.Integer):
+                out.append(context.cast(builder, v, ty, types.int64))
+            else:
+                out.append(context.cast(builder, v, ty, types.float64))
+        return out
 
     def _splat(builder, s):
         """``<s, s, s, s>``."""
         v = ir.Constant(_V4, ir.Undefined)
-        for q in range(4):
-            v = builder.insert_element(v, s, ir.Constant(_I32, q))
+        for k in range(4):
+            v = builder.insert_element(v, s, _lane(k))
         return v
 
+    def _shuffle(builder, a, b, lanes):
+        return builder.shuffle_vector(a, b, ir.Constant(ir.VectorType(_I32, len(lanes)), lanes))
+
     def _vec_ptr(builder, base, off, ty=_V4):
+        """``base + off`` (double pointer, element offset) as a pointer to ``ty``."""
         return builder.bitcast(builder.gep(base, [off]), ty.as_pointer())
+
+    def _vload(builder, base, off, ty=_V4):
+        """An unaligned (8-byte aligned) vector load at ``base + off``."""
+        return builder.load(_vec_ptr(builder, base, off, ty), align=8)
+
+    def _madd(builder, acc, x, y, align=None):
+        """``*acc = *acc + x·y``: a multiply, then an add (never contracted into an FMA)."""
+        builder.store(builder.fadd(builder.load(acc, align=align), builder.fmul(x, y)), acc, align=align)
+
+    def _zeros(builder):
+        """A fresh ``<0, 0, 0, 0>`` accumulator."""
+        return cgutils.alloca_once_value(builder, ir.Constant(_V4, [0.0, 0.0, 0.0, 0.0]))
+
+    def _chunks(builder, n):
+        """``(number of whole chunks of four, index of the first tail element)`` of ``n``."""
+        nch = builder.ashr(n, _i64(2))
+        return nch, builder.shl(nch, _i64(2))
+
+    @intrinsic
+    def _dot_lanes(typingctx, X, xoff, W, woff, n):
+        """Σ_j X.flat[xoff + j] · W.flat[woff + j] (j < n) with four lane accumulators m_l (j ≡ l mod 4
+        over whole chunks of four, the tail into m_0), returned as (m_0 + m_1) + (m_2 + m_3)."""
+        if not _arrays(X, W):
+            return None
+        sig = types.float64(X, xoff, W, woff, n)
+
+        def codegen(context, builder, signature, args):
+            xa, xoff_, wa, woff_, n_ = _operands(context, builder, signature, args)
+            xp = builder.gep(xa.data, [xoff_])
+            wp = builder.gep(wa.data, [woff_])
+            acc = _zeros(builder)
+            nch, start = _chunks(builder, n_)
+            with cgutils.for_range(builder, nch, intp=_I64) as loop:
+                off = builder.shl(loop.index, _i64(2))
+                _madd(builder, acc, _vload(builder, xp, off), _vload(builder, wp, off))
+            v = builder.load(acc)
+            m0 = cgutils.alloca_once_value(builder, builder.extract_element(v, _lane(0)))
+            with cgutils.for_range_slice(builder, start, n_, _i64(1), intp=_I64) as (j, _):
+                _madd(builder, m0, builder.load(builder.gep(xp, [j])), builder.load(builder.gep(wp, [j])))
+            e = [builder.extract_element(v, _lane(k)) for k in (1, 2, 3)]
+            return builder.fadd(builder.fadd(builder.load(m0), e[0]), builder.fadd(e[1], e[2]))
+
+        return sig, codegen
+
+    @intrinsic
+    def _axpy_lanes(typingctx, Y, yoff, a, X, xoff, n):
+        """Y.flat[yoff + j] += a · X.flat[xoff + j] for j < n (elementwise: the same bits as the scalar
+        loop; four at a time)."""
+        if not _arrays(X, Y):
+            return None
+        sig = types.void(Y, yoff, a, X, xoff, n)
+
+        def codegen(context, builder, signature, args):
+            ya, yoff_, av, xa, xoff_, n_ = _operands(context, builder, signature, args)
+            yp = builder.gep(ya.data, [yoff_])
+            xp = builder.gep(xa.data, [xoff_])
+            avec = _splat(builder, av)
+            nch, start = _chunks(builder, n_)
+            with cgutils.for_range(builder, nch, intp=_I64) as loop:
+                off = builder.shl(loop.index, _i64(2))
+                _madd(builder, _vec_ptr(builder, yp, off), avec, _vload(builder, xp, off), align=8)
+            with cgutils.for_range_slice(builder, start, n_, _i64(1), intp=_I64) as (j, _):
+                _madd(builder, builder.gep(yp, [j]), av, builder.load(builder.gep(xp, [j])))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def _dots4_lanes(typingctx, X, ib, i, W, woff, n, mm):
+        """``mm[i + k] = _dot_lanes(X, ib[i + k]·n, W, woff, n)`` for ``k < 4``: the four rows'
+        lane sums interleaved (one load of each chunk of ``W``, four independent accumulators), each
+        with exactly :func:`_dot_lanes`'s operations and order, so the same bits."""
+        if not _arrays(X, W, ib, mm):
+            return None
+        sig = types.void(X, ib, i, W, woff, n, mm)
+
+        def codegen(context, builder, signature, args):
+            xa, ia, i_, wa, woff_, n_, ma = _operands(context, builder, signature, args)
+            wp = builder.gep(wa.data, [woff_])
+            xps = []
+            accs = []
+            for k in range(4):
+                row = builder.load(builder.gep(ia.data, [builder.add(i_, _i64(k))]))
+                xps.append(builder.gep(xa.data, [builder.mul(row, n_)]))
+                accs.append(_zeros(builder))
+            nch, start = _chunks(builder, n_)
+            with cgutils.for_range(builder, nch, intp=_I64) as loop:
+                off = builder.shl(loop.index, _i64(2))
+                vw = _vload(builder, wp, off)
+                for k in range(4):
+                    _madd(builder, accs[k], _vload(builder, xps[k], off), vw)
+            vs = [builder.load(a) for a in accs]
+            m0s = [cgutils.alloca_once_value(builder, builder.extract_element(v, _lane(0))) for v in vs]
+            with cgutils.for_range_slice(builder, start, n_, _i64(1), intp=_I64) as (j, _):
+                wj = builder.load(builder.gep(wp, [j]))
+                for k in range(4):
+                    _madd(builder, m0s[k], builder.load(builder.gep(xps[k], [j])), wj)
+            for k in range(4):
+                e = [builder.extract_element(vs[k], _lane(q)) for q in (1, 2, 3)]
+                res = builder.fadd(builder.fadd(builder.load(m0s[k]), e[0]), builder.fadd(e[1], e[2]))
+                builder.store(res, builder.gep(ma.data, [builder.add(i_, _i64(k))]))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    def _make_gather_axpy(skip_zero, maxvec):
+        """An intrinsic ``Y.flat[yoff + j] += cf[i] · X[ib[i], j]`` for ``i = 0 … kr−1`` in order
+        (skipping ``cf[i] == 0`` when ``skip_zero``: for finite rows that adds ±0 to a sum that
+        started at +0 and so never is −0, a no-op): the loop of :func:`_axpy_lanes` calls, but with
+        the partial sums of a block of columns held in registers across the examples instead of
+        stored and reloaded after every example — blocks of ``maxvec`` vectors of four, then one
+        block with the leftover vectors and the scalar tail columns (a switch over its shape).
+        Every element receives the same products in the same order, so the same bits."""
+
+        @intrinsic
+        def gather_axpy(typingctx, Y, yoff, cf, X, ib, kr, n):
+            if not _arrays(X, Y, ib, cf):
+                return None
+            sig = types.void(Y, yoff, cf, X, ib, kr, n)
+
+            def codegen(context, builder, signature, args):
+                ya, yoff_, ca, xa, ia, kr_, n_ = _operands(context, builder, signature, args)
+                yp = builder.gep(ya.data, [yoff_])
+                zero = ir.Constant(_DBL, 0.0)
+
+                def block(base, nvec, nscalar):
+                    # columns base … base + 4·nvec + nscalar − 1 accumulated over the examples
+                    slots = [(4 * k, True) for k in range(nvec)] + [(4 * nvec + k, False) for k in range(nscalar)]
+                    ptrs = [_vec_ptr(builder, yp, builder.add(base, _i64(off)), _V4 if vec else _DBL)
+                            for off, vec in slots]
+                    accs = [cgutils.alloca_once(builder, _V4 if vec else _DBL) for _, vec in slots]
+                    for q, a in zip(ptrs, accs):
+                        builder.store(builder.load(q, align=8), a)
+                    with cgutils.for_range(builder, kr_, intp=_I64) as loop:
+                        av = builder.load(builder.gep(ca.data, [loop.index]))
+
+                        def add_example():
+                            row = builder.load(builder.gep(ia.data, [loop.index]))
+                            xp = builder.gep(xa.data, [builder.add(builder.mul(row, n_), base)])
+                            mul = _splat(builder, av)
+                            for (off, vec), a in zip(slots, accs):
+                                vx = builder.load(_vec_ptr(builder, xp, _i64(off), _V4 if vec else _DBL), align=8)
+                                _madd(builder, a, mul if vec else av, vx)
+
+                        if skip_zero:
+                            with builder.if_then(builder.fcmp_unordered("!=", av, zero)):
+                                add_example()
+                        else:
+                            add_example()
+                    for q, a in zip(ptrs, accs):
+                        builder.store(builder.load(a), q, align=8)
+
+                width = 4 * maxvec
+                nblk = builder.sdiv(n_, _i64(width))
+                with cgutils.for_range(builder, nblk, intp=_I64) as loop:
+                    block(builder.mul(loop.index, _i64(width)), maxvec, 0)
+                base = builder.mul(nblk, _i64(width))
+                done = builder.append_basic_block("gather_axpy.done")
+                sw = builder.switch(builder.sub(n_, base), done)
+                for cols in range(1, width):
+                    bb = builder.append_basic_block(f"gather_axpy.rest{cols}")
+                    sw.add_case(_i64(cols), bb)
+                    with builder.goto_block(bb):
+                        block(base, cols // 4, cols % 4)
+                        builder.branch(done)
+                builder.position_at_end(done)
+                return context.get_dummy_value()
+
+            return sig, codegen
+
+        return gather_axpy
+
+    # Lanes = examples: the building blocks of the ℓ2-ball kernel (:func:`_ball_dense_trial`).
+    # The engine's closed form sums over the columns t of one example *sequentially* (its margin
+    # Σ_t x_t w_t and its Σ_t (c x_t / m)²), so the vector lanes cannot run over columns as in
+    # _dot_lanes; they run over examples instead: the batch's rows are transposed in 4×4 blocks
+    # (lane k of the vector of column t holds x_{i+k, t}) and every lane accumulates its own
+    # example's sum over t in order, one multiply and one add per term (no FMA) — each lane is the
+    # engine's scalar loop, so the same bits, eight or sixteen examples at a time.
 
     def _cols4(builder, rows, off):
         """Columns ``off … off+3`` of the four rows (pointers ``rows``) as four vectors, lane k = row
@@ -433,7 +404,7 @@ else:
         cols = []
         for h in (0, 2):
             o = builder.add(off, _i64(h))
-            lo = [builder.load(_vec_ptr(builder, rp, o, _V2), align=8) for rp in rows]
+            lo = [_vload(builder, rp, o, _V2) for rp in rows]
             a = _shuffle(builder, lo[0], lo[2], [0, 1, 2, 3])
             b = _shuffle(builder, lo[1], lo[3], [0, 1, 2, 3])
             cols.append(_shuffle(builder, a, b, [0, 4, 2, 6]))
@@ -448,28 +419,24 @@ else:
 
         @intrinsic
         def rows_t(typingctx, X, ib, i, W, woff, n, XT, mm):
-            if not all(isinstance(a, types.Array) for a in (X, ib, W, XT, mm)):
+            if not _arrays(X, ib, W, XT, mm):
                 return None
             sig = types.void(X, ib, i, W, woff, n, XT, mm)
 
             def codegen(context, builder, signature, args):
-                xa, ia, _, wa, _, _, ta, ma = [
-                    context.make_array(ty)(context, builder, v) if isinstance(ty, types.Array) else None
-                    for ty, v in zip(signature.args, args)]
-                i_, woff_, n_ = (context.cast(builder, args[k], signature.args[k], types.int64)
-                                 for k in (2, 4, 5))
+                xa, ia, i_, wa, woff_, n_, ta, ma = _operands(context, builder, signature, args)
                 ldt = cgutils.unpack_tuple(builder, ta.shape, 2)[1]
                 wp = builder.gep(wa.data, [woff_])
                 tps = [builder.gep(ta.data, [builder.add(i_, _i64(4 * g))]) for g in range(G)]
                 rows = [builder.gep(xa.data, [builder.mul(builder.load(
                     builder.gep(ia.data, [builder.add(i_, _i64(k))])), n_)]) for k in range(4 * G)]
-                accs = [cgutils.alloca_once_value(builder, ir.Constant(_V4, [0.0] * 4)) for _ in range(G)]
+                accs = [_zeros(builder) for _ in range(G)]
 
                 def put(g, col, t, wv):
                     builder.store(col, _vec_ptr(builder, tps[g], builder.mul(t, ldt)), align=8)
-                    builder.store(builder.fadd(builder.load(accs[g]), builder.fmul(col, wv)), accs[g])
+                    _madd(builder, accs[g], col, wv)
 
-                nch = builder.ashr(n_, _i64(2))
+                nch, start = _chunks(builder, n_)
                 with cgutils.for_range(builder, nch, intp=_I64) as loop:
                     off = builder.shl(loop.index, _i64(2))
                     wvs = [_splat(builder, builder.load(builder.gep(wp, [builder.add(off, _i64(q))])))
@@ -477,14 +444,13 @@ else:
                     for g in range(G):
                         for q, col in enumerate(_cols4(builder, rows[4 * g: 4 * g + 4], off)):
                             put(g, col, builder.add(off, _i64(q)), wvs[q])
-                with cgutils.for_range_slice(builder, builder.shl(nch, _i64(2)), n_, _i64(1),
-                                             intp=_I64) as (t, _):
+                with cgutils.for_range_slice(builder, start, n_, _i64(1), intp=_I64) as (t, _):
                     wv = _splat(builder, builder.load(builder.gep(wp, [t])))
                     for g in range(G):
                         col = ir.Constant(_V4, ir.Undefined)
                         for k in range(4):
                             col = builder.insert_element(col, builder.load(builder.gep(rows[4 * g + k], [t])),
-                                                         ir.Constant(_I32, k))
+                                                         _lane(k))
                         put(g, col, t, wv)
                 for g in range(G):
                     builder.store(builder.load(accs[g]),
@@ -502,26 +468,23 @@ else:
 
         @intrinsic
         def sumsq_t(typingctx, XT, i, n, cc, im, qq):
-            if not all(isinstance(a, types.Array) for a in (XT, cc, im, qq)):
+            if not _arrays(XT, cc, im, qq):
                 return None
             sig = types.void(XT, i, n, cc, im, qq)
 
             def codegen(context, builder, signature, args):
-                ta, _, _, ca, ima, qa = [
-                    context.make_array(ty)(context, builder, v) if isinstance(ty, types.Array) else None
-                    for ty, v in zip(signature.args, args)]
-                i_, n_ = (context.cast(builder, args[k], signature.args[k], types.int64) for k in (1, 2))
+                ta, i_, n_, ca, ima, qa = _operands(context, builder, signature, args)
                 ldt = cgutils.unpack_tuple(builder, ta.shape, 2)[1]
                 offs = [builder.add(i_, _i64(4 * g)) for g in range(G)]
-                cs = [builder.load(_vec_ptr(builder, ca.data, o), align=8) for o in offs]
-                ims = [builder.load(_vec_ptr(builder, ima.data, o), align=8) for o in offs]
-                accs = [cgutils.alloca_once_value(builder, ir.Constant(_V4, [0.0] * 4)) for _ in range(G)]
+                cs = [_vload(builder, ca.data, o) for o in offs]
+                ims = [_vload(builder, ima.data, o) for o in offs]
+                accs = [_zeros(builder) for _ in range(G)]
                 with cgutils.for_range(builder, n_, intp=_I64) as loop:
                     base = builder.mul(loop.index, ldt)
                     for g in range(G):
-                        x = builder.load(_vec_ptr(builder, ta.data, builder.add(base, offs[g])), align=8)
+                        x = _vload(builder, ta.data, builder.add(base, offs[g]))
                         v = builder.fmul(builder.fmul(cs[g], x), ims[g])
-                        builder.store(builder.fadd(builder.load(accs[g]), builder.fmul(v, v)), accs[g])
+                        _madd(builder, accs[g], v, v)
                 for g in range(G):
                     builder.store(builder.load(accs[g]), _vec_ptr(builder, qa.data, offs[g]), align=8)
                 return context.get_dummy_value()
@@ -530,6 +493,8 @@ else:
 
         return sumsq_t
 
+_gather_axpy = _make_gather_axpy(True, 4)
+_gather_axpy_all = _make_gather_axpy(False, 8)
 _rows8_t, _rows16_t = _make_rows_t(2), _make_rows_t(4)
 _sumsq8_t, _sumsq16_t = _make_sumsq_t(2), _make_sumsq_t(4)
 
