@@ -160,14 +160,8 @@ def legend_name(e: Entry, *, with_eps=True, with_hp=False) -> str:
 def plot_curve(ax, e: Entry, *, label=None, color=None, ls=None, band=True, z=2):
     """Mean excess loss vs step with a 95% CI band."""
     name, c, l, _ = METHOD_STYLE[e.method]
-    color = color or c
-    ex = e.res.excess_loss
-    mean, half = stats.mean_ci(ex, axis=1)
-    if band:
-        floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
-        style.band(ax, e.res.steps, np.maximum(mean - half, floor), mean + half, color)
-    ax.plot(e.res.steps, mean, color=color, linestyle=ls or l, label=label or legend_name(e), zorder=z)
-    return mean
+    return style.mean_curve(ax, e.res.steps, e.res.excess_loss, color or c, with_band=band,
+                            linestyle=ls or l, label=label or legend_name(e), zorder=z)
 
 
 def set_log_limits(ax, means):

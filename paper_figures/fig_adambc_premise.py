@@ -49,11 +49,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax = axes[0][0]
         for slot in ("np-sgd", "np-adam"):
             res = npv[slot]
-            mean, half = stats.mean_ci(res.excess_loss, axis=1)
-            floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
-            style.band(ax, res.steps, np.maximum(mean - half, floor), mean + half, COLORS[slot])
-            ax.plot(res.steps, mean, color=COLORS[slot],
-                    label=f"{NAMES[slot]}, η = {common.lr_text(res)}")
+            style.mean_curve(ax, res.steps, res.excess_loss, COLORS[slot],
+                             label=f"{NAMES[slot]}, η = {common.lr_text(res)}")
         ax.set_yscale("log")
         ax.set_xlabel("step t")
         ax.set_ylabel(r"mean excess training loss $F(w_t)-F^\star$")

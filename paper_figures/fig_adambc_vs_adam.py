@@ -37,12 +37,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 
 
 def _curve(ax, res, color, name, band=True, **kw):
-    mean, half = stats.mean_ci(res.excess_loss, axis=1)
-    floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
-    if band:
-        style.band(ax, res.steps, np.maximum(mean - half, floor), mean + half, color)
-    ax.plot(res.steps, mean, color=color, label=name, **kw)
-    return mean
+    return style.mean_curve(ax, res.steps, res.excess_loss, color, with_band=band, label=name, **kw)
 
 
 def _render(data, npv, out_dir) -> list[Path]:

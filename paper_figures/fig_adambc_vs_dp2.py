@@ -54,10 +54,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
             ax = axes[i][0]
             for slot in ("dpsgd", "adam", "adambc", "dp2"):
                 res = d[slot]
-                mean, half = stats.mean_ci(res.excess_loss, axis=1)
-                floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
-                style.band(ax, res.steps, np.maximum(mean - half, floor), mean + half, COLORS[slot])
-                ax.plot(res.steps, mean, color=COLORS[slot], label=_name(slot, res))
+                style.mean_curve(ax, res.steps, res.excess_loss, COLORS[slot], label=_name(slot, res))
             s = int(d["dp2"].config["hyperparameters"]["s1"])
             T = d["dp2"].config["steps"]
             for t in range(s, T, s):

@@ -39,12 +39,7 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 
 
 def _band_plot(ax, res, color, name):
-    ex = res.excess_loss
-    mean, half = stats.mean_ci(ex, axis=1)
-    floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
-    style.band(ax, res.steps, np.maximum(mean - half, floor), mean + half, color)
-    ax.plot(res.steps, mean, color=color, label=name)
-    return mean
+    return style.mean_curve(ax, res.steps, res.excess_loss, color, label=name)
 
 
 def _render(data, out_dir) -> list[Path]:

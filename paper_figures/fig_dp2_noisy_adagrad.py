@@ -126,12 +126,9 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         means = []
         for row in rows:
             _, color, _ = STYLE[row.label]
-            ex = np.asarray(row.res.excess_loss, dtype=float)
-            mean, half = stats.mean_ci(ex, axis=1)
-            floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
-            style.band(ax2, row.res.steps, np.maximum(mean - half, floor), mean + half, color)
-            ax2.plot(row.res.steps, mean, color=color, label=legend_name(row))
-            means.append(mean)
+            means.append(style.mean_curve(ax2, row.res.steps,
+                                          np.asarray(row.res.excess_loss, dtype=float), color,
+                                          label=legend_name(row)))
         ax2.axhline(e0, color=style.BASELINE_COLOR, linestyle="--", lw=1, label="trivial model (w = 0)")
         ax2.set_yscale("log")
         finite = np.concatenate([m[np.isfinite(m) & (m > 0)] for m in means] + [np.array([e0])])

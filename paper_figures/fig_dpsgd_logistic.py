@@ -78,17 +78,14 @@ def _render(data, out_dir) -> list[Path]:
             if ex is None:
                 raise ValueError(f"{NAME}: result {label!r} has no excess loss (problem without F*)")
             trials.add(res.trials)
-            mean, half = stats.mean_ci(ex, axis=1)
             lr = res.config["hyperparameters"]["lr"]
             if sigma == 0.0:
                 color, name, z = style.BASELINE_COLOR, f"SGD (non-private), η={lr:g}", 3
             else:
                 color = next(colors)
                 name, z = f"DP-SGD σ={sigma:g}: ε={_eps_text(res.epsilon(DELTA))}, η={lr:g}", 2
-            floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
-            style.band(ax, res.steps, np.maximum(mean - half, floor), mean + half, color)
-            ax.plot(res.steps, mean, color=color, label=name, zorder=z,
-                    linestyle="--" if sigma == 0.0 else "-")
+            style.mean_curve(ax, res.steps, ex, color, label=name, zorder=z,
+                             linestyle="--" if sigma == 0.0 else "-")
         ax.set_yscale("log")
         # Limits from the mean curves: a band whose lower end reaches 0 (few trials) is cut off
         # at the bottom instead of stretching the log axis over decades.

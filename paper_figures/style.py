@@ -24,10 +24,13 @@ if "matplotlib.pyplot" not in sys.modules:  # do not switch an interactive sessi
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import Formatter, Locator  # noqa: E402
 
+import numpy as np  # noqa: E402
+
+from dpsim.analysis import stats  # noqa: E402
 from dpsim.experiments import verdicts  # noqa: E402
 
 __all__ = ["RC", "context", "figure", "save", "sequential", "BASELINE_COLOR", "band", "fmt_float",
-           "readable_log_axes", "render_with", "combine", "finding"]
+           "readable_log_axes", "mean_curve", "render_with", "combine", "finding"]
 
 RC = {
     "font.size": 9,
@@ -193,6 +196,20 @@ def save(fig, out_dir, name: str) -> list[Path]:
             fig.savefig(p, format=ext, metadata=meta)
             paths.append(p)
     return paths
+
+
+def mean_curve(ax, steps, values, color, *, with_band: bool = True, **plot_kw):
+    """Plot the mean over trials of ``values`` (shape ``(K, R)``: K recorded steps, R trials)
+    against ``steps`` in ``color``, over its 95% confidence band (:func:`band`;
+    :func:`analysis.stats.mean_ci`) unless ``with_band`` is false.  The band's lower edge is
+    floored at ``10⁻³ × mean`` (and above 0), so a band reaching 0 on few trials cannot stretch a log
+    axis over decades.  ``plot_kw`` go to ``ax.plot`` (label, line style, zorder); returns the mean."""
+    mean, half = stats.mean_ci(values, axis=1)
+    if with_band:
+        floor = np.maximum(mean * 1e-3, np.finfo(float).tiny)
+        band(ax, steps, np.maximum(mean - half, floor), mean + half, color)
+    ax.plot(steps, mean, color=color, **plot_kw)
+    return mean
 
 
 def render_with(draw, *args) -> list[Path]:
