@@ -114,3 +114,24 @@ def test_ctcdp_load_names_the_figure_when_there_is_nothing():
     assert ctcdp_common.load({}) == {}
     with pytest.raises(ValueError, match="fig_x: no eps<ε>-<method> results among"):
         ctcdp_common.load({}, name="fig_x")
+
+
+def test_mean_curve_plots_the_mean_over_a_floored_band():
+    rng = np.random.default_rng(7)
+    steps = np.arange(0, 50, 10)
+    values = np.abs(rng.normal(1.0, 2.0, size=(5, 3)))  # few, spread trials: mean − half < 0
+    fig, axes = style.figure()
+    ax = axes[0][0]
+    mean = style.mean_curve(ax, steps, values, "C1", label="m", zorder=4)
+    want, half = stats.mean_ci(values, axis=1)
+    assert np.array_equal(mean, want)
+    (line,) = ax.lines
+    assert np.array_equal(line.get_ydata(), want) and line.get_label() == "m" and line.get_zorder() == 4
+    (poly,) = ax.collections
+    ys = poly.get_paths()[0].vertices[:, 1]
+    low = np.maximum(want - half, want * 1e-3)
+    assert (want - half < 0).any()                    # the floor is exercised
+    assert np.isclose(ys.min(), low.min()) and np.isclose(ys.max(), (want + half).max())
+    fig2, axes2 = style.figure()
+    style.mean_curve(axes2[0][0], steps, values, "C1", with_band=False)
+    assert not axes2[0][0].collections
