@@ -136,10 +136,7 @@ def _next_row(idx, r, i):
 
 @numba.njit(cache=True, nogil=True)
 def _csr_dot(data, indices, start, stop, W, r):
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
+    s0 = s1 = s2 = s3 = 0.0
     k = start
     while k + 4 <= stop:
         s0 += data[k] * W[r, _u(indices[k])]
@@ -183,14 +180,8 @@ def _csr_dot_scaled(data, indices, start, stop, W, S, r):
 def _dense_dot(X, row, W, r):
     """(x.w, ||x||^2) over one dense row, four accumulators each."""
     d = X.shape[1]
-    m0 = 0.0
-    m1 = 0.0
-    m2 = 0.0
-    m3 = 0.0
-    q0 = 0.0
-    q1 = 0.0
-    q2 = 0.0
-    q3 = 0.0
+    m0 = m1 = m2 = m3 = 0.0
+    q0 = q1 = q2 = q3 = 0.0
     j = 0
     while j + 4 <= d:
         x0 = X[row, j]
@@ -251,10 +242,7 @@ def _init_row(o, W, S, want_scale, want_norm, r):
     One pass over the row, four accumulators (a single running sum is bound by the latency of
     floating-point addition)."""
     d = W.shape[1]
-    q0 = 0.0
-    q1 = 0.0
-    q2 = 0.0
-    q3 = 0.0
+    q0 = q1 = q2 = q3 = 0.0
     if not want_norm:
         for j in range(d):
             o[j] = 0.0
