@@ -778,6 +778,18 @@ def _draw_batch(sk, srng, n_s, sizes, r, kcyc, grp, b, bits, ub, ib, private_idx
 
 
 @numba.njit(cache=True)
+def _scratch(cap, bd):
+    """Per-trial scratch of :func:`_run_steps` for batches of up to ``cap`` examples: ``ib``
+    (indices, with room for the ℓ2-ball kernel's eight padding lanes), the ball kernel's
+    transposed rows ``XT`` (``(bd, cap + 8)``; ``bd = 0`` when it does not run) and its five
+    vectors ``sc``, then ``ub`` (uniforms), ``lam`` (multipliers) and ``mm``, ``cf``, ``yb``,
+    ``sb`` (the clipped-sum kernel's)."""
+    return (np.empty(cap + 8, dtype=np.int64), np.empty((bd, cap + 8)),
+            np.zeros((5 if bd > 0 else 0, cap + 8)), np.empty(cap), np.empty((1, cap)),
+            np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap))
+
+
+@numba.njit(cache=True)
 def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nrng, noisy,
                pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
                ok, b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, eps, phi, floor,
@@ -805,16 +817,7 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
     # the ℓ2-ball kernel pads a batch to a multiple of eight lanes: ib has room for 8 more, and
     # its scratch (the transposed rows XT, five vectors sc) is only allocated when it runs
     ball = ok == ELLIPSOID and pk == P_GLM and reg == 0.0
-    bd = d if ball else 0
-    ib = np.empty(cap + 8, dtype=np.int64)
-    XT = np.empty((bd, cap + 8))
-    sc = np.zeros((5 if ball else 0, cap + 8))
-    ub = np.empty(cap)
-    lam = np.empty((1, cap))
-    mm = np.empty(cap)
-    cf = np.empty(cap)
-    yb = np.empty(cap)
-    sb = np.empty(cap)
+    ib, XT, sc, ub, lam, mm, cf, yb, sb = _scratch(cap, d if ball else 0)
     bits = np.zeros((n + 63) // 64, dtype=np.uint64)
     z = np.zeros(d)
     nomask = np.ones((1, 1), dtype=np.bool_)
@@ -848,15 +851,7 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
                 sizes[r] = b
         if kmax > cap:
             cap = max(kmax, 2 * cap)
-            ib = np.empty(cap + 8, dtype=np.int64)
-            XT = np.empty((bd, cap + 8))
-            sc = np.zeros((5 if ball else 0, cap + 8))
-            ub = np.empty(cap)
-            lam = np.empty((1, cap))
-            mm = np.empty(cap)
-            cf = np.empty(cap)
-            yb = np.empty(cap)
-            sb = np.empty(cap)
+            ib, XT, sc, ub, lam, mm, cf, yb, sb = _scratch(cap, d if ball else 0)
         if ok == ADAM:
             cnt += 1
         phase2 = False
