@@ -647,10 +647,17 @@ class DaskRunner:
 
     Tasks are submitted all at once and yielded as they finish; a worker that dies is replaced
     by its nanny and its task rerun (Dask's ``allowed-failures``), so a sweep survives losing a
-    worker.  A cell that raises stops the sweep with that error (cells already finished are saved).
+    worker.  When every worker holding a batch's data dies at once the scheduler cancels the
+    batch's tasks; its unfinished cells are then submitted again (at most :attr:`RESUBMITS`
+    times).  A cell that raises stops the sweep with that error (cells already finished are
+    saved).
     """
 
     parallel = True
+    #: how many times a batch's unfinished cells are submitted again after the scheduler
+    #: cancelled them because the batch's scattered data was lost (all workers holding it died
+    #: at once, e.g. a machine suspended past the workers' time-to-live)
+    RESUBMITS = 3
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None):
         if scheduler is not None and workers is not None:
@@ -754,52 +761,74 @@ class DaskRunner:
         tuning) go before the first-phase cells still queued, so an experiment's chain of
         phases keeps moving and no long chain is left for the end."""
         from distributed import as_completed
+        from distributed.client import FutureCancelledError
 
         jobs = list(jobs)
         if not jobs:
             self._end_setup_turn()
             return
         expected = _worker_versions()
-        futures = {}
         run_id = uuid.uuid4().hex[:8]
         # One pickle for the whole batch, sent once to every worker (not once per task).  Made
         # before waiting for the cluster: solving the problems' optima here overlaps its start.
         pickled = _dumps_cell([cell.compute for cell, _ in jobs], self._shared)
         self._end_setup_turn()  # set-up done: the next experiment's may start
         client = self.client
-        blob = client.scatter(pickled, broadcast=True, hash=False)
-        del pickled
         phase = getattr(self._phases, "n", 0)
         self._phases.n = phase + 1
-        with self._lock:
+        todo = dict(enumerate(jobs))  # batch position -> job, until its cell is collected
+        for attempt in range(1 + self.RESUBMITS):
+            if attempt:  # the nannies replace dead workers; scatter needs one to be up
+                client.wait_for_workers(1, timeout=600)
+            blob = client.scatter(pickled, broadcast=True, hash=False)
+            futures = {}
+            with self._lock:
+                if self._stopped is not None:
+                    raise RuntimeError("this Dask runner was stopped") from self._stopped
+                for i, (cell, seed) in todo.items():
+                    fut = client.submit(_run_batch_cell, blob, run_id, i, seed, expected,
+                                        pure=False, priority=phase,
+                                        key=f"dpsim-cell-{cell.label}-{run_id}-{attempt}")
+                    futures[fut] = i
+                self._pending.update(futures)
+            lost = None
+            try:
+                for done in as_completed(list(futures)).batches():
+                    group, error = [], None
+                    for fut in done:
+                        try:
+                            out = fut.result()
+                        except FutureCancelledError as err:
+                            # cancelled by stop(), or by the scheduler when every worker holding
+                            # the batch's data died at once: resubmitted below unless stopped
+                            lost = lost or err
+                            continue
+                        except BaseException as err:  # the others of the group are saved first
+                            error = error or err
+                            continue
+                        i = futures.pop(fut)
+                        group.append((todo.pop(i)[0], *out))
+                    with self._lock:
+                        self._pending.difference_update(done)
+                    if group:
+                        yield group
+                    if error is not None:
+                        raise error
+            finally:
+                if futures:  # stopped early (an error, Ctrl-C, lost data): free the cluster
+                    with self._lock:
+                        self._pending.difference_update(futures)
+                    client.cancel(list(futures))
+            if not todo:
+                return
             if self._stopped is not None:
                 raise RuntimeError("this Dask runner was stopped") from self._stopped
-            for i, (cell, seed) in enumerate(jobs):
-                fut = client.submit(_run_batch_cell, blob, run_id, i, seed, expected, pure=False,
-                                    key=f"dpsim-cell-{cell.label}-{run_id}", priority=phase)
-                futures[fut] = cell
-            self._pending.update(futures)
-        try:
-            for done in as_completed(list(futures)).batches():
-                group, error = [], None
-                for fut in done:
-                    try:
-                        out = fut.result()
-                    except BaseException as err:  # the others of the group are saved first
-                        error = error or err
-                        continue
-                    group.append((futures.pop(fut), *out))
-                with self._lock:
-                    self._pending.difference_update(done)
-                if group:
-                    yield group
-                if error is not None:
-                    raise error
-        finally:
-            if futures:  # stopped early (an error, Ctrl-C): do not leave the cluster busy
-                with self._lock:
-                    self._pending.difference_update(futures)
-                client.cancel(list(futures))
+            if lost is None:  # pragma: no cover - as_completed ends only when all are done
+                break
+        raise RuntimeError(
+            f"{len(todo)} cell(s) of this batch were cancelled by the Dask scheduler in "
+            f"{1 + self.RESUBMITS} submissions (every worker holding the batch's data died each "
+            f"time); the cells already finished are saved: run again to continue") from lost
 
     def stop(self, reason: BaseException | None = None) -> None:
         """Cancel every cell submitted and not yet collected, by any thread, and refuse new

@@ -219,6 +219,58 @@ def test_a_killed_worker_does_not_stop_the_sweep(cluster, tmp_path):
     _same_results(on_dask, here)
 
 
+def test_a_batch_whose_workers_all_die_at_once_is_submitted_again(tmp_path):
+    """Both workers are SIGKILLed at once while cell 2 runs: the batch's data scattered to them
+    is lost, the scheduler cancels the batch's tasks, and the runner submits the unfinished
+    cells again (:attr:`pipeline.DaskRunner.RESUBMITS`); the sweep ends identical to the
+    sequential run (before, the sweep stopped with ``FutureCancelledError``)."""
+    prob = dpsim.problems.logistic_regression(300, 4, seed=0)
+    prob.optimum
+    started, killed = tmp_path / "started", tmp_path / "killed"
+    parent = os.getpid()
+
+    def make(i):
+        def compute(seed):
+            if i == 2 and os.getpid() != parent and not killed.exists():
+                started.touch()
+                time.sleep(120)  # killed long before this ends
+            opt = dpsim.optimizers.get("dp_sgd", lr=0.5, clip=1.0, noise_multiplier=1.0)
+            return dpsim.simulate(prob, opt, steps=200, batch_size=20, trials=4, seed=seed)
+        return pipeline.Cell(f"c{i}", i, compute, {"i": i})
+
+    @dataclasses.dataclass(frozen=True)
+    class Cfg:
+        seed: int = 12
+
+    def cache(sub, runner=None):
+        return pipeline.Cache(tmp_path / sub, experiment="lost", scale="tiny", config=Cfg(),
+                              version="v", progress=False, runner=runner)
+
+    runner = pipeline.DaskRunner(workers=2)  # its own cluster: the shared one stays whole
+    try:
+        runner.client.wait_for_workers(2, timeout=120)
+        before = set(runner.client.run(os.getpid).values())
+        out: dict = {}
+        sweep = threading.Thread(target=lambda: out.update(
+            res=cache("dask", runner).run([make(i) for i in range(6)])))
+        sweep.start()
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert time.monotonic() < deadline and sweep.is_alive(), "cell 2 never started"
+            time.sleep(0.05)
+        killed.touch()
+        for pid in before:
+            os.kill(pid, signal.SIGKILL)
+        sweep.join(timeout=300)
+        assert not sweep.is_alive() and "res" in out
+        for pid in before:  # both workers are gone: the cells ran on their replacements
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+    finally:
+        runner.close()
+    _same_results(out["res"], cache("seq").run([make(i) for i in range(6)]))
+
+
 def _lazy_sweep():
     """Closures as an experiment's ``run`` makes them: a problem built on first use and kept
     in a dict of the enclosing function, a problem built up front."""
