@@ -254,7 +254,7 @@ def test_a_batch_whose_workers_all_die_at_once_is_submitted_again(tmp_path):
         sweep = threading.Thread(target=lambda: out.update(
             res=cache("dask", runner).run([make(i) for i in range(6)])))
         sweep.start()
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600  # a loaded machine: the cluster starts slowly
         while not started.exists():
             assert time.monotonic() < deadline and sweep.is_alive(), "cell 2 never started"
             time.sleep(0.05)
