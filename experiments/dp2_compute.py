@@ -237,6 +237,7 @@ def run(config: Config, cache) -> dict:
     T, b, reps = config.steps, config.batch_size, config.tune_trials
     sig = sigmas(config)
     rms = {"eps": config.eps_a, "beta": config.beta}
+    options = dict(cache.simulate_options)  # read here: a cell's compute must not capture the cache
 
     def tune_cell(key, opt_name, grid, fixed, batch):
         hp = tuning.fold(grid, reps, scalars=True)
@@ -246,7 +247,7 @@ def run(config: Config, cache) -> dict:
             opt = dpsim.optimizers.get(opt_name, **fixed, **hp)
             return dpsim.simulate(problem, opt, steps=T, batch_size=batch, trials=R, seed=seed,
                                   sampling=config.sampling, record_every=T, metrics=("loss",),
-                                  **cache.simulate_options)
+                                  **options)
 
         return Cell(f"tune-{key}", index[f"tune-{key}"], compute)
 
@@ -309,7 +310,7 @@ def run(config: Config, cache) -> dict:
             return dpsim.simulate(problem, opt, steps=T, batch_size=meta["batch_size"],
                                   trials=config.trials, seed=seed, sampling=config.sampling,
                                   record_every=config.record_every, metrics=("loss",),
-                                  **cache.simulate_options)
+                                  **options)
 
         return Cell(label, index[label], compute, meta)
 
