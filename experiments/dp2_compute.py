@@ -1,11 +1,12 @@
-"""DP² with 4× the computation: larger batches at the same number of steps ([DP2] App. C.4, Fig. 9 right).
+"""DP² with 4× the computation: 4× larger batches at the same steps ([DP2] App. C.4, Fig. 9 right).
 
 Source: Li, Zaheer, Liu, Reddi, McMahan, Smith, *Differentially Private Adaptive Optimization with
-Delayed Preconditioners* (ICLR 2023) — [DP2] — App. C (the paragraph before Fig. 9) and Fig. 9
-(right, StackOverflow): with a 4× larger batch at the same number of iterations (4× the
-computation, 4× the epochs) and the noise multiplier raised until the privacy cost ε is about the
-same, the privacy/utility trade-off of every method improves, and the absolute improvement of DP²
-over the vanilla DP baselines (DP-SGD, DP-RMSProp) stays about the same.
+Delayed Preconditioners* (ICLR 2023) — [DP2] — App. C.4 ("Effects of increasing computational
+budgets") and Fig. 9 (right, StackOverflow): with a 4× larger batch at the same number of
+iterations (4× the computation, 4× the epochs) and the noise multiplier raised until the privacy
+cost ε is about the same, the privacy/utility trade-off of every method improves, and the
+absolute improvement of DP² over the vanilla DP baselines (DP-SGD, DP-RMSProp) stays about the
+same.
 
 Why it can help: a private step adds ``σ C · N(0, I) / b`` to the mean clipped gradient; at a
 fixed ε, raising the sampling rate ``q = b/n`` by ``k`` needs a larger σ, but by less than ``k``

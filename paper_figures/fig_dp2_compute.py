@@ -1,7 +1,7 @@
 """Figure for experiment ``dp2_compute`` ([DP2] Fig. 9 right): 4× the computation at the same ε.
 
 Li et al., *Differentially Private Adaptive Optimization with Delayed Preconditioners* (ICLR 2023),
-App. C, Fig. 9 (right): a 4× larger batch at the same number of iterations, with the noise
+App. C.4, Fig. 9 (right): a 4× larger batch at the same number of iterations, with the noise
 multiplier raised to keep ε about the same, improves the privacy/utility trade-off of every
 method, and DP²'s absolute improvement over DP-SGD and DP-RMSProp stays about the same.
 
@@ -37,7 +37,7 @@ FACTOR = 2.0
 CLAIM = ("With 4× the computation (4× larger batches at the same number of steps, the noise "
          "multiplier recalibrated to the same ε) every method's privacy/utility trade-off improves, "
          "and DP²'s absolute improvement over the better of DP-SGD and DP-RMSProp stays similar "
-         f"(within a factor {FACTOR:g}) ([DP2] App. C, Fig. 9 right).")
+         f"(within a factor {FACTOR:g}) ([DP2] App. C.4, Fig. 9 right).")
 METHODS = ("dp_sgd", "dp_rmsprop", "dp2_rmsprop")
 BASELINES = ("dp_sgd", "dp_rmsprop")
 _HP = (("lr", "η"), ("lr2", "η₂"), ("s1", "s"))
