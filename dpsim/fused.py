@@ -777,6 +777,39 @@ def _draw_batch(sk, srng, n_s, sizes, r, kcyc, grp, b, bits, ub, ib, private_idx
     return k
 
 
+@numba.njit(cache=True, error_model="numpy")
+def _ellipsoid_update(out, z, ens, noisy, fb, A, W, eps_r, neglr_r, per_norm, r):
+    """PASAN/PAGAN's step for trial ``r`` from ``out[r] = Σ_i π(g_i)``: ``ĝ = out/b + z ⊙ σ``
+    (``σ = ens[r]``, or ``ens[0]`` for all trials; into ``out[r]``), then AdaGrad per coordinate
+    (PAGAN: ``A += ĝ²``, ``w += −η ĝ/max(√A, ε)``) or on ``||ĝ||²`` (PASAN: ``A[r, 0]``) — the
+    engine's expressions in its order.  Each loop is elementwise with its invariant branches
+    outside and NumPy's error model (a division by zero gives inf/NaN, as in the engine's NumPy
+    arithmetic, rather than raising), so the loops run on vectors."""
+    d = W.shape[1]
+    er = 0 if ens.shape[0] == 1 else r
+    if noisy:
+        for j in range(d):
+            out[r, j] = out[r, j] / fb + z[j] * ens[er, j]
+    else:
+        for j in range(d):
+            out[r, j] = out[r, j] / fb
+    if per_norm:
+        qq = 0.0
+        for j in range(d):
+            qq += out[r, j] * out[r, j]
+        v = A[r, 0] + qq
+        A[r, 0] = v
+        den = max(math.sqrt(v), eps_r)
+        for j in range(d):
+            W[r, j] = W[r, j] + (out[r, j] / den) * neglr_r
+    else:
+        for j in range(d):
+            gt = out[r, j]
+            v = A[r, j] + gt * gt
+            A[r, j] = v
+            W[r, j] = W[r, j] + (gt / max(math.sqrt(v), eps_r)) * neglr_r
+
+
 @numba.njit(cache=True)
 def _scratch(cap, bd):
     """Per-trial scratch of :func:`_run_steps` for batches of up to ``cap`` examples: ``ib``
@@ -902,27 +935,7 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
                         if lam[0, i] > 0:
                             nproj += 1
                 frac[r] = nproj / max(kr, 1)
-                # ĝ = S/b + z ⊙ noise_std; AdaGrad per coordinate (PAGAN) or on ||ĝ||² (PASAN)
-                er = 0 if ens.shape[0] == 1 else r
-                for j in range(d):
-                    gt = out[r, j] / fb
-                    if noisy:
-                        gt = gt + z[j] * ens[er, j]
-                    out[r, j] = gt
-                if per_norm:
-                    qq = 0.0
-                    for j in range(d):
-                        qq += out[r, j] * out[r, j]
-                    A[r, 0] = A[r, 0] + qq
-                for j in range(d):
-                    gt = out[r, j]
-                    if per_norm:
-                        v = A[r, 0]
-                    else:
-                        v = A[r, j] + gt * gt
-                        A[r, j] = v
-                    u = (gt / max(math.sqrt(v), eps[r])) * neglr[r]
-                    W[r, j] = W[r, j] + u
+                _ellipsoid_update(out, z, ens, noisy, fb, A, W, eps[r], neglr[r], per_norm, r)
                 _project_domain(W, r, dk, drad)
                 continue
             if pk == P_GLM and not phase2:
