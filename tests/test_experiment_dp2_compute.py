@@ -3,8 +3,8 @@ the tiny scale: the cells and the saved tuning, σ calibrated so that 1× and 4�
 the 4× cells really sampling 4b, the figure and its verdict, and the verdict rule on constructed
 numbers.
 
-Cost: one tiny run (about 2 s of σ calibration, four (k, ε) at about half a second each, plus a
-second of simulation and the figure), shared by the module's tests."""
+Cost: one tiny run shared by the module's tests, ≈ 10 CPU-s on a loaded 2-core machine: 3–6 s to
+calibrate the four σ (PLD accountant, ≈ 1 s each), ≈ 2 s of simulation, ≈ 2 s for the figure."""
 
 from __future__ import annotations
 
