@@ -127,7 +127,9 @@ def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
     generator (:mod:`dpsim._bitgen`) and through Numba's ``Generator`` methods —, Floyd's subset
     from given uniforms, and the dense-GLM clipped sum (:func:`dpsim.fused._glm_clipped_trial`)
     on given batches.  The kernel's own step also has the update (a few ns per coordinate) and
-    loop overheads; the pieces overlap in the kernel, so their sum is an estimate."""
+    loop overheads; the pieces overlap in the kernel, so their sum is an estimate.  Last, for
+    comparison with the clipped sum, PAGAN's ℓ2-ball projected sum
+    (:func:`dpsim.fused._ball_dense_trial`, α = 1) on the same batches."""
     import numba
 
     from dpsim import _bitgen as BG
@@ -174,6 +176,19 @@ def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
                                          sb, r)
         return out[0, 0]
 
+    @numba.njit
+    def ball(IB, X, xmax, W, y, link, K):
+        R, d = W.shape
+        k = IB.shape[1] - 8  # the kernel pads a batch with up to 7 lanes
+        out = np.empty((R, d))
+        XT = np.empty((d, k + 8))
+        sc = np.zeros((5, k + 8))
+        s = 0
+        for _ in range(K):
+            for r in range(R):
+                s += fused._ball_dense_trial(link, X, xmax, IB[r], k, W, y, 1.0, out, XT, sc, r)
+        return s
+
     prob = problems.least_squares(n, d, seed=0)
     X = np.ascontiguousarray(prob.X)
     rn2 = fused._row_sq_norms(X)
@@ -197,6 +212,13 @@ def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
     glm(IB, X, rn2, W, prob.y, _LINKS.index(prob.link), 1)
     res[f"GLM clipped sum (b={b}, d={d})"] = min(
         _best_once(glm, IB, X, rn2, W, prob.y, _LINKS.index(prob.link), steps)
+        for _ in range(repeats)) / (steps * R) * 1e9
+    xmax = fused._row_abs_max(X)
+    IBp = np.zeros((R, b + 8), dtype=np.int64)
+    IBp[:, :b] = IB
+    ball(IBp, X, xmax, W, prob.y, _LINKS.index(prob.link), 1)
+    res[f"PAGAN l2-ball projected sum (b={b}, d={d}, alpha=1)"] = min(
+        _best_once(ball, IBp, X, xmax, W, prob.y, _LINKS.index(prob.link), steps)
         for _ in range(repeats)) / (steps * R) * 1e9
     return res
 

@@ -45,7 +45,9 @@ hyperparameters: same piece names, same declared event types and noise multiplie
 ``noise="gaussian"`` only): ``sgd``, ``momentum``, ``dp_sgd``, ``dp_sgdm``, ``adam``, ``dp_adam``,
 ``dp_adam_bc``, ``dp2_rmsprop``, ``dp2_adagrad``, ``dp2_yogi``, ``pasan``, ``pagan`` (their
 first step runs through the engine's own transform, which sets up the ellipsoid and the noise
-scale; GLM rows are projected by the engine's kernel, :mod:`dpsim.privacy._ellipsoid`).  Problems: dense GLMs
+scale; GLM rows are projected by the engine's kernel, :mod:`dpsim.privacy._ellipsoid`, except on
+the ℓ2 ball without ρ, where :func:`_ball_dense_trial` computes the engine's closed form with the
+examples in vector lanes, bit for bit).  Problems: dense GLMs
 (``least_squares``, ``logistic_regression(density=1)``, ``absolute_regression``,
 ``linear_box``, ``sparse_logistic_1d``), ``random_quadratic``, ``quadratic_2d``; domains none,
 box or ball.  Samplers: all four.  Backend ``numpy``, ``float64``.  :func:`plan` says why
