@@ -597,7 +597,7 @@ def _row_abs_max(X):
     return out
 
 
-@numba.njit(cache=True, error_model="numpy", _nrt=False)
+@numba.njit(cache=True, error_model="numpy")
 def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, XT, sc, r):
     """PASAN/PAGAN with a constant ellipsoid ``a_j = α`` (the ℓ2 ball of radius ``1/√α``) on a
     dense GLM with ``ρ = 0``: ``out[r] = Σ_{i<kr} π(g_i)`` over the examples ``ib[:kr]``; returns
@@ -617,8 +617,7 @@ def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, XT, sc, r):
     engine's loop.  The batch is padded to a multiple of eight lanes with copies of a valid row
     (``ib`` needs room for ``kr + 7`` indices) whose coefficients are set to zero, so every vector
     loop runs whole; the padded lanes are never added to ``out`` nor counted.  ``sc``: scratch
-    ``(5, ≥ kr + 8)``.  Compiled without reference counting (it allocates nothing): a call then
-    costs no atomic increments for its eleven array arguments."""
+    ``(5, ≥ kr + 8)``."""
     d = X.shape[1]
     mm = sc[0]
     cc = sc[1]
