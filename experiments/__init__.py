@@ -37,6 +37,7 @@ _REGISTRY: dict[str, str] = {
     "pagan_absreg": "dpsim.experiments.pagan_absreg",
     "dp2_logistic": "dpsim.experiments.dp2_logistic",
     "dp2_noisy_adagrad": "dpsim.experiments.dp2_noisy_adagrad",
+    "dp2_compute": "dpsim.experiments.dp2_compute",
     "adambc": "dpsim.experiments.adambc",
     "design_space": "dpsim.experiments.design_space",
     "ctcdp_quadratic": "dpsim.experiments.ctcdp_quadratic",
