@@ -186,7 +186,7 @@ def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
         s = 0
         for _ in range(K):
             for r in range(R):
-                s += fused._ball_dense_trial(link, X, xmax, IB[r], k, W, y, 1.0, out, XT, sc, r)
+                s += fused._ball_dense_trial(link, X, xmax, IB[r], k, W, y, 1.0, 0.0, out, XT, sc, r)
         return s
 
     prob = problems.least_squares(n, d, seed=0)

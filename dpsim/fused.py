@@ -46,7 +46,7 @@ hyperparameters: same piece names, same declared event types and noise multiplie
 ``dp_adam_bc``, ``dp2_rmsprop``, ``dp2_adagrad``, ``dp2_yogi``, ``pasan``, ``pagan`` (their
 first step runs through the engine's own transform, which sets up the ellipsoid and the noise
 scale; GLM rows are projected by the engine's kernel, :mod:`dpsim.privacy._ellipsoid`, except on
-the ℓ2 ball without ρ, where :func:`_ball_dense_trial` computes the engine's closed form with the
+the ℓ2 ball (identity scaling), where :func:`_ball_dense_trial` computes the engine's closed form with the
 examples in vector lanes, bit for bit).  Problems: dense GLMs
 (``least_squares``, ``logistic_regression(density=1)``, ``absolute_regression``,
 ``linear_box``, ``sparse_logistic_1d``), ``random_quadratic``, ``quadratic_2d``; domains none,
@@ -163,13 +163,17 @@ if numba.config.DISABLE_JIT:
                 mm[i + k] = m
         return rows_t
 
-    def _make_sumsq_t(G):
-        def sumsq_t(XT, i, n, cc, im, qq):
+    def _make_sumsq_t(G, ridge):
+        def sumsq_t(XT, i, n, cc, im, W, woff, reg, qq):
             """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): sequential sums of squares."""
+            w = W.reshape(-1)
             for k in range(4 * G):
                 q = 0.0
                 for t in range(n):
-                    v = cc[i + k] * XT[t, i + k] * im[i + k]
+                    if ridge:
+                        v = cc[i + k] * XT[t, i + k] + reg * w[woff + t]
+                    else:
+                        v = cc[i + k] * XT[t, i + k] * im[i + k]
                     q += v * v
                 qq[i + k] = q
         return sumsq_t
@@ -463,29 +467,37 @@ else:
 
         return rows_t
 
-    def _make_sumsq_t(G):
-        """An intrinsic over the ``4G`` lanes ``i … i+4G−1`` of the transposed rows:
-        ``qq[l] = Σ_t ((cc[l]·XT[t, l])·im[l])²`` in order of t (the engine's
-        ``v = c x_t imx; q += v v``, one lane per example; ``G`` chains interleaved)."""
+    def _make_sumsq_t(G, ridge):
+        """An intrinsic over the ``4G`` lanes ``i … i+4G−1`` of the transposed rows, one lane per
+        example, ``G`` chains interleaved, each the engine's sequential sum over t: without
+        ``ridge`` ``qq[l] = Σ_t ((cc[l]·XT[t, l])·im[l])²`` (``v = c x_t imx; q += v v``; ``W``,
+        ``woff``, ``reg`` unused), with ``ridge`` ``qq[l] = Σ_t (cc[l]·XT[t, l] + reg·w_t)²``
+        (``g_t = c x_t + ρ w_t; q += g_t g_t`` with ``w = W.flat[woff:]``; ``im`` unused)."""
 
         @intrinsic
-        def sumsq_t(typingctx, XT, i, n, cc, im, qq):
-            if not _arrays(XT, cc, im, qq):
+        def sumsq_t(typingctx, XT, i, n, cc, im, W, woff, reg, qq):
+            if not _arrays(XT, cc, im, W, qq):
                 return None
-            sig = types.void(XT, i, n, cc, im, qq)
+            sig = types.void(XT, i, n, cc, im, W, woff, reg, qq)
 
             def codegen(context, builder, signature, args):
-                ta, i_, n_, ca, ima, qa = _operands(context, builder, signature, args)
+                ta, i_, n_, ca, ima, wa, woff_, reg_, qa = _operands(context, builder, signature, args)
                 ldt = cgutils.unpack_tuple(builder, ta.shape, 2)[1]
+                wp = builder.gep(wa.data, [woff_])
                 offs = [builder.add(i_, _i64(4 * g)) for g in range(G)]
                 cs = [_vload(builder, ca.data, o) for o in offs]
                 ims = [_vload(builder, ima.data, o) for o in offs]
                 accs = [_zeros(builder) for _ in range(G)]
                 with cgutils.for_range(builder, n_, intp=_I64) as loop:
                     base = builder.mul(loop.index, ldt)
+                    if ridge:
+                        rw = _splat(builder, builder.fmul(reg_, builder.load(builder.gep(wp, [loop.index]))))
                     for g in range(G):
                         x = _vload(builder, ta.data, builder.add(base, offs[g]))
-                        v = builder.fmul(builder.fmul(cs[g], x), ims[g])
+                        if ridge:
+                            v = builder.fadd(builder.fmul(cs[g], x), rw)
+                        else:
+                            v = builder.fmul(builder.fmul(cs[g], x), ims[g])
                         _madd(builder, accs[g], v, v)
                 for g in range(G):
                     builder.store(builder.load(accs[g]), _vec_ptr(builder, qa.data, offs[g]), align=8)
@@ -498,7 +510,8 @@ else:
 _gather_axpy = _make_gather_axpy(True, 4)
 _gather_axpy_all = _make_gather_axpy(False, 8)
 _rows8_t, _rows16_t = _make_rows_t(2), _make_rows_t(4)
-_sumsq8_t, _sumsq16_t = _make_sumsq_t(2), _make_sumsq_t(4)
+_sumsq8_t, _sumsq16_t = _make_sumsq_t(2, False), _make_sumsq_t(4, False)
+_ridge_sumsq8_t, _ridge_sumsq16_t = _make_sumsq_t(2, True), _make_sumsq_t(4, True)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -598,15 +611,17 @@ def _row_abs_max(X):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, XT, sc, r):
+def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, reg, out, XT, sc, r):
     """PASAN/PAGAN with a constant ellipsoid ``a_j = α`` (the ℓ2 ball of radius ``1/√α``) on a
-    dense GLM with ``ρ = 0``: ``out[r] = Σ_{i<kr} π(g_i)`` over the examples ``ib[:kr]``; returns
+    dense GLM (ρ = ``reg``): ``out[r] = Σ_{i<kr} π(g_i)`` over the examples ``ib[:kr]``; returns
     the number of projected examples (``λ_i > 0``).
 
     The engine's closed form (:func:`dpsim.privacy._ellipsoid._glm_trial`, constant-``a`` case):
     ``c_i = l'(x_i·w, y_i)`` with the margin summed over the columns in order, ``m = max_t |c x_t|``,
     ``||g|| = m √(Σ_t (c x_t / m)²)`` (in order of t), ``(f, λ)`` =
-    :func:`dpsim.privacy._ellipsoid._ball_factor`, ``out += f c x_i`` in example order.  Same
+    :func:`dpsim.privacy._ellipsoid._ball_factor`, ``out += f c x_i`` in example order; with
+    ``ρ ≠ 0`` ``||g||² = Σ_t (c x_t + ρ w_t)² + ρ²·(rounding bound)`` and ``out += ρ (Σ_i f_i) w``
+    at the end (the engine's ρ ≠ 0 branch; :func:`_make_sumsq_t` with ``ridge``).  Same
     expressions, same order, so the same bits; faster because the examples run in vector lanes:
     the rows are transposed in 4×4 blocks into ``XT`` (``(d, ≥ kr + 8)`` scratch) while the margins
     of sixteen (then eight) examples accumulate in four (two) vectors (:func:`_make_rows_t`), the
@@ -646,42 +661,74 @@ def _ball_dense_trial(kind, X, xmax, ib, kr, W, y, alpha, out, XT, sc, r):
     else:
         for i in range(kr):
             cc[i] = _E._link_derivative(kind, mm[i], y[ib[i]])
-    for i in range(kr):
-        mxa[i] = xmax[ib[i]]
     for i in range(kr, kp):
         cc[i] = 0.0
-        mxa[i] = 0.0
-    # m = max_t |c x_t| and 1/m (0 where m is 0 or not finite: the engine then leaves q = 0)
-    for i in range(kp):
-        mx = abs(cc[i]) * mxa[i]
-        mxa[i] = mx
-        im[i] = 1.0 / (mx if (mx > 0.0 and mx < math.inf) else math.inf)
-    for i in range(kr):
-        c = cc[i]
-        if not abs(c) < math.inf:  # the engine's loop (NaN products never win the max)
-            mx = 0.0
-            for t in range(d):
-                v = abs(c * XT[t, i])
-                if v > mx:
-                    mx = v
+    if reg == 0.0:
+        # m = max_t |c x_t| and 1/m (0 where m is 0 or not finite: the engine then leaves q = 0)
+        for i in range(kr):
+            mxa[i] = xmax[ib[i]]
+        for i in range(kr, kp):
+            mxa[i] = 0.0
+        for i in range(kp):
+            mx = abs(cc[i]) * mxa[i]
             mxa[i] = mx
             im[i] = 1.0 / (mx if (mx > 0.0 and mx < math.inf) else math.inf)
-    i = 0
-    while i + 16 <= kp:
-        _sumsq16_t(XT, i, d, cc, im, qq)
-        i += 16
-    if i < kp:
-        _sumsq8_t(XT, i, d, cc, im, qq)
+        for i in range(kr):
+            c = cc[i]
+            if not abs(c) < math.inf:  # the engine's loop (NaN products never win the max)
+                mx = 0.0
+                for t in range(d):
+                    v = abs(c * XT[t, i])
+                    if v > mx:
+                        mx = v
+                mxa[i] = mx
+                im[i] = 1.0 / (mx if (mx > 0.0 and mx < math.inf) else math.inf)
+        i = 0
+        while i + 16 <= kp:
+            _sumsq16_t(XT, i, d, cc, im, W, wo, reg, qq)
+            i += 16
+        if i < kp:
+            _sumsq8_t(XT, i, d, cc, im, W, wo, reg, qq)
+        for i in range(kp):
+            mx = mxa[i]
+            q = qq[i] if (mx > 0.0 and mx < math.inf) else 0.0
+            f, lm = _E._ball_factor(mx * math.sqrt(q), sqa, alpha)
+            cc[i] = f * cc[i]
+            im[i] = lm
+    else:
+        # ||g||² = Σ_t (c x_t + ρ w_t)² + ρ²(||w||² − Σ_t w_t²) with the engine's rounding bound
+        # added to the second term; on dense rows its Σ_t w_t² is ||w||² summed in the same
+        # order, so the difference is w2 − w2 (0, or NaN when w2 is not finite)
+        w2 = 0.0
+        for j in range(d):
+            w2 += W[r, j] * W[r, j]
+        rest = w2 - w2 + (d + d + 2) * 0.5 * _E._EPS * w2
+        if rest < 0.0:
+            rest = 0.0
+        i = 0
+        while i + 16 <= kp:
+            _ridge_sumsq16_t(XT, i, d, cc, im, W, wo, reg, qq)
+            i += 16
+        if i < kp:
+            _ridge_sumsq8_t(XT, i, d, cc, im, W, wo, reg, qq)
+        for i in range(kp):
+            f, lm = _E._ball_factor(math.sqrt(qq[i] + reg * reg * rest), sqa, alpha)
+            mxa[i] = f
+            cc[i] = f * cc[i]
+            im[i] = lm
     nproj = 0
-    for i in range(kp):
-        mx = mxa[i]
-        q = qq[i] if (mx > 0.0 and mx < math.inf) else 0.0
-        f, lm = _E._ball_factor(mx * math.sqrt(q), sqa, alpha)
-        cc[i] = f * cc[i]
-        nproj += lm > 0.0
+    for i in range(kr):
+        nproj += im[i] > 0.0
     for j in range(d):
         out[r, j] = 0.0
     _gather_axpy_all(out, wo, cc, X, ib, kr, d)
+    if reg != 0.0:  # + ρ (Σ_i f_i) w, the f_i summed in example order
+        wcoef = 0.0
+        for i in range(kr):
+            wcoef += mxa[i]
+        cw = reg * wcoef
+        for j in range(d):
+            out[r, j] += cw * W[r, j]
     return nproj
 
 
@@ -735,7 +782,7 @@ def _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, vals, cols, ptr, dense_
     """``out[r] = Σ_i π_A(g_i)`` over the ``kr`` examples ``ib[:kr]``, the multipliers into
     ``lam[0, :kr]`` (the engine's two paths: GLM rows through
     :func:`dpsim.privacy._ellipsoid._glm_trial`, other problems per materialized gradient; the
-    step loop calls :func:`_ball_dense_trial` itself for the ℓ2 ball on a GLM without ρ)."""
+    step loop calls :func:`_ball_dense_trial` itself for the ℓ2 ball on a dense GLM)."""
     if pk == P_GLM:
         # the engine's kernel on one-row views of this trial (row 0 of each view is trial r)
         _E._glm_trial(0, vals, cols, ptr, dense_d, y, link, reg, W[r:r + 1],
@@ -850,7 +897,7 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
     cap = 16
     # the ℓ2-ball kernel pads a batch to a multiple of eight lanes: ib has room for 8 more, and
     # its scratch (the transposed rows XT, five vectors sc) is only allocated when it runs
-    ball = ok == ELLIPSOID and pk == P_GLM and reg == 0.0
+    ball = ok == ELLIPSOID and pk == P_GLM
     ib, XT, sc, ub, lam, mm, cf, yb, sb = _scratch(cap, d if ball else 0)
     bits = np.zeros((n + 63) // 64, dtype=np.uint64)
     z = np.zeros(d)
@@ -925,8 +972,8 @@ def _run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nr
                 if ball and const_a[arow[r]] >= 0.0:
                     # the closed form, called here rather than through _ellipsoid_trial: a call
                     # with its thirty arguments cost ~0.4 µs a trial-step at d = 20
-                    nproj = _ball_dense_trial(link, X, xmax, ib, kr, W, y, const_a[arow[r]], out,
-                                              XT, sc, r)
+                    nproj = _ball_dense_trial(link, X, xmax, ib, kr, W, y, const_a[arow[r]], reg,
+                                              out, XT, sc, r)
                 else:
                     _ellipsoid_trial(pk, ib, kr, W, Wq, Yq, h, xi, qreg, vals, cols, ptr,
                                      dense_d, y, link, reg, Amat, SA, ISA, arow, const_a, out, lam,

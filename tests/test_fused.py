@@ -303,14 +303,15 @@ def problems_links():
 @pytest.mark.parametrize("make", [problems.least_squares, problems.logistic_regression,
                                   problems.absolute_regression])
 @pytest.mark.parametrize("d", [1, 5, 20, 37])
-def test_ball_kernel_equals_engine_kernel(make, d):
+@pytest.mark.parametrize("reg", [0.0, 0.3])
+def test_ball_kernel_equals_engine_kernel(make, d, reg):
     """The ℓ2-ball kernel of the fused path (examples in vector lanes, rows transposed, padded
     lanes) against the engine's closed form (:func:`dpsim.privacy._ellipsoid._glm_trial`, the
-    path the engine runs) on one trial, to the last bit: every batch size from 0 to 35 (not
-    multiples of 4 or 8 included, and duplicate rows), α from "nothing projected" to "everything
-    projected", weights of several scales, and non-finite margins (the engine's own loop for
-    ``max_t |c x_t|``, NaN results in the same places); the count of projected examples equals the
-    count of λ > 0."""
+    path the engine runs) on one trial, to the last bit, without and with ρ: every batch size from
+    0 to 35 (not multiples of 4 or 8 included, and duplicate rows), α from "nothing projected" to
+    "everything projected", weights of several scales, and non-finite weights (with ρ = 0 the
+    engine's own loop for ``max_t |c x_t|``; NaN results in the same places); the count of
+    projected examples equals the count of λ > 0."""
     from dpsim.privacy import _ellipsoid as E
 
     X, y, link = _ball_case(make, d, seed=d)
@@ -338,11 +339,12 @@ def test_ball_kernel_equals_engine_kernel(make, d):
                 sc[:] = rng.standard_normal(sc.shape)  # stale scratch
                 XT[:] = rng.standard_normal(XT.shape)
                 out = np.full((2, d), 7.0)
-                nproj = fused._ball_dense_trial(link, X, xmax, ib, kr, W, y, alpha, out, XT, sc, 1)
+                nproj = fused._ball_dense_trial(link, X, xmax, ib, kr, W, y, alpha, reg, out, XT,
+                                                sc, 1)
                 ref = np.full((1, d), 5.0)
                 lam = np.empty((1, max(kr, 1)))
                 E._glm_trial(0, X.reshape(-1), np.arange(d, dtype=np.int64), np.zeros(1, np.int64),
-                             d, y, link, 0.0, W[1:2], ib[:kr].reshape(1, kr).copy(), nomask, False,
+                             d, y, link, reg, W[1:2], ib[:kr].reshape(1, kr).copy(), nomask, False,
                              Amat, SA, ISA, arow, const_a, ref, lam)
                 np.testing.assert_array_equal(out[1], ref[0], err_msg=f"alpha={alpha} kr={kr}")
                 np.testing.assert_array_equal(out[0], 7.0)  # other trials untouched
