@@ -110,7 +110,6 @@ from dpsim.optimizers.baselines import learning_rate
 from dpsim.privacy.privatizers import gaussian_privatizer
 from dpsim.transforms.preconditioners import scale_by_adam
 from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
-from dpsim._validate import positive_int
 
 from . import tuning
 from .pipeline import Cell, Experiment, cell_seed
@@ -182,7 +181,9 @@ class Config:
     def __post_init__(self):
         for name in ("n", "d", "batch_size", "steps", "tune_trials", "trials", "sweep_trials",
                      "freeze_steps", "freeze_record_every"):
-            positive_int(name, getattr(self, name))
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
         if self.trials < 2 or self.sweep_trials < 2:
             raise ValueError(f"trials and sweep_trials must be >= 2 (confidence intervals), got "
                              f"trials={self.trials}, sweep_trials={self.sweep_trials}")

@@ -98,7 +98,6 @@ from scipy.optimize import brentq
 
 import dpsim
 from dpsim.analysis import tcdp as tcdp_bounds
-from dpsim._validate import positive_int
 
 from . import tuning
 from .pipeline import Cell, Experiment
@@ -159,7 +158,9 @@ class Config:
         if len(self.init_offset) != self.d:
             raise ValueError(f"init_offset must have d={self.d} entries, got {self.init_offset!r}")
         for name in ("tune_trials", "trials", "m", "d"):
-            positive_int(name, getattr(self, name))
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
 
 
 def _scaled(grid, m):

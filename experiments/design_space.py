@@ -86,7 +86,6 @@ import numpy as np
 import dpsim
 from dpsim.privacy import mf
 from dpsim.transforms import lookup
-from dpsim._validate import positive_int
 
 from . import tuning
 from .pipeline import Cell, Experiment
@@ -196,7 +195,9 @@ class Config:
         for name in ("ada_n", "neg_batch_size", "neg_steps", "neg_trials", "var_n", "var_d",
                      "var_steps", "var_batch_size", "var_eval_trials", "ada_eval_trials",
                      "quad_steps", "quad_batch_size", "quad_eval_trials", "var_bands"):
-            positive_int(name, getattr(self, name))
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
         for name in ("ada_tune_trials", "var_tune_trials", "quad_tune_trials"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 3:

@@ -101,7 +101,6 @@ import numpy as np
 
 import dpsim
 from dpsim.analysis import delay as _delay
-from dpsim._validate import positive_int
 
 from . import tuning
 from .pipeline import Cell, Experiment
@@ -151,7 +150,9 @@ class Config:
     def __post_init__(self):
         for name in ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every",
                      "s_nonprivate", "tune_records", "stability_trials"):
-            positive_int(name, getattr(self, name))
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
         if not (0.0 < self.density < 1.0):
             raise ValueError(f"density must be in (0, 1) (sparse features), got density={self.density}")
         if self.np_trials is not None and (isinstance(self.np_trials, bool)

@@ -49,7 +49,6 @@ import numpy as np
 
 import dpsim
 import dpsim.optimizers.noisy_adagrad  # noqa: F401  (registers "noisy_adagrad" by name)
-from dpsim._validate import positive_int
 
 from . import tuning
 from .dp2_logistic import delta_for
@@ -94,7 +93,9 @@ class Config:
 
     def __post_init__(self):
         for name in ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every"):
-            positive_int(name, getattr(self, name))
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
         if not (0.0 < self.density < 1.0):
             raise ValueError(f"density must be in (0, 1) (sparse features), got density={self.density}")
         if not self.sigma > 0:

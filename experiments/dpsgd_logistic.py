@@ -30,7 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import dpsim
-from dpsim._validate import positive_int
 
 from . import tuning
 from .pipeline import Cell, Experiment
@@ -66,7 +65,9 @@ class Config:
         if not self.lr_grid or any(lr <= 0 for lr in self.lr_grid):
             raise ValueError(f"lr_grid must be positive, got {self.lr_grid!r}")
         for name in ("n", "d_dense", "d_sparse", "steps", "batch_size", "tune_trials", "trials"):
-            positive_int(name, getattr(self, name))
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
 
     @classmethod
     def preset(cls, scale: str) -> "Config":

@@ -95,7 +95,6 @@ import numpy as np
 
 import dpsim
 from dpsim.transforms import GradientTransformation, lookup, named_chain
-from dpsim._validate import positive_int
 
 from . import tuning
 from .pipeline import Cell, Experiment
@@ -139,7 +138,9 @@ class Config:
 
     def __post_init__(self):
         for name in ("n", "d", "steps", "batch_size", "tune_trials", "trials", "pdp_k"):
-            positive_int(name, getattr(self, name))
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
         for name in ("epsilons", "lr_grid", "radius_grid", "pdp_clip_grid"):
             v = getattr(self, name)
             if not v or any(not (x > 0 and math.isfinite(x)) for x in v):
