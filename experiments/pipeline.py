@@ -70,6 +70,7 @@ import datetime as _dt
 import hashlib
 import importlib
 import json
+import multiprocessing
 import os
 import platform
 import re
@@ -467,6 +468,47 @@ def _loads_cell(blob: bytes):
 
 #: glibc ``mallopt`` parameters (``<malloc.h>``).
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+def load_cached_kernels(prefix: str = "dpsim") -> int:
+    """Load into this process every compiled overload that Numba's on-disk cache holds for this
+    machine, of every ``@njit(cache=True)`` function of the modules already imported under
+    ``prefix``; returns how many were loaded.
+
+    Only cache *hits* are loaded: an overload is taken from a cache index whose entries were
+    written for this CPU (Numba's target "magic tuple") and for the current source (Numba
+    discards an index whose source file changed), so nothing is compiled here.  ``parallel=True``
+    kernels are left alone: the fork server that calls this (:mod:`dpsim.experiments._warm`)
+    must not start Numba's thread pool before it forks.  Uses Numba's cache internals
+    (``Dispatcher._cache``), which it checks for: on another Numba it loads nothing and returns 0;
+    a worker then loads each kernel on first use, as it would anyway."""
+    try:
+        from numba.core.registry import CPUDispatcher
+    except ImportError:  # pragma: no cover - numba is a dependency
+        return 0
+    loaded = 0
+    for name, mod in list(sys.modules.items()):
+        if mod is None or not (name == prefix or name.startswith(prefix + ".")):
+            continue
+        for obj in list(vars(mod).values()):
+            if not isinstance(obj, CPUDispatcher) or getattr(obj, "__module__", None) != name:
+                continue
+            if obj.targetoptions.get("parallel"):
+                continue
+            try:
+                index = obj._cache._cache_file._load_index()
+                magic = obj.targetctx.codegen().magic_tuple()
+            except Exception:  # noqa: BLE001 - no cache, or other Numba internals
+                continue
+            for key in index:
+                if not (isinstance(key, tuple) and len(key) >= 2 and key[1] == magic):
+                    continue
+                try:
+                    obj.compile(key[0])  # a hit: loaded from the cache, not compiled
+                    loaded += 1
+                except Exception:  # noqa: BLE001 - the cell would load (or compile) it itself
+                    pass
+    return loaded
+
+
 _MALLOC_RESTORED = False
 
 
@@ -519,12 +561,15 @@ def _run_cell(compute, seed, expected: dict, in_worker: bool = False):
     start, t0, c0 = time.time(), time.perf_counter(), time.thread_time()
     res = compute(seed)
     wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-    return res, wall, cpu, {"worker": _WORKER_ID, "t_start": round(start, 3),
+    return res, wall, cpu, {"worker": _worker_id(), "t_start": round(start, 3),
                             "t_stop": round(start + wall, 3)}
 
 
-#: Who computed a cell (saved in the manifest with its start and stop times): ``host:pid``.
-_WORKER_ID = f"{platform.node()}:{os.getpid()}"
+def _worker_id() -> str:
+    """Who computed a cell (saved in the manifest with its start and stop times): ``host:pid``
+    of this process (read at each call: a worker forked from a fork server that imported this
+    module has another pid than the server)."""
+    return f"{platform.node()}:{os.getpid()}"
 
 
 _BATCHES: dict = {}  # batch id -> (the unpickled computes of a batch, blob size), in a worker
@@ -616,8 +661,9 @@ class InProcess:
 #: time with Dask's defaults, 1.6% with these): the statistical profiler (samples every
 #: thread's stack every 10 ms) is off, and the event loop's blocked-loop monitor and the system
 #: monitor (psutil) wake every second and every 5 s instead of every 20 ms and 500 ms.  Each
-#: worker imports dpsim as it starts (``preload``, about 2.5 s of CPU), while this process is
-#: still building the experiments' problems, rather than when its first cell arrives.
+#: worker has dpsim imported as it starts (``preload``; about 2.5 s of CPU, paid once by the fork
+#: server where there is one, see :data:`_FORKSERVER`), while this process is still building the
+#: experiments' problems, rather than when its first cell arrives.
 LOCAL_WORKER_CONFIG = {
     "distributed.worker.preload": ["dpsim.experiments.pipeline"],
     "distributed.nanny.pre-spawn-environ": {"MALLOC_TRIM_THRESHOLD_": None, "OMP_NUM_THREADS": 1,
@@ -626,6 +672,22 @@ LOCAL_WORKER_CONFIG = {
     "distributed.admin.tick.interval": "1s",
     "distributed.admin.system-monitor.interval": "5s",
 }
+
+
+#: Local workers are forked from a fork server that has imported dpsim and loaded its cached
+#: kernels (:mod:`dpsim.experiments._warm`) where the platform has one (Linux, macOS): once for
+#: all workers, rather than each worker importing and loading them itself.
+_FORKSERVER = "forkserver" in multiprocessing.get_all_start_methods()
+
+
+def _preload_forkserver() -> None:
+    """Make the fork server (started with the first worker) import ``distributed`` and
+    :mod:`dpsim.experiments._warm`.  Dask sets its own preload list on its first call of
+    ``get_mp_context``; this call comes after it and replaces it.  A server already running in
+    this process (an earlier cluster) keeps what it has."""
+    from distributed.utils import get_mp_context
+
+    get_mp_context().set_forkserver_preload(["distributed", "dpsim.experiments._warm"])
 
 
 class DaskRunner:
@@ -702,7 +764,12 @@ class DaskRunner:
             return Client(self.scheduler, timeout="30s")
         import dask
 
-        with dask.config.set(LOCAL_WORKER_CONFIG):
+        config = dict(LOCAL_WORKER_CONFIG)
+        if _FORKSERVER:
+            config["distributed.worker.multiprocessing-method"] = "forkserver"
+        with dask.config.set(config):
+            if _FORKSERVER:
+                _preload_forkserver()
             # Every server of the cluster on 127.0.0.1: the scheduler's and each nanny's and
             # worker's comm port, and the small HTTP servers (health, metrics) that scheduler
             # and workers start even without a dashboard -- the scheduler's on a free port
