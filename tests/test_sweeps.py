@@ -113,6 +113,46 @@ def test_local_cluster_sweep_is_bitwise_identical_to_the_sequential_run(cluster,
     assert {int(e["worker"].rsplit(":", 1)[1]) for e in b["cells"].values()} == {os.getpid()}
 
 
+def _toy_failing_cells(n, bad):
+    """``n`` toy cells; cell ``bad`` raises."""
+    cells = _toy_cells(n)
+
+    def boom(seed):
+        raise ArithmeticError("cell t%d fails" % bad)
+
+    cells[bad] = pipeline.Cell(f"t{bad}", bad, boom)
+    return cells
+
+
+def test_short_cells_run_several_to_a_task_bitwise_as_one_by_one(cluster, tmp_path, monkeypatch):
+    """A batch of many cells goes to the workers in chunks (one Dask task each): every cell's
+    file is the sequential run's, each chunk's cells ran on one worker one after another, and a
+    cell that raises inside a chunk reports its error after the cells before it are saved."""
+    assert [len(c) for c in cluster._chunks(list(range(40)), None)] == [2] * 20
+    assert [len(c) for c in cluster._chunks(list(range(31)), None)] == [1] * 31
+    assert max(len(c) for c in cluster._chunks(list(range(10_000)), None)) == 16
+    monkeypatch.setattr(pipeline.DaskRunner, "TASKS_PER_WORKER", 2)  # chunks of 10 cells
+    assert [c[0] for c in cluster._chunks(list(range(40)), None)] == [0, 10, 20, 30]
+    seq = pipeline.Cache(tmp_path / "seq", experiment="toy", scale="tiny", config=_Cfg(),
+                         version="v", progress=False)
+    seq.run(_toy_cells(40))
+    par = pipeline.Cache(tmp_path / "par", experiment="toy", scale="tiny", config=_Cfg(),
+                         version="v", progress=False, runner=cluster)
+    par.run(_toy_cells(40))
+    _same_results(_saved(par.root), _saved(seq.root))
+    cells = par.manifest["cells"]
+    for first in (0, 10, 20, 30):  # one worker per chunk, its cells one after another
+        chunk = [cells[f"t{i}"] for i in range(first, first + 10)]
+        assert len({e["worker"] for e in chunk}) == 1
+        assert all(a["t_stop"] <= b["t_start"] for a, b in zip(chunk, chunk[1:]))
+    bad = pipeline.Cache(tmp_path / "bad", experiment="toy", scale="tiny", config=_Cfg(),
+                         version="v", progress=False, runner=cluster)
+    with pytest.raises(ArithmeticError, match="cell t13 fails"):
+        bad.run(_toy_failing_cells(40, 13))
+    saved = set(bad.manifest["cells"])
+    assert {f"t{i}" for i in range(10, 13)} <= saved and "t13" not in saved
+
+
 def test_the_local_cluster_listens_on_the_loopback_interface_only(cluster):
     """Scheduler, nannies, workers and their HTTP servers (health/metrics; no dashboard): every
     listening socket of this process and its children is on 127.0.0.1."""
