@@ -17,6 +17,8 @@ pay the rounding of ``1 − (1 − alpha)``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import stats as _st
 
@@ -29,6 +31,7 @@ __all__ = [
     "clopper_pearson",
     "clopper_pearson_upper",
     "quantile_ci",
+    "fieller",
 ]
 
 
@@ -112,3 +115,17 @@ def quantile_ci(x, q: float, level: float = 0.95, *, alpha=None):
     lo = int(_st.binom.ppf(a / 2, n, q))
     hi = int(_st.binom.ppf(1 - a / 2, n, q)) + 1
     return float(np.quantile(x, q)), (float(x[max(lo - 1, 0)]), float(x[min(hi - 1, n - 1)]))
+
+
+def fieller(a: float, va: float, b: float, vb: float, t: float) -> tuple[float, float]:
+    """Fieller's confidence interval for the ratio ``a/b`` of two independent, normally distributed
+    estimates with variances ``va``, ``vb`` (Fieller 1954): the ``r`` with
+    ``(a − r b)² ≤ t² (va + r² vb)``, i.e. ``(b² − t² vb) r² − 2ab r + a² − t² va ≤ 0``.  Bounded
+    when ``b² > t² vb`` (``b`` significantly nonzero at the same level); otherwise the set is
+    unbounded and ``(−inf, inf)`` is returned."""
+    A = b * b - t * t * vb
+    if A <= 0:
+        return -math.inf, math.inf
+    disc = t * t * (va * b * b + vb * a * a - t * t * va * vb)
+    root = math.sqrt(max(disc, 0.0))
+    return (a * b - root) / A, (a * b + root) / A

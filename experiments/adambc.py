@@ -112,7 +112,7 @@ from dpsim.transforms.preconditioners import scale_by_adam
 from dpsim.analysis.concentration import dp_bias, sgdm_equivalent_lr
 
 from . import tuning
-from .pipeline import Cell, Experiment, cell_seed
+from .pipeline import Cell, Experiment, cell_seed, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "SLOTS", "SWEEP_SLOTS", "NONPRIVATE_SLOTS",
            "label", "labels", "moment_probes", "beta2_of", "problem", "clean_adam_plus"]
@@ -179,11 +179,8 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("n", "d", "batch_size", "steps", "tune_trials", "trials", "sweep_trials",
-                     "freeze_steps", "freeze_record_every"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+        require_positive_ints(self, ("n", "d", "batch_size", "steps", "tune_trials", "trials", "sweep_trials",
+                                     "freeze_steps", "freeze_record_every"))
         if self.trials < 2 or self.sweep_trials < 2:
             raise ValueError(f"trials and sweep_trials must be >= 2 (confidence intervals), got "
                              f"trials={self.trials}, sweep_trials={self.sweep_trials}")

@@ -100,7 +100,7 @@ import dpsim
 from dpsim.analysis import tcdp as tcdp_bounds
 
 from . import tuning
-from .pipeline import Cell, Experiment
+from .pipeline import Cell, Experiment, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "METHODS", "PAPER_LR_GRID",
            "sgd_adv_noise_multiplier", "make_problem", "initial_point", "label", "improvement_bound"]
@@ -157,10 +157,7 @@ class Config:
             raise ValueError(f"unknown methods {unknown!r}; known: {', '.join(METHODS)}")
         if len(self.init_offset) != self.d:
             raise ValueError(f"init_offset must have d={self.d} entries, got {self.init_offset!r}")
-        for name in ("tune_trials", "trials", "m", "d"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+        require_positive_ints(self, ("tune_trials", "trials", "m", "d"))
 
 
 def _scaled(grid, m):

@@ -88,7 +88,7 @@ from dpsim.privacy import mf
 from dpsim.transforms import lookup
 
 from . import tuning
-from .pipeline import Cell, Experiment
+from .pipeline import Cell, Experiment, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "ADA_METHODS", "VARIANTS", "QUAD_METHODS",
            "VAR_NOISES", "var_sigma", "var_noise_settings"]
@@ -192,12 +192,9 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("ada_n", "neg_batch_size", "neg_steps", "neg_trials", "var_n", "var_d",
-                     "var_steps", "var_batch_size", "var_eval_trials", "ada_eval_trials",
-                     "quad_steps", "quad_batch_size", "quad_eval_trials", "var_bands"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+        require_positive_ints(self, ("ada_n", "neg_batch_size", "neg_steps", "neg_trials", "var_n", "var_d",
+                                     "var_steps", "var_batch_size", "var_eval_trials", "ada_eval_trials",
+                                     "quad_steps", "quad_batch_size", "quad_eval_trials", "var_bands"))
         for name in ("ada_tune_trials", "var_tune_trials", "quad_tune_trials"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 3:

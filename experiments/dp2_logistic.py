@@ -103,7 +103,7 @@ import dpsim
 from dpsim.analysis import delay as _delay
 
 from . import tuning
-from .pipeline import Cell, Experiment
+from .pipeline import Cell, Experiment, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "delta_for",
            "sigma_tag", "cell_meta"]
@@ -148,11 +148,8 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every",
-                     "s_nonprivate", "tune_records", "stability_trials"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+        require_positive_ints(self, ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every",
+                                     "s_nonprivate", "tune_records", "stability_trials"))
         if not (0.0 < self.density < 1.0):
             raise ValueError(f"density must be in (0, 1) (sparse features), got density={self.density}")
         if self.np_trials is not None and (isinstance(self.np_trials, bool)

@@ -52,7 +52,7 @@ import dpsim.optimizers.noisy_adagrad  # noqa: F401  (registers "noisy_adagrad" 
 
 from . import tuning
 from .dp2_logistic import delta_for
-from .pipeline import Cell, Experiment
+from .pipeline import Cell, Experiment, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "cell_meta", "make_problem"]
 
@@ -92,10 +92,7 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        for name in ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+        require_positive_ints(self, ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every"))
         if not (0.0 < self.density < 1.0):
             raise ValueError(f"density must be in (0, 1) (sparse features), got density={self.density}")
         if not self.sigma > 0:

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import dpsim
 
 from . import tuning
-from .pipeline import Cell, Experiment
+from .pipeline import Cell, Experiment, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "settings", "problem_specs"]
 
@@ -64,10 +64,7 @@ class Config:
             raise ValueError(f"noise_multipliers must be positive, got {self.noise_multipliers!r}")
         if not self.lr_grid or any(lr <= 0 for lr in self.lr_grid):
             raise ValueError(f"lr_grid must be positive, got {self.lr_grid!r}")
-        for name in ("n", "d_dense", "d_sparse", "steps", "batch_size", "tune_trials", "trials"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+        require_positive_ints(self, ("n", "d_dense", "d_sparse", "steps", "batch_size", "tune_trials", "trials"))
 
     @classmethod
     def preset(cls, scale: str) -> "Config":

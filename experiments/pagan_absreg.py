@@ -97,7 +97,7 @@ import dpsim
 from dpsim.transforms import GradientTransformation, lookup, named_chain
 
 from . import tuning
-from .pipeline import Cell, Experiment
+from .pipeline import Cell, Experiment, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "settings", "PAPER_LR_GRID",
            "METHODS", "PRIVATE_METHODS", "AVG_PROBE", "with_iterate_average", "lr_grid_of"]
@@ -137,10 +137,7 @@ class Config:
     seed: int = 0                           # sweep seed; cell seeds derive from it
 
     def __post_init__(self):
-        for name in ("n", "d", "steps", "batch_size", "tune_trials", "trials", "pdp_k"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+        require_positive_ints(self, ("n", "d", "steps", "batch_size", "tune_trials", "trials", "pdp_k"))
         for name in ("epsilons", "lr_grid", "radius_grid", "pdp_clip_grid"):
             v = getattr(self, name)
             if not v or any(not (x > 0 and math.isfinite(x)) for x in v):

@@ -90,7 +90,7 @@ import dpsim
 
 __all__ = ["Experiment", "Cell", "Cache", "Saved", "InProcess", "DaskRunner", "make_runner",
            "numerics_version", "cache_key", "cell_seed", "package_versions", "results_table",
-           "prune", "restore_malloc_thresholds", "LOCAL_WORKER_CONFIG", "DPSIM_NUMERICS",
+           "prune", "require_positive_ints", "restore_malloc_thresholds", "LOCAL_WORKER_CONFIG", "DPSIM_NUMERICS",
            "BACKENDS"]
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$")
@@ -220,6 +220,16 @@ def code_commit() -> str | None:
         except (OSError, subprocess.SubprocessError):
             _COMMIT.append(None)
     return _COMMIT[0]
+
+
+def require_positive_ints(config, names) -> None:
+    """Check that each attribute ``names`` of ``config`` (an experiment's config, in its
+    ``__post_init__``) is a positive ``int`` (a ``bool`` is not): ``ValueError`` naming the
+    first that is not, with its value."""
+    for name in names:
+        v = getattr(config, name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
 
 
 def config_json(config) -> dict:

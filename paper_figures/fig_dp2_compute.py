@@ -100,20 +100,6 @@ def gain(runs, k, e):
     return base, float(np.mean(a) - np.mean(b)), float(va + vb), float(dof), stats.diff_ci(a, b)
 
 
-def fieller(a: float, va: float, b: float, vb: float, t: float) -> tuple[float, float]:
-    """Fieller's confidence interval for the ratio ``a/b`` of two independent, normally distributed
-    estimates with variances ``va``, ``vb`` (Fieller 1954): the ``r`` with
-    ``(a − r b)² ≤ t² (va + r² vb)``, i.e. ``(b² − t² vb) r² − 2ab r + a² − t² va ≤ 0``.  Bounded
-    when ``b² > t² vb`` (``b`` significantly nonzero at the same level); otherwise the set is
-    unbounded and ``(−inf, inf)`` is returned."""
-    A = b * b - t * t * vb
-    if A <= 0:
-        return -math.inf, math.inf
-    disc = t * t * (va * b * b + vb * a * a - t * t * va * vb)
-    root = math.sqrt(max(disc, 0.0))
-    return (a * b - root) / A, (a * b + root) / A
-
-
 def render(results: Mapping[str, object], out_dir) -> list[Path]:
     saved, runs = load(results)
     factors, eps_t = _axes(runs)
@@ -269,7 +255,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
                                "this ε does not test (B).")
                 continue
             t = float(_st.t.ppf(0.975, min(df1, dfk)))
-            rlo, rhi = fieller(gk, vk, g1, v1, t)
+            rlo, rhi = stats.fieller(gk, vk, g1, v1, t)
             r = gk / g1
             ratios.append((e, r, rlo, rhi))
             if 1 / FACTOR <= rlo and rhi <= FACTOR:

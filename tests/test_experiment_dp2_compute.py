@@ -115,20 +115,6 @@ def test_figure_and_verdict(tiny):
     assert all("η=" in t for t in legend)
 
 
-def test_fieller_interval():
-    # no uncertainty in the denominator: (a ± t·√va)/b
-    lo, hi = F.fieller(2.0, 0.25, 4.0, 0.0, 2.0)
-    assert (lo, hi) == pytest.approx(((2.0 - 1.0) / 4.0, (2.0 + 1.0) / 4.0))
-    # both exact: the ratio itself
-    assert F.fieller(3.0, 0.0, 2.0, 0.0, 1.96) == pytest.approx((1.5, 1.5))
-    # denominator not significantly nonzero: unbounded
-    assert F.fieller(1.0, 0.01, 0.1, 0.01, 1.96) == (-math.inf, math.inf)
-    # the ends solve (a − r b)² = t² (va + r² vb)
-    a, va, b, vb, t = 0.8, 0.02, 1.1, 0.03, 2.1
-    for r in F.fieller(a, va, b, vb, t):
-        assert (a - r * b) ** 2 == pytest.approx(t * t * (va + r * r * vb))
-
-
 def _with_finals(monkeypatch, saved, values):
     """Replace the final losses the figure reads by ``values[(method, k, ε)]`` (arrays)."""
     runs = F.load(saved)[1]

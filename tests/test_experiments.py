@@ -363,3 +363,17 @@ def test_saved_reader_gives_paths_results_metadata_and_selection(tiny_run):
         saved.selection("nope")
     with pytest.raises(KeyError, match="'elsewhere'"):  # a cell the manifest does not list
         pipeline.Saved({"elsewhere": root / "elsewhere.npz"}).meta("elsewhere")
+
+
+_TRIALS_FIELD = {"design_space": "neg_trials"}
+
+
+@pytest.mark.parametrize("name", experiments.names())
+@pytest.mark.parametrize("bad", [0, -3, True, 2.0, "4"])
+def test_every_config_refuses_a_count_that_is_not_a_positive_int(name, bad):
+    """Each experiment's config checks its counts with ``pipeline.require_positive_ints``:
+    the error names the field and the value (a bool is not a count)."""
+    cfg = experiments.get(name).config("tiny")
+    field = _TRIALS_FIELD.get(name, "trials")
+    with pytest.raises(ValueError, match=rf"{field} must be a positive integer, got {field}={bad!r}"):
+        dataclasses.replace(cfg, **{field: bad})

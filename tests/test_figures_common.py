@@ -9,6 +9,7 @@ helpers' own rules.
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import matplotlib
@@ -135,3 +136,17 @@ def test_mean_curve_plots_the_mean_over_a_floored_band():
     fig2, axes2 = style.figure()
     style.mean_curve(axes2[0][0], steps, values, "C1", with_band=False)
     assert not axes2[0][0].collections
+
+
+def test_fieller_interval():
+    # no uncertainty in the denominator: (a ± t·√va)/b
+    lo, hi = stats.fieller(2.0, 0.25, 4.0, 0.0, 2.0)
+    assert (lo, hi) == pytest.approx(((2.0 - 1.0) / 4.0, (2.0 + 1.0) / 4.0))
+    # both exact: the ratio itself
+    assert stats.fieller(3.0, 0.0, 2.0, 0.0, 1.96) == pytest.approx((1.5, 1.5))
+    # denominator not significantly nonzero: unbounded
+    assert stats.fieller(1.0, 0.01, 0.1, 0.01, 1.96) == (-math.inf, math.inf)
+    # the ends solve (a − r b)² = t² (va + r² vb)
+    a, va, b, vb, t = 0.8, 0.02, 1.1, 0.03, 2.1
+    for r in stats.fieller(a, va, b, vb, t):
+        assert (a - r * b) ** 2 == pytest.approx(t * t * (va + r * r * vb))
