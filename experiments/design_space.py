@@ -88,7 +88,7 @@ from dpsim.privacy import mf
 from dpsim.transforms import lookup
 
 from . import tuning
-from .pipeline import Cell, Experiment, require_positive_ints
+from .pipeline import Cell, Experiment, require_positive_grids, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "ADA_METHODS", "VARIANTS", "QUAD_METHODS",
            "VAR_NOISES", "var_sigma", "var_noise_settings"]
@@ -202,14 +202,11 @@ class Config:
                                  f"grid point), got {name}={v!r}")
         if not all(0.0 <= z < 1.0 for z in self.ada_zero_fractions) or not self.ada_zero_fractions:
             raise ValueError(f"ada_zero_fractions must be in [0, 1), got {self.ada_zero_fractions!r}")
-        for name in ("ada_lr_grid", "ada_eps_grid", "ada_eps_scale_grid", "var_lr_grid",
-                     "var_stp_lr_grid", "var_sgd_lr_grid", "var_eps_grid", "var_eps_scale_grid",
-                     "quad_lr_grid", "quad_eps_scale_grid", "var_stp_eps_scale_grid",
-                     "var_stp_clip_grid", "var_premise_eps_grid", "quad_eps_grid",
-                     "quad_stp_clip_grid"):
-            g = getattr(self, name)
-            if not g or any(x <= 0 for x in g):
-                raise ValueError(f"{name} must be non-empty and positive, got {g!r}")
+        require_positive_grids(self, ("ada_lr_grid", "ada_eps_grid", "ada_eps_scale_grid", "var_lr_grid",
+                                      "var_stp_lr_grid", "var_sgd_lr_grid", "var_eps_grid", "var_eps_scale_grid",
+                                      "quad_lr_grid", "quad_eps_scale_grid", "var_stp_eps_scale_grid",
+                                      "var_stp_clip_grid", "var_premise_eps_grid", "quad_eps_grid",
+                                      "quad_stp_clip_grid"))
         if not self.neg_dims or any(int(d) < 1 for d in self.neg_dims):
             raise ValueError(f"neg_dims must be positive integers, got {self.neg_dims!r}")
         if self.var_bands > self.var_steps:

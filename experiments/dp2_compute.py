@@ -60,7 +60,7 @@ from . import tuning
 from .dp2_logistic import PRESETS as _DP2_PRESETS
 from .dp2_logistic import delta_for
 from .dp2_noisy_adagrad import make_problem
-from .pipeline import Cell, Experiment, require_positive_ints
+from .pipeline import Cell, Experiment, require_positive_grids, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "cell_meta", "tag",
            "sigmas", "make_problem", "METHODS"]
@@ -116,10 +116,7 @@ class Config:
         if not self.s_grid or any(isinstance(s, bool) or not isinstance(s, int) or not 1 <= s < self.steps
                                   for s in self.s_grid):
             raise ValueError(f"s_grid must be integers in [1, steps={self.steps}), got s_grid={self.s_grid!r}")
-        for name in ("lr_sgd_grid", "lr_rmsprop_grid", "dp2_lr2_grid"):
-            v = getattr(self, name)
-            if not v or any(not x > 0 for x in v):
-                raise ValueError(f"{name} must be non-empty and positive, got {name}={v!r}")
+        require_positive_grids(self, ("lr_sgd_grid", "lr_rmsprop_grid", "dp2_lr2_grid"))
         for name in ("clip", "clip2", "eps_a"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {name}={getattr(self, name)!r}")

@@ -103,7 +103,7 @@ import dpsim
 from dpsim.analysis import delay as _delay
 
 from . import tuning
-from .pipeline import Cell, Experiment, require_positive_ints
+from .pipeline import Cell, Experiment, require_positive_grids, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "delta_for",
            "sigma_tag", "cell_meta"]
@@ -167,14 +167,10 @@ class Config:
         if self.tune_records > self.steps:
             raise ValueError(f"tune_records must be at most steps={self.steps}, "
                              f"got tune_records={self.tune_records}")
-        for name in ("sweep_sigmas", "lr_sgd_grid", "lr_adaptive_grid", "lr_adagrad_grid",
-                     "dp2_lr_grid", "clip_grid", "clip2_grid", "eps_grid", "dp2_lr2_grid",
-                     "dp2_adagrad_clip2_grid"):
-            v = getattr(self, name)
-            if name in ("dp2_lr2_grid", "dp2_adagrad_clip2_grid") and v is None:
-                continue
-            if not v or any(x <= 0 for x in v):
-                raise ValueError(f"{name} must be non-empty and positive, got {name}={v!r}")
+        require_positive_grids(self, ("sweep_sigmas", "lr_sgd_grid", "lr_adaptive_grid",
+                                      "lr_adagrad_grid", "dp2_lr_grid", "clip_grid", "clip2_grid",
+                                      "eps_grid", "dp2_lr2_grid", "dp2_adagrad_clip2_grid"),
+                               optional=("dp2_lr2_grid", "dp2_adagrad_clip2_grid"))
 
 
 def _g(*xs):

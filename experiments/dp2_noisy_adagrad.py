@@ -52,7 +52,7 @@ import dpsim.optimizers.noisy_adagrad  # noqa: F401  (registers "noisy_adagrad" 
 
 from . import tuning
 from .dp2_logistic import delta_for
-from .pipeline import Cell, Experiment, require_positive_ints
+from .pipeline import Cell, Experiment, require_positive_grids, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "cell_meta", "make_problem"]
 
@@ -106,11 +106,9 @@ class Config:
             if not v or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 or x > hi
                             for x in v):
                 raise ValueError(f"{name} must be integers in [1, {hi}], got {name}={v!r}")
-        for name in ("lr_sgd_grid", "clip_grid", "dp2_lr_grid", "dp2_lr2_grid", "dp2_clip2_grid",
-                     "na_lr_grid", "na_clip_grid", "na_clip2_grid", "na_eps_grid"):
-            v = getattr(self, name)
-            if not v or any(not x > 0 for x in v):
-                raise ValueError(f"{name} must be non-empty and positive, got {name}={v!r}")
+        require_positive_grids(self, ("lr_sgd_grid", "clip_grid", "dp2_lr_grid", "dp2_lr2_grid",
+                                      "dp2_clip2_grid", "na_lr_grid", "na_clip_grid", "na_clip2_grid",
+                                      "na_eps_grid"))
 
 
 def _g(*xs):

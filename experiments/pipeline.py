@@ -90,7 +90,7 @@ import dpsim
 
 __all__ = ["Experiment", "Cell", "Cache", "Saved", "InProcess", "DaskRunner", "make_runner",
            "numerics_version", "cache_key", "cell_seed", "package_versions", "results_table",
-           "prune", "require_positive_ints", "restore_malloc_thresholds", "LOCAL_WORKER_CONFIG", "DPSIM_NUMERICS",
+           "prune", "require_positive_grids", "require_positive_ints", "restore_malloc_thresholds", "LOCAL_WORKER_CONFIG", "DPSIM_NUMERICS",
            "BACKENDS"]
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$")
@@ -230,6 +230,18 @@ def require_positive_ints(config, names) -> None:
         v = getattr(config, name)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {name}={v!r}")
+
+
+def require_positive_grids(config, names, optional=()) -> None:
+    """Check that each attribute ``names`` of ``config`` (a tuning grid of an experiment's
+    config) is non-empty with every value ``> 0`` (NaN refused); one of ``optional`` may also be
+    ``None``.  ``ValueError`` naming the first that is not, with its value."""
+    for name in names:
+        v = getattr(config, name)
+        if v is None and name in optional:
+            continue
+        if not v or any(not x > 0 for x in v):
+            raise ValueError(f"{name} must be non-empty and positive, got {name}={v!r}")
 
 
 def config_json(config) -> dict:

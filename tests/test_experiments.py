@@ -377,3 +377,24 @@ def test_every_config_refuses_a_count_that_is_not_a_positive_int(name, bad):
     field = _TRIALS_FIELD.get(name, "trials")
     with pytest.raises(ValueError, match=rf"{field} must be a positive integer, got {field}={bad!r}"):
         dataclasses.replace(cfg, **{field: bad})
+
+
+_GRID_FIELD = {"design_space": "ada_lr_grid", "dp2_compute": "lr_sgd_grid",
+               "dp2_logistic": "lr_sgd_grid", "dp2_noisy_adagrad": "lr_sgd_grid"}
+
+
+@pytest.mark.parametrize("name", sorted(_GRID_FIELD))
+@pytest.mark.parametrize("bad", [(), (1.0, 0.0), (float("nan"),), (-1.0, 2.0)])
+def test_configs_refuse_an_empty_or_nonpositive_tuning_grid(name, bad):
+    """``pipeline.require_positive_grids``: the error names the grid and its value (NaN too)."""
+    cfg = experiments.get(name).config("tiny")
+    field = _GRID_FIELD[name]
+    with pytest.raises(ValueError, match=rf"{field} must be non-empty and positive, got {field}="):
+        dataclasses.replace(cfg, **{field: bad})
+
+
+def test_an_optional_grid_may_be_none_and_only_an_optional_one():
+    cfg = experiments.get("dp2_logistic").config("tiny")
+    assert dataclasses.replace(cfg, dp2_lr2_grid=None).dp2_lr2_grid is None
+    with pytest.raises(ValueError, match="clip_grid must be non-empty and positive, got clip_grid=None"):
+        dataclasses.replace(cfg, clip_grid=None)
