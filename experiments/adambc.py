@@ -179,8 +179,9 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        require_positive_ints(self, ("n", "d", "batch_size", "steps", "tune_trials", "trials", "sweep_trials",
-                                     "freeze_steps", "freeze_record_every"))
+        require_positive_ints(self,
+            ("n", "d", "batch_size", "steps", "tune_trials", "trials", "sweep_trials",
+             "freeze_steps", "freeze_record_every"))
         if self.trials < 2 or self.sweep_trials < 2:
             raise ValueError(f"trials and sweep_trials must be >= 2 (confidence intervals), got "
                              f"trials={self.trials}, sweep_trials={self.sweep_trials}")

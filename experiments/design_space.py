@@ -192,9 +192,10 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        require_positive_ints(self, ("ada_n", "neg_batch_size", "neg_steps", "neg_trials", "var_n", "var_d",
-                                     "var_steps", "var_batch_size", "var_eval_trials", "ada_eval_trials",
-                                     "quad_steps", "quad_batch_size", "quad_eval_trials", "var_bands"))
+        require_positive_ints(self,
+            ("ada_n", "neg_batch_size", "neg_steps", "neg_trials", "var_n", "var_d", "var_steps",
+             "var_batch_size", "var_eval_trials", "ada_eval_trials", "quad_steps",
+             "quad_batch_size", "quad_eval_trials", "var_bands"))
         for name in ("ada_tune_trials", "var_tune_trials", "quad_tune_trials"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 3:
@@ -202,11 +203,11 @@ class Config:
                                  f"grid point), got {name}={v!r}")
         if not all(0.0 <= z < 1.0 for z in self.ada_zero_fractions) or not self.ada_zero_fractions:
             raise ValueError(f"ada_zero_fractions must be in [0, 1), got {self.ada_zero_fractions!r}")
-        require_positive_grids(self, ("ada_lr_grid", "ada_eps_grid", "ada_eps_scale_grid", "var_lr_grid",
-                                      "var_stp_lr_grid", "var_sgd_lr_grid", "var_eps_grid", "var_eps_scale_grid",
-                                      "quad_lr_grid", "quad_eps_scale_grid", "var_stp_eps_scale_grid",
-                                      "var_stp_clip_grid", "var_premise_eps_grid", "quad_eps_grid",
-                                      "quad_stp_clip_grid"))
+        require_positive_grids(self,
+            ("ada_lr_grid", "ada_eps_grid", "ada_eps_scale_grid", "var_lr_grid", "var_stp_lr_grid",
+             "var_sgd_lr_grid", "var_eps_grid", "var_eps_scale_grid", "quad_lr_grid",
+             "quad_eps_scale_grid", "var_stp_eps_scale_grid", "var_stp_clip_grid",
+             "var_premise_eps_grid", "quad_eps_grid", "quad_stp_clip_grid"))
         if not self.neg_dims or any(int(d) < 1 for d in self.neg_dims):
             raise ValueError(f"neg_dims must be positive integers, got {self.neg_dims!r}")
         if self.var_bands > self.var_steps:

@@ -98,7 +98,8 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        require_positive_ints(self, ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every"))
+        require_positive_ints(self,
+            ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every"))
         if not (0.0 < self.density < 1.0):
             raise ValueError(f"density must be in (0, 1) (sparse features), got density={self.density}")
         f = self.factors

@@ -148,8 +148,9 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        require_positive_ints(self, ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every",
-                                     "s_nonprivate", "tune_records", "stability_trials"))
+        require_positive_ints(self,
+            ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every",
+             "s_nonprivate", "tune_records", "stability_trials"))
         if not (0.0 < self.density < 1.0):
             raise ValueError(f"density must be in (0, 1) (sparse features), got density={self.density}")
         if self.np_trials is not None and (isinstance(self.np_trials, bool)
@@ -167,10 +168,10 @@ class Config:
         if self.tune_records > self.steps:
             raise ValueError(f"tune_records must be at most steps={self.steps}, "
                              f"got tune_records={self.tune_records}")
-        require_positive_grids(self, ("sweep_sigmas", "lr_sgd_grid", "lr_adaptive_grid",
-                                      "lr_adagrad_grid", "dp2_lr_grid", "clip_grid", "clip2_grid",
-                                      "eps_grid", "dp2_lr2_grid", "dp2_adagrad_clip2_grid"),
-                               optional=("dp2_lr2_grid", "dp2_adagrad_clip2_grid"))
+        require_positive_grids(self,
+            ("sweep_sigmas", "lr_sgd_grid", "lr_adaptive_grid", "lr_adagrad_grid", "dp2_lr_grid",
+             "clip_grid", "clip2_grid", "eps_grid", "dp2_lr2_grid", "dp2_adagrad_clip2_grid"),
+            optional=("dp2_lr2_grid", "dp2_adagrad_clip2_grid"))
 
 
 def _g(*xs):

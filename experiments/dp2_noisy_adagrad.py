@@ -92,7 +92,8 @@ class Config:
     seed: int = 0
 
     def __post_init__(self):
-        require_positive_ints(self, ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every"))
+        require_positive_ints(self,
+            ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every"))
         if not (0.0 < self.density < 1.0):
             raise ValueError(f"density must be in (0, 1) (sparse features), got density={self.density}")
         if not self.sigma > 0:
@@ -106,9 +107,9 @@ class Config:
             if not v or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 or x > hi
                             for x in v):
                 raise ValueError(f"{name} must be integers in [1, {hi}], got {name}={v!r}")
-        require_positive_grids(self, ("lr_sgd_grid", "clip_grid", "dp2_lr_grid", "dp2_lr2_grid",
-                                      "dp2_clip2_grid", "na_lr_grid", "na_clip_grid", "na_clip2_grid",
-                                      "na_eps_grid"))
+        require_positive_grids(self,
+            ("lr_sgd_grid", "clip_grid", "dp2_lr_grid", "dp2_lr2_grid", "dp2_clip2_grid",
+             "na_lr_grid", "na_clip_grid", "na_clip2_grid", "na_eps_grid"))
 
 
 def _g(*xs):

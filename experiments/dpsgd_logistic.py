@@ -64,7 +64,8 @@ class Config:
             raise ValueError(f"noise_multipliers must be positive, got {self.noise_multipliers!r}")
         if not self.lr_grid or any(lr <= 0 for lr in self.lr_grid):
             raise ValueError(f"lr_grid must be positive, got {self.lr_grid!r}")
-        require_positive_ints(self, ("n", "d_dense", "d_sparse", "steps", "batch_size", "tune_trials", "trials"))
+        require_positive_ints(self,
+            ("n", "d_dense", "d_sparse", "steps", "batch_size", "tune_trials", "trials"))
 
     @classmethod
     def preset(cls, scale: str) -> "Config":

@@ -137,7 +137,8 @@ class Config:
     seed: int = 0                           # sweep seed; cell seeds derive from it
 
     def __post_init__(self):
-        require_positive_ints(self, ("n", "d", "steps", "batch_size", "tune_trials", "trials", "pdp_k"))
+        require_positive_ints(self,
+            ("n", "d", "steps", "batch_size", "tune_trials", "trials", "pdp_k"))
         for name in ("epsilons", "lr_grid", "radius_grid", "pdp_clip_grid"):
             v = getattr(self, name)
             if not v or any(not (x > 0 and math.isfinite(x)) for x in v):

@@ -77,6 +77,7 @@ import re
 import sys
 import threading
 import time
+import traceback
 import types
 import uuid
 from contextlib import contextmanager
@@ -90,8 +91,8 @@ import dpsim
 
 __all__ = ["Experiment", "Cell", "Cache", "Saved", "InProcess", "DaskRunner", "make_runner",
            "numerics_version", "cache_key", "cell_seed", "package_versions", "results_table",
-           "prune", "require_positive_grids", "require_positive_ints", "restore_malloc_thresholds", "LOCAL_WORKER_CONFIG", "DPSIM_NUMERICS",
-           "BACKENDS"]
+           "prune", "require_positive_grids", "require_positive_ints", "restore_malloc_thresholds",
+           "LOCAL_WORKER_CONFIG", "DPSIM_NUMERICS", "BACKENDS"]
 
 _LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=+-]*$")
 _KEY = re.compile(r"^[0-9a-f]{16}$")
@@ -488,8 +489,6 @@ def _loads_cell(blob: bytes):
     return out
 
 
-#: glibc ``mallopt`` parameters (``<malloc.h>``).
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 def load_cached_kernels(prefix: str = "dpsim") -> int:
     """Load into this process every compiled overload that Numba's on-disk cache holds for this
     machine, of every ``@njit(cache=True)`` function of the modules already imported under
@@ -531,6 +530,8 @@ def load_cached_kernels(prefix: str = "dpsim") -> int:
     return loaded
 
 
+#: glibc ``mallopt`` parameters (``<malloc.h>``).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _MALLOC_RESTORED = False
 
 
@@ -651,7 +652,7 @@ def _run_batch_cell(blob: bytes, batch: str, i: int, seed, expected: dict):
 
 def _run_batch_cells(blob: bytes, batch: str, cells: list, expected: dict) -> list:
     """Cells ``[(i, seed), ...]`` of a batch, one after another on a worker (one Dask task for
-    several short cells, see :attr:`DaskRunner.CELLS_PER_TASK`): ``[(i, output or exception)]``
+    several short cells, see :meth:`DaskRunner._chunks`): ``[(i, output or exception)]``
     where an output is :func:`_run_batch_cell`'s.  A cell that raises ends the chunk; the cells
     before it are returned, so the process that owns the cache saves them before it reports the
     error."""
@@ -660,6 +661,9 @@ def _run_batch_cells(blob: bytes, batch: str, cells: list, expected: dict) -> li
         try:
             out.append((i, _run_batch_cell(blob, batch, i, seed, expected)))
         except Exception as err:  # noqa: BLE001 - reported by the owner of the cache
+            # returned, not raised: its traceback would not travel, so it goes as a note
+            err.add_note(f"in cell {i} of the batch on worker {_worker_id()}:\n"
+                         + traceback.format_exc())
             out.append((i, err))
             break
     return out

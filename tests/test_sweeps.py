@@ -147,8 +147,10 @@ def test_short_cells_run_several_to_a_task_bitwise_as_one_by_one(cluster, tmp_pa
         assert all(a["t_stop"] <= b["t_start"] for a, b in zip(chunk, chunk[1:]))
     bad = pipeline.Cache(tmp_path / "bad", experiment="toy", scale="tiny", config=_Cfg(),
                          version="v", progress=False, runner=cluster)
-    with pytest.raises(ArithmeticError, match="cell t13 fails"):
+    with pytest.raises(ArithmeticError, match="cell t13 fails") as raised:
         bad.run(_toy_failing_cells(40, 13))
+    # returned by the worker rather than raised there: its traceback comes along as a note
+    assert "in cell 13 of the batch on worker" in "".join(raised.value.__notes__)
     saved = set(bad.manifest["cells"])
     assert {f"t{i}" for i in range(10, 13)} <= saved and "t13" not in saved
 
