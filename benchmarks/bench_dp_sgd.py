@@ -14,8 +14,9 @@ DP-SGD with C = 1, σ = 1.  Reports, all measured in this one run, the timed run
     ``transform.update``, the noise drawn as an ``(R, d)`` array), the A/B of the fused release
     (:mod:`dpsim.transforms._fused_release`, bit for bit the same run);
 (b2) the same for ``backend="numpy:blocked"``, whose noise is drawn by a pool of threads, the
-    next step's noise ahead while this step's clipped sum runs (:mod:`dpsim.backend`): on a
-    machine with a free second core it can pass the single-core ceiling;
+    next step's noise ahead while this step's clipped sums run (:mod:`dpsim.backend`; the step
+    itself is the fused release reading that noise array): on a machine with a free second core
+    it can pass the single-core ceiling;
 (c) speed-up over the naive per-trial, per-example NumPy loop of ``tests/naive.py``.
 
 The timed runs record nothing (``metrics=()``): a full-data loss and gradient is not part of an

@@ -142,7 +142,7 @@ def test_compiled_draws_are_the_generators_stream(dtype):
 
 def test_only_described_chains_take_the_fused_release():
     """A chain built by hand (even from the same pieces), correlated noise, a public split or
-    another noise layout run through ``transform.update``."""
+    another namespace run through ``transform.update``."""
     from dpsim.privacy.privatizers import gaussian_privatizer
     from dpsim.transforms import named_chain, scale
 
@@ -152,7 +152,7 @@ def test_only_described_chains_take_the_fused_release():
     assert fr.spec_of(optimizers.get("dp2_rmsprop", noise="sqrt_toeplitz").transform) is None
     prob = problems.logistic_regression(100, 10, density=0.2, seed=0)
     opt = optimizers.get("dp_sgd")
-    be = dpsim.backend.Backend("numpy:blocked", seed=0, threads=1)
+    be = dpsim.backend.Backend("array_api_strict:blocked", seed=0, threads=1)
     try:
         assert fr.plan(prob, opt.transform, be) is None
     finally:
@@ -167,3 +167,37 @@ def test_fused_release_leaves_the_callers_init_alone():
     keep = w0.copy()
     dpsim.simulate(prob, optimizers.get("dp_sgd"), steps=4, batch_size=8, trials=R, init=w0)
     np.testing.assert_array_equal(w0, keep)
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_fused_release_is_the_chain_on_the_blocked_noise_layout(probs, monkeypatch, threads):
+    """``backend="numpy:blocked"``: the fused release reads the step's noise array, drawn up front
+    by the backend (blocks on a thread pool, the next step's ahead) exactly as the chain draws it;
+    every recursion is still the chain's, bit for bit, for one and for two noise threads — also
+    when a step's noise spans several blocks, so the pool and the look-ahead are in play."""
+    monkeypatch.setenv("DPSIM_NOISE_THREADS", threads)
+    calls = []
+    real = fr.FusedStep.step
+
+    def spy(self, *a, **k):
+        calls.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(fr.FusedStep, "step", spy)
+    for i in (0, 1, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15):
+        name, hp = CASES[i]
+        opt = optimizers.get(name, **hp)
+        for dtype, seed, sampling, b in (("float64", 0, "poisson", 8), ("float32", 1, "fixed", 12)):
+            calls.clear()
+            _both(probs["sparse"], opt, steps=7, batch_size=b, trials=R, seed=seed, dtype=dtype,
+                  sampling=sampling, record_every=3, backend="numpy:blocked")
+            assert len(calls) == 7  # the fused run took the fused release at every step
+    big = problems.logistic_regression(200, 3 * 10 ** 4, density=0.002, seed=7)
+    assert R * big.d > 65536  # = dpsim.backend.NOISE_BLOCK: two blocks per draw
+    for name, hp in (CASES[1], CASES[6], CASES[12]):
+        _both(big, optimizers.get(name, **hp), steps=5, batch_size=8, trials=R, seed=3,
+              record_every=2, backend="numpy:blocked")
+    _both(probs["dense"], optimizers.get("dp_adam"), steps=6, batch_size=6, trials=R, seed=2,
+          backend="numpy:blocked", fast=False)
+    _both(probs["quadratic"], optimizers.get("dp2_rmsprop", s1=2), steps=6, batch_size=6,
+          trials=R, seed=2, backend="numpy:blocked", fast=False)

@@ -40,7 +40,9 @@ object; :func:`spec_of` finds it.  A transform built any other way (a user's cha
 piece) has no description and runs through the chain.  Covered: the post-processing chains
 ``(privatizer | gradient) → [momentum | preconditioner(rmsprop, adagrad) | adam] → lr`` with
 i.i.d. Gaussian noise, and DP²'s three arrangements (and its non-private form); the run must be
-on NumPy's stream layout (``backend="numpy"``) without a public split.
+on NumPy (``backend="numpy"``, or ``"numpy:blocked"``: there the normals are the step's unit-noise
+array drawn up front by the backend's thread pool, as the chain draws it, and the kernel reads it
+instead of a Generator) without a public split.
 """
 
 from __future__ import annotations
@@ -156,6 +158,43 @@ def _draw_impl(gen, like):
     return impl
 
 
+def _normal_at(src, like, j):  # pragma: no cover - replaced by the overload in compiled code
+    raise NotImplementedError
+
+
+@overload(_normal_at)
+def _normal_at_impl(src, like, j):
+    """The normal of coordinate ``j`` of the current trial: the next draw of the run's Generator
+    (``numpy`` stream layout, drawn in C order), or ``src[j]`` when ``src`` is the trial's row of
+    the step's noise array drawn up front (the ``numpy:blocked`` layout).  Chosen by type when the
+    kernel is compiled, so neither path has a branch in its loop."""
+    if isinstance(src, types.Array):
+        def impl(src, like, j):
+            return src[j]
+        return impl
+
+    def impl(src, like, j):
+        return _draw(src, like)
+    return impl
+
+
+def _trial_source(src, r):  # pragma: no cover - replaced by the overload in compiled code
+    raise NotImplementedError
+
+
+@overload(_trial_source)
+def _trial_source_impl(src, r):
+    """Trial ``r``'s noise source: the Generator itself, or row ``r`` of the noise array."""
+    if isinstance(src, types.Array):
+        def impl(src, r):
+            return src[r]
+        return impl
+
+    def impl(src, r):
+        return src
+    return impl
+
+
 
 # op codes of the per-coordinate recursion
 OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV = range(8)
@@ -168,15 +207,16 @@ NH = 13
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _noisy_mean(gen, like, noisy, sd, s, bb, recip):
-    """``add_noise``'s element: ``(z·σC + S)/b`` (``z`` the next normal), or ``S/b`` without noise.
+def _noisy_mean(gen, like, j, noisy, sd, s, bb, recip):
+    """``add_noise``'s element: ``(z·σC + S)/b`` (``z`` the normal of coordinate ``j``,
+    :func:`_normal_at`), or ``S/b`` without noise.
 
     ``recip``: ``bb`` holds ``1/b`` for a power of two ``b``, and the quotient is a product:
     ``x/2^k`` and ``x·2^-k`` are both the exact ``x·2^-k`` rounded once (``2^-k`` is exact), so
     they are the same number — subnormal, infinite and NaN results included — and a product
     costs a fraction of a division."""
     if noisy:
-        x = _draw(gen, like) * sd + s
+        x = _normal_at(gen, like, j) * sd + s
     else:
         x = s
     if recip:
@@ -215,11 +255,11 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
     h9 = H[H_9, c]
     if op == OP_SGD:  # scale(−η), then w + u
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
+            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
             W[r, j] = W[r, j] + g * nl
     elif op == OP_MOMENTUM:  # trace: b = b·β + g   (h1 = β)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
+            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
             m = A[r, j] * h1 + g
             A[r, j] = m
             W[r, j] = W[r, j] + m * nl
@@ -227,20 +267,20 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
         # v = v·β + g²·(1−β) (h1 β, h2 1−β; the array twin: preconditioners.rmsprop's ema);
         # g / (√max(v, 0) + ε)  (h3 ε)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
+            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
             v = A[r, j] * h1 + (g * g) * h2
             A[r, j] = v
             W[r, j] = W[r, j] + _precondition(g, v, zero, h3) * nl
     elif op == OP_ADAGRAD:  # v = v + g² (twin: preconditioners.adagrad);  g / (√max(v, 0) + ε)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
+            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
             v = A[r, j] + g * g
             A[r, j] = v
             W[r, j] = W[r, j] + _precondition(g, v, zero, h3) * nl
     elif op == OP_ADAM:  # the element of preconditioners._adam_kernel, then the lr
         # h1 β1, h2 1−β1, h3 β2, h4 1−β2, h5 1−β1^t, h6 1−β2^t, h7 Φ, h8 floor, h9 ε
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
+            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
             m, v, u = _adam_element(g, A[r, j], B[r, j], h1, h2, h3, h4, h5, h6, h7, h8, use_phi,
                                     h9, add_eps)
             A[r, j] = m
@@ -248,15 +288,15 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
             W[r, j] = W[r, j] + u * nl
     elif op == OP_ACC_SGD:  # DP² SGD phase: G = G + g; w + g·(−η)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
+            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
             B[r, j] = B[r, j] + g
             W[r, j] = W[r, j] + g * nl
     elif op == OP_ACC:  # DP² extra query's side release: G = G + g
         for j in range(d):
-            B[r, j] = B[r, j] + _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
+            B[r, j] = B[r, j] + _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
     else:  # OP_DIV: DP² noise-first adaptive phase: (g / D)·(−η2)
         for j in range(d):
-            g = _noisy_mean(gen, W, noisy, sd, src[j], bb, recip)
+            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
             W[r, j] = W[r, j] + (g / D[r, j]) * nl
 
 
@@ -265,19 +305,21 @@ def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S,
                    mask, want_mask, total, buf, gen, noisy, recip, H, use_phi, add_eps, op, A, B, D):
     """Every trial in order: its clipped sum (``srck``: the engine's CSR or dense GLM trial body,
     :func:`dpsim.problems._glm_kernels._trial_row`, into ``buf``, norms not kept; or the
-    precomputed ``total[r]``), then :func:`_apply_row`."""
+    precomputed ``total[r]``), then :func:`_apply_row`.  ``gen``: the run's Generator, or the
+    step's ``(R, d)`` unit-noise array (the blocked layout; any array when ``noisy`` is false)."""
     R = W.shape[0]
     for r in range(R):
+        z = _trial_source(gen, r)
         if srck == SRC_CSR:
             _K._trial_row(None, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C,
                           mask, want_mask, buf, None, r)
-            _apply_row(op, buf, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
+            _apply_row(op, buf, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
         elif srck == SRC_DENSE:
             _K._trial_row(X, None, None, None, None, idx, W, y, kind, lam, S, want_scale, C, mask,
                           want_mask, buf, None, r)
-            _apply_row(op, buf, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
+            _apply_row(op, buf, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
         else:
-            _apply_row(op, total[r], gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
+            _apply_row(op, total[r], z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -318,11 +360,16 @@ _RULE_OP = {"sgd": OP_SGD, "momentum": OP_MOMENTUM, "rmsprop": OP_RMSPROP, "adag
 
 def plan(problem, tx, backend, *, public: bool = False):
     """A :class:`FusedStep` for the transform ``tx`` on ``problem`` (a backend view), or ``None``
-    when ``tx`` has no description or the run is not on NumPy's stream layout."""
+    when ``tx`` has no description or the run is not on NumPy (its stream or its blocked noise
+    layout)."""
     spec = spec_of(tx)
     if spec is None or public:
         return None
-    if backend.name != "numpy" or backend.noise_layout != "stream" or backend._gen is None:
+    if backend.name != "numpy":
+        return None
+    if backend.noise_layout == "stream" and backend._gen is None:  # pragma: no cover - defensive
+        return None
+    if backend.noise_layout not in ("stream", "blocked"):  # pragma: no cover - no other layout
         return None
     if not isinstance(spec, (Post, Delayed)):  # pragma: no cover - only these are registered
         return None
@@ -399,9 +446,28 @@ class FusedStep:
             C = np.ascontiguousarray(_clip_per_trial(clip_arg, R), dtype=np.float64)
         _release_apply(self.srck, self.data, self.indices, self.indptr, self.rn2, self.X, idx, W,
                        self.y, self.kind, self.lam, Sk, want_scale, C, M, want_mask, total,
-                       self.buf, ctx.backend._gen, rel.noisy, self._recip(ctx), H, use_phi, add_eps, op,
+                       self.buf, self._noise(rel, W, ctx), rel.noisy, self._recip(ctx), H, use_phi,
+                       add_eps, op,
                        A if A is not None else self._dummy(W), B if B is not None else self._dummy(W),
                        D if D is not None else self._dummy(W))
+
+    @staticmethod
+    def _noise(rel, W, ctx):
+        """Where the release's normals come from: the run's Generator (stream layout: drawn in the
+        kernel, in C order); on the blocked layout the step's ``(R, d)`` unit-noise array, drawn
+        here exactly as the chain's :func:`dpsim.privacy.noise.add_noise` draws it (one
+        ``backend.normal(shape)`` per noisy release, so the block streams advance as in the chain
+        and the thread pool prepares the next step's noise while this step's clipped sums run);
+        no draw (``W`` as a placeholder the kernel never reads) for a noiseless release."""
+        be = ctx.backend
+        if be.noise_layout == "stream":
+            return be._gen
+        if not rel.noisy:
+            return W
+        z = be.normal(W.shape)
+        if not (isinstance(z, np.ndarray) and z.dtype == W.dtype and z.flags.c_contiguous):
+            z = np.ascontiguousarray(z, dtype=W.dtype)  # pragma: no cover - the backend's own dtype
+        return z
 
     @staticmethod
     def _dummy(W):
