@@ -277,7 +277,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     if fused_plan is None and FUSED_RELEASE and steps > 0:
         from .transforms import _fused_release
 
-        fused_step = _fused_release.plan(prob, tx, be, public=public_idx is not None)
+        fused_step = _fused_release.plan(prob, tx, be, public_idx=public_idx)
     for t in range(1, steps + 1 if fused_plan is None else 0):
         ctx.t = t
         bi = sampler.draw()

@@ -157,7 +157,13 @@ def test_only_described_chains_take_the_fused_release():
         assert fr.plan(prob, opt.transform, be) is None
     finally:
         be.close()
-    assert fr.plan(prob, opt.transform, dpsim.backend.Backend("numpy", seed=0), public=True) is None
+    assert fr.plan(prob, opt.transform, dpsim.backend.Backend("numpy", seed=0),
+                   public_idx=np.arange(5)) is None
+    ada = optimizers.get("adadps").transform  # reads a public split: fused only with one
+    assert fr.plan(prob, ada, dpsim.backend.Backend("numpy", seed=0)) is None
+    assert isinstance(fr.plan(prob, ada, dpsim.backend.Backend("numpy", seed=0),
+                              public_idx=np.arange(5)), fr.FusedStep)
+    assert fr.spec_of(optimizers.get("adadps", noise="banded:2").transform) is None
     assert isinstance(fr.plan(prob, opt.transform, dpsim.backend.Backend("numpy", seed=0)), fr.FusedStep)
 
 
@@ -201,3 +207,36 @@ def test_fused_release_is_the_chain_on_the_blocked_noise_layout(probs, monkeypat
           backend="numpy:blocked", fast=False)
     _both(probs["quadratic"], optimizers.get("dp2_rmsprop", s1=2), steps=6, batch_size=6,
           trials=R, seed=2, backend="numpy:blocked", fast=False)
+
+
+def test_adadps_fused_release_is_the_chain(probs, monkeypatch):
+    """AdaDPS (:class:`fr.Prepared`): its public RMSProp part, then the release of the scaled batch,
+    the learning rate and the update in one kernel pass — bit for bit the chain, with scalar and
+    per-trial hyperparameters, both noise layouts and every sampler; off its fast form (float32,
+    dense features) every step runs the chain inside the fused step, still equal."""
+    fused = []
+    real = fr.FusedStep._release
+
+    def spy(self, *a, **k):
+        fused.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(fr.FusedStep, "_release", spy)
+    cases = [{}, {"lr": _pt(0.05, 0.5), "clip": _pt(0.5, 2.0), "noise_multiplier": _pt(0.0, 1.5),
+                  "beta": _pt(0.5, 0.99), "eps": _pt(1e-3, 1e-8)},
+             {"noise_multiplier": 0.0, "public_fraction": 0.2}]
+    runs = [("float64", 0, "poisson", 8, "numpy"), ("float64", 1, "fixed", 12, "numpy:blocked"),
+            ("float64", 2, "replacement", 8, "numpy")]
+    for hp in cases:
+        opt = optimizers.get("adadps", **hp)
+        for dtype, seed, sampling, b, backend in runs:
+            fused.clear()
+            _both(probs["sparse"], opt, steps=6, batch_size=b, trials=R, seed=seed, dtype=dtype,
+                  sampling=sampling, record_every=3, backend=backend)
+            assert len(fused) == 6
+    opt = optimizers.get("adadps", public_fraction=0.1)
+    fused.clear()
+    _both(probs["sparse"], opt, steps=5, batch_size=8, trials=R, seed=4, dtype="float32")
+    _both(problems.logistic_regression(200, 6, seed=5), opt, steps=5, batch_size=8, trials=R, seed=4,
+          fast=False)
+    assert fused == []  # neither has the fast public part: the chain ran inside the fused step

@@ -92,7 +92,8 @@ from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import PreconditionState, precondition, rmsprop
 from ._hyper import BETA, CLIP, EPS_POSITIVE, FRACTION, LR, NOISE, SIGMA, PositiveInt
 from ._registry import Optimizer, optimizer, register
-from .baselines import learning_rate
+from ..transforms import _fused_release as _fr
+from .baselines import described, learning_rate, neg_lr, release
 
 __all__ = ["pdp_sgd", "adadps"]
 
@@ -140,13 +141,21 @@ def adadps(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, beta: 
     privatizer = gaussian_privatizer(clip, noise_multiplier, noise=noise)
     stp = scale_then_privatize(privatizer, precondition(rmsprop(beta, eps)), eps_scale=eps,
                                unscale=False, lookahead=_public_mean_gradient)
-    return optimizer(named_chain(_adadps_fast(stp, privatizer, beta, eps), learning_rate(lr)),
+    fast, prepare = _adadps_fast(stp, privatizer, beta, eps)
+    rel = release(clip, noise_multiplier, noise, scaled=True)
+    spec = None if rel is None else _fr.Prepared(release=rel, neglr=neg_lr(lr), prepare=prepare)
+    return optimizer(described(named_chain(fast, learning_rate(lr)), spec),
                      note=_PUBLIC_NOTE, public_fraction=_fraction(public_fraction))
 
 
-def _adadps_fast(stp, privatizer, beta, eps) -> GradientTransformation:
+def _adadps_fast(stp, privatizer, beta, eps):
     """AdaDPS's ``scale_then_privatize`` step (``stp``, the reference: same named state, same
-    declared release) for a GLM with CSR features on host NumPy float64, in fewer passes.
+    declared release) for a GLM with CSR features on host NumPy float64, in fewer passes; returns
+    ``(transform, prepare)``.  ``prepare(batch, state, params, ctx) -> (state', s)`` (or ``None``
+    off the fast path) is the public part below; the transform follows it with the privatizer's
+    release of ``batch.scaled(s)``, and the engine's fused release
+    (:class:`dpsim.transforms._fused_release.Prepared`) with the same release, the learning rate
+    and the parameter update in one kernel pass (bit for bit, ``tests/test_w_fast.py``).
 
     The reference computes the mean public gradient ``ḡ`` (R, d), feeds it to RMSProp
     (``v ← v·β + ḡ²·(1−β)``, and a preconditioned ``ḡ/D`` that it discards) and then forms
@@ -176,12 +185,12 @@ def _adadps_fast(stp, privatizer, beta, eps) -> GradientTransformation:
     ``X_pubᵀ C``) at ≈ 0.35–0.44× (CPU clock, interleaved, loaded machine)."""
     pname, qname = stp.names
 
-    def update(batch, state, params, ctx):
+    def prepare(batch, state, params, ctx):
         pub = _PUBLIC.get(batch)
         q = state[qname]
         if (pub is None or getattr(pub.X, "format", None) != "csr" or not isinstance(q.v, np.ndarray)
                 or q.v.dtype != np.float64 or q.v.shape != params.shape or not q.v.flags.c_contiguous):
-            return stp.update(batch, state, params, ctx)
+            return None
         W = np.ascontiguousarray(params)
         R, d = W.shape
         colptr, rows, cdata = pub.csc
@@ -201,10 +210,19 @@ def _adadps_fast(stp, privatizer, beta, eps) -> GradientTransformation:
         b = ctx.hp(beta)
         _csc_rmsprop_scale(colptr, rows, cdata, C, float(pub.m), float(pub.reg), W, v_out, _column(b),
                            _column(1.0 - b), _column(ctx.hp(eps)), s, _TILE_GRADIENT)
-        g, p = privatizer.update(batch.scaled(s), state[pname], params, ctx)
-        return g, {pname: p, qname: PreconditionState(v=v_out)}
+        new = dict(state)
+        new[qname] = PreconditionState(v=v_out)
+        return new, s
 
-    return GradientTransformation(stp.init, update, stp.privacy, stp.names)
+    def update(batch, state, params, ctx):
+        out = prepare(batch, state, params, ctx)
+        if out is None:
+            return stp.update(batch, state, params, ctx)
+        new, s = out
+        g, p = privatizer.update(batch.scaled(s), state[pname], params, ctx)
+        return g, {pname: p, qname: new[qname]}
+
+    return GradientTransformation(stp.init, update, stp.privacy, stp.names), prepare
 
 
 def _column(x):

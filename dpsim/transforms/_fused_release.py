@@ -60,7 +60,7 @@ from .._validate import is_zero
 from ..problems import _glm_kernels as _K
 from .preconditioners import _adam_element
 
-__all__ = ["Release", "Post", "Delayed", "describe", "spec_of", "FusedStep", "plan"]
+__all__ = ["Release", "Post", "Delayed", "Prepared", "describe", "spec_of", "FusedStep", "plan"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -118,6 +118,21 @@ class Delayed:
     rel2: Release
     neglr: Any
     neglr2: Any
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """``named_chain(stp, ("lr", scale(neglr)))`` where ``stp`` releases the batch scaled by a
+    vector ``s`` that the optimizer first computes from data it may read without privacy (AdaDPS:
+    RMSProp on the mean public gradient, ``s = 1/(√max(v, 0) + ε)``).  ``prepare(batch, state,
+    params, ctx) -> (state', s)`` is that first part exactly as the chain runs it (``state'`` the
+    chain's state with the preconditioner updated, ``s`` C-contiguous of the run's dtype), or
+    ``None`` when it has no fast form for this run (the step then runs through the chain);
+    ``release`` (``scaled=True``) is the privatizer's release of ``s ⊙ g_i``, the step direction."""
+
+    release: Release
+    neglr: Any
+    prepare: Callable
 
 
 _SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -358,12 +373,13 @@ _RULE_OP = {"sgd": OP_SGD, "momentum": OP_MOMENTUM, "rmsprop": OP_RMSPROP, "adag
             "adam": OP_ADAM}
 
 
-def plan(problem, tx, backend, *, public: bool = False):
+def plan(problem, tx, backend, *, public_idx=None):
     """A :class:`FusedStep` for the transform ``tx`` on ``problem`` (a backend view), or ``None``
     when ``tx`` has no description or the run is not on NumPy (its stream or its blocked noise
-    layout)."""
+    layout).  ``public_idx``: the run's public split; only a :class:`Prepared` chain (which reads
+    it) runs fused with one, and it always has one."""
     spec = spec_of(tx)
-    if spec is None or public:
+    if spec is None or (public_idx is not None) != isinstance(spec, Prepared):
         return None
     if backend.name != "numpy":
         return None
@@ -371,9 +387,9 @@ def plan(problem, tx, backend, *, public: bool = False):
         return None
     if backend.noise_layout not in ("stream", "blocked"):  # pragma: no cover - no other layout
         return None
-    if not isinstance(spec, (Post, Delayed)):  # pragma: no cover - only these are registered
+    if not isinstance(spec, (Post, Delayed, Prepared)):  # pragma: no cover - only these are registered
         return None
-    return FusedStep(spec, problem)
+    return FusedStep(spec, problem, tx, public_idx)
 
 
 class FusedStep:
@@ -381,11 +397,13 @@ class FusedStep:
     updating ``params`` and the state's arrays in place (the engine keeps only what ``step``
     returns, as with ``StepContext.donate_state``)."""
 
-    def __init__(self, spec, problem):
+    def __init__(self, spec, problem, tx=None, public_idx=None):
         from ..problems.glm import _GLMProblem, _LINKS  # noqa: PLC0415 - problems is below
 
         self.spec = spec
         self.problem = problem
+        self.tx = tx
+        self.public_idx = public_idx
         glm = (isinstance(problem, _GLMProblem) and problem.backend_name == "numpy"
                and type(problem).clipped_grad_sum is _GLMProblem.clipped_grad_sum
                and type(problem)._fast_clipped_grad_sum is _GLMProblem._fast_clipped_grad_sum)
@@ -499,7 +517,25 @@ class FusedStep:
         W = self._adopt(params, ctx)
         if isinstance(self.spec, Post):
             return W, self._post(W, idx, mask, state, ctx)
+        if isinstance(self.spec, Prepared):
+            return self._prepared(W, idx, mask, state, ctx)
         return W, self._delayed(W, idx, mask, state, ctx)
+
+    def _prepared(self, W, idx, mask, state, ctx):
+        """The optimizer's own first part (:class:`Prepared`), then the scaled release and the
+        learning rate in one kernel call; a step without a fast first part runs the chain."""
+        from .base import Batch  # noqa: PLC0415
+
+        sp = self.spec
+        batch = Batch(self.problem, W, idx, mask, ctx.batch_size, self.public_idx)
+        out = sp.prepare(batch, state, W, ctx)
+        if out is None:
+            updates, state = self.tx.update(batch, state, W, ctx)
+            return W + updates, state
+        state, s = out
+        H = self._static_table("post", sp.release, sp.neglr, ctx, W.dtype, W.shape[0])
+        self._release(sp.release, W, idx, mask, ctx, s, H, OP_SGD, None, None, None)
+        return W, state
 
     def _post(self, W, idx, mask, state, ctx):
         sp = self.spec
