@@ -175,6 +175,19 @@ def test_fused_release_leaves_the_callers_init_alone():
     np.testing.assert_array_equal(w0, keep)
 
 
+def _count_calls(monkeypatch, method):
+    """A list that grows by one at each call of ``FusedStep.<method>`` (which still runs)."""
+    calls = []
+    real = getattr(fr.FusedStep, method)
+
+    def spy(self, *a, **k):
+        calls.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(fr.FusedStep, method, spy)
+    return calls
+
+
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_fused_release_is_the_chain_on_the_blocked_noise_layout(probs, monkeypatch, threads):
     """``backend="numpy:blocked"``: the fused release reads the step's noise array, drawn up front
@@ -182,14 +195,7 @@ def test_fused_release_is_the_chain_on_the_blocked_noise_layout(probs, monkeypat
     every recursion is still the chain's, bit for bit, for one and for two noise threads — also
     when a step's noise spans several blocks, so the pool and the look-ahead are in play."""
     monkeypatch.setenv("DPSIM_NOISE_THREADS", threads)
-    calls = []
-    real = fr.FusedStep.step
-
-    def spy(self, *a, **k):
-        calls.append(1)
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(fr.FusedStep, "step", spy)
+    calls = _count_calls(monkeypatch, "step")
     for i in (0, 1, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15):
         name, hp = CASES[i]
         opt = optimizers.get(name, **hp)
@@ -214,14 +220,7 @@ def test_adadps_fused_release_is_the_chain(probs, monkeypatch):
     the learning rate and the update in one kernel pass — bit for bit the chain, with scalar and
     per-trial hyperparameters, both noise layouts and every sampler; off its fast form (float32,
     dense features) every step runs the chain inside the fused step, still equal."""
-    fused = []
-    real = fr.FusedStep._release
-
-    def spy(self, *a, **k):
-        fused.append(1)
-        return real(self, *a, **k)
-
-    monkeypatch.setattr(fr.FusedStep, "_release", spy)
+    fused = _count_calls(monkeypatch, "_release")
     cases = [{}, {"lr": _pt(0.05, 0.5), "clip": _pt(0.5, 2.0), "noise_multiplier": _pt(0.0, 1.5),
                   "beta": _pt(0.5, 0.99), "eps": _pt(1e-3, 1e-8)},
              {"noise_multiplier": 0.0, "public_fraction": 0.2}]
