@@ -116,17 +116,23 @@ def test_fused_release_with_a_domain_and_cyclic_poisson():
           steps=8, batch_size=10, trials=R, seed=5, sampling="cyclic_poisson:4", record_every=4)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_compiled_draws_are_the_generators_stream(dtype):
-    """Numba's ``Generator.standard_normal`` continues the run's generator exactly: the values of
+@pytest.mark.parametrize("dtype,source", [(np.float64, "generator"), (np.float32, "generator"),
+                                          (np.float64, "state")])  # the inlined one is float64's
+def test_compiled_draws_are_the_generators_stream(dtype, source):
+    """The kernel's normals continue the run's generator exactly — through Numba's
+    ``Generator.standard_normal``, or (float64) inlined on its state array: the values of
     ``gen.standard_normal((R, d))`` in C order, and the same state afterwards."""
     import numba
 
+    from dpsim import _bitgen
+
     @numba.njit
     def fill(gen, out):
+        zb = np.empty(out.shape[1], dtype=np.float64)
         for r in range(out.shape[0]):
+            z = fr._trial_source(gen, r, zb, True)
             for j in range(out.shape[1]):
-                out[r, j] = fr._draw(gen, out)
+                out[r, j] = fr._normal_at(z, out, j)
 
     for seed in (0, 1, 2):
         g1 = np.random.Generator(np.random.PCG64(seed))
@@ -135,9 +141,30 @@ def test_compiled_draws_are_the_generators_stream(dtype):
         g2.standard_normal(5, dtype=dtype)
         ref = g1.standard_normal((4, 257), dtype=dtype)
         got = np.empty((4, 257), dtype=dtype)
-        fill(g2, got)
+        if source == "state":
+            st = _bitgen.state_of(g2)
+            fill(st, got)
+            _bitgen.store_state(g2, st)
+        else:
+            fill(g2, got)
         np.testing.assert_array_equal(ref, got)
         assert g1.bit_generator.state == g2.bit_generator.state
+
+
+@pytest.mark.parametrize("name,hp", [CASES[i] for i in (0, 1, 3, 4, 5, 6, 8, 12, 14)])
+def test_fused_release_with_inlined_normals_is_the_chain(probs, monkeypatch, name, hp):
+    """Every float64 release drawing its normals inline (threshold 0) is still the chain, bit for
+    bit, and leaves the Generator where the chain's draws leave it (the runs continue from it);
+    float32 keeps Numba's Generator.  Also at a size past the default threshold."""
+    monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 0)
+    opt = optimizers.get(name, **hp)
+    for dtype, seed, sampling, b in (("float64", 0, "poisson", 8), ("float64", 2, "replacement", 12),
+                                     ("float32", 1, "fixed", 8)):
+        _both(probs["sparse"], opt, steps=7, batch_size=b, trials=R, seed=seed, dtype=dtype,
+              sampling=sampling, record_every=3)
+    monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 4096)
+    big = problems.logistic_regression(200, 3 * 10 ** 4, density=0.002, seed=7)
+    _both(big, opt, steps=4, batch_size=8, trials=R, seed=3, record_every=2)
 
 
 def test_only_described_chains_take_the_fused_release():

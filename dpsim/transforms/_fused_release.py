@@ -19,9 +19,11 @@ so ``z``, ``g̃`` and the update never exist as ``(R, d)`` arrays, and the row b
 cache.
 
 **Bit for bit the chain's result.**  The normals come from the run's own
-``numpy.random.Generator`` through Numba's compiled ``Generator.standard_normal`` (the same
-ziggurat on the same bit generator: values and final state equal ``gen.standard_normal((R, d))``,
-``tests/test_w_fast.py``), in the chain's C order (trial by trial, coordinate by coordinate; the
+``numpy.random.Generator`` through Numba's compiled ``Generator.standard_normal``, or, for a
+float64 release of :data:`INLINE_NORMALS_MIN` normals or more, through :mod:`dpsim._bitgen`'s
+inlined copy of NumPy's PCG64 and ziggurat on the Generator's state array (both: the same ziggurat
+on the same bit generator, values and final state equal ``gen.standard_normal((R, d))``,
+``tests/test_w_fast.py``, ``tests/test_bitgen.py``), in the chain's C order (trial by trial, coordinate by coordinate; the
 clipped sum draws no randomness, so computing it per trial does not move any draw).  Every
 element goes through the chain's operations in the chain's order, each rounded once to the run's
 dtype (Numba compiles without fast-math: no reassociation, no fused multiply-add); the
@@ -56,6 +58,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
+from .. import _bitgen
 from .._validate import is_zero
 from ..problems import _glm_kernels as _K
 from .preconditioners import _adam_element
@@ -180,9 +183,10 @@ def _normal_at(src, like, j):  # pragma: no cover - replaced by the overload in 
 @overload(_normal_at)
 def _normal_at_impl(src, like, j):
     """The normal of coordinate ``j`` of the current trial: the next draw of the run's Generator
-    (``numpy`` stream layout, drawn in C order), or ``src[j]`` when ``src`` is the trial's row of
-    the step's noise array drawn up front (the ``numpy:blocked`` layout).  Chosen by type when the
-    kernel is compiled, so neither path has a branch in its loop."""
+    (``numpy`` stream layout, drawn in C order) through Numba's ``Generator.standard_normal``, or
+    ``src[j]`` when ``src`` is the trial's row of normals drawn before the row is processed
+    (:func:`_trial_source`).  Chosen by type when the kernel is compiled, so neither path has a
+    branch in its loop."""
     if isinstance(src, types.Array):
         def impl(src, like, j):
             return src[j]
@@ -193,23 +197,41 @@ def _normal_at_impl(src, like, j):
     return impl
 
 
-def _trial_source(src, r):  # pragma: no cover - replaced by the overload in compiled code
+def _trial_source(src, r, zbuf, noisy):  # pragma: no cover - replaced by the overload
     raise NotImplementedError
 
 
 @overload(_trial_source)
-def _trial_source_impl(src, r):
-    """Trial ``r``'s noise source: the Generator itself, or row ``r`` of the noise array."""
-    if isinstance(src, types.Array):
-        def impl(src, r):
+def _trial_source_impl(src, r, zbuf, noisy):
+    """Trial ``r``'s noise source: the Generator itself; row ``r`` of the step's noise array (the
+    blocked layout); or, when ``src`` is the Generator's PCG64 state as a ``uint64`` array, the
+    row buffer ``zbuf`` filled with the trial's ``d`` normals by :func:`dpsim._bitgen.standard_normal`
+    (NumPy's float64 ziggurat inlined: the same numbers in the same order, ~6–7 ns a normal
+    against ~10–14 ns through the Generator; a loop of its own, since drawn inside the row's
+    update loop the state's loads and stores cannot be kept apart from the row's)."""
+    if isinstance(src, types.Array) and src.ndim == 2:
+        def impl(src, r, zbuf, noisy):
             return src[r]
         return impl
+    if isinstance(src, types.Array) and src.dtype == types.uint64:
+        def impl(src, r, zbuf, noisy):
+            if noisy:
+                for j in range(zbuf.shape[0]):
+                    zbuf[j] = _bitgen.standard_normal(src)
+            return zbuf
+        return impl
 
-    def impl(src, r):
+    def impl(src, r, zbuf, noisy):
         return src
     return impl
 
 
+
+#: A float64 release on the stream layout draws its normals with :mod:`dpsim._bitgen` (NumPy's
+#: ziggurat inlined, on the Generator's state array) from this many (R·d) on; below it, through
+#: Numba's ``Generator.standard_normal``.  Both give the Generator's own stream: the threshold
+#: moves time only (the state's round trip, ~8 µs, against ~4–6 ns saved a normal).
+INLINE_NORMALS_MIN = 4096
 
 # op codes of the per-coordinate recursion
 OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV = range(8)
@@ -317,14 +339,16 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C,
-                   mask, want_mask, total, buf, gen, noisy, recip, H, use_phi, add_eps, op, A, B, D):
+                   mask, want_mask, total, buf, gen, zbuf, noisy, recip, H, use_phi, add_eps, op, A,
+                   B, D):
     """Every trial in order: its clipped sum (``srck``: the engine's CSR or dense GLM trial body,
     :func:`dpsim.problems._glm_kernels._trial_row`, into ``buf``, norms not kept; or the
     precomputed ``total[r]``), then :func:`_apply_row`.  ``gen``: the run's Generator, or the
-    step's ``(R, d)`` unit-noise array (the blocked layout; any array when ``noisy`` is false)."""
+    step's ``(R, d)`` unit-noise array (the blocked layout; any array when ``noisy`` is false), or
+    the Generator's state array (then ``zbuf``, of length ``d``, holds each trial's normals)."""
     R = W.shape[0]
     for r in range(R):
-        z = _trial_source(gen, r)
+        z = _trial_source(gen, r, zbuf, noisy)
         if srck == SRC_CSR:
             _K._trial_row(None, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C,
                           mask, want_mask, buf, None, r)
@@ -425,6 +449,7 @@ class FusedStep:
         self.W = None
         self.A = self.B = None
         self.buf = None
+        self._z = None  # the row of normals drawn inline (_trial_source)
         self._static: dict = {}
         self._scale = None  # (v, s) of DP²'s delayed scale
         self._den = None  # (v, D) of DP²'s delayed denominator
@@ -462,12 +487,15 @@ class FusedStep:
             from ..problems.glm import _clip_per_trial  # noqa: PLC0415
 
             C = np.ascontiguousarray(_clip_per_trial(clip_arg, R), dtype=np.float64)
+        z = self._noise(rel, W, ctx)
         _release_apply(self.srck, self.data, self.indices, self.indptr, self.rn2, self.X, idx, W,
                        self.y, self.kind, self.lam, Sk, want_scale, C, M, want_mask, total,
-                       self.buf, self._noise(rel, W, ctx), rel.noisy, self._recip(ctx), H, use_phi,
+                       self.buf, z, self._zbuf(z, W), rel.noisy, self._recip(ctx), H, use_phi,
                        add_eps, op,
                        A if A is not None else self._dummy(W), B if B is not None else self._dummy(W),
                        D if D is not None else self._dummy(W))
+        if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
+            _bitgen.store_state(ctx.backend._gen, z)
 
     @staticmethod
     def _noise(rel, W, ctx):
@@ -476,16 +504,32 @@ class FusedStep:
         here exactly as the chain's :func:`dpsim.privacy.noise.add_noise` draws it (one
         ``backend.normal(shape)`` per noisy release, so the block streams advance as in the chain
         and the thread pool prepares the next step's noise while this step's clipped sums run);
-        no draw (``W`` as a placeholder the kernel never reads) for a noiseless release."""
+        no draw (``W`` as a placeholder the kernel never reads) for a noiseless release.  On the
+        stream layout a float64 release of at least :data:`INLINE_NORMALS_MIN` normals draws
+        them with :mod:`dpsim._bitgen` on a copy of the Generator's PCG64 state, written back
+        after the kernel (the same numbers and the same final state; reading and writing the
+        state costs ~8 µs, which the faster draws repay from a few thousand normals on)."""
         be = ctx.backend
         if be.noise_layout == "stream":
-            return be._gen
+            gen = be._gen
+            if (rel.noisy and W.dtype == np.float64 and W.size >= INLINE_NORMALS_MIN
+                    and _bitgen.supports(gen)):
+                return _bitgen.state_of(gen)  # drawn inline, stored back after the kernel
+            return gen
         if not rel.noisy:
             return W
         z = be.normal(W.shape)
         if not (isinstance(z, np.ndarray) and z.dtype == W.dtype and z.flags.c_contiguous):
             z = np.ascontiguousarray(z, dtype=W.dtype)  # pragma: no cover - the backend's own dtype
         return z
+
+    def _zbuf(self, z, W):
+        """The row buffer of the inlined draws (a state array ``z``); else a placeholder."""
+        if not (isinstance(z, np.ndarray) and z.dtype == np.uint64):
+            return self.buf
+        if self._z is None or self._z.shape[0] != W.shape[1]:
+            self._z = np.empty(W.shape[1], dtype=np.float64)
+        return self._z
 
     @staticmethod
     def _dummy(W):
