@@ -105,6 +105,31 @@ def test_doubles_and_normals(seed, advance32):
         assert g.bit_generator.state == ref.bit_generator.state
 
 
+@pytest.mark.parametrize("seed", SEEDS[:4])
+def test_fill_normals_is_numpys_fill(seed):
+    """``fill_normals`` (the blocked noise layout's block fill) = ``standard_normal(out=...)``:
+    values and final state, after buffered half words; float32 and other generators fall back to
+    NumPy's own fill."""
+    g, ref = _pair(seed, 1)
+    for k in (1, 5, 65536):
+        out = np.empty(k)
+        B.fill_normals(g, out)
+        want = np.empty(k)
+        ref.standard_normal(out=want)
+        np.testing.assert_array_equal(out, want)
+        assert g.bit_generator.state == ref.bit_generator.state
+    out32, want32 = np.empty(7, dtype=np.float32), np.empty(7, dtype=np.float32)
+    B.fill_normals(g, out32)
+    ref.standard_normal(out=want32, dtype=np.float32)
+    np.testing.assert_array_equal(out32, want32)
+    assert g.bit_generator.state == ref.bit_generator.state
+    m1, m2 = (np.random.Generator(np.random.MT19937(seed)) for _ in range(2))
+    a, b = np.empty(9), np.empty(9)
+    B.fill_normals(m1, a)
+    m2.standard_normal(out=b)
+    np.testing.assert_array_equal(a, b)
+
+
 def test_normal_rare_branches_are_exercised():
     """2·10^5 normals hit the wedge tests of the ziggurat and its tail (layer 0) many times."""
     g, ref = _pair(3)
