@@ -9,7 +9,9 @@ DP-SGD with C = 1, σ = 1.  Reports, all measured in this one run, the timed run
 (a) per-trial speed-up of one run with R = 64 over R = 1 runs (same steps);
 (b) steps × trials per second of the R = 64 run as a fraction of the *single-core Gaussian
     ceiling*: the rate at which one thread of ``Generator(PCG64).standard_normal(out=...)`` draws
-    the R·d float64 normals a step needs (:mod:`machine_limits`), measured between the runs;
+    the R·d float64 normals a step needs (:mod:`machine_limits`), measured between the runs; also
+    as a fraction of the faster rate of the same numbers drawn by ``dpsim._bitgen`` (which the
+    engine uses for large float64 draws);
 (b1) the same for the chain engine (``dpsim.engine.FUSED_RELEASE = False``: every step through
     ``transform.update``, the noise drawn as an ``(R, d)`` array), the A/B of the fused release
     (:mod:`dpsim.transforms._fused_release`, bit for bit the same run);
@@ -140,6 +142,7 @@ def main(argv=None) -> dict:
 
     rate = R * T / t_many
     ceiling = rate_normals / args.d  # trial-steps/s if a step cost only its R·d normals, one thread
+    ceiling_inl = limits["inlined_normals_per_s"] / args.d  # the same with dpsim._bitgen's draws
     frac_b = rate / ceiling
     rate_blocked = R * T / t_blocked if blocked else None
     frac_chain = R * T / t_chain / ceiling
@@ -175,6 +178,7 @@ def main(argv=None) -> dict:
         "b_steps_trials_per_s": rate,
         "b_gaussian_ceiling_steps_trials_per_s": ceiling,
         "b_fraction_of_ceiling": frac_b,
+        "b_fraction_of_inlined_ceiling": rate / ceiling_inl,
         "b_cpu_clock_fraction_of_ceiling": frac_cpu,
         "b1_chain_run_R_s": t_chain,
         "b1_chain_fraction_of_ceiling": frac_chain,
@@ -194,6 +198,8 @@ def main(argv=None) -> dict:
     print(f"(a) R={R}: {t_many:.3f} s; R=1: {t_single:.3f} s per run -> per-trial speed-up {speedup_a:.1f}x")
     print(f"(b) {rate:,.0f} steps*trials/s vs single-core Gaussian ceiling {ceiling:,.0f} "
           f"-> {100 * frac_b:.0f}% of ceiling")
+    if args.dtype == "float64" and args.backend == "numpy":
+        print(f"    vs the ceiling of dpsim's inlined draws ({ceiling_inl:,.0f}): {100 * rate / ceiling_inl:.0f}%")
     if ceiling_cpu:
         print(f"    CPU clock: {R * T / c_many:,.0f} steps*trials/s vs ceiling {ceiling_cpu:,.0f} "
               f"-> {100 * frac_cpu:.0f}% of ceiling")
