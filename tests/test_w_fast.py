@@ -80,6 +80,9 @@ CASES = [
     ("dp2_extra_query", {"s1": 3, "clip2": _pt(5.0, 50.0)}),
     ("dp2_extra_query", {"s1": 1}),
     ("dp2_noise_first", {"s1": 2, "eps": _pt(1e-3, 1e-7)}),
+    ("dp_adam_stp", {"eps_scale": _pt(1e-3, 1e-1), "beta2": _pt(0.9, 0.999)}),
+    ("dp_adam_stp", {"base": "rmsprop", "eps": _pt(1e-3, 0.0)}),
+    ("dp_adam_stp", {"base": "adagrad", "noise_multiplier": 0.0}),
     ("sgd", {}), ("momentum", {}), ("rmsprop", {}), ("adagrad", {}), ("adam", {}),
     ("delayed_rmsprop", {"s1": 2, "lr2": _pt(0.01, 0.1)}),
 ]
@@ -97,7 +100,7 @@ def test_fused_release_is_the_chain_bit_for_bit_on_sparse_glm(probs, name, hp):
               sampling=sampling, record_every=3, init=init)
 
 
-@pytest.mark.parametrize("name,hp", [CASES[i] for i in (1, 4, 6, 8, 12, 14)])
+@pytest.mark.parametrize("name,hp", [CASES[i] for i in (1, 4, 6, 8, 12, 14, 15)])
 @pytest.mark.parametrize("which", ["dense", "quadratic"])
 def test_fused_release_is_the_chain_on_dense_rows_and_other_problems(probs, which, name, hp):
     opt = optimizers.get(name, **hp)
@@ -151,7 +154,7 @@ def test_compiled_draws_are_the_generators_stream(dtype, source):
         assert g1.bit_generator.state == g2.bit_generator.state
 
 
-@pytest.mark.parametrize("name,hp", [CASES[i] for i in (0, 1, 3, 4, 5, 6, 8, 12, 14)])
+@pytest.mark.parametrize("name,hp", [CASES[i] for i in (0, 1, 3, 4, 5, 6, 8, 12, 14, 15, 16)])
 def test_fused_release_with_inlined_normals_is_the_chain(probs, monkeypatch, name, hp):
     """Every float64 release drawing its normals inline (threshold 0) is still the chain, bit for
     bit, and leaves the Generator where the chain's draws leave it (the runs continue from it);
@@ -223,7 +226,7 @@ def test_fused_release_is_the_chain_on_the_blocked_noise_layout(probs, monkeypat
     when a step's noise spans several blocks, so the pool and the look-ahead are in play."""
     monkeypatch.setenv("DPSIM_NOISE_THREADS", threads)
     calls = _count_calls(monkeypatch, "step")
-    for i in (0, 1, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15):
+    for i in (0, 1, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 16, 18):
         name, hp = CASES[i]
         opt = optimizers.get(name, **hp)
         for dtype, seed, sampling, b in (("float64", 0, "poisson", 8), ("float32", 1, "fixed", 12)):

@@ -41,7 +41,7 @@ from ..transforms.preconditioners import (AdamState, MomentInputs, adagrad, prec
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
 from .adaptive import noise_variance
-from .baselines import learning_rate
+from .baselines import learning_rate, post, release
 
 #: The scale-then-privatize guard ε_s of s = 1/(√v + ε_s).
 EPS_SCALE = Real("(0, inf)", typical=(1e-4, 1e-1), log=True)
@@ -104,8 +104,19 @@ def dp_adam_stp(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS 
     """Scale-then-privatize over ``base`` ([DESIGN] Alg. 8): release
     ``g̃ = (1/b)(Σ clip(s ⊙ g_i, C) + N(0, σ²C²I)) / s`` with ``s = 1/(√v + ε_s)`` from the
     preconditioner's raw ``v`` before this step, then the ``base`` rule on ``g̃``."""
-    return optimizer(_stp(gaussian_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1,
-                          beta2, eps, eps_scale))
+    tx = _stp(gaussian_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
+              eps_scale)
+    # its description for the engine's fused release (the same validated values as _stp's pieces)
+    stp_eps = hyper("eps_scale", eps_scale, "(0, inf)")
+    if base == "adam":
+        kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
+    elif base == "rmsprop":
+        kw = {"beta": hyper("beta2", beta2, "[0, 1)")}
+    else:
+        kw = {}
+    rel = release(clip, noise_multiplier, noise, scaled=True)
+    return optimizer(post(tx, rel, base, lr, piece="preconditioner", eps=hyper("eps", eps, "[0, inf)"),
+                          stp_eps=stp_eps, **kw))
 
 
 _ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clipped gradient, "

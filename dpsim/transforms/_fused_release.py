@@ -90,7 +90,10 @@ class Post:
     """``named_chain(release, [piece], ("lr", scale(neglr)))``: ``rule`` is ``"sgd"`` (no middle
     piece), ``"momentum"`` (``trace(beta)``), ``"rmsprop"``/``"adagrad"``
     (``precondition(<rule>(beta, eps))``) or ``"adam"`` (``scale_by_adam(beta1, beta2, eps,
-    phi=phi, floor=floor)``); ``piece`` the middle piece's state name."""
+    phi=phi, floor=floor)``); ``piece`` the middle piece's state name.  ``stp_eps`` set: the
+    release is scale-then-privatize's (``scale_then_privatize(release, piece, eps_scale=stp_eps)``,
+    [DESIGN] Alg. 8): of the batch scaled by ``s = 1/(√max(v, 0) + stp_eps)`` (``v`` the piece's
+    before the step), divided by ``s`` before the rule."""
 
     release: Release
     rule: str
@@ -102,6 +105,7 @@ class Post:
     beta2: Any = None
     phi: Callable | None = None
     floor: Any = None
+    stp_eps: Any = None
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,19 @@ def _trial_source_impl(src, r, zbuf, noisy):
 #: moves time only (the state's round trip, ~8 µs, against ~4–6 ns saved a normal).
 INLINE_NORMALS_MIN = 4096
 
+def _unscale(x, U, r, j):  # pragma: no cover - replaced by the overload in compiled code
+    raise NotImplementedError
+
+
+@overload(_unscale)
+def _unscale_impl(x, U, r, j):
+    """``x / U[r, j]`` (scale-then-privatize's unscaled release, :class:`Post` ``stp_eps``), or
+    ``x`` when ``U`` is ``None`` — chosen when the kernel is compiled, no branch in the loops."""
+    if isinstance(U, types.NoneType):
+        return lambda x, U, r, j: x
+    return lambda x, U, r, j: x / U[r, j]
+
+
 # op codes of the per-coordinate recursion
 OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV = range(8)
 # where the clipped sum comes from
@@ -270,11 +287,12 @@ def _precondition(g, v, zero, eps):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
+def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U):
     """Noise, the recursion ``op`` and the update of trial ``r``, coordinate by coordinate, on the
     clipped-sum row ``src`` (each operation as the chain's array expression, rounded once to the
     dtype: every operand is of the dtype, so Numba keeps float32 arithmetic in float32).  One loop
-    per ``op`` (a branch inside the loop costs ~30%)."""
+    per ``op`` (a branch inside the loop costs ~30%).  ``U``: divide each noisy mean by
+    ``U[r, j]`` first (:func:`_unscale`), or ``None``."""
     d = W.shape[1]
     c = r if H.shape[1] > 1 else 0
     sd = H[H_STD, c]
@@ -292,11 +310,11 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
     h9 = H[H_9, c]
     if op == OP_SGD:  # scale(−η), then w + u
         for j in range(d):
-            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
+            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
             W[r, j] = W[r, j] + g * nl
     elif op == OP_MOMENTUM:  # trace: b = b·β + g   (h1 = β)
         for j in range(d):
-            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
+            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
             m = A[r, j] * h1 + g
             A[r, j] = m
             W[r, j] = W[r, j] + m * nl
@@ -304,20 +322,20 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
         # v = v·β + g²·(1−β) (h1 β, h2 1−β; the array twin: preconditioners.rmsprop's ema);
         # g / (√max(v, 0) + ε)  (h3 ε)
         for j in range(d):
-            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
+            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
             v = A[r, j] * h1 + (g * g) * h2
             A[r, j] = v
             W[r, j] = W[r, j] + _precondition(g, v, zero, h3) * nl
     elif op == OP_ADAGRAD:  # v = v + g² (twin: preconditioners.adagrad);  g / (√max(v, 0) + ε)
         for j in range(d):
-            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
+            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
             v = A[r, j] + g * g
             A[r, j] = v
             W[r, j] = W[r, j] + _precondition(g, v, zero, h3) * nl
     elif op == OP_ADAM:  # the element of preconditioners._adam_kernel, then the lr
         # h1 β1, h2 1−β1, h3 β2, h4 1−β2, h5 1−β1^t, h6 1−β2^t, h7 Φ, h8 floor, h9 ε
         for j in range(d):
-            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
+            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
             m, v, u = _adam_element(g, A[r, j], B[r, j], h1, h2, h3, h4, h5, h6, h7, h8, use_phi,
                                     h9, add_eps)
             A[r, j] = m
@@ -325,22 +343,22 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D):
             W[r, j] = W[r, j] + u * nl
     elif op == OP_ACC_SGD:  # DP² SGD phase: G = G + g; w + g·(−η)
         for j in range(d):
-            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
+            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
             B[r, j] = B[r, j] + g
             W[r, j] = W[r, j] + g * nl
     elif op == OP_ACC:  # DP² extra query's side release: G = G + g
         for j in range(d):
-            B[r, j] = B[r, j] + _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
+            B[r, j] = B[r, j] + _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
     else:  # OP_DIV: DP² noise-first adaptive phase: (g / D)·(−η2)
         for j in range(d):
-            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
+            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
             W[r, j] = W[r, j] + (g / D[r, j]) * nl
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C,
                    mask, want_mask, total, buf, gen, zbuf, noisy, recip, H, use_phi, add_eps, op, A,
-                   B, D):
+                   B, D, U):
     """Every trial in order: its clipped sum (``srck``: the engine's CSR or dense GLM trial body,
     :func:`dpsim.problems._glm_kernels._trial_row`, into ``buf``, norms not kept; or the
     precomputed ``total[r]``), then :func:`_apply_row`.  ``gen``: the run's Generator, or the
@@ -352,13 +370,13 @@ def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S,
         if srck == SRC_CSR:
             _K._trial_row(None, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C,
                           mask, want_mask, buf, None, r)
-            _apply_row(op, buf, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
+            _apply_row(op, buf, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U)
         elif srck == SRC_DENSE:
             _K._trial_row(X, None, None, None, None, idx, W, y, kind, lam, S, want_scale, C, mask,
                           want_mask, buf, None, r)
-            _apply_row(op, buf, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
+            _apply_row(op, buf, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U)
         else:
-            _apply_row(op, total[r], z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D)
+            _apply_row(op, total[r], z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -463,8 +481,10 @@ class FusedStep:
             self.buf = np.empty(self.W.shape[1], dtype=self.W.dtype)
         return self.W
 
-    def _release(self, rel, W, idx, mask, ctx, S, H, op, A, B, D, use_phi=False, add_eps=False):
-        """One release of ``rel`` on the batch and the recursion ``op`` (one kernel call)."""
+    def _release(self, rel, W, idx, mask, ctx, S, H, op, A, B, D, use_phi=False, add_eps=False,
+                 U=None):
+        """One release of ``rel`` on the batch (scaled by ``S`` unless ``None``; divided by ``U``
+        unless ``None``) and the recursion ``op`` (one kernel call)."""
         R = W.shape[0]
         dt = W.dtype
         if rel.clip is None:
@@ -493,7 +513,7 @@ class FusedStep:
                        self.buf, z, self._zbuf(z, W), rel.noisy, self._recip(ctx), H, use_phi,
                        add_eps, op,
                        A if A is not None else self._dummy(W), B if B is not None else self._dummy(W),
-                       D if D is not None else self._dummy(W))
+                       D if D is not None else self._dummy(W), U)
         if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
             _bitgen.store_state(ctx.backend._gen, z)
 
@@ -604,18 +624,20 @@ class FusedStep:
         if sp.rule in ("rmsprop", "adagrad"):
             if self.A is None or st.v is not self.A:
                 self.A = _own(st.v, dt, ctx)
+            s = self._stp_scale(self.A, ctx, dt)  # from v before this step's update
             extra = {H_3: ctx.hp(sp.eps)}
             if sp.rule == "rmsprop":
                 b = ctx.hp(sp.beta)
                 extra.update({H_1: b, H_2: 1.0 - b})  # ema(v, g², β) = v·β + g²·(1.0 − β)
             H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R, extra)
-            self._release(sp.release, W, idx, mask, ctx, None, H, op, self.A, None, None)
+            self._release(sp.release, W, idx, mask, ctx, s, H, op, self.A, None, None, U=s)
             state[sp.piece] = PreconditionState(v=self.A)
             return state
         # adam: the constants of dpsim.transforms.preconditioners.scale_by_adam / _adam_fused
         if self.A is None or st.m is not self.A or st.v is not self.B:
             self.A = _own(st.m, dt, ctx)
             self.B = _own(st.v, dt, ctx)
+        s = self._stp_scale(self.B, ctx, dt)  # from v before this step's update
         b1, b2 = ctx.hp(sp.beta1), ctx.hp(sp.beta2)
         t = st.count + 1
         ph = fl = 0.0
@@ -628,10 +650,19 @@ class FusedStep:
         ent.update({H_1: b1, H_2: 1.0 - b1, H_3: b2, H_4: 1.0 - b2, H_5: 1.0 - b1 ** t,
                     H_6: 1.0 - b2 ** t, H_7: ph, H_8: fl, H_9: e if add_eps else 0.0})
         H = _table(dt, R, ent)
-        self._release(sp.release, W, idx, mask, ctx, None, H, op, self.A, self.B, None,
-                      use_phi=sp.phi is not None, add_eps=add_eps)
+        self._release(sp.release, W, idx, mask, ctx, s, H, op, self.A, self.B, None,
+                      use_phi=sp.phi is not None, add_eps=add_eps, U=s)
         state[sp.piece] = AdamState(m=self.A, v=self.B, count=t)
         return state
+
+    def _stp_scale(self, v, ctx, dt):
+        """Scale-then-privatize's ``s = 1/(√max(v, 0) + ε_s)``, the expression of
+        :func:`dpsim.transforms.combinators.scale_then_privatize` (a fresh array each step: ``v``
+        changes in place), or ``None`` for a plain post-processing chain."""
+        if self.spec.stp_eps is None:
+            return None
+        s = 1.0 / (np.sqrt(np.maximum(v, 0.0)) + ctx.hp(self.spec.stp_eps))
+        return np.ascontiguousarray(s, dtype=dt)
 
     def _delayed(self, W, idx, mask, state, ctx):
         from .preconditioners import DelayedState  # noqa: PLC0415
