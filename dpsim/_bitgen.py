@@ -73,8 +73,8 @@ except ImportError:  # pragma: no cover - exercised only on a Numba without the 
     _ZIG_R = _ZIG_INV_R = None
 
 __all__ = ["WORDS", "state_of", "store_state", "supports", "next_uint64", "next_uint32",
-           "next_double", "standard_normal", "fill_standard_normal", "fill_normals", "integers", "binomial_setup", "binomial_table",
-           "binomial",
+           "next_double", "standard_normal", "fill_standard_normal", "fill_normals", "integers",
+           "binomial_setup", "binomial_table", "binomial",
            "draw_double", "draw_normal", "draw_integers", "draw_binomial"]
 
 WORDS = 6

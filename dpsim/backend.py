@@ -48,6 +48,7 @@ Results are always handed back to users as NumPy arrays (:func:`to_numpy`).
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -68,10 +69,7 @@ INLINE_FILL_MIN = 4096
 
 
 def _size(shape) -> int:
-    n = 1
-    for s in (shape if isinstance(shape, (tuple, list)) else (shape,)):
-        n *= int(s)
-    return n
+    return math.prod(shape) if isinstance(shape, (tuple, list)) else int(shape)
 
 # The namespace used for array_api_strict arrays.  ``None``: the array_api_strict module itself.
 # tests/test_array_namespace.py substitutes a stand-in without the standard's extensions.

@@ -130,9 +130,9 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         the same noise and agree to rounding; ``config["engine"]`` says which ran.  In the
         general engine, a chain that its optimizer function *described*
         (:mod:`dpsim.transforms._fused_release`: DP-SGD(M), DP-RMSProp/AdaGrad/Adam/AdamBC, the
-        DP² family and their non-private forms, AdaDPS, i.i.d. noise, ``backend="numpy"`` or
-        ``"numpy:blocked"``) takes each
-        step as one fused pass per trial — clipped sum, noise, recursion and update — with the
+        DP² family and their non-private forms, scale-then-privatize DP-Adam, AdaDPS; i.i.d.
+        noise, ``backend="numpy"`` or ``"numpy:blocked"``) takes each step as one fused pass per
+        trial — clipped sum, noise, recursion and update — with the
         chain's random stream and operations, so bit for bit the result of
         ``transform.update`` (``dpsim.engine.FUSED_RELEASE = False``), without its ``(R, d)``
         temporaries; ``params`` and the state's arrays are then updated in place, so a probe

@@ -40,7 +40,7 @@ from ..transforms.preconditioners import (AdamState, MomentInputs, adagrad, prec
                                           scale_by_adam)
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
-from .adaptive import noise_variance
+from .adaptive import _adam, _beta, _eps, noise_variance
 from .baselines import learning_rate, post, release
 
 #: The scale-then-privatize guard ε_s of s = 1/(√v + ε_s).
@@ -106,17 +106,15 @@ def dp_adam_stp(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS 
     preconditioner's raw ``v`` before this step, then the ``base`` rule on ``g̃``."""
     tx = _stp(gaussian_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
               eps_scale)
-    # its description for the engine's fused release (the same validated values as _stp's pieces)
-    stp_eps = hyper("eps_scale", eps_scale, "(0, inf)")
+    # its description for the engine's fused release, from the validated values of _stp's pieces
     if base == "adam":
-        kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
-    elif base == "rmsprop":
-        kw = {"beta": hyper("beta2", beta2, "[0, 1)")}
+        kw = _adam(beta1, beta2, eps)
     else:
-        kw = {}
-    rel = release(clip, noise_multiplier, noise, scaled=True)
-    return optimizer(post(tx, rel, base, lr, piece="preconditioner", eps=hyper("eps", eps, "[0, inf)"),
-                          stp_eps=stp_eps, **kw))
+        kw = {"piece": "preconditioner", "eps": _eps(eps)}
+        if base == "rmsprop":
+            kw["beta"] = _beta(beta2, "beta2")
+    return optimizer(post(tx, release(clip, noise_multiplier, noise, scaled=True), base, lr,
+                          stp_eps=hyper("eps_scale", eps_scale, "(0, inf)"), **kw))
 
 
 _ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clipped gradient, "

@@ -423,13 +423,7 @@ def plan(problem, tx, backend, *, public_idx=None):
     spec = spec_of(tx)
     if spec is None or (public_idx is not None) != isinstance(spec, Prepared):
         return None
-    if backend.name != "numpy":
-        return None
-    if backend.noise_layout == "stream" and backend._gen is None:  # pragma: no cover - defensive
-        return None
-    if backend.noise_layout not in ("stream", "blocked"):  # pragma: no cover - no other layout
-        return None
-    if not isinstance(spec, (Post, Delayed, Prepared)):  # pragma: no cover - only these are registered
+    if backend.name != "numpy":  # either noise layout (dpsim.backend.NOISE_LAYOUTS) is handled
         return None
     return FusedStep(spec, problem, tx, public_idx)
 
