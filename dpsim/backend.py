@@ -274,6 +274,27 @@ class _BlockedNormals:
                 self._ahead = (shape, dtype, kind) + nxt
             return out
 
+    def get_state(self) -> list:
+        """The block streams' states as if no draw had been made ahead (a draw made ahead is
+        made again after :meth:`set_state`, from the same states: the same numbers)."""
+        with self._lock:
+            if self._ahead is not None:
+                for f in self._ahead[4] or ():
+                    f.result()
+            states = [g.bit_generator.state for g in self._gens]
+            if self._ahead is not None:
+                states[:len(self._ahead[5])] = self._ahead[5]
+            return states
+
+    def set_state(self, states: list) -> None:
+        with self._lock:
+            if self._ahead is not None:
+                for f in self._ahead[4] or ():
+                    f.result()
+                self._ahead = None
+            for j, st in enumerate(states):
+                self._gen(j).bit_generator.state = st
+
     def close(self):
         if self._ahead is not None:
             for f in self._ahead[4] or ():
@@ -353,6 +374,27 @@ class Backend:
         if isinstance(scale, (int, float)) and scale == 1.0:
             return z
         return z * scale
+
+    @property
+    def can_checkpoint(self) -> bool:
+        """Whether :meth:`random_state` can save the noise stream (host NumPy generators)."""
+        return self.name != "cupy"
+
+    def random_state(self):
+        """The noise stream's state (picklable), for :mod:`dpsim.checkpoint`: the generator's
+        bit-generator state, or the blocked layout's block states."""
+        if not self.can_checkpoint:
+            raise ValueError(f"the {self.name} backend's generator state cannot be saved")
+        if self._blocked is not None:
+            return {"blocked": self._blocked.get_state()}
+        return {"stream": self._gen.bit_generator.state}
+
+    def set_random_state(self, state) -> None:
+        """Restore what :meth:`random_state` returned: the next draws are those that followed it."""
+        if self._blocked is not None:
+            self._blocked.set_state(state["blocked"])
+        else:
+            self._gen.bit_generator.state = state["stream"]
 
     def uniform(self, shape):
         """Uniform draws on ``[0, 1)``."""

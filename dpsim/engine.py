@@ -22,6 +22,7 @@ import scipy
 
 from . import accounting, optimizers
 from .backend import Backend, to_numpy
+from .checkpoint import DEFAULT_EVERY, Checkpoint
 from .problems import Problem
 from .results import METRICS, Result
 from .sampling import Sampler, check_sampling, public_count
@@ -89,7 +90,8 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
              progress: bool = False, dtype: str = "float64", init=None,
              probes: dict[str, Callable] | None = None,
              metrics=("loss", "grad_norm_sq", "dist_to_opt"), target_epsilon=None,
-             target_delta=None, accountant: str = "pld", fast: bool | None = None) -> Result:
+             target_delta=None, accountant: str = "pld", fast: bool | None = None,
+             checkpoint=None, checkpoint_every: float = DEFAULT_EVERY) -> Result:
     """Run ``trials`` independent trials of ``optimizer`` on ``problem`` for ``steps`` steps.
 
     Parameters
@@ -137,6 +139,14 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         ``transform.update`` (``dpsim.engine.FUSED_RELEASE = False``), without its ``(R, d)``
         temporaries; ``params`` and the state's arrays are then updated in place, so a probe
         that keeps them past its record must copy them.
+    checkpoint : a file path: every ``checkpoint_every`` seconds (default 600) the step loop
+        saves what the rest of the run depends on (step, parameters, state, records, sampler and
+        noise-stream states), and a later call with the same arguments resumes from it with the
+        uninterrupted run's result, bit for bit (:mod:`dpsim.checkpoint`).  A run that wrote a
+        checkpoint leaves its final state there (calling it again returns at once).  Runs the
+        general engine (``fast=True`` is refused); NumPy backends only.  Without it, a call
+        inside a :func:`dpsim.checkpoint.checkpoints` block is checkpointed in that block's
+        directory (as ``dpsim reproduce`` does for every cell).
 
     Every record holds the full objective ``F(w)``, the excess ``F(w) − F*`` (when the problem
     knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.
@@ -252,7 +262,10 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     fused_plan = None
     if fast is not None and not isinstance(fast, bool):
         raise ValueError(f"fast must be None, True or False, got fast={fast!r}")
-    if fast is not False:
+    if fast and checkpoint is not None:
+        raise ValueError("fast=True runs the whole loop in one compiled kernel, which cannot "
+                         f"be checkpointed; drop fast or checkpoint={checkpoint!r}")
+    if fast is not False and checkpoint is None:
         from . import fused
 
         fused_plan = fused.plan(prob, optimizer, trials=trials, backend=backend, dtype=dtype)
@@ -261,11 +274,45 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
                 raise ValueError(f"fast=True, but this run has no fused kernel: {fused_plan}")
             fused_plan = None
 
+    def run_identity():  # what the run's numbers depend on (the checkpoint's fingerprint)
+        return dict(problem=dict(problem.config), optimizer=optimizer.name,
+                    hyperparameters=dict(optimizer.hyperparameters), steps=steps,
+                    batch_size=batch_size, trials=trials, seed=_seed_config(seed),
+                    sampling=sampling, backend=backend, dtype=dtype, record_steps=rec_steps,
+                    metrics=list(metrics), probes=sorted(all_probes),
+                    init=None if init is None else np.asarray(init, dtype=float),
+                    version=_versions().get("dpsim"))
+
+    ck = Checkpoint.for_run(checkpoint, checkpoint_every, be, run_identity,
+                            compiled=fused_plan is not None)
+    saved = None if ck is None else ck.load()
+
     t0 = time.perf_counter()
-    next_rec = 0
-    record(next_rec, params, state)
-    next_rec += 1
     batch_sizes_sum = np.zeros(trials)
+    t_start, wall_before = 0, 0.0
+    if saved is None:
+        next_rec = 0
+        record(next_rec, params, state)
+        next_rec += 1
+    else:  # resume: the loop goes on from step t_start + 1 as if it had never stopped
+        t_start, next_rec, wall_before = int(saved["t"]), int(saved["next_rec"]), float(saved["wall"])
+        params, state = saved["params"], saved["state"]
+        for store, key in ((rec, "rec"), (prec, "prec")):
+            for name, arr in saved[key].items():
+                store[name][...] = arr
+        batch_sizes_sum[...] = saved["batch_sizes_sum"]
+        sampler.set_state(saved["sampler"])
+        be.set_random_state(saved["noise"])
+        ctx.t = t_start
+        if bar is not None:
+            bar.update(t_start)
+        del saved
+
+    def checkpoint_now(t):
+        ck.save({"t": t, "steps": steps, "next_rec": next_rec, "params": params, "state": state, "rec": rec,
+                 "prec": prec, "batch_sizes_sum": batch_sizes_sum,
+                 "sampler": sampler.get_state(), "noise": be.random_state(),
+                 "wall": wall_before + time.perf_counter() - t0})
     if fused_plan is not None:
         params, state = fused.run(fused_plan, params=params, state=state, steps=steps,
                                   rec_steps=rec_steps, record=record, sampler=sampler,
@@ -279,7 +326,8 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         from .transforms import _fused_release
 
         fused_step = _fused_release.plan(prob, tx, be, public_idx=public_idx)
-    for t in range(1, steps + 1 if fused_plan is None else 0):
+    t = t_start
+    for t in range(t_start + 1, steps + 1 if fused_plan is None else 0):
         ctx.t = t
         bi = sampler.draw()
         batch_sizes_sum += bi.sizes
@@ -302,9 +350,13 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
             next_rec += 1
         if bar is not None:
             bar.update(1)
+        if ck is not None and ck.due():
+            checkpoint_now(t)
+    if ck is not None and ck.written and ck.last_t != steps:
+        checkpoint_now(steps)  # the final state: the same call again returns at once
     if bar is not None:
         bar.close()
-    wall = time.perf_counter() - t0
+    wall = wall_before + time.perf_counter() - t0
 
     config = {
         "problem": dict(problem.config),

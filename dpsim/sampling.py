@@ -117,6 +117,15 @@ class Sampler:
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self.step = 0  # draws made so far (cyclic sampling: the next step samples group step mod k)
 
+    def get_state(self) -> dict:
+        """Generator state and draw counter (picklable; :mod:`dpsim.checkpoint`)."""
+        return {"rng": self.rng.bit_generator.state, "step": self.step}
+
+    def set_state(self, state: dict) -> None:
+        """Restore :meth:`get_state`'s result: the next draw is the one that followed it."""
+        self.rng.bit_generator.state = state["rng"]
+        self.step = int(state["step"])
+
     def draw(self) -> BatchIndices:
         R, n, b = self.R, self.n, self.b
         self.step += 1

@@ -172,6 +172,28 @@ def _read_manifest(path: Path) -> dict | None:
     return m if isinstance(m, dict) else None
 
 
+def _in_progress(key_dir: Path, done) -> dict:
+    """``{label: [{"call", "t", "steps", "wall_s", "written"}, ...]}``: the checkpoints of cells not
+    yet saved (``<key>/partial/<label>/call-<k>.json``, :mod:`dpsim.checkpoint`)."""
+    out: dict = {}
+    part = key_dir / "partial"
+    if not part.is_dir():
+        return out
+    for cell_dir in sorted(p for p in part.iterdir() if p.is_dir() and p.name not in done):
+        calls = []
+        for f in sorted(cell_dir.glob("call-*.json")):
+            try:
+                info = json.loads(f.read_text())
+                calls.append({"call": int(f.stem.split("-")[1]), "t": int(info["t"]),
+                              "steps": int(info["steps"]), "wall_s": float(info["wall_s"]),
+                              "written": float(info["written"])})
+            except (OSError, ValueError, KeyError, TypeError, IndexError):
+                continue
+        if calls:
+            out[cell_dir.name] = calls
+    return out
+
+
 def _current_key(exp, scale: str, backend: str) -> str:
     return pipeline.cache_key(exp.name, exp.config(scale), pipeline.numerics_version(exp), backend)
 
@@ -199,7 +221,8 @@ def status(results_dir, scale: str = "full", *, experiments: Sequence[str] | Non
     (listed cells whose file is gone), ``cpu_s``, ``complete`` (finished run, ``LATEST`` names the
     key), ``report`` (``True``/``False`` with ``figures_dir``, else ``None``), ``total`` and
     ``remaining`` (``None`` without ``cell_labels``), ``eta_cpu_s``, ``eta_wall_s``, ``last_cell``
-    (Unix seconds of the latest finished cell) and ``other_keys`` (``{key: cells}`` of the other
+    (Unix seconds of the latest finished cell), ``in_progress`` (the checkpoints of unsaved
+    cells, :func:`_in_progress`) and ``other_keys`` (``{key: cells}`` of the other
     key folders at this scale, not reused by this checkout).  ``total`` sums cells and CPU and
     gives the sessions, the wall time and the effective parallelism of the latest session.
     Reads only; ``ValueError`` naming an unknown scale or experiment or a missing folder."""
@@ -254,6 +277,7 @@ def status(results_dir, scale: str = "full", *, experiments: Sequence[str] | Non
                           else None),
             "last_cell": max((b for _, b in ivs), default=None),
             "other_keys": others,
+            "in_progress": _in_progress(scale_dir / key, cells.cells),
         })
 
     sess = sessions(pooled, gap)
@@ -348,6 +372,11 @@ def format_status(st: Mapping) -> str:
         if r["files_missing"]:
             lines.append(f"{r['name']}: {r['files_missing']} listed cell file(s) missing "
                          "(they will be recomputed)")
+        for label, calls in r["in_progress"].items():
+            lines.append(f"{r['name']}: {label} in progress: "
+                         + "; ".join(f"simulation {c['call']} checkpointed at step {c['t']}/"
+                                     f"{c['steps']} after {_hours(c['wall_s'])} "
+                                     f"({_utc(c['written'])})" for c in calls))
         if r["other_keys"]:
             lines.append(f"{r['name']}: cells under other keys (not reused by this checkout): "
                          + ", ".join(f"{k} ({n})" for k, n in r["other_keys"].items()))

@@ -14,6 +14,7 @@ Cache layout (``results/<experiment>/<scale>/``)::
                            commit of the code that computed it), notes (the
                            tuning selections, ...)
     <key>/<label>.npz      one dpsim.Result per sweep cell (Result.save), written as it finishes
+    <key>/partial/<label>/ checkpoints of a cell being computed (removed once it is saved)
     <key>/table.nc         the results table: one row per cell and trial (config columns and
                            final metrics), netCDF, ``xarray.open_dataset(path).to_dataframe()``
 
@@ -33,7 +34,11 @@ config or numerics version) are kept until ``dpsim cache prune`` (:func:`prune`)
 A cell is reused only when the manifest of its key lists it and the file's SHA-256 matches the one
 recorded when it was written; otherwise (missing, truncated or corrupted file, unreadable
 manifest) it is recomputed.  ``force=True`` recomputes every cell of the run.  Since every cell is
-saved the moment it finishes, an interrupted sweep loses no finished work.
+saved the moment it finishes, an interrupted sweep loses no finished work; and since each cell's
+simulations checkpoint themselves every :data:`CHECKPOINT_EVERY` seconds under
+``<key>/partial/<label>/`` (:mod:`dpsim.checkpoint`), it loses at most that much of the cells it
+was computing: run again, they resume from their last checkpoint with the same results (a remote
+worker that cannot reach the folder warns and computes without checkpoints).
 
 **Concurrency.**  Files are written to a unique temporary name (``.<name>.<pid>.<random>.tmp``)
 and renamed into place (atomic on one filesystem); every manifest update re-reads the manifest
@@ -64,6 +69,7 @@ runner, the number of workers or the order cells finish in, because cell ``i`` r
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import datetime as _dt
@@ -74,6 +80,7 @@ import multiprocessing
 import os
 import platform
 import re
+import shutil
 import sys
 import threading
 import time
@@ -88,6 +95,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 import dpsim
+from dpsim import checkpoint as _checkpoint
 
 __all__ = ["Experiment", "Cell", "Cache", "Saved", "InProcess", "DaskRunner", "make_runner",
            "numerics_version", "cache_key", "cell_seed", "package_versions", "results_table",
@@ -100,6 +108,11 @@ _MANIFEST = "manifest.json"
 _LATEST = "LATEST"
 _TABLE = "table.nc"
 _LOCK = ".lock"
+_PARTIAL = "partial"  # checkpoints of the cells being computed (Cache.partial)
+#: Seconds between two checkpoints of a cell's simulation (:func:`_run_cell`).  A checkpoint of
+#: the largest full-scale cell (DP² tuning: 480 trials × d = 10 000, a few (R, d) arrays) is
+#: about 0.2 GB and 0.3 s to write.
+CHECKPOINT_EVERY = 300.0
 _FORMAT = "dpsim-experiment-cache-2"
 _OLD_FORMATS = ("dpsim-experiment-cache-1",)
 
@@ -565,13 +578,19 @@ def restore_malloc_thresholds() -> bool:
     return ok
 
 
-def _run_cell(compute, seed, expected: dict, in_worker: bool = False):
+def _run_cell(compute, seed, expected: dict, in_worker: bool = False, partial=None):
     """Compute one cell (in a worker or in this process): ``(Result, wall seconds, CPU
     seconds, timing)``, the CPU time being that of the thread that computed the cell
     (``time.thread_time``) and ``timing`` ``{"worker": "host:pid", "t_start", "t_stop"}`` (Unix
-    seconds: the timeline of a sweep, from which a worker's idle time follows); ``compute`` may come pickled (:func:`_dumps_cell`).  On a Dask
+    seconds: the timeline of a sweep, from which a worker's idle time follows), plus
+    ``resumed_s`` when part of the cell was restored from checkpoints; ``compute`` may come pickled (:func:`_dumps_cell`).  On a Dask
     worker (``in_worker``) the allocator thresholds are restored first
-    (:func:`restore_malloc_thresholds`)."""
+    (:func:`restore_malloc_thresholds`).
+
+    ``partial``: the cell's checkpoint directory (:meth:`Cache.partial`): its simulations run
+    inside :func:`dpsim.checkpoint.checkpoints` there, every :data:`CHECKPOINT_EVERY` seconds, so
+    a cell killed in the middle (a sweep stopped, a session ended) resumes from its last
+    checkpoint with the same result."""
     if in_worker:
         restore_malloc_thresholds()
     if isinstance(compute, bytes):
@@ -582,10 +601,16 @@ def _run_cell(compute, seed, expected: dict, in_worker: bool = False):
         raise RuntimeError(f"a Dask worker runs dpsim {here} but the sweep was keyed for "
                            f"{expected}; install the same dpsim on every worker")
     start, t0, c0 = time.time(), time.perf_counter(), time.thread_time()
-    res = compute(seed)
+    scope = None
+    with contextlib.ExitStack() as stack:
+        if partial is not None:
+            scope = stack.enter_context(_checkpoint.checkpoints(partial, every=CHECKPOINT_EVERY))
+        res = compute(seed)
     wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-    return res, wall, cpu, {"worker": _worker_id(), "t_start": round(start, 3),
-                            "t_stop": round(start + wall, 3)}
+    timing = {"worker": _worker_id(), "t_start": round(start, 3), "t_stop": round(start + wall, 3)}
+    if scope is not None and scope.resumed_wall > 0:
+        timing["resumed_s"] = round(scope.resumed_wall, 3)
+    return res, wall, cpu, timing
 
 
 def _worker_id() -> str:
@@ -627,7 +652,7 @@ def _cell_file_bytes(res) -> bytes | None:
         return path.read_bytes()
 
 
-def _run_batch_cell(blob: bytes, batch: str, i: int, seed, expected: dict):
+def _run_batch_cell(blob: bytes, batch: str, i: int, seed, expected: dict, partial=None):
     """Compute cell ``i`` of a batch on a worker: the batch's computes, pickled together
     (:func:`_dumps_cell` of the list), are unpickled once per worker process and kept for the
     batch's later cells (the most recently used batches are kept, see :data:`_BATCHES_MAX`).
@@ -646,20 +671,20 @@ def _run_batch_cell(blob: bytes, batch: str, i: int, seed, expected: dict):
         while len(_BATCHES) > 1 and (len(_BATCHES) > _BATCHES_MAX or
                                      sum(n for _, n in _BATCHES.values()) > _BATCHES_BYTES):
             del _BATCHES[next(iter(_BATCHES))]
-    res, wall, cpu, timing = _run_cell(hit[0][i], seed, expected, in_worker=True)
+    res, wall, cpu, timing = _run_cell(hit[0][i], seed, expected, in_worker=True, partial=partial)
     return res, wall, cpu, timing, _cell_file_bytes(res)
 
 
 def _run_batch_cells(blob: bytes, batch: str, cells: list, expected: dict) -> list:
-    """Cells ``[(i, seed), ...]`` of a batch, one after another on a worker (one Dask task for
+    """Cells ``[(i, seed, partial), ...]`` of a batch, one after another on a worker (one Dask task for
     several short cells, see :meth:`DaskRunner._chunks`): ``[(i, output or exception)]``
     where an output is :func:`_run_batch_cell`'s.  A cell that raises ends the chunk; the cells
     before it are returned, so the process that owns the cache saves them before it reports the
     error."""
     out = []
-    for i, seed in cells:
+    for i, seed, *partial in cells:
         try:
-            out.append((i, _run_batch_cell(blob, batch, i, seed, expected)))
+            out.append((i, _run_batch_cell(blob, batch, i, seed, expected, *partial)))
         except Exception as err:  # noqa: BLE001 - reported by the owner of the cache
             # returned, not raised: its traceback would not travel, so it goes as a note
             err.add_note(f"in cell {i} of the batch on worker {_worker_id()}:\n"
@@ -675,12 +700,13 @@ class InProcess:
     workers = 1
     parallel = False
 
-    def run(self, jobs: Sequence[tuple[Cell, np.random.SeedSequence]]):
-        """Yield ``[(cell, result, wall seconds, CPU seconds, timing)]`` per job, in order (a
-        group of one: the cells a runner yields together are saved with one manifest update)."""
+    def run(self, jobs: Sequence[tuple]):
+        """Jobs ``(cell, seed[, checkpoint directory])``.  Yield ``[(cell, result, wall seconds,
+        CPU seconds, timing)]`` per job, in order (a group of one: the cells a runner yields
+        together are saved with one manifest update)."""
         expected = _worker_versions()
-        for cell, seed in jobs:
-            yield [(cell, *_run_cell(cell.compute, seed, expected))]
+        for cell, seed, *partial in jobs:
+            yield [(cell, *_run_cell(cell.compute, seed, expected, False, *partial))]
 
     def start(self) -> None:
         pass
@@ -866,8 +892,8 @@ class DaskRunner:
             self._setup_held.on = False
             self._setup.release()
 
-    def run(self, jobs: Sequence[tuple[Cell, np.random.SeedSequence]]):
-        """Submit every job; yield ``[(cell, result, wall seconds, CPU seconds, timing, file
+    def run(self, jobs: Sequence[tuple]):
+        """Submit every job, ``(cell, seed[, checkpoint directory])``; yield ``[(cell, result, wall seconds, CPU seconds, timing, file
         bytes)]``, the cells that have finished since the last group (one manifest update per
         group; the worker made the cell's file, :func:`_cell_file_bytes`).
 
@@ -887,7 +913,7 @@ class DaskRunner:
         run_id = uuid.uuid4().hex[:8]
         # One pickle for the whole batch, sent once to every worker (not once per task).  Made
         # before waiting for the cluster: solving the problems' optima here overlaps its start.
-        pickled = _dumps_cell([cell.compute for cell, _ in jobs], self._shared)
+        pickled = _dumps_cell([job[0].compute for job in jobs], self._shared)
         self._end_setup_turn()  # set-up done: the next experiment's may start
         client = self.client
         phase = getattr(self._phases, "n", 0)
@@ -904,7 +930,7 @@ class DaskRunner:
                 for chunk in self._chunks(list(todo), client):
                     cell = todo[chunk[0]][0]
                     fut = client.submit(_run_batch_cells, blob, run_id,
-                                        [(i, todo[i][1]) for i in chunk], expected,
+                                        [(i, *todo[i][1:]) for i in chunk], expected,
                                         pure=False, priority=phase,
                                         key=f"dpsim-cells-{cell.label}+{len(chunk) - 1}-{run_id}-{attempt}")
                     futures[fut] = chunk
@@ -1181,6 +1207,11 @@ class Cache:
     def path(self, label: str) -> Path:
         return self.root / f"{label}.npz"
 
+    def partial(self, label: str) -> Path:
+        """The checkpoint directory of a cell being computed (``<root>/partial/<label>``; removed
+        once the cell is saved): its simulations resume from there after a kill."""
+        return self.root / _PARTIAL / label
+
     def _check(self, cell: Cell) -> None:
         if not _LABEL.match(cell.label):
             raise ValueError(f"cell label must match {_LABEL.pattern}, got label={cell.label!r}")
@@ -1232,6 +1263,8 @@ class Cache:
             if entries:
                 self._update(lambda m: m["cells"].update(entries))
                 self.computed.extend(entries)
+                for label in entries:  # saved: its checkpoints are no longer needed
+                    shutil.rmtree(self.partial(label), ignore_errors=True)
 
     def get(self, cell: Cell):
         """Load ``cell`` from the cache if valid, else compute and save it; returns the Result."""
@@ -1269,7 +1302,8 @@ class Cache:
         bar = _Progress(self.progress, desc or f"{self.experiment} [{self.scale}]", len(cells),
                         len(cells) - len(pending))
         try:
-            for group in self.runner.run([(c, self.cell_seed(c.index)) for c in pending]):
+            for group in self.runner.run([(c, self.cell_seed(c.index), str(self.partial(c.label)))
+                                          for c in pending]):
                 # (cell, result, wall, cpu, timing[, file bytes made by the worker])
                 group = [(*g[:5], g[5] if len(g) > 5 else None) for g in group]
                 self._store([(cell, res, wall, cpu, metas[cell.label], timing, data)
@@ -1565,7 +1599,7 @@ def prune(results_dir, experiments: dict, *, dry_run: bool = False) -> list[Path
                 if not _KEY.match(key_dir.name) or not (key_dir / _MANIFEST).exists():
                     continue
                 if key_dir.name in current:
-                    for tmp in sorted(key_dir.glob(".*.tmp")):
+                    for tmp in sorted([*key_dir.glob(".*.tmp"), *key_dir.glob(f"{_PARTIAL}/*/.*.tmp")]):
                         if not _owner_alive(tmp):
                             remove(tmp)
                     continue

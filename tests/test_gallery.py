@@ -235,6 +235,18 @@ def test_status_of_a_partial_run(tiny_all, tmp_path):
     assert (st["total"]["remaining"], st["total"]["eta_cpu_s"]) == (r["remaining"], r["eta_cpu_s"])
     par = st["total"]["parallelism_last_session"]
     assert par is not None and r["eta_wall_s"] == pytest.approx(r["eta_cpu_s"] / par, rel=1e-12)
+    assert r["in_progress"] == {}
+    # a cell being computed has left a checkpoint (dpsim.checkpoint): status says how far it is
+    todo = next(lab for lab in dp2_logistic.cell_labels(exp.config("tiny")) if lab not in keep)
+    side = dst / "partial" / todo / "call-0001.json"
+    side.parent.mkdir(parents=True)
+    side.write_text(json.dumps({"t": 40, "steps": 120, "wall_s": 7200.0, "written": 0.0}))
+    (r,) = gallery.status(tmp_path / "results", "tiny", experiments=["dp2_logistic"])["experiments"]
+    assert r["in_progress"] == {todo: [{"call": 1, "t": 40, "steps": 120, "wall_s": 7200.0,
+                                        "written": 0.0}]}
+    assert (f"dp2_logistic: {todo} in progress: simulation 1 checkpointed at step 40/120 after "
+            "2.00 h (1970-01-01 00:00 UTC)") in gallery.format_status(
+                {**st, "experiments": [r]})
 
 
 def test_sessions():

@@ -1,0 +1,229 @@
+"""Checkpoints of a long :func:`dpsim.simulate` run, so that a killed run resumes where it stopped.
+
+A run that is given a checkpoint (``simulate(..., checkpoint=path)``, or any ``simulate`` call
+inside :func:`checkpoints`) writes, every ``every`` seconds of its step loop, everything the rest
+of the run depends on, taken between two steps:
+
+* the step ``t`` reached, the parameters and the optimizer's state (pickled together, so arrays
+  they share stay shared),
+* the records made so far and the running batch-size sums,
+* the sampler's generator state and draw counter, and the backend's noise-stream state (for the
+  blocked layout the state of every block stream, rewound past a draw made ahead of time, so the
+  next draw is made again from the same point),
+* the wall time spent so far.
+
+A later call with the same arguments (the *fingerprint* below) loads it and continues from step
+``t + 1``: the batches and the noise it draws are the ones the uninterrupted run would have drawn,
+and its result is the uninterrupted run's bit for bit (``tests/test_checkpoint.py`` checks this for
+every registered optimizer).  A run that wrote at least one checkpoint also writes its final state,
+so calling it again returns at once; a checkpoint whose fingerprint does not match is ignored
+(with a warning) and overwritten.
+
+The fingerprint hashes what the run's numbers depend on: the problem's config, the optimizer's
+name and hyperparameters (per-trial arrays by their bytes), steps, batch size, trials, seed,
+sampling, backend, dtype, record steps, metrics, probe names, the initial point and dpsim's
+version.  Two different chains registered under one name with equal hyperparameters are not told
+apart: give a custom optimizer its own name.
+
+Beside each checkpoint ``<name>.ckpt`` a small ``<name>.json`` says how far it is (step, steps,
+wall seconds; ``dpsim gallery status`` lists them).  Files are written next to their final name and renamed (a kill mid-write leaves the previous
+checkpoint whole).  They are pickles: load only checkpoints you wrote.  Not covered: the CuPy
+backend (its generator state lives on the device; a ``checkpoint=`` there is refused, and runs
+inside :func:`checkpoints` are not checkpointed) and the small-d compiled kernel of
+:mod:`dpsim.fused` (a whole run in one kernel call: checkpoints apply to the general engine's step
+loop, ``fast=False``, or the chain runs the engine picks by itself for larger problems).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+import math
+import os
+import pickle
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["checkpoints", "Checkpoint", "FORMAT", "DEFAULT_EVERY"]
+
+#: Version of the checkpoint file layout; a file of another format is ignored.
+FORMAT = 1
+#: Seconds between two checkpoints of one run, unless told otherwise.
+DEFAULT_EVERY = 600.0
+
+_SCOPE: contextvars.ContextVar = contextvars.ContextVar("dpsim_checkpoints", default=None)
+
+
+class _Scope:
+    """The directory of a :func:`checkpoints` block and the number of ``simulate`` calls made in it."""
+
+    def __init__(self, directory: Path, every: float):
+        self.directory = directory
+        self.every = every
+        self.calls = 0
+        self.resumed_wall = 0.0  # simulation wall seconds restored from checkpoints in this block
+        self.written = 0         # checkpoint files written in this block
+
+    def next_path(self) -> Path:
+        k = self.calls
+        self.calls += 1
+        return self.directory / f"call-{k:04d}.ckpt"
+
+
+def _check_every(every) -> float:
+    if isinstance(every, bool) or not isinstance(every, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(every)) or every < 0:
+        raise ValueError(f"checkpoint_every must be a finite number of seconds >= 0, got {every!r}")
+    return float(every)
+
+
+@contextlib.contextmanager
+def checkpoints(directory, every: float = DEFAULT_EVERY):
+    """Checkpoint every :func:`dpsim.simulate` call made inside this block.
+
+    The ``k``-th call (0-based, in the order they are made, so a deterministic computation finds
+    its own files again) uses ``directory/call-<k>.ckpt``; the directory is made on the first
+    write.  ``every``: seconds between two checkpoints of a run (0: after every step, for tests).
+    Yields the block's record: ``calls``, ``written`` (files written) and ``resumed_wall`` (wall
+    seconds of simulation restored from earlier checkpoints rather than recomputed).
+
+    Used by ``dpsim reproduce``: each cell of a sweep runs inside one block whose directory is
+    removed once the cell's result is saved, so a sweep killed in the middle of a long cell
+    resumes that cell from its last checkpoint instead of from its first step.
+    """
+    if directory is None:
+        raise ValueError("checkpoints needs a directory, got directory=None")
+    scope = _Scope(Path(directory), _check_every(every))
+    token = _SCOPE.set(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPE.reset(token)
+
+
+def _jsonable(obj):
+    if isinstance(obj, np.ndarray):
+        a = np.ascontiguousarray(obj)
+        return {"array": str(a.dtype), "shape": list(a.shape),
+                "sha256": hashlib.sha256(a.tobytes()).hexdigest()}
+    if isinstance(obj, (np.integer, np.floating, np.bool_)):
+        return obj.item()
+    if isinstance(obj, np.random.SeedSequence):
+        return {"entropy": str(obj.entropy), "spawn_key": list(obj.spawn_key)}
+    return repr(obj)
+
+
+def fingerprint(**parts) -> str:
+    """SHA-256 of ``parts`` as canonical JSON (arrays by dtype, shape and the hash of their bytes)."""
+    text = json.dumps(parts, sort_keys=True, default=_jsonable)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class Checkpoint:
+    """One run's checkpoint file: :meth:`load` what an earlier run left, :meth:`due` and
+    :meth:`save` during the loop.  Made by :meth:`for_run`."""
+
+    def __init__(self, path: Path, every: float, fingerprint: str, scope: _Scope | None = None):
+        self.path = Path(path)
+        self.every = every
+        self.fingerprint = fingerprint
+        self.scope = scope
+        self.written = False
+        self.last_t = None  # the step of the last checkpoint written
+        self._next = time.monotonic() + every
+        self._failed = False
+
+    @classmethod
+    def for_run(cls, checkpoint, every, backend, identity, compiled: bool = False):
+        """The checkpoint of a run: the explicit ``checkpoint`` path, else the next file of the
+        enclosing :func:`checkpoints` block, else ``None``.  Refuses an explicit path on a
+        backend whose generator state cannot be saved (CuPy); skips such runs in a block, and
+        runs of the compiled small-d kernel (``compiled``), which still take their number.
+        ``identity()``: the run's arguments, hashed into the fingerprint (called only when the
+        run is checkpointed)."""
+        scope = None
+        if checkpoint is None:
+            scope = _SCOPE.get()
+            if scope is None:
+                return None
+            path, every = scope.next_path(), scope.every
+        else:
+            if not isinstance(checkpoint, (str, os.PathLike)):
+                raise ValueError(f"checkpoint must be a file path, got checkpoint={checkpoint!r}")
+            path, every = Path(checkpoint), _check_every(every)
+        if compiled:
+            return None
+        if not backend.can_checkpoint:
+            if scope is None:
+                raise ValueError(f"checkpoints need a NumPy backend (their generator state is "
+                                 f"saved on the host), got backend={backend.name!r}")
+            return None
+        return cls(path, every, fingerprint(format=FORMAT, **identity()), scope)
+
+    def load(self) -> dict | None:
+        """The saved payload of this run, or ``None`` (no file, an unreadable one, another
+        format or another run's: the latter two with a warning)."""
+        try:
+            with open(self.path, "rb") as fh:
+                payload = pickle.load(fh)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except Exception as err:  # noqa: BLE001 - a torn or foreign file: start afresh
+            warnings.warn(f"ignoring unreadable checkpoint {self.path}: {err}", RuntimeWarning,
+                          stacklevel=3)
+            return None
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT \
+                or payload.get("fingerprint") != self.fingerprint:
+            warnings.warn(f"ignoring checkpoint {self.path}: it was written by another run "
+                          "(other arguments, code version or format); it will be overwritten",
+                          RuntimeWarning, stacklevel=3)
+            return None
+        if self.scope is not None:
+            self.scope.resumed_wall += float(payload["wall"])
+        return payload
+
+    @staticmethod
+    def progress_path(path) -> Path:
+        """The small JSON file beside a checkpoint (``<name>.json``: ``t``, ``steps``, ``wall_s``,
+        ``written``), for progress reports that should not unpickle the state."""
+        path = Path(path)
+        return path.with_name(path.stem + ".json")
+
+    def due(self) -> bool:
+        return time.monotonic() >= self._next
+
+    def save(self, payload: dict) -> None:
+        """Write ``payload`` (plus format and fingerprint) atomically; an unwritable location
+        warns once and turns checkpointing off for this run, which itself goes on."""
+        self._next = time.monotonic() + self.every
+        if self._failed:
+            return
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                pickle.dump({"format": FORMAT, "fingerprint": self.fingerprint, **payload}, fh,
+                            protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, self.path)
+            progress = {"t": payload.get("t"), "steps": payload.get("steps"),
+                        "wall_s": round(float(payload.get("wall", 0.0)), 3), "written": time.time()}
+            side = self.progress_path(self.path)
+            tmp = side.with_name(f".{side.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+            tmp.write_text(json.dumps(progress) + "\n")
+            os.replace(tmp, side)
+        except OSError as err:
+            self._failed = True
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            warnings.warn(f"cannot write checkpoint {self.path} ({err}); the run goes on "
+                          "without checkpoints", RuntimeWarning, stacklevel=3)
+            return
+        self.written = True
+        self.last_t = payload.get("t")
+        if self.scope is not None:
+            self.scope.written += 1
