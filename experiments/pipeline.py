@@ -95,7 +95,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 import dpsim
-from dpsim import checkpoint as _checkpoint
+import dpsim.checkpoint
 
 __all__ = ["Experiment", "Cell", "Cache", "Saved", "InProcess", "DaskRunner", "make_runner",
            "numerics_version", "cache_key", "cell_seed", "package_versions", "results_table",
@@ -604,7 +604,7 @@ def _run_cell(compute, seed, expected: dict, in_worker: bool = False, partial=No
     scope = None
     with contextlib.ExitStack() as stack:
         if partial is not None:
-            scope = stack.enter_context(_checkpoint.checkpoints(partial, every=CHECKPOINT_EVERY))
+            scope = stack.enter_context(dpsim.checkpoint.checkpoints(partial, every=CHECKPOINT_EVERY))
         res = compute(seed)
     wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
     timing = {"worker": _worker_id(), "t_start": round(start, 3), "t_stop": round(start + wall, 3)}
