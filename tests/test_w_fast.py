@@ -85,6 +85,8 @@ CASES = [
     ("dp_adam_stp", {"base": "adagrad", "noise_multiplier": 0.0}),
     ("sgd", {}), ("momentum", {}), ("rmsprop", {}), ("adagrad", {}), ("adam", {}),
     ("delayed_rmsprop", {"s1": 2, "lr2": _pt(0.01, 0.1)}),
+    ("dp_adam_corrected", {"eps": _pt(1e-8, 1e-3), "noise_multiplier": _pt(0.5, 2.0)}),
+    ("dp_adam_corrected", {"beta1": 0.5, "clip": float("inf"), "noise_multiplier": 0.0}),
 ]
 
 
@@ -154,7 +156,7 @@ def test_compiled_draws_are_the_generators_stream(dtype, source):
         assert g1.bit_generator.state == g2.bit_generator.state
 
 
-@pytest.mark.parametrize("name,hp", [CASES[i] for i in (0, 1, 3, 4, 5, 6, 8, 12, 14, 15, 16)])
+@pytest.mark.parametrize("name,hp", [CASES[i] for i in (0, 1, 3, 4, 5, 6, 8, 12, 14, 15, 16, 24)])
 def test_fused_release_with_inlined_normals_is_the_chain(probs, monkeypatch, name, hp):
     """Every float64 release drawing its normals inline (threshold 0) is still the chain, bit for
     bit, and leaves the Generator where the chain's draws leave it (the runs continue from it);
@@ -226,7 +228,7 @@ def test_fused_release_is_the_chain_on_the_blocked_noise_layout(probs, monkeypat
     when a step's noise spans several blocks, so the pool and the look-ahead are in play."""
     monkeypatch.setenv("DPSIM_NOISE_THREADS", threads)
     calls = _count_calls(monkeypatch, "step")
-    for i in (0, 1, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 16, 18):
+    for i in (0, 1, 3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 16, 18, 24):
         name, hp = CASES[i]
         opt = optimizers.get(name, **hp)
         for dtype, seed, sampling, b in (("float64", 0, "poisson", 8), ("float32", 1, "fixed", 12)):

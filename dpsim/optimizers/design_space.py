@@ -59,9 +59,12 @@ def dp_adam_corrected(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps
                       clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """Corrected DP-Adam ([DESIGN] Alg. 7): ``m̂ / (√max(v̂ − Φ, 0) + ε)`` with ``Φ = (σC/b)²``."""
     phi = noise_variance(clip, noise_multiplier)
-    return optimizer(named_chain(
-        ("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
-        ("preconditioner", scale_by_adam(beta1, beta2, eps, phi=phi, floor=0.0)), learning_rate(lr)))
+    tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
+                     ("preconditioner", scale_by_adam(beta1, beta2, eps, phi=phi, floor=0.0)),
+                     learning_rate(lr))
+    # described for the fused release (DP-AdamBC's rule with an additive ε and a zero floor)
+    return optimizer(post(tx, release(clip, noise_multiplier, noise), "adam", lr,
+                          **_adam(beta1, beta2, eps), phi=phi, floor=0.0))
 
 
 @register
