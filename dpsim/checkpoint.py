@@ -25,6 +25,13 @@ sampling, backend, dtype, record steps, metrics, probe names, the initial point 
 version.  Two different chains registered under one name with equal hyperparameters are not told
 apart: give a custom optimizer its own name.
 
+**Probes** are saved with the run only through their results so far; a probe must be a function
+of ``(state, params, ctx)``, or expose the memory it keeps between records as a dict attribute
+``probe_state`` (saved and restored in place; probes sharing one dict share it again).  A probe
+whose closure holds a mutable container (dict, list, set) without ``probe_state`` would silently
+forget it on resume, so such a run is not checkpointed (:func:`unsaved_probe_memory`: an explicit
+``checkpoint=`` is refused, a run inside :func:`checkpoints` goes on without, with a warning).
+
 Beside each checkpoint ``<name>.ckpt`` a small ``<name>.json`` says how far it is (step, steps,
 wall seconds; ``dpsim gallery status`` lists them).  Files are written next to their final name and renamed (a kill mid-write leaves the previous
 checkpoint whole).  They are pickles: load only checkpoints you wrote.  Not covered: the CuPy
@@ -118,6 +125,51 @@ def _jsonable(obj):
     return repr(obj)
 
 
+def _holds_memory(obj, seen) -> bool:
+    """Whether a function's closure (or the closures of functions it closes over) holds a
+    mutable container."""
+    if id(obj) in seen:
+        return False
+    seen.add(id(obj))
+    if isinstance(obj, (dict, list, set)):
+        return True
+    cells = getattr(obj, "__closure__", None) or ()
+    for cell in cells:
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, (dict, list, set)) or (callable(value) and _holds_memory(value, seen)):
+            return True
+    return False
+
+
+def unsaved_probe_memory(probes: dict) -> list[str]:
+    """Names of the probes whose closures keep memory a checkpoint would not save: a mutable
+    container (dict, list, set) in the closure, directly or through a function it calls, and no
+    ``probe_state`` dict attribute exposing it (module docstring)."""
+    return sorted(name for name, fn in probes.items()
+                  if not isinstance(getattr(fn, "probe_state", None), dict)
+                  and _holds_memory(fn, set()))
+
+
+def probe_states(probes: dict) -> dict:
+    """``{name: probe.probe_state}`` of the probes that expose their memory."""
+    return {name: fn.probe_state for name, fn in probes.items()
+            if isinstance(getattr(fn, "probe_state", None), dict)}
+
+
+def restore_probe_states(probes: dict, saved: dict) -> None:
+    """Put the saved memories back into the probes' own dicts (in place: their closures hold them)."""
+    live = probe_states(probes)
+    for name, state in saved.items():
+        if name in live:
+            target = live[name]
+            if target is not state:
+                target.clear()
+                target.update(state)
+
+
 def fingerprint(**parts) -> str:
     """SHA-256 of ``parts`` as canonical JSON (arrays by dtype, shape and the hash of their bytes)."""
     text = json.dumps(parts, sort_keys=True, default=_jsonable)
@@ -139,7 +191,7 @@ class Checkpoint:
         self._failed = False
 
     @classmethod
-    def for_run(cls, checkpoint, every, backend, identity, compiled: bool = False):
+    def for_run(cls, checkpoint, every, backend, identity, compiled: bool = False, probes=None):
         """The checkpoint of a run: the explicit ``checkpoint`` path, else the next file of the
         enclosing :func:`checkpoints` block, else ``None``.  Refuses an explicit path on a
         backend whose generator state cannot be saved (CuPy); skips such runs in a block, and
@@ -157,6 +209,14 @@ class Checkpoint:
                 raise ValueError(f"checkpoint must be a file path, got checkpoint={checkpoint!r}")
             path, every = Path(checkpoint), _check_every(every)
         if compiled:
+            return None
+        unsaved = unsaved_probe_memory(probes or {})
+        if unsaved:
+            msg = (f"probes {unsaved} keep memory in their closures that a checkpoint cannot save; "
+                   "give each a dict attribute probe_state holding it (dpsim.checkpoint)")
+            if scope is None:
+                raise ValueError(msg)
+            warnings.warn(msg + "; this run is not checkpointed", RuntimeWarning, stacklevel=3)
             return None
         if not backend.can_checkpoint:
             if scope is None:

@@ -22,7 +22,7 @@ import scipy
 
 from . import accounting, optimizers
 from .backend import Backend, to_numpy
-from .checkpoint import DEFAULT_EVERY, Checkpoint
+from .checkpoint import DEFAULT_EVERY, Checkpoint, probe_states, restore_probe_states
 from .problems import Problem
 from .results import METRICS, Result
 from .sampling import Sampler, check_sampling, public_count
@@ -284,8 +284,10 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
                     version=_versions().get("dpsim"))
 
     ck = Checkpoint.for_run(checkpoint, checkpoint_every, be, run_identity,
-                            compiled=fused_plan is not None)
+                            compiled=fused_plan is not None, probes=all_probes)
     saved = None if ck is None else ck.load()
+    if saved is not None and probe_states(all_probes) and "probe_states" not in saved:
+        saved = None  # written before probes' memories were saved: start afresh rather than forget
 
     t0 = time.perf_counter()
     batch_sizes_sum = np.zeros(trials)
@@ -303,6 +305,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         batch_sizes_sum[...] = saved["batch_sizes_sum"]
         sampler.set_state(saved["sampler"])
         be.set_random_state(saved["noise"])
+        restore_probe_states(all_probes, saved["probe_states"])
         ctx.t = t_start
         if bar is not None:
             bar.update(t_start)
@@ -312,6 +315,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         ck.save({"t": t, "steps": steps, "next_rec": next_rec, "params": params, "state": state, "rec": rec,
                  "prec": prec, "batch_sizes_sum": batch_sizes_sum,
                  "sampler": sampler.get_state(), "noise": be.random_state(),
+                 "probe_states": probe_states(all_probes),
                  "wall": wall_before + time.perf_counter() - t0})
     if fused_plan is not None:
         params, state = fused.run(fused_plan, params=params, state=state, steps=steps,

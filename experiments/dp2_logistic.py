@@ -268,7 +268,8 @@ def stability_probes(eps: float) -> dict:
     """Probes of the preconditioner ``D`` at each record step ([DP2] Fig. 1): ``pc_q10``, ``pc_q50``,
     ``pc_q90`` — the 10/50/90% quantiles of ``log10 D`` over the coordinates — and ``pc_change``,
     the relative ℓ1 change ``‖D_t − D_prev‖₁ / ‖D_prev‖₁`` since the previous record (NaN at the
-    first).  The probes share the previous ``D`` through a closure: one set per run."""
+    first).  The probes share the previous ``D`` through a closure, exposed to checkpoints as their
+    ``probe_state`` (a resumed cell restores it): one set per run."""
     memo: dict = {}
 
     def quantiles(state, ctx):
@@ -282,10 +283,13 @@ def stability_probes(eps: float) -> dict:
                         change=change)
         return memo
 
-    return {"pc_q10": lambda st, w, ctx: quantiles(st, ctx)["q"][0],
-            "pc_q50": lambda st, w, ctx: quantiles(st, ctx)["q"][1],
-            "pc_q90": lambda st, w, ctx: quantiles(st, ctx)["q"][2],
-            "pc_change": lambda st, w, ctx: quantiles(st, ctx)["change"]}
+    probes = {"pc_q10": lambda st, w, ctx: quantiles(st, ctx)["q"][0],
+              "pc_q50": lambda st, w, ctx: quantiles(st, ctx)["q"][1],
+              "pc_q90": lambda st, w, ctx: quantiles(st, ctx)["q"][2],
+              "pc_change": lambda st, w, ctx: quantiles(st, ctx)["change"]}
+    for fn in probes.values():  # the memory a checkpoint saves and restores (dpsim.checkpoint)
+        fn.probe_state = memo
+    return probes
 
 
 def stability_cell(label, index, problem, hp, meta, *, steps, batch_size, trials, every, sampling,

@@ -245,3 +245,46 @@ def test_a_killed_sweep_cell_resumes_from_its_checkpoint(logreg, tmp_path, monke
     assert not partial.exists()
     entry = c.manifest["cells"]["c"]
     assert entry["resumed_s"] > 0
+
+
+def _change_probe(with_state):
+    """A probe with memory between records: the change of w[:, 0] since the previous record."""
+    memo: dict = {}
+
+    def probe(state, params, ctx):
+        x = np.array(params[:, 0], dtype=float)
+        prev = memo.get("x")
+        memo["x"] = x
+        return np.full(x.shape, np.nan) if prev is None else x - prev
+
+    if with_state:
+        probe.probe_state = memo
+    return probe
+
+
+def test_probe_memory_is_saved_or_the_run_is_not_checkpointed(logreg, tmp_path, monkeypatch):
+    """A probe exposing its closure's memory as ``probe_state`` is restored on resume (its first
+    record after the resume is the uninterrupted one, not a fresh start); the experiments'
+    stateful probes (dp2_logistic's preconditioner stability) expose theirs; a probe hiding its
+    memory is refused with ``checkpoint=`` and left uncheckpointed in a block."""
+    from dpsim.experiments import dp2_logistic
+
+    kw = dict(steps=10, batch_size=16, trials=2, seed=4, record_every=2)
+    for key, make in (("change", lambda: {"change": _change_probe(True)}),
+                      ("pc_change", lambda: dp2_logistic.stability_probes(1e-3))):
+        want = dpsim.simulate(logreg, "dp_rmsprop", fast=False, probes=make(), **kw)
+        path = tmp_path / f"{key}.ckpt"
+        _kill_after(monkeypatch, [5])
+        with pytest.raises(Killed):
+            dpsim.simulate(logreg, "dp_rmsprop", probes=make(), checkpoint=path, checkpoint_every=0, **kw)
+        got = dpsim.simulate(logreg, "dp_rmsprop", probes=make(), checkpoint=path, checkpoint_every=0, **kw)
+        assert_same_result(want, got)
+        assert np.isfinite(got.records[key][3]).all()  # step 6, the first record after the resume
+    assert ckpt.unsaved_probe_memory({"hidden": _change_probe(False), "fine": lambda s, w, c: w[:, 0]}) == ["hidden"]
+    with pytest.raises(ValueError, match="probe_state"):
+        dpsim.simulate(logreg, "dp_sgd", probes={"hidden": _change_probe(False)},
+                       checkpoint=tmp_path / "h.ckpt", **kw)
+    with pytest.warns(RuntimeWarning, match="not checkpointed"):
+        with ckpt.checkpoints(tmp_path / "block", every=0):
+            dpsim.simulate(logreg, "dp_sgd", fast=False, probes={"hidden": _change_probe(False)}, **kw)
+    assert not (tmp_path / "block").exists()
