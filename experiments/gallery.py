@@ -194,6 +194,15 @@ def _in_progress(key_dir: Path, done) -> dict:
     return out
 
 
+def _left(call: Mapping) -> str:
+    """``", ≈ <time> left at this rate"``: the wall time a checkpointed simulation still needs at
+    its average pace so far (``""`` before its first step or once it is done)."""
+    t, steps, wall = call["t"], call["steps"], call["wall_s"]
+    if t <= 0 or t >= steps:
+        return ""
+    return f", ≈ {_hours(wall * (steps - t) / t)} left at this rate"
+
+
 def _current_key(exp, scale: str, backend: str) -> str:
     return pipeline.cache_key(exp.name, exp.config(scale), pipeline.numerics_version(exp), backend)
 
@@ -376,7 +385,7 @@ def format_status(st: Mapping) -> str:
             lines.append(f"{r['name']}: {label} in progress: "
                          + "; ".join(f"simulation {c['call']} checkpointed at step {c['t']}/"
                                      f"{c['steps']} after {_hours(c['wall_s'])} "
-                                     f"({_utc(c['written'])})" for c in calls))
+                                     f"({_utc(c['written'])})" + _left(c) for c in calls))
         if r["other_keys"]:
             lines.append(f"{r['name']}: cells under other keys (not reused by this checkout): "
                          + ", ".join(f"{k} ({n})" for k, n in r["other_keys"].items()))

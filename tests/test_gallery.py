@@ -245,7 +245,7 @@ def test_status_of_a_partial_run(tiny_all, tmp_path):
     assert r["in_progress"] == {todo: [{"call": 1, "t": 40, "steps": 120, "wall_s": 7200.0,
                                         "written": 0.0}]}
     assert (f"dp2_logistic: {todo} in progress: simulation 1 checkpointed at step 40/120 after "
-            "2.00 h (1970-01-01 00:00 UTC)") in gallery.format_status(
+            "2.00 h (1970-01-01 00:00 UTC), ≈ 4.00 h left at this rate") in gallery.format_status(
                 {**st, "experiments": [r]})
 
 
