@@ -15,6 +15,7 @@ import dpsim
 from dpsim import checkpoint as ckpt
 from dpsim import optimizers, problems, sampling
 from dpsim.experiments import pipeline
+from optimizer_setup import table_setup
 
 
 class Killed(Exception):
@@ -27,21 +28,10 @@ def logreg():
 
 
 def _setup(name, prob, steps):
-    """Keywords that make ``name`` run here (as in the table test of ``test_variants``)."""
-    opt_kw, sim_kw = {}, {}
-    if name == "pdp_sgd":
-        opt_kw = dict(k=2, public_fraction=0.05)
-    if name == "adadps":
-        opt_kw = dict(public_fraction=0.05)
-    if name in ("pasan", "pagan"):
-        opt_kw = dict(radius=1e3)
-    if name.startswith("dp2_") or name == "delayed_rmsprop":
-        opt_kw = dict(s1=3) if name != "delayed_rmsprop" else {}
-    if name == "dp_sgd_ctcdp":
-        from dpsim.optimizers import ctcdp
-
-        plan = ctcdp.plan(epsilon=1.0, delta=1e-5, steps=steps, n=prob.n, clip=1.0)
-        sim_kw = dict(sampling="fixed", batch_size=plan["batch_size"])
+    """:func:`optimizer_setup.table_setup`, with DP² switching phase every 3 steps."""
+    opt_kw, sim_kw = table_setup(name, prob, steps)
+    if name.startswith("dp2_"):
+        opt_kw = dict(opt_kw, s1=3)
     return opt_kw, sim_kw
 
 

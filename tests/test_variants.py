@@ -18,6 +18,7 @@ from dpsim.testing import assert_bound_holds
 from dpsim.testing import strategies as S
 
 from naive import naive_adaptive, naive_dp2
+from optimizer_setup import table_setup
 
 
 @pytest.fixture(scope="module")
@@ -28,23 +29,6 @@ def lsq():
 @pytest.fixture(scope="module")
 def logreg():
     return problems.logistic_regression(600, 10, seed=1)
-
-
-# Per-name settings the table test needs (everything else runs with the optimizer's defaults).
-def _table_setup(name, prob):
-    opt_kw, sim_kw = {}, {}
-    if name == "pdp_sgd":
-        opt_kw = dict(k=2, public_fraction=0.05)
-    if name == "adadps":
-        opt_kw = dict(public_fraction=0.05)
-    if name in ("pasan", "pagan"):
-        opt_kw = dict(radius=1e3)
-    if name == "dp_sgd_ctcdp":
-        from dpsim.optimizers import ctcdp
-
-        plan = ctcdp.plan(epsilon=1.0, delta=1e-5, steps=60, n=prob.n, clip=1.0)
-        sim_kw = dict(sampling="fixed", batch_size=plan["batch_size"])
-    return opt_kw, sim_kw
 
 
 # delayed_rmsprop divides each minibatch gradient by the root of the *averaged* previous gradients'
@@ -62,7 +46,7 @@ def test_every_optimizer_runs(which, request):
     prob = request.getfixturevalue(which)
     failures = []
     for name in optimizers.names():
-        opt_kw, sim_kw = _table_setup(name, prob)
+        opt_kw, sim_kw = table_setup(name, prob)
         if name in _NON_PRIVATE_LR:
             opt_kw["lr"] = _NON_PRIVATE_LR[name]
         kw = dict(steps=60, batch_size=32, trials=4, seed=3, record_every=20)
