@@ -305,7 +305,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         batch_sizes_sum[...] = saved["batch_sizes_sum"]
         sampler.set_state(saved["sampler"])
         be.set_random_state(saved["noise"])
-        restore_probe_states(all_probes, saved["probe_states"])
+        restore_probe_states(all_probes, saved.get("probe_states", {}))
         ctx.t = t_start
         if bar is not None:
             bar.update(t_start)

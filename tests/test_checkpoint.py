@@ -278,3 +278,29 @@ def test_probe_memory_is_saved_or_the_run_is_not_checkpointed(logreg, tmp_path, 
         with ckpt.checkpoints(tmp_path / "block", every=0):
             dpsim.simulate(logreg, "dp_sgd", fast=False, probes={"hidden": _change_probe(False)}, **kw)
     assert not (tmp_path / "block").exists()
+
+
+def test_a_checkpoint_written_before_probe_memories_were_saved(logreg, tmp_path, monkeypatch):
+    """A file without the ``probe_states`` entry (written by dpsim before it saved them): a run
+    whose probes keep no memory resumes from it; one whose probes do starts afresh. Both give
+    the uninterrupted result."""
+    kw = dict(steps=10, batch_size=16, trials=2, seed=4, record_every=2)
+    for probes, resumed in ((None, True), ({"change": _change_probe(True)}, False)):
+        make = (lambda: None) if probes is None else (lambda: {"change": _change_probe(True)})
+        want = dpsim.simulate(logreg, "dp_rmsprop", fast=False, probes=make(), **kw)
+        path = tmp_path / f"old{resumed}.ckpt"
+        _kill_after(monkeypatch, [5])
+        with pytest.raises(Killed):
+            dpsim.simulate(logreg, "dp_rmsprop", probes=make(), checkpoint=path, checkpoint_every=0, **kw)
+        monkeypatch.undo()
+        with open(path, "rb") as fh:
+            payload = pickle.load(fh)
+        del payload["probe_states"]
+        path.write_bytes(pickle.dumps(payload))
+        draws = []
+        real = sampling.Sampler.draw
+        monkeypatch.setattr(sampling.Sampler, "draw", lambda self: draws.append(1) or real(self))
+        got = dpsim.simulate(logreg, "dp_rmsprop", probes=make(), checkpoint=path, checkpoint_every=0, **kw)
+        monkeypatch.undo()
+        assert_same_result(want, got)
+        assert len(draws) == (5 if resumed else 10)
