@@ -271,3 +271,59 @@ def test_adadps_fused_release_is_the_chain(probs, monkeypatch):
     _both(problems.logistic_regression(200, 6, seed=5), opt, steps=5, batch_size=8, trials=R, seed=4,
           fast=False)
     assert fused == []  # neither has the fast public part: the chain ran inside the fused step
+
+
+def test_pagan_fused_release_is_the_chain(probs, monkeypatch):
+    """PAGAN (:class:`fr.Ellipsoid`): per trial the privatizer's projected sum (its own GLM kernel),
+    the noise ``z·s/√a``, AdaGrad with ``D = max(√v, ε)``, the learning rate and the update in one
+    kernel pass — bit for bit the chain (parameters, records, the ``projected_fraction`` probe, the
+    privacy record) for the three cases of the projection (constant ``A`` row: closed form;
+    varying ``A`` with ρ = 0: the root-find over a row's nonzeros; with ρ ≠ 0: over a dense
+    scratch row), active and inactive projections, per-trial σ / η / radius, σ = 0, every
+    sampler, b a power of two or not, both noise layouts and the inlined normals; off its GLM form
+    (float32, a non-GLM problem) every step runs the chain inside the fused step, still equal."""
+    applied = []
+    real = fr._ellipsoid_apply
+
+    def spy(*a):
+        applied.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(fr, "_ellipsoid_apply", spy)
+    sparse = probs["sparse"]
+    d = sparse.d
+    sig = list(np.linspace(0.2, 2.0, d))
+    unreg = problems.logistic_regression(300, d, density=0.1, reg=0.0, seed=6)
+    cases = [(sparse, {"radius": 1.0}),  # projection inactive
+             (sparse, {"radius": 0.05, "noise_multiplier": _pt(0.0, 1.0, 2.0), "lr": _pt(0.1, 0.5, 1.0),
+                       "eps": _pt(1e-12, 1e-3)}),
+             (sparse, {"radius": _pt(0.02, 0.3, 5.0), "scaling": "optimal", "sigma_hat": sig}),
+             (unreg, {"radius": 0.1, "scaling": "optimal", "sigma_hat": sig}),
+             (unreg, {"radius": 0.1, "noise_multiplier": 0.0}),
+             (sparse, {"radius": float("inf"), "noise_multiplier": 0.0})]
+    runs = [("poisson", 8, "numpy"), ("fixed", 12, "numpy:blocked"), ("replacement", 8, "numpy")]
+    for prob, hp in cases:
+        opt = optimizers.get("pagan", **hp)
+        assert isinstance(fr.spec_of(opt.transform), fr.Ellipsoid)
+        for seed, (sampling, b, backend) in enumerate(runs):
+            applied.clear()
+            a, _ = _both(prob, opt, steps=6, batch_size=b, trials=R, seed=seed, sampling=sampling,
+                         record_every=2, backend=backend)  # records include projected_fraction
+            assert len(applied) == 6
+        if hp.get("radius") == 0.05:
+            assert np.max(a.records["projected_fraction"]) > 0  # the projection was active
+    opt = optimizers.get("pagan", radius=0.05)
+    monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 0)
+    _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=7, record_every=5)
+    monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 4096)
+    big = problems.logistic_regression(200, 3 * 10 ** 4, density=0.002, seed=7)
+    _both(big, opt, steps=4, batch_size=8, trials=R, seed=3, record_every=2)
+    box = problems.absolute_regression(200, 6, seed=3)  # dense rows, a Box domain
+    _both(box, optimizers.get("pagan", radius=0.5), steps=8, batch_size=10, trials=R, seed=4,
+          fast=False, record_every=2)
+    applied.clear()
+    _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=4, dtype="float32")
+    _both(probs["quadratic"], opt, steps=5, batch_size=6, trials=R, seed=4, fast=False)
+    assert applied == []  # no GLM form: the chain ran inside the fused step
+    assert fr.spec_of(optimizers.get("pasan", radius=1.0).transform) is None
+    assert fr.spec_of(optimizers.get("pagan", radius=1.0, noise="banded:2").transform) is None

@@ -29,14 +29,16 @@ Ranges: ``lr`` ∈ [0, ∞); ``noise_multiplier`` ∈ [0, ∞); ``radius`` ∈ (
 
 from __future__ import annotations
 
-from ..privacy.ellipsoid import (OPTIMAL_EXPONENT, EllipsoidState, ellipsoid_privatizer,  # noqa: F401
-                                 ellipsoid_radius, empirical_moment, project_ellipsoid,
-                                 scaling_diagonal)
+from .._validate import hyper
+from ..privacy.ellipsoid import (OPTIMAL_EXPONENT, EllipsoidState, ellipsoid_parts,  # noqa: F401
+                                 ellipsoid_privatizer, ellipsoid_radius, empirical_moment,
+                                 project_ellipsoid, scaling_diagonal)
+from ..transforms import _fused_release as _fr
 from ..transforms.base import named_chain
 from ..transforms.preconditioners import adagrad, precondition
 from ._hyper import EPS_POSITIVE, LR, NOISE, SIGMA, Opaque, OrNone, Real
 from ._registry import Optimizer, optimizer, register
-from .baselines import learning_rate
+from .baselines import described, learning_rate, neg_lr
 
 __all__ = ["pasan", "pagan", "ellipsoid_privatizer", "ellipsoid_radius", "empirical_moment",
            "scaling_diagonal", "project_ellipsoid", "EllipsoidState", "OPTIMAL_EXPONENT"]
@@ -54,12 +56,16 @@ def _projected_probe(state, params, ctx):
 
 
 def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise):
-    priv = ellipsoid_privatizer(noise_multiplier, radius=radius, scaling=scaling, sigma_hat=sigma_hat,
-                                algorithm=algorithm, noise=noise)
+    priv, glm_release = ellipsoid_parts(noise_multiplier, radius=radius, scaling=scaling,
+                                        sigma_hat=sigma_hat, algorithm=algorithm, noise=noise)
     per = "norm" if algorithm == "pasan" else "coordinate"
     step = precondition(adagrad(eps, guard="max", per=per))
-    return optimizer(named_chain(("privatizer", priv), ("preconditioner", step), learning_rate(lr)),
-                     probes={"projected_fraction": _projected_probe})
+    tx = named_chain(("privatizer", priv), ("preconditioner", step), learning_rate(lr))
+    if algorithm == "pagan" and noise == "gaussian":
+        # the fused release (per trial: projected sum, noise, AdaGrad, update; bit for bit this
+        # chain, tests/test_w_fast.py); PASAN's per-trial ||ĝ||² is NumPy's pairwise row sum
+        tx = described(tx, _fr.Ellipsoid(glm_release, hyper("eps", eps, "(0, inf)"), neg_lr(lr)))
+    return optimizer(tx, probes={"projected_fraction": _projected_probe})
 
 
 @register(per_coordinate=_PER_COORDINATE)

@@ -525,19 +525,15 @@ def _glm_parallel(vals_all, cols_all, ptr, dense_d, y, kind, reg, W, idx, mask, 
                    Amat, SA, ISA, arow, const_a, out, lam_out)
 
 
-def glm_projected_sum(X, y, link, reg, W, idx, mask, Amat, arow):
-    """``(S, λ)`` with ``S_r = Σ_i π_{A_r}(g_{r,i})`` over the valid slots and ``λ`` the multipliers.
-
-    ``g_{r,i} = l'(x·w_r, y)·x + ρ w_r`` for the row ``x = X[idx[r, i]]`` (the per-example gradient
-    of the GLM ``l(x·w, y) + (ρ/2)||w||²``, ``l`` = ``link``), projected onto ``{Σ_j a_j g_j² ≤ 1}``
-    with ``a = Amat[arow[r]]`` (rows of zeros: no constraint).  ``X``: dense ``(n, d)`` float64 or
-    ``scipy.sparse`` CSR with sorted indices; ``W`` ``(R, d)``; ``idx`` ``(R, b)`` int;
-    ``mask`` ``(R, b)`` bool or ``None``.  Padded (masked) slots contribute nothing and get
-    ``λ = 0``.  Host NumPy float64 in and out; the ``(R, b, d)`` gradients are never formed (see the
-    comment above :data:`LINKS` for the three cases and their cost).
-    """
-    W = np.ascontiguousarray(W, dtype=np.float64)
-    R, d = W.shape
+def glm_arguments(X, y, link, reg, W, idx, mask, Amat, arow):
+    """The arguments of the GLM kernel (:func:`_glm_trial`) after ``W``, in its order, and the
+    pass's work estimate: ``((vals, cols, ptr, dense_d, y, kind, reg), (idx, mask, use_mask,
+    Amat, SA, ISA, arow, const_a), work)`` — the rows as CSR or flattened dense, the link's code,
+    the per-row constants of ``A`` (``√a``, ``1/√a``, the constant value of a row or ``-1``).
+    Shared by :func:`glm_projected_sum` and the fused release of PAGAN
+    (:mod:`dpsim.transforms._fused_release`), so both run the kernel on the same inputs."""
+    d = W.shape[1]
+    R = W.shape[0]
     idx = np.ascontiguousarray(idx, dtype=np.int64)
     bmax = idx.shape[1]
     use_mask = mask is not None
@@ -554,12 +550,39 @@ def glm_projected_sum(X, y, link, reg, W, idx, mask, Amat, arow):
         vals, cols, ptr, dense_d = Xd.reshape(-1), np.arange(d, dtype=np.int64), np.zeros(1, np.int64), d
     else:
         vals, cols, ptr, dense_d = X.data, X.indices, X.indptr, 0
-    out = np.empty((R, d))
-    lam = np.empty((R, bmax))
     work = R * bmax * (d if (dense_d or (reg != 0.0 and np.any(const_a < 0))) else
                        max(1.0, float(len(vals)) / max(X.shape[0], 1)))
+    rows = (vals, cols, ptr, dense_d, np.ascontiguousarray(y, dtype=np.float64), LINKS.index(link),
+            float(reg))
+    batch = (idx, mask_a, use_mask, Amat, SA, ISA, np.ascontiguousarray(arow, dtype=np.int64),
+             const_a)
+    return rows, batch, work
+
+
+def projected_fraction(lam, mask):
+    """Per trial, the fraction of the batch's valid slots whose gradient was projected
+    (``λ > 0``): ``lam`` ``(R, b)``, ``mask`` ``(R, b)`` bool or ``None`` (every slot valid)."""
+    R, bmax = lam.shape
+    valid = (bmax * np.ones(R) if mask is None else mask.sum(axis=1))
+    return (lam > 0).sum(axis=1) / np.maximum(valid, 1)
+
+
+def glm_projected_sum(X, y, link, reg, W, idx, mask, Amat, arow):
+    """``(S, λ)`` with ``S_r = Σ_i π_{A_r}(g_{r,i})`` over the valid slots and ``λ`` the multipliers.
+
+    ``g_{r,i} = l'(x·w_r, y)·x + ρ w_r`` for the row ``x = X[idx[r, i]]`` (the per-example gradient
+    of the GLM ``l(x·w, y) + (ρ/2)||w||²``, ``l`` = ``link``), projected onto ``{Σ_j a_j g_j² ≤ 1}``
+    with ``a = Amat[arow[r]]`` (rows of zeros: no constraint).  ``X``: dense ``(n, d)`` float64 or
+    ``scipy.sparse`` CSR with sorted indices; ``W`` ``(R, d)``; ``idx`` ``(R, b)`` int;
+    ``mask`` ``(R, b)`` bool or ``None``.  Padded (masked) slots contribute nothing and get
+    ``λ = 0``.  Host NumPy float64 in and out; the ``(R, b, d)`` gradients are never formed (see the
+    comment above :data:`LINKS` for the three cases and their cost).
+    """
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    R, d = W.shape
+    rows, batch, work = glm_arguments(X, y, link, reg, W, idx, mask, Amat, arow)
+    out = np.empty((R, d))
+    lam = np.empty((R, batch[0].shape[1]))
     fn = _glm_parallel if _use_parallel(R, work) else _glm_serial
-    fn(vals, cols, ptr, dense_d, np.ascontiguousarray(y, dtype=np.float64), LINKS.index(link),
-       float(reg), W, idx, mask_a, use_mask, Amat, SA, ISA, np.ascontiguousarray(arow, dtype=np.int64),
-       const_a, out, lam)
+    fn(*rows, W, *batch, out, lam)
     return out, lam

@@ -84,13 +84,15 @@ from .._validate import hyper
 from ..backend import to_numpy
 from ..problems import Box
 from ..transforms.base import GradientTransformation
-from ._ellipsoid import LINKS, _project_flat, glm_projected_sum, project_ellipsoid
+from ._ellipsoid import (LINKS, _project_flat, glm_arguments, glm_projected_sum,
+                         project_ellipsoid, projected_fraction)
 from .events import NonPrivate
 from .noise import NoiseSource
 
 __all__ = [
     "project_ellipsoid",
     "ellipsoid_privatizer",
+    "ellipsoid_parts",
     "ellipsoid_radius",
     "empirical_moment",
     "scaling_diagonal",
@@ -318,6 +320,21 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     ``"pagan"`` selects the optimal exponent and the radius formula, and for ``"pagan"`` checks that
     the domain is a box (or absent).  Declares a release with noise multiplier σ.  A and the noise
     scale are fixed at the first step (``A_k = A`` for all k).
+    The transformation is the first item of :func:`ellipsoid_parts`.
+    """
+    return ellipsoid_parts(noise_multiplier, radius=radius, scaling=scaling, sigma_hat=sigma_hat,
+                           algorithm=algorithm, noise=noise)[0]
+
+
+def ellipsoid_parts(noise_multiplier, *, radius=None, scaling="identity", sigma_hat=None,
+                    algorithm="pasan", noise="gaussian"):
+    """``(tx, glm_release)``: :func:`ellipsoid_privatizer`'s transformation ``tx`` and, for the
+    fused release of PAGAN (:class:`dpsim.transforms._fused_release.Ellipsoid`),
+    ``glm_release(batch, state, params, ctx) -> (state', rows, kernel_batch, std) | None``: the
+    privatizer's state after its first-step set-up, the GLM kernel's arguments
+    (:func:`~dpsim.privacy._ellipsoid.glm_arguments`) and the noise std ``(M, d)`` (``None``: no
+    noise is drawn) — what ``tx.update`` hands the kernel and the noise on the same step — or
+    ``None`` when the step has no GLM form or the noise is correlated (the chain then runs).
     """
     src = NoiseSource(noise)  # ValueError naming a bad value
     if algorithm not in ALGORITHMS:
@@ -392,8 +409,7 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
                     else np.arange(R, dtype=np.int64))
             mask = None if batch.mask is None else np.asarray(batch.mask)
             total, lam = glm_projected_sum(X, y, link, reg, params, batch.idx, mask, a, arow)
-            valid = (bmax * np.ones(R) if mask is None else mask.sum(axis=1))
-            frac = (lam > 0).sum(axis=1) / np.maximum(valid, 1)
+            frac = projected_fraction(lam, mask)
             out = total
             out /= float(batch.batch_size)  # in place: `total` is this step's own array
             ns = state.noise
@@ -430,7 +446,24 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     else:
         event = src.event(sigma, sensitivity="B (projection onto the ellipsoid of public radius B; "
                                              "whitened sensitivity 1, add/remove)")
-    return GradientTransformation(init, update, (event,))
+
+    def glm_release(batch, state, params, ctx):
+        if src.correlated:
+            return None
+        glm = _glm_inputs(batch, params)
+        if glm is None:
+            return None
+        if state.a is None:
+            state = setup(batch, params, ctx)
+        X, y, link, reg = glm
+        a = state.a
+        R = params.shape[0]
+        arow = (np.zeros(R, dtype=np.int64) if a.shape[0] == 1 else np.arange(R, dtype=np.int64))
+        mask = None if batch.mask is None else np.asarray(batch.mask)
+        rows, kb, _ = glm_arguments(X, y, link, reg, params, batch.idx, mask, a, arow)
+        return state, rows, kb, state.noise_std
+
+    return GradientTransformation(init, update, (event,)), glm_release
 
 
 def _glm_inputs(batch, params):

@@ -60,10 +60,11 @@ from numba.extending import overload
 
 from .. import _bitgen
 from .._validate import is_zero
+from ..privacy import _ellipsoid as _E
 from ..problems import _glm_kernels as _K
 from .preconditioners import _adam_element
 
-__all__ = ["Release", "Post", "Delayed", "Prepared", "describe", "spec_of", "FusedStep", "plan"]
+__all__ = ["Release", "Post", "Delayed", "Prepared", "Ellipsoid", "describe", "spec_of", "FusedStep", "plan"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -140,6 +141,21 @@ class Prepared:
     release: Release
     neglr: Any
     prepare: Callable
+
+
+@dataclass(frozen=True)
+class Ellipsoid:
+    """PAGAN ([PAGAN] Alg. 2): ``named_chain(("privatizer", ellipsoid_privatizer(...)),
+    ("preconditioner", precondition(adagrad(eps, guard="max"))), ("lr", scale(neglr)))``.
+    ``glm_release(batch, state, params, ctx) -> (state', rows, kernel_batch, std) | None`` is the
+    privatizer's own preparation of a GLM step (:func:`dpsim.privacy.ellipsoid.ellipsoid_parts`:
+    its set-up on the first step, the projected-sum kernel's arguments, the noise std ``(M, d)``
+    or ``None``); ``None`` (no GLM form) runs the step through the chain.  ``eps`` the guard of
+    ``D = max(√v, ε)``, ``neglr`` the learning-rate factor."""
+
+    glm_release: Callable
+    eps: Any
+    neglr: Any
 
 
 _SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -379,6 +395,44 @@ def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S,
             _apply_row(op, total[r], z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U)
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _ellipsoid_apply(vals, cols, ptr, dense_d, y, kind, reg, W, idx, mask, use_mask, Amat, SA, ISA,
+                     arow, const_a, total, lam, gen, zbuf, noisy, STD, recip, H, V):
+    """PAGAN's step, every trial in order: its projected sum ``Σ_i π_A(g_i)`` into ``total[r]``
+    (the privatizer's own kernel, :func:`dpsim.privacy._ellipsoid._glm_trial`, multipliers into
+    ``lam[r]``), then per coordinate the chain's operations in its order: ``g = S/b``, ``g = g +
+    z·std_j`` (``std`` row 0 or ``r`` of ``STD``), ``v = v + g·g``, ``D = max(√v, ε)``
+    (NaN-propagating, as ``np.maximum``), ``w = w + (g/D)·(−η)``.  ``H``: the table's ``b`` (or
+    ``1/b``, :func:`_noisy_mean`), ``−η`` and ``ε`` (row ``H_3``)."""
+    R, d = W.shape
+    for r in range(R):
+        z = _trial_source(gen, r, zbuf, noisy)
+        _E._glm_trial(r, vals, cols, ptr, dense_d, y, kind, reg, W, idx, mask, use_mask, Amat, SA,
+                      ISA, arow, const_a, total, lam)
+        c = r if H.shape[1] > 1 else 0
+        bb = H[H_B, c]
+        nl = H[H_NEGLR, c]
+        e = H[H_3, c]
+        cs = r if STD.shape[0] > 1 else 0
+        if noisy:
+            for j in range(d):
+                g = total[r, j] * bb if recip else total[r, j] / bb
+                g = g + _normal_at(z, W, j) * STD[cs, j]
+                v = V[r, j] + g * g
+                V[r, j] = v
+                q = np.sqrt(v)
+                den = q if (q > e or q != q) else e
+                W[r, j] = W[r, j] + (g / den) * nl
+        else:
+            for j in range(d):
+                g = total[r, j] * bb if recip else total[r, j] / bb
+                v = V[r, j] + g * g
+                V[r, j] = v
+                q = np.sqrt(v)
+                den = q if (q > e or q != q) else e
+                W[r, j] = W[r, j] + (g / den) * nl
+
+
 # ------------------------------------------------------------------------------------------------
 # the driver
 
@@ -465,6 +519,7 @@ class FusedStep:
         self._static: dict = {}
         self._scale = None  # (v, s) of DP²'s delayed scale
         self._den = None  # (v, D) of DP²'s delayed denominator
+        self._total = None  # PAGAN's projected sums (Ellipsoid)
 
     # -- pieces ---------------------------------------------------------------------------------
     def _adopt(self, params, ctx):
@@ -501,7 +556,7 @@ class FusedStep:
             from ..problems.glm import _clip_per_trial  # noqa: PLC0415
 
             C = np.ascontiguousarray(_clip_per_trial(clip_arg, R), dtype=np.float64)
-        z = self._noise(rel, W, ctx)
+        z = self._noise(rel.noisy, W, ctx)
         _release_apply(self.srck, self.data, self.indices, self.indptr, self.rn2, self.X, idx, W,
                        self.y, self.kind, self.lam, Sk, want_scale, C, M, want_mask, total,
                        self.buf, z, self._zbuf(z, W), rel.noisy, self._recip(ctx), H, use_phi,
@@ -512,7 +567,7 @@ class FusedStep:
             _bitgen.store_state(ctx.backend._gen, z)
 
     @staticmethod
-    def _noise(rel, W, ctx):
+    def _noise(noisy, W, ctx):
         """Where the release's normals come from: the run's Generator (stream layout: drawn in the
         kernel, in C order); on the blocked layout the step's ``(R, d)`` unit-noise array, drawn
         here exactly as the chain's :func:`dpsim.privacy.noise.add_noise` draws it (one
@@ -526,11 +581,11 @@ class FusedStep:
         be = ctx.backend
         if be.noise_layout == "stream":
             gen = be._gen
-            if (rel.noisy and W.dtype == np.float64 and W.size >= INLINE_NORMALS_MIN
+            if (noisy and W.dtype == np.float64 and W.size >= INLINE_NORMALS_MIN
                     and _bitgen.supports(gen)):
                 return _bitgen.state_of(gen)  # drawn inline, stored back after the kernel
             return gen
-        if not rel.noisy:
+        if not noisy:
             return W
         z = be.normal(W.shape)
         if not (isinstance(z, np.ndarray) and z.dtype == W.dtype and z.flags.c_contiguous):
@@ -577,6 +632,8 @@ class FusedStep:
             return W, self._post(W, idx, mask, state, ctx)
         if isinstance(self.spec, Prepared):
             return self._prepared(W, idx, mask, state, ctx)
+        if isinstance(self.spec, Ellipsoid):
+            return self._ellipsoid(W, idx, mask, state, ctx)
         return W, self._delayed(W, idx, mask, state, ctx)
 
     def _prepared(self, W, idx, mask, state, ctx):
@@ -593,6 +650,46 @@ class FusedStep:
         state, s = out
         H = self._static_table("post", sp.release, sp.neglr, ctx, W.dtype, W.shape[0])
         self._release(sp.release, W, idx, mask, ctx, s, H, OP_SGD, None, None, None)
+        return W, state
+
+    def _ellipsoid(self, W, idx, mask, state, ctx):
+        """PAGAN's step (:class:`Ellipsoid`): the privatizer's preparation, then projected sums,
+        noise, AdaGrad with the max guard, the learning rate and the update in one kernel call;
+        a step without a GLM form (or not float64) runs the chain."""
+        from .base import Batch  # noqa: PLC0415
+        from .preconditioners import PreconditionState  # noqa: PLC0415
+
+        sp = self.spec
+        batch = Batch(self.problem, W, idx, mask, ctx.batch_size)
+        out = sp.glm_release(batch, state["privatizer"], W, ctx) if W.dtype == np.float64 else None
+        if out is None:
+            updates, state = self.tx.update(batch, state, W, ctx)
+            return W + updates, state
+        pst, rows, kb, std = out
+        state = dict(state)
+        v = state["preconditioner"].v
+        if self.A is None or v is not self.A:
+            self.A = _own(v, W.dtype, ctx)
+        noisy = std is not None
+        STD = np.ascontiguousarray(std, dtype=np.float64) if noisy else self._dummy(W)
+        H = self._static.get("ellipsoid")
+        if H is None:
+            b = float(ctx.batch_size)
+            H = self._static["ellipsoid"] = _table(W.dtype, W.shape[0], {
+                H_B: 1.0 / b if self._recip(ctx) else b, H_NEGLR: ctx.hp(sp.neglr),
+                H_3: ctx.hp(sp.eps)})
+        R, d = W.shape
+        if self._total is None or self._total.shape != (R, d):
+            self._total = np.empty((R, d))
+        lam = np.empty(kb[0].shape)
+        z = self._noise(noisy, W, ctx)
+        _ellipsoid_apply(*rows, W, *kb, self._total, lam, z, self._zbuf(z, W), noisy, STD,
+                         self._recip(ctx), H, self.A)
+        if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
+            _bitgen.store_state(ctx.backend._gen, z)
+        M = None if kb[2] is False else kb[1]
+        state["privatizer"] = pst._replace(projected=_E.projected_fraction(lam, M), noise=None)
+        state["preconditioner"] = PreconditionState(v=self.A)
         return W, state
 
     def _post(self, W, idx, mask, state, ctx):
