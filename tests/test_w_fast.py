@@ -7,6 +7,8 @@ the three clipped-sum sources (sparse GLM rows, dense GLM rows, a problem's own 
 every sampler, float64 and float32, scalar and per-trial hyperparameters.
 """
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -302,9 +304,9 @@ def test_pagan_fused_release_is_the_chain(probs, monkeypatch):
              (unreg, {"radius": 0.1, "noise_multiplier": 0.0}),
              (sparse, {"radius": float("inf"), "noise_multiplier": 0.0})]
     runs = [("poisson", 8, "numpy"), ("fixed", 12, "numpy:blocked"), ("replacement", 8, "numpy")]
-    for prob, hp in cases:
-        opt = optimizers.get("pagan", **hp)
-        assert isinstance(fr.spec_of(opt.transform), fr.Ellipsoid)
+    for (prob, hp), name in itertools.product(cases, ("pagan", "pasan")):
+        opt = optimizers.get(name, **hp)
+        assert fr.spec_of(opt.transform).per_norm == (name == "pasan")
         for seed, (sampling, b, backend) in enumerate(runs):
             applied.clear()
             a, _ = _both(prob, opt, steps=6, batch_size=b, trials=R, seed=seed, sampling=sampling,
@@ -312,18 +314,41 @@ def test_pagan_fused_release_is_the_chain(probs, monkeypatch):
             assert len(applied) == 6
         if hp.get("radius") == 0.05:
             assert np.max(a.records["projected_fraction"]) > 0  # the projection was active
-    opt = optimizers.get("pagan", radius=0.05)
-    monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 0)
-    _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=7, record_every=5)
-    monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 4096)
     big = problems.logistic_regression(200, 3 * 10 ** 4, density=0.002, seed=7)
-    _both(big, opt, steps=4, batch_size=8, trials=R, seed=3, record_every=2)
     box = problems.absolute_regression(200, 6, seed=3)  # dense rows, a Box domain
-    _both(box, optimizers.get("pagan", radius=0.5), steps=8, batch_size=10, trials=R, seed=4,
-          fast=False, record_every=2)
-    applied.clear()
-    _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=4, dtype="float32")
-    _both(probs["quadratic"], opt, steps=5, batch_size=6, trials=R, seed=4, fast=False)
-    assert applied == []  # no GLM form: the chain ran inside the fused step
-    assert fr.spec_of(optimizers.get("pasan", radius=1.0).transform) is None
-    assert fr.spec_of(optimizers.get("pagan", radius=1.0, noise="banded:2").transform) is None
+    for name in ("pagan", "pasan"):
+        opt = optimizers.get(name, radius=0.05)
+        monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 0)
+        _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=7, record_every=5)
+        monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 4096)
+        _both(big, opt, steps=4, batch_size=8, trials=R, seed=3, record_every=2)
+        _both(box, optimizers.get(name, radius=0.5), steps=8, batch_size=10, trials=R, seed=4,
+              fast=False, record_every=2)
+        applied.clear()
+        _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=4, dtype="float32")
+        _both(probs["quadratic"], opt, steps=5, batch_size=6, trials=R, seed=4, fast=False)
+        assert applied == []  # no GLM form: the chain ran inside the fused step
+        assert fr.spec_of(optimizers.get(name, radius=1.0, noise="banded:2").transform) is None
+
+
+def test_row_sum_is_numpys_row_sum():
+    """PASAN's fused ``||ĝ||²`` is NumPy's ``np.sum(g * g, axis=1)`` bit for bit (its pairwise
+    summation, replicated by ``fr._row_sum``) over lengths on both sides of every block size;
+    a NumPy that sums otherwise fails here."""
+    import numba
+
+    @numba.njit
+    def rows(x):
+        out = np.empty(x.shape[0])
+        for r in range(x.shape[0]):
+            out[r] = fr._row_sum(x[r])
+        return out
+
+    shapes = ([(3, n) for n in (*range(1, 140), 255, 256, 257, 1000, 8191, 8192, 8193, 10 ** 4,
+                                30001)] + [(4096, 3), (4096, 20), (300, 129), (2, 10 ** 5)])
+    rng = np.random.default_rng(0)
+    for shape in shapes:
+        x = rng.standard_normal(shape) * rng.choice([1e-3, 1.0, 1e5], size=shape)
+        for a in (x * x, x):
+            np.testing.assert_array_equal(rows(a), np.sum(a, axis=1, keepdims=True)[:, 0],
+                                          err_msg=str(shape))

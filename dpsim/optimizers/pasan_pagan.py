@@ -61,10 +61,11 @@ def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noi
     per = "norm" if algorithm == "pasan" else "coordinate"
     step = precondition(adagrad(eps, guard="max", per=per))
     tx = named_chain(("privatizer", priv), ("preconditioner", step), learning_rate(lr))
-    if algorithm == "pagan" and noise == "gaussian":
+    if noise == "gaussian":
         # the fused release (per trial: projected sum, noise, AdaGrad, update; bit for bit this
-        # chain, tests/test_w_fast.py); PASAN's per-trial ||ĝ||² is NumPy's pairwise row sum
-        tx = described(tx, _fr.Ellipsoid(glm_release, hyper("eps", eps, "(0, inf)"), neg_lr(lr)))
+        # chain, tests/test_w_fast.py)
+        tx = described(tx, _fr.Ellipsoid(glm_release, hyper("eps", eps, "(0, inf)"), neg_lr(lr),
+                                         per_norm=per == "norm"))
     return optimizer(tx, probes={"projected_fraction": _projected_probe})
 
 

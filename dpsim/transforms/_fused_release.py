@@ -146,7 +146,9 @@ class Prepared:
 @dataclass(frozen=True)
 class Ellipsoid:
     """PAGAN ([PAGAN] Alg. 2): ``named_chain(("privatizer", ellipsoid_privatizer(...)),
-    ("preconditioner", precondition(adagrad(eps, guard="max"))), ("lr", scale(neglr)))``.
+    ("preconditioner", precondition(adagrad(eps, guard="max", per=...))), ("lr", scale(neglr)))``,
+    and PASAN ([PAGAN] Alg. 1: ``per="norm"``, ``per_norm=True``: one accumulator per trial fed
+    ``||ĝ||²``, summed as NumPy sums a row, :func:`_row_sum`).
     ``glm_release(batch, state, params, ctx) -> (state', rows, kernel_batch, std) | None`` is the
     privatizer's own preparation of a GLM step (:func:`dpsim.privacy.ellipsoid.ellipsoid_parts`:
     its set-up on the first step, the projected-sum kernel's arguments, the noise std ``(M, d)``
@@ -156,6 +158,7 @@ class Ellipsoid:
     glm_release: Callable
     eps: Any
     neglr: Any
+    per_norm: bool = False
 
 
 _SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -396,14 +399,97 @@ def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S,
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def _block_sum(a, lo, n):
+    """A leaf of NumPy's pairwise summation (:func:`_row_sum`): ``n ≤ 128`` terms from ``lo``."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0 = a[lo]
+    r1 = a[lo + 1]
+    r2 = a[lo + 2]
+    r3 = a[lo + 3]
+    r4 = a[lo + 4]
+    r5 = a[lo + 5]
+    r6 = a[lo + 6]
+    r7 = a[lo + 7]
+    m = n - n % 8
+    i = 8
+    while i < m:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _row_sum(a):
+    """``np.sum(a)`` of a contiguous float64 row, bit for bit: NumPy's pairwise summation
+    (``np.add.reduce`` over a contiguous axis) — below 8 terms in order; up to 128 with eight
+    interleaved partial sums combined as ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``,
+    then the rest in order (:func:`_block_sum`); above, the two halves (the first ``n/2`` rounded
+    down to a multiple of 8) summed apart and added — after NumPy's ``0.0`` start.  Written
+    without recursion (Numba's cache cannot load a recursive function): an explicit stack walks
+    the same tree in the same order.  ``tests/test_w_fast.py`` checks it against
+    ``np.sum(x, axis=1)`` over many lengths and shapes, so a NumPy that sums otherwise fails
+    there, not silently."""
+    n = a.shape[0]
+    if n <= 128:
+        return 0.0 + _block_sum(a, 0, n)
+    los = np.empty(128, dtype=np.int64)  # depth ≤ log2(n) + 1 < 64: room for two entries a level
+    ns = np.empty(128, dtype=np.int64)
+    done = np.empty(128, dtype=np.bool_)
+    vals = np.empty(128)
+    sp = 0
+    vp = 0
+    los[0] = 0
+    ns[0] = n
+    done[0] = False
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        lo = los[sp]
+        k = ns[sp]
+        if k <= 128:
+            vals[vp] = _block_sum(a, lo, k)
+            vp += 1
+        elif done[sp]:  # both halves summed: left + right
+            vp -= 1
+            vals[vp - 1] = vals[vp - 1] + vals[vp]
+        else:
+            k2 = k // 2
+            k2 -= k2 % 8
+            done[sp] = True  # revisit after the halves
+            sp += 1
+            los[sp], ns[sp], done[sp] = lo + k2, k - k2, False  # right, summed second
+            sp += 1
+            los[sp], ns[sp], done[sp] = lo, k2, False  # left, summed first
+            sp += 1
+    return 0.0 + vals[0]
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _ellipsoid_apply(vals, cols, ptr, dense_d, y, kind, reg, W, idx, mask, use_mask, Amat, SA, ISA,
-                     arow, const_a, total, lam, gen, zbuf, noisy, STD, recip, H, V):
+                     arow, const_a, total, lam, gen, zbuf, noisy, STD, recip, H, V, per_norm, sq):
     """PAGAN's step, every trial in order: its projected sum ``Σ_i π_A(g_i)`` into ``total[r]``
     (the privatizer's own kernel, :func:`dpsim.privacy._ellipsoid._glm_trial`, multipliers into
     ``lam[r]``), then per coordinate the chain's operations in its order: ``g = S/b``, ``g = g +
     z·std_j`` (``std`` row 0 or ``r`` of ``STD``), ``v = v + g·g``, ``D = max(√v, ε)``
     (NaN-propagating, as ``np.maximum``), ``w = w + (g/D)·(−η)``.  ``H``: the table's ``b`` (or
-    ``1/b``, :func:`_noisy_mean`), ``−η`` and ``ε`` (row ``H_3``)."""
+    ``1/b``, :func:`_noisy_mean`), ``−η`` and ``ε`` (row ``H_3``).  ``per_norm`` (PASAN): ``ĝ``
+    is kept in ``total[r]`` and its squares in ``sq``, then ``v_r = v_r + Σ_j ĝ_j²`` (NumPy's
+    row sum, :func:`_row_sum`), ``D = max(√v_r, ε)`` and ``w = w + (ĝ/D)·(−η)``."""
     R, d = W.shape
     for r in range(R):
         z = _trial_source(gen, r, zbuf, noisy)
@@ -414,7 +500,20 @@ def _ellipsoid_apply(vals, cols, ptr, dense_d, y, kind, reg, W, idx, mask, use_m
         nl = H[H_NEGLR, c]
         e = H[H_3, c]
         cs = r if STD.shape[0] > 1 else 0
-        if noisy:
+        if per_norm:
+            for j in range(d):
+                g = total[r, j] * bb if recip else total[r, j] / bb
+                if noisy:
+                    g = g + _normal_at(z, W, j) * STD[cs, j]
+                total[r, j] = g
+                sq[j] = g * g
+            v = V[r, 0] + _row_sum(sq)
+            V[r, 0] = v
+            q = np.sqrt(v)
+            den = q if (q > e or q != q) else e
+            for j in range(d):
+                W[r, j] = W[r, j] + (total[r, j] / den) * nl
+        elif noisy:
             for j in range(d):
                 g = total[r, j] * bb if recip else total[r, j] / bb
                 g = g + _normal_at(z, W, j) * STD[cs, j]
@@ -520,6 +619,7 @@ class FusedStep:
         self._scale = None  # (v, s) of DP²'s delayed scale
         self._den = None  # (v, D) of DP²'s delayed denominator
         self._total = None  # PAGAN's projected sums (Ellipsoid)
+        self._sq = None  # PASAN's row of squares
 
     # -- pieces ---------------------------------------------------------------------------------
     def _adopt(self, params, ctx):
@@ -653,8 +753,9 @@ class FusedStep:
         return W, state
 
     def _ellipsoid(self, W, idx, mask, state, ctx):
-        """PAGAN's step (:class:`Ellipsoid`): the privatizer's preparation, then projected sums,
-        noise, AdaGrad with the max guard, the learning rate and the update in one kernel call;
+        """PAGAN's or PASAN's step (:class:`Ellipsoid`): the privatizer's preparation, then
+        projected sums, noise, AdaGrad with the max guard (per coordinate, or per trial on
+        ``||ĝ||²``), the learning rate and the update in one kernel call;
         a step without a GLM form (or not float64) runs the chain."""
         from .base import Batch  # noqa: PLC0415
         from .preconditioners import PreconditionState  # noqa: PLC0415
@@ -683,8 +784,10 @@ class FusedStep:
             self._total = np.empty((R, d))
         lam = np.empty(kb[0].shape)
         z = self._noise(noisy, W, ctx)
+        if self._sq is None or self._sq.shape[0] != d:
+            self._sq = np.empty(d)
         _ellipsoid_apply(*rows, W, *kb, self._total, lam, z, self._zbuf(z, W), noisy, STD,
-                         self._recip(ctx), H, self.A)
+                         self._recip(ctx), H, self.A, sp.per_norm, self._sq)
         if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
             _bitgen.store_state(ctx.backend._gen, z)
         M = None if kb[2] is False else kb[1]
