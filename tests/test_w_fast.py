@@ -352,3 +352,54 @@ def test_row_sum_is_numpys_row_sum():
         for a in (x * x, x):
             np.testing.assert_array_equal(rows(a), np.sum(a, axis=1, keepdims=True)[:, 0],
                                           err_msg=str(shape))
+
+
+def test_ime_fused_release_is_the_chain(probs, monkeypatch):
+    """IME (:class:`fr.Ime`: ``ime_adagrad(_free)``, ``dp_adam_ime(_free)``) in two kernel passes —
+    the first release into ``g̃`` with the clipped sums kept, then the square's release of
+    ``Π_C(ḡ)²`` (NumPy's row sum for ``‖ḡ‖``), the moment recursion and the update — bit for
+    bit the chain: both sensitivity branches (fixed-size batches: ``ḡ²`` as is; others: the
+    projection, active with a small clip), per-trial hyperparameters, σ = 0, b a power of two or
+    not, both noise layouts, the inlined normals, dense rows and a problem's own clipped sum; in
+    float32 the chain runs inside the fused step."""
+    passes = []
+    real = fr._ime_apply
+
+    def spy(*a):
+        passes.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(fr, "_ime_apply", spy)
+    sparse = probs["sparse"]
+    cases = [("ime_adagrad", {}),
+             ("ime_adagrad", {"clip": _pt(0.05, 0.5, 3.0), "noise_multiplier": _pt(0.0, 1.0, 2.0),
+                              "lr": _pt(0.05, 0.5), "eps": _pt(1e-8, 0.0, 1e-3)}),
+             ("ime_adagrad_free", {"clip": 0.05}),
+             ("ime_adagrad", {"noise_multiplier": 0.0, "clip": 0.1}),
+             ("dp_adam_ime", {"beta1": _pt(0.5, 0.9), "beta2": _pt(0.9, 0.999), "clip": _pt(0.05, 2.0)}),
+             ("dp_adam_ime", {"eps": 0.0, "noise_multiplier": _pt(0.0, 1.0)}),
+             ("dp_adam_ime_free", {"clip": 0.05})]
+    runs = [("poisson", 8, "numpy"), ("fixed", 12, "numpy:blocked"), ("replacement", 8, "numpy"),
+            ("fixed", 8, "numpy")]
+    for name, hp in cases:
+        opt = optimizers.get(name, **hp)
+        assert isinstance(fr.spec_of(opt.transform), fr.Ime)
+        for seed, (sampling, b, backend) in enumerate(runs):
+            passes.clear()
+            _both(sparse, opt, steps=6, batch_size=b, trials=R, seed=seed, sampling=sampling,
+                  record_every=2, backend=backend)
+            assert len(passes) == 6
+    big = problems.logistic_regression(200, 3 * 10 ** 4, density=0.002, seed=7)
+    for name in ("ime_adagrad", "dp_adam_ime"):
+        opt = optimizers.get(name, clip=0.1)
+        monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 0)
+        _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=7, record_every=5)
+        monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 4096)
+        _both(big, opt, steps=4, batch_size=8, trials=R, seed=3, record_every=2)
+        for which in ("dense", "quadratic"):
+            _both(probs[which], opt, steps=6, batch_size=6, trials=R, seed=2, fast=False,
+                  record_every=3)
+        passes.clear()
+        _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=4, dtype="float32")
+        assert passes == []  # float32: the chain ran inside the fused step
+    assert fr.spec_of(optimizers.get("ime_adagrad", noise="banded:2").transform) is None

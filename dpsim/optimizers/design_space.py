@@ -30,9 +30,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from .._validate import choice, hyper, is_zero, product
+from .._validate import choice, hyper, is_zero
 from ..privacy.noise import NoiseSource, add_noise
-from ..privacy.privatizers import (ImeState, check_clip_sigma, gaussian_privatizer, ime_privatizer,
+from ..privacy.privatizers import (ImeState, gaussian_privatizer, ime_constants, ime_privatizer,
                                    noiseless_v_privatizer)
 from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.combinators import scale_then_privatize
@@ -42,6 +42,7 @@ from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
 from .adaptive import _adam, _beta, _eps, noise_variance
 from .baselines import learning_rate, post, release
+from .ime import _ime_described
 
 #: The scale-then-privatize guard ε_s of s = 1/(√v + ε_s).
 EPS_SCALE = Real("(0, inf)", typical=(1e-4, 1e-1), log=True)
@@ -71,8 +72,10 @@ def dp_adam_corrected(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps
 def dp_adam_ime(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                 clip: CLIP_FINITE = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """DP-Adam with independent moment estimation: two releases per step at ``√2σ`` each."""
-    return optimizer(named_chain(("privatizer", _ime(clip, noise_multiplier, None, noise)),
-                                 ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr)))
+    tx = named_chain(("privatizer", _ime(clip, noise_multiplier, None, noise)),
+                     ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr))
+    return optimizer(_ime_described(tx, clip, noise_multiplier, None, noise, lr, "adam", eps,
+                                    beta1, beta2))
 
 
 @register
@@ -81,9 +84,10 @@ def dp_adam_ime_free(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps:
     """The "IME for free" comparator: both moments released at σ (two releases per step; its ε is
     larger than DP-Adam's)."""
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
+    tx = named_chain(("privatizer", _ime(clip, sigma, (sigma, sigma), noise)),
+                     ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr))
     return optimizer(
-        named_chain(("privatizer", _ime(clip, sigma, (sigma, sigma), noise)),
-                    ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr)),
+        _ime_described(tx, clip, sigma, (sigma, sigma), noise, lr, "adam", eps, beta1, beta2),
         note="IME 'for free' comparator: both moments released at σ; its ε (two releases per step) "
              "is larger than DP-Adam's and must not be reported as DP-Adam's")
 
@@ -161,13 +165,7 @@ def _ime(clip, noise_multiplier, split, noise) -> GradientTransformation:
     rounded once (Numba without fast-math: no fused multiply-add) — bit-for-bit the reference's
     result (``tests/test_variants.py``).  Other backends, and float32, run the reference."""
     ref = ime_privatizer(clip, noise_multiplier, split=split, noise=noise)
-    clip, sigma = check_clip_sigma(clip, noise_multiplier)
-    if split is None:
-        s1 = s2 = product(sigma, 2.0 ** 0.5)
-    else:
-        s1 = hyper("noise_multiplier_1", split[0], "[0, inf)")
-        s2 = hyper("noise_multiplier_2", split[1], "[0, inf)")
-    std1 = product(s1, clip)
+    clip, _, s2, std1 = ime_constants(clip, noise_multiplier, split)
     src1, src2 = NoiseSource(noise), NoiseSource(noise)
 
     def update(batch, state, params, ctx):
@@ -211,7 +209,7 @@ def _column(x):
     return np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1, 1))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _ime_square_kernel(total, b, factor, z, k, has_noise):
     """``z ← ((S/b)·f)² + z·k`` element-wise (``z ← ((S/b)·f)²`` without noise); ``f`` (R, 1), ``k``
     (1, 1) or (R, 1).  Each operation rounded once, in the reference's order."""
@@ -267,7 +265,7 @@ def _host64(*arrays) -> bool:
                and a.shape == a0.shape and a.flags.c_contiguous for a in arrays)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _adam_moments_kernel(g, sq, m, v, m_out, v_out, out, b1, ob1, b2, ob2, c1, c2, e, add_eps):
     """Element-wise Adam on moment inputs (``_adam_moments``); hyperparameters (1, 1) or (R, 1)."""
     R, d = g.shape

@@ -49,13 +49,14 @@ Registration: the module registers ``ime_adagrad`` and ``ime_adagrad_free`` when
 from __future__ import annotations
 
 from .._validate import hyper
-from ..privacy.privatizers import ime_privatizer
+from ..privacy.privatizers import ime_constants, ime_privatizer
+from ..transforms import _fused_release as _fr
 from ..transforms.base import named_chain
 from ..transforms.preconditioners import adagrad as adagrad_rule
 from ..transforms.preconditioners import precondition
 from ._hyper import EPS, LR, NOISE, SIGMA, Real
 from ._registry import Optimizer, optimizer, register
-from .baselines import learning_rate
+from .baselines import described, learning_rate, neg_lr
 
 __all__ = ["ime_adagrad", "ime_adagrad_free"]
 
@@ -63,14 +64,30 @@ __all__ = ["ime_adagrad", "ime_adagrad_free"]
 CLIP_FINITE = Real("(0, inf)", typical=(0.05, 10.0), log=True)
 
 
+def _ime_described(tx, clip, noise_multiplier, split, noise, lr, rule, eps, beta1=None, beta2=None):
+    """``tx`` (an IME chain: the privatizer of :func:`ime_privatizer` or
+    :func:`dpsim.optimizers.design_space._ime`, then
+    ``rule``'s moment recursion, then the learning rate) with its fused-release description
+    (:class:`dpsim.transforms._fused_release.Ime`), made from the same validated values; none for
+    correlated noise."""
+    if noise != "gaussian":
+        return tx
+    c, _, s2, std1 = ime_constants(clip, noise_multiplier, split)
+    kw = {}
+    if rule == "adam":
+        kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
+    return described(tx, _fr.Ime(release=_fr.Release(clip=c, std=std1), clip=c, s2=s2, rule=rule,
+                                 neglr=neg_lr(lr), eps=hyper("eps", eps, "[0, inf)"), **kw))
+
+
 @register
 def ime_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP_FINITE = 1.0,
                 noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """AdaGrad with independent moment estimation (module docstring): ``v`` is fed a separate
     release of ``ḡ²``; both releases at ``√2σ``, so the pair costs one DP-SGD step at σ."""
-    return optimizer(named_chain(("privatizer", ime_privatizer(clip, noise_multiplier, noise=noise)),
-                                 ("preconditioner", precondition(adagrad_rule(eps))),
-                                 learning_rate(lr)))
+    tx = named_chain(("privatizer", ime_privatizer(clip, noise_multiplier, noise=noise)),
+                     ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
+    return optimizer(_ime_described(tx, clip, noise_multiplier, None, noise, lr, "adagrad", eps))
 
 
 @register
@@ -79,8 +96,9 @@ def ime_adagrad_free(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP_FINITE = 1.0,
     """The "IME for free" comparator of [DESIGN]'s table: both releases at σ (two releases per
     step, accounted as such: its ε is larger than DP-AdaGrad's at the same σ)."""
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
+    tx = named_chain(("privatizer", ime_privatizer(clip, sigma, split=(sigma, sigma), noise=noise)),
+                     ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
     return optimizer(
-        named_chain(("privatizer", ime_privatizer(clip, sigma, split=(sigma, sigma), noise=noise)),
-                    ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr)),
+        _ime_described(tx, clip, sigma, (sigma, sigma), noise, lr, "adagrad", eps),
         note="IME 'for free' comparator: both moments released at σ; its ε (two releases per step) "
              "is larger than DP-AdaGrad's and must not be reported as DP-AdaGrad's")

@@ -24,7 +24,7 @@ from ..transforms.preconditioners import MomentInputs
 from .events import NonPrivate
 from .noise import NoiseSource, add_noise
 
-__all__ = ["PrivatizerState", "ImeState", "check_clip_sigma", "gaussian_privatizer", "ime_privatizer",
+__all__ = ["PrivatizerState", "ImeState", "check_clip_sigma", "gaussian_privatizer", "ime_privatizer", "ime_constants",
            "noiseless_v_privatizer", "public_subspace_privatizer"]
 
 
@@ -115,15 +115,7 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
     two releases on one batch cost one Gaussian release with ``σ_eff = (σ1⁻² + σ2⁻²)^{-1/2}``
     (:mod:`dpsim.accounting`).  ``C`` is a hyperparameter (no data-dependent constant).
     """
-    clip, sigma = check_clip_sigma(clip, noise_multiplier)
-    if any_inf(clip):
-        raise ValueError("independent moment estimation needs a finite clip")
-    if split is None:
-        s1 = s2 = product(sigma, 2.0 ** 0.5)
-    else:
-        s1 = hyper("noise_multiplier_1", split[0], "[0, inf)")
-        s2 = hyper("noise_multiplier_2", split[1], "[0, inf)")
-    std1 = product(s1, clip)
+    clip, s1, s2, std1 = ime_constants(clip, noise_multiplier, split)
     src1, src2 = NoiseSource(noise), NoiseSource(noise)
 
     def init(params):
@@ -153,6 +145,20 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
         s2, sensitivity="2C^2/b (square of the clipped mean projected onto the C-ball; "
                         "(2b-1)C^2/b^2 with fixed-size batches)"))
     return GradientTransformation(init, update, events)
+
+
+def ime_constants(clip, noise_multiplier, split=None):
+    """The validated constants of :func:`ime_privatizer`: ``(C, σ1, σ2, σ1·C)`` (``split=None``:
+    ``σ1 = σ2 = √2 σ``).  Raises ``ValueError`` for an infinite clip."""
+    clip, sigma = check_clip_sigma(clip, noise_multiplier)
+    if any_inf(clip):
+        raise ValueError("independent moment estimation needs a finite clip")
+    if split is None:
+        s1 = s2 = product(sigma, 2.0 ** 0.5)
+    else:
+        s1 = hyper("noise_multiplier_1", split[0], "[0, inf)")
+        s2 = hyper("noise_multiplier_2", split[1], "[0, inf)")
+    return clip, s1, s2, product(s1, clip)
 
 
 def _project_ball(xp, u, radius):

@@ -64,7 +64,7 @@ from ..privacy import _ellipsoid as _E
 from ..problems import _glm_kernels as _K
 from .preconditioners import _adam_element
 
-__all__ = ["Release", "Post", "Delayed", "Prepared", "Ellipsoid", "describe", "spec_of", "FusedStep", "plan"]
+__all__ = ["Release", "Post", "Delayed", "Prepared", "Ellipsoid", "Ime", "describe", "spec_of", "FusedStep", "plan"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -159,6 +159,31 @@ class Ellipsoid:
     eps: Any
     neglr: Any
     per_norm: bool = False
+
+
+@dataclass(frozen=True)
+class Ime:
+    """Independent moment estimation (:func:`dpsim.privacy.privatizers.ime_privatizer`, [DESIGN]
+    §3): ``named_chain(("privatizer", ime), ("preconditioner", rule), ("lr", scale(neglr)))`` with
+    ``release`` the first release (the clipped mean, noise std ``σ1·C``), ``clip`` the validated
+    ``C``, ``s2`` the second release's ``σ2`` (noise std ``σ2·Δ₂`` on ``Π_C(ḡ)²``, ``Δ₂`` from the
+    sampler as the privatizer computes it); ``rule`` ``"adagrad"`` (``precondition(adagrad(eps))``
+    fed the moment inputs: ``v ← v + s̃``, ``g̃/(√max(v, 0) + ε)``) or ``"adam"``
+    (:func:`dpsim.optimizers.design_space._adam_moments`, with ``beta1``, ``beta2``, ``eps``).
+
+    The two releases draw their ``(R, d)`` normals one after the other from the one noise stream,
+    the second after *all* of the first, so the step is two passes over the trials: the first
+    computes each trial's clipped sum and ``g̃`` into two ``(R, d)`` buffers, the second the
+    square's release, the moment recursion and the update."""
+
+    release: Release
+    clip: Any
+    s2: Any
+    rule: str
+    neglr: Any
+    eps: Any
+    beta1: Any = None
+    beta2: Any = None
 
 
 _SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -270,7 +295,7 @@ def _unscale_impl(x, U, r, j):
 
 
 # op codes of the per-coordinate recursion
-OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV = range(8)
+OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV, OP_STORE = range(9)
 # where the clipped sum comes from
 SRC_CSR, SRC_DENSE, SRC_TOTAL = 0, 1, 2
 # rows of the hyperparameter table H (NH, R or 1), in the run's dtype: noise std, nominal b, the
@@ -368,6 +393,10 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U
     elif op == OP_ACC:  # DP² extra query's side release: G = G + g
         for j in range(d):
             B[r, j] = B[r, j] + _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
+    elif op == OP_STORE:  # IME's first pass: g̃ into A, the clipped sum into B (no update)
+        for j in range(d):
+            A[r, j] = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
+            B[r, j] = src[j]
     else:  # OP_DIV: DP² noise-first adaptive phase: (g / D)·(−η2)
         for j in range(d):
             g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
@@ -532,6 +561,68 @@ def _ellipsoid_apply(vals, cols, ptr, dense_d, y, kind, reg, W, idx, mask, use_m
                 W[r, j] = W[r, j] + (g / den) * nl
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _ime_apply(G, S, W, A, B, gen, zbuf, noisy, project, C, K, recip, H, sqb, adam, add_eps):
+    """IME's second pass, every trial in order: ``ḡ = S/b``; with ``project`` the factor
+    ``f = C/‖ḡ‖`` where ``‖ḡ‖ > C`` (else 1; ``‖ḡ‖²`` NumPy's row sum, :func:`_row_sum`); per
+    coordinate ``u = ḡ·f``, ``s̃ = u·u + z·k`` (``z`` the second release's normal, ``k = σ2·Δ₂``
+    row ``r`` or 0 of ``K``), then AdaGrad (``v = v + s̃``, ``g̃/(√max(v, 0) + ε)``, ``H_3`` ε) or
+    ``adam`` (the element of :func:`dpsim.optimizers.design_space._adam_moments_kernel`: ``H_1``
+    β1, ``H_2`` 1−β1, ``H_3`` β2, ``H_4`` 1−β2, ``H_5`` 1−β1ᵗ, ``H_6`` 1−β2ᵗ, ``H_9`` ε) and
+    ``w = w + u·(−η)`` — the chain's operations in its order, each rounded once."""
+    R, d = W.shape
+    for r in range(R):
+        z = _trial_source(gen, r, zbuf, noisy)
+        c = r if H.shape[1] > 1 else 0
+        bb = H[H_B, c]
+        nl = H[H_NEGLR, c]
+        zero = H[H_ZERO, c]
+        cr = C[r if C.shape[0] > 1 else 0]
+        kr = K[r if K.shape[0] > 1 else 0]
+        f = 1.0
+        if project:
+            for j in range(d):
+                x = S[r, j] * bb if recip else S[r, j] / bb
+                sqb[j] = x * x
+            nrm = np.sqrt(_row_sum(sqb))
+            if nrm > cr:
+                f = cr / (nrm if nrm > 0 else 1.0)
+        if adam:
+            b1 = H[H_1, c]
+            ob1 = H[H_2, c]
+            b2 = H[H_3, c]
+            ob2 = H[H_4, c]
+            c1 = H[H_5, c]
+            c2 = H[H_6, c]
+            e = H[H_9, c]
+            for j in range(d):
+                u = (S[r, j] * bb if recip else S[r, j] / bb) * f
+                q = u * u
+                if noisy:
+                    q = q + _normal_at(z, W, j) * kr
+                mj = A[r, j] * b1 + G[r, j] * ob1
+                vj = B[r, j] * b2 + q * ob2
+                A[r, j] = mj
+                B[r, j] = vj
+                vh = vj / c2
+                if not (vh >= 0.0 or vh != vh):  # np.maximum(v̂, 0): NaN propagates
+                    vh = 0.0
+                den = np.sqrt(vh)
+                if add_eps:
+                    den = den + e
+                W[r, j] = W[r, j] + ((mj / c1) / den) * nl
+        else:
+            e = H[H_3, c]
+            for j in range(d):
+                u = (S[r, j] * bb if recip else S[r, j] / bb) * f
+                q = u * u
+                if noisy:
+                    q = q + _normal_at(z, W, j) * kr
+                v = A[r, j] + q
+                A[r, j] = v
+                W[r, j] = W[r, j] + _precondition(G[r, j], v, zero, e) * nl
+
+
 # ------------------------------------------------------------------------------------------------
 # the driver
 
@@ -620,6 +711,7 @@ class FusedStep:
         self._den = None  # (v, D) of DP²'s delayed denominator
         self._total = None  # PAGAN's projected sums (Ellipsoid)
         self._sq = None  # PASAN's row of squares
+        self._ime_bufs = None  # IME's g̃ and clipped sums (R, d) and a row of squares
 
     # -- pieces ---------------------------------------------------------------------------------
     def _adopt(self, params, ctx):
@@ -734,6 +826,8 @@ class FusedStep:
             return self._prepared(W, idx, mask, state, ctx)
         if isinstance(self.spec, Ellipsoid):
             return self._ellipsoid(W, idx, mask, state, ctx)
+        if isinstance(self.spec, Ime):
+            return self._ime(W, idx, mask, state, ctx)
         return W, self._delayed(W, idx, mask, state, ctx)
 
     def _prepared(self, W, idx, mask, state, ctx):
@@ -793,6 +887,70 @@ class FusedStep:
         M = None if kb[2] is False else kb[1]
         state["privatizer"] = pst._replace(projected=_E.projected_fraction(lam, M), noise=None)
         state["preconditioner"] = PreconditionState(v=self.A)
+        return W, state
+
+    def _ime(self, W, idx, mask, state, ctx):
+        """IME's step (:class:`Ime`) in two kernel calls: the first release into ``g̃`` and the
+        clipped sums kept (:data:`OP_STORE`), then the second release, the moment recursion and
+        the update (:func:`_ime_apply`); the noise of each release drawn as the chain draws it.
+        Not float64: the chain runs."""
+        from .base import Batch  # noqa: PLC0415
+        from .preconditioners import AdamState, PreconditionState  # noqa: PLC0415
+
+        sp = self.spec
+        if W.dtype != np.float64:
+            batch = Batch(self.problem, W, idx, mask, ctx.batch_size)
+            updates, state = self.tx.update(batch, state, W, ctx)
+            return W + updates, state
+        R, d = W.shape
+        if self._ime_bufs is None or self._ime_bufs[0].shape != (R, d):
+            self._ime_bufs = (np.empty((R, d)), np.empty((R, d)), np.empty(d))
+        G, S, sqb = self._ime_bufs
+        H1 = self._static_table("ime1", sp.release, sp.neglr, ctx, W.dtype, R)
+        self._release(sp.release, W, idx, mask, ctx, None, H1, OP_STORE, G, S, None)
+        # the second release's constants, with the privatizer's expressions
+        b = float(ctx.batch_size)
+        c = ctx.hp(sp.clip)
+        project = ctx.sampling != "fixed"
+        if project:
+            sens2 = c ** 2 * (2.0 / b)
+        else:
+            sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
+        noisy = not is_zero(sp.s2)
+        K = _row(ctx.hp(sp.s2) * sens2 if noisy else 0.0, np.float64)
+        Cc = _row(c, np.float64)
+        state = dict(state)
+        st = state["preconditioner"]
+        ent = {H_B: 1.0 / b if self._recip(ctx) else b, H_NEGLR: ctx.hp(sp.neglr), H_ZERO: 0.0}
+        adam = sp.rule == "adam"
+        add_eps = True
+        if adam:
+            if self.A is None or st.m is not self.A or st.v is not self.B:
+                self.A = _own(st.m, W.dtype, ctx)
+                self.B = _own(st.v, W.dtype, ctx)
+            b1, b2 = ctx.hp(sp.beta1), ctx.hp(sp.beta2)
+            t = st.count + 1
+            e = ctx.hp(sp.eps)
+            add_eps = not (isinstance(e, float) and e == 0.0)
+            ent.update({H_1: b1, H_2: 1.0 - b1, H_3: b2, H_4: 1.0 - b2, H_5: 1.0 - b1 ** t,
+                        H_6: 1.0 - b2 ** t, H_9: e if add_eps else 0.0})
+            H = _table(W.dtype, R, ent)
+        else:
+            if self.A is None or st.v is not self.A:
+                self.A = _own(st.v, W.dtype, ctx)
+            H = self._static.get("ime2")
+            if H is None:
+                ent[H_3] = ctx.hp(sp.eps)
+                H = self._static["ime2"] = _table(W.dtype, R, ent)
+        z = self._noise(noisy, W, ctx)
+        _ime_apply(G, S, W, self.A, self.B if adam else self._dummy(W), z, self._zbuf(z, W), noisy,
+                   project, Cc, K, self._recip(ctx), H, sqb, adam, add_eps)
+        if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
+            _bitgen.store_state(ctx.backend._gen, z)
+        if adam:
+            state["preconditioner"] = AdamState(m=self.A, v=self.B, count=t)
+        else:
+            state["preconditioner"] = PreconditionState(v=self.A)
         return W, state
 
     def _post(self, W, idx, mask, state, ctx):
