@@ -354,6 +354,8 @@ def test_row_sum_is_numpys_row_sum():
                                           err_msg=str(shape))
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning",
+                            "ignore:invalid value:RuntimeWarning")  # ε = 0 where v = 0, both paths
 def test_ime_fused_release_is_the_chain(probs, monkeypatch):
     """IME (:class:`fr.Ime`: ``ime_adagrad(_free)``, ``dp_adam_ime(_free)``) in two kernel passes —
     the first release into ``g̃`` with the clipped sums kept, then the square's release of
