@@ -41,7 +41,10 @@ of it made from the same validated hyperparameters, keyed by the chain's ``updat
 object; :func:`spec_of` finds it.  A transform built any other way (a user's chain, a changed
 piece) has no description and runs through the chain.  Covered: the post-processing chains
 ``(privatizer | gradient) → [momentum | preconditioner(rmsprop, adagrad) | adam] → lr`` with
-i.i.d. Gaussian noise, and DP²'s three arrangements (and its non-private form); the run must be
+i.i.d. Gaussian noise, DP²'s three arrangements (and its non-private form), PAGAN and PASAN
+(:class:`Ellipsoid`: the privatizer's own projected-sum kernel per trial; PASAN's ``||ĝ||²`` is
+NumPy's pairwise row sum, :func:`_row_sum`) and independent moment estimation (:class:`Ime`: two
+passes, since its two releases draw one after the other from the one stream); the run must be
 on NumPy (``backend="numpy"``, or ``"numpy:blocked"``: there the normals are the step's unit-noise
 array drawn up front by the backend's thread pool, as the chain draws it, and the kernel reads it
 instead of a Generator) without a public split.
