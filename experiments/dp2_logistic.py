@@ -206,9 +206,10 @@ PRESETS: dict[str, Config] = {
     # IMDB's sizes (n = 25,000 reviews, 10⁴-word vocabulary, b = 64, δ = 1e-5) and the paper's
     # 100 epochs (T = 39,000), heavy-tailed features; s ≈ {0.1, 0.5, 1, 2} epochs; subsets of the
     # paper's grids (App. C.2) with C₂ up to 200 and two ε_a; 3 tuning trials per grid point.
-    # Not run here: about 11–16 CPU-hours (1.35e8 trial-steps at the ≈ 270 µs per private
-    # trial-step measured at this size, plus records and h(s) traces; the upper end scales the
-    # quick run's whole CPU time per trial-step by the measured 7× per-step cost).
+    # Run once (docs/gallery): 7.1 CPU-hours for its 60 cells on the 2-core machine (the fused
+    # release at ≈ 130 µs per private trial-step, bound by its normals).  Every tuned value sat
+    # on the low edge of its grid there, and the premise failed (non-private RMSProp not
+    # significantly better than SGD at 100 epochs).
     "full": Config(n=25000, d=10000, density=0.013, zipf=2.0, steps=39000, batch_size=64, sigma=1.0,
                    sweep_sigmas=_g(0.6, 1.0, 2.0), s_grid=(39, 195, 390, 780),
                    s_variants=(390,), s_nonprivate=390,
