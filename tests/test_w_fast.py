@@ -222,6 +222,19 @@ def _count_calls(monkeypatch, method):
     return calls
 
 
+def _count_kernel_calls(monkeypatch, name):
+    """A list that grows by one at each call of the kernel ``fr.<name>`` (which still runs)."""
+    calls = []
+    real = getattr(fr, name)
+
+    def spy(*a):
+        calls.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(fr, name, spy)
+    return calls
+
+
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_fused_release_is_the_chain_on_the_blocked_noise_layout(probs, monkeypatch, threads):
     """``backend="numpy:blocked"``: the fused release reads the step's noise array, drawn up front
@@ -284,14 +297,7 @@ def test_pagan_fused_release_is_the_chain(probs, monkeypatch):
     scratch row), active and inactive projections, per-trial σ / η / radius, σ = 0, every
     sampler, b a power of two or not, both noise layouts and the inlined normals; off its GLM form
     (float32, a non-GLM problem) every step runs the chain inside the fused step, still equal."""
-    applied = []
-    real = fr._ellipsoid_apply
-
-    def spy(*a):
-        applied.append(1)
-        return real(*a)
-
-    monkeypatch.setattr(fr, "_ellipsoid_apply", spy)
+    applied = _count_kernel_calls(monkeypatch, "_ellipsoid_apply")
     sparse = probs["sparse"]
     d = sparse.d
     sig = list(np.linspace(0.2, 2.0, d))
@@ -364,14 +370,7 @@ def test_ime_fused_release_is_the_chain(probs, monkeypatch):
     projection, active with a small clip), per-trial hyperparameters, σ = 0, b a power of two or
     not, both noise layouts, the inlined normals, dense rows and a problem's own clipped sum; in
     float32 the chain runs inside the fused step."""
-    passes = []
-    real = fr._ime_apply
-
-    def spy(*a):
-        passes.append(1)
-        return real(*a)
-
-    monkeypatch.setattr(fr, "_ime_apply", spy)
+    passes = _count_kernel_calls(monkeypatch, "_ime_apply")
     sparse = probs["sparse"]
     cases = [("ime_adagrad", {}),
              ("ime_adagrad", {"clip": _pt(0.05, 0.5, 3.0), "noise_multiplier": _pt(0.0, 1.0, 2.0),

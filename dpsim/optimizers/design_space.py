@@ -36,8 +36,8 @@ from ..privacy.privatizers import (ImeState, gaussian_privatizer, ime_constants,
                                    noiseless_v_privatizer)
 from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.combinators import scale_then_privatize
-from ..transforms.preconditioners import (AdamState, MomentInputs, adagrad, precondition, rmsprop,
-                                          scale_by_adam)
+from ..transforms.preconditioners import (AdamState, MomentInputs, _adam_moments_element, adagrad,
+                                          precondition, rmsprop, scale_by_adam)
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
 from .adaptive import _adam, _beta, _eps, noise_variance
@@ -278,14 +278,8 @@ def _adam_moments_kernel(g, sq, m, v, m_out, v_out, out, b1, ob1, b2, ob2, c1, c
         c2r = c2[r if c2.shape[0] > 1 else 0, 0]
         er = e[r if e.shape[0] > 1 else 0, 0]
         for j in range(d):
-            mj = m[r, j] * b1r + g[r, j] * ob1r
-            vj = v[r, j] * b2r + sq[r, j] * ob2r
+            mj, vj, u = _adam_moments_element(g[r, j], sq[r, j], m[r, j], v[r, j], b1r, ob1r, b2r,
+                                              ob2r, c1r, c2r, er, add_eps)
             m_out[r, j] = mj
             v_out[r, j] = vj
-            vh = vj / c2r
-            if not (vh >= 0.0 or vh != vh):  # np.maximum(v̂, 0): NaN propagates
-                vh = 0.0
-            den = np.sqrt(vh)
-            if add_eps:
-                den = den + er
-            out[r, j] = (mj / c1r) / den
+            out[r, j] = u

@@ -65,7 +65,7 @@ from .. import _bitgen
 from .._validate import is_zero
 from ..privacy import _ellipsoid as _E
 from ..problems import _glm_kernels as _K
-from .preconditioners import _adam_element
+from .preconditioners import _adam_element, _adam_moments_element
 
 __all__ = ["Release", "Post", "Delayed", "Prepared", "Ellipsoid", "Ime", "describe", "spec_of", "FusedStep", "plan"]
 
@@ -564,6 +564,17 @@ def _ellipsoid_apply(vals, cols, ptr, dense_d, y, kind, reg, W, idx, mask, use_m
                 W[r, j] = W[r, j] + (g / den) * nl
 
 
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _ime_square(s, bb, recip, f, noisy, z, W, j, k):
+    """IME's second release of coordinate ``j``: ``u = (S/b)·f``, ``u·u + z·k`` (``z`` its normal,
+    :func:`_normal_at`), or ``u·u`` without noise — ``ime_privatizer``'s element."""
+    u = (s * bb if recip else s / bb) * f
+    q = u * u
+    if noisy:
+        q = q + _normal_at(z, W, j) * k
+    return q
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _ime_apply(G, S, W, A, B, gen, zbuf, noisy, project, C, K, recip, H, sqb, adam, add_eps):
     """IME's second pass, every trial in order: ``ḡ = S/b``; with ``project`` the factor
@@ -599,28 +610,16 @@ def _ime_apply(G, S, W, A, B, gen, zbuf, noisy, project, C, K, recip, H, sqb, ad
             c2 = H[H_6, c]
             e = H[H_9, c]
             for j in range(d):
-                u = (S[r, j] * bb if recip else S[r, j] / bb) * f
-                q = u * u
-                if noisy:
-                    q = q + _normal_at(z, W, j) * kr
-                mj = A[r, j] * b1 + G[r, j] * ob1
-                vj = B[r, j] * b2 + q * ob2
+                q = _ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr)
+                mj, vj, u = _adam_moments_element(G[r, j], q, A[r, j], B[r, j], b1, ob1, b2, ob2,
+                                                  c1, c2, e, add_eps)
                 A[r, j] = mj
                 B[r, j] = vj
-                vh = vj / c2
-                if not (vh >= 0.0 or vh != vh):  # np.maximum(v̂, 0): NaN propagates
-                    vh = 0.0
-                den = np.sqrt(vh)
-                if add_eps:
-                    den = den + e
-                W[r, j] = W[r, j] + ((mj / c1) / den) * nl
+                W[r, j] = W[r, j] + u * nl
         else:
             e = H[H_3, c]
             for j in range(d):
-                u = (S[r, j] * bb if recip else S[r, j] / bb) * f
-                q = u * u
-                if noisy:
-                    q = q + _normal_at(z, W, j) * kr
+                q = _ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr)
                 v = A[r, j] + q
                 A[r, j] = v
                 W[r, j] = W[r, j] + _precondition(G[r, j], v, zero, e) * nl

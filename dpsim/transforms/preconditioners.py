@@ -265,6 +265,24 @@ def _adam_fused(g, state, t, b1, b2, ph, fl, e, add_eps, donate):
     return out, AdamState(m=m_out, v=v_out, count=t)
 
 
+@numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
+def _adam_moments_element(g, sq, m, v, b1, ob1, b2, ob2, c1, c2, e, add_eps):
+    """``(m', v', u)`` of Adam on moment inputs (``MomentInputs(g, sq)``, independent moment
+    estimation): ``m' = m·β1 + g·(1−β1)``, ``v' = v·β2 + sq·(1−β2)``,
+    ``u = (m'/(1−β1ᵗ)) / (√max(v'/(1−β2ᵗ), 0) [+ ε])`` — ``max`` NaN-propagating as
+    ``np.maximum``; each operation rounded once, in this order.  The element of
+    :func:`dpsim.optimizers.design_space._adam_moments_kernel` and of the fused release's IME pass."""
+    mj = m * b1 + g * ob1
+    vj = v * b2 + sq * ob2
+    vh = vj / c2
+    if not (vh >= 0.0 or vh != vh):
+        vh = 0.0
+    den = np.sqrt(vh)
+    if add_eps:
+        den = den + e
+    return mj, vj, (mj / c1) / den
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
 def _adam_element(g, m, v, b1, ob1, b2, ob2, c1, c2, ph, fl, use_phi, e, add_eps):
     """Adam on one coordinate: ``(m', v', u)`` with ``m' = m·β1 + g·(1−β1)``,
