@@ -47,6 +47,10 @@ report's line plots about half the bytes and two thirds of the time of median cu
 then smaller widths (×0.85 per try, not below 400 px) are tried, and a figure that cannot be
 brought under the limit is an error naming it.  PDFs are not copied (their links are removed).
 
+**update** replaces some experiments of a published gallery with their new reproduction and
+keeps the others' sections, figures and rows as published (:func:`update`): for a long
+reproduction when one experiment's setting changes after the raw results of the others are gone.
+
 A reproduction is *incomplete* when an experiment has no section (or one at another scale) in the
 figure folder's ``report.json``/REPORT.md, a figure its module names was not rendered, a PNG is
 missing, or its results (the manifest of the reported key, finished) are not in the results
@@ -74,7 +78,7 @@ from typing import Iterable, Mapping, Sequence
 from . import SCALES, get, names as registered_names
 from . import pipeline
 
-__all__ = ["status", "format_status", "publish", "machine_info", "sessions", "shrink_png",
+__all__ = ["status", "format_status", "publish", "update", "machine_info", "sessions", "shrink_png",
            "Incomplete", "register"]
 
 #: Gap (seconds) between two computed cells above which they belong to different sessions.
@@ -520,6 +524,7 @@ def _report_text(figures_dir: Path) -> str:
 
 
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+_LINK_TARGETS = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def _rewrite_links(text: str, copied: Mapping[str, str]) -> str:
@@ -587,6 +592,52 @@ def _check(exps, scale: str, entries: Mapping, text: str, figures_dir: Path,
     return manifests, gaps
 
 
+def _rows(exps, manifests: Mapping, entries: Mapping, scale: str, source, gap: float):
+    """Per experiment, the header row (cells, CPU, wall, sessions, dates, commits, figures) of
+    its manifest; with the pooled cell intervals, the total CPU, the compute hosts, the Python and
+    NumPy versions and the commit read from ``source`` (``None`` when every cell records its own)."""
+    src_commit = None
+    per_exp = []
+    pooled, all_cpu, hosts = [], 0.0, set()
+    versions: dict[str, set] = {"python": set(), "numpy": set()}
+    for exp in exps:
+        m = manifests.get(exp.name) or {}
+        c = _Cells(m)
+        commits = c.commits
+        recorded = bool(commits)
+        if c.cells and not recorded:
+            if source is None:
+                raise ValueError(f"the cells of {exp.name} do not record the git commit that "
+                                 "computed them; pass --source <the checkout that ran the "
+                                 "reproduction>")
+            src_commit = src_commit or source_commit(source)
+            commits = [src_commit]
+        ivs = c.intervals
+        ss = sessions(ivs, gap)
+        pooled += ivs
+        all_cpu += c.cpu
+        hosts |= set(c.hosts)
+        for k in versions:
+            v = m.get("versions", {}).get(k)
+            if v:
+                versions[k].add(v)
+        e = entries.get(exp.name) or {}
+        per_exp.append({
+            "name": exp.name, "key": m.get("key"), "cells": len(c.cells),
+            "current_key": _current_key(exp, scale, m.get("backend") or "numpy"),
+            "published": exp.name in entries and entries[exp.name].get("scale") == scale,
+            "cpu_s": round(c.cpu, 1), "wall_s": round(sum(b - a for a, b in ss), 1),
+            "sessions": len(ss),
+            "first": min((a for a, _ in ivs), default=None),
+            "last": max((b for _, b in ivs), default=None),
+            "commits": commits, "commit_recorded": recorded,
+            "numerics_version": m.get("numerics_version"), "backend": m.get("backend"),
+            "runner": m.get("runner"), "run_wall_s": m.get("run_wall_s"),
+            "figures": len(e.get("figures", [])) if e.get("scale") == scale else 0,
+        })
+    return per_exp, pooled, all_cpu, hosts, versions, src_commit
+
+
 def publish(results_dir, figures_dir, out_dir, *, source=None, allow_partial: bool = False,
             scale: str | None = None, experiments: Sequence[str] | None = None,
             max_width: int = MAX_WIDTH, max_bytes: int = MAX_BYTES,
@@ -628,45 +679,8 @@ def publish(results_dir, figures_dir, out_dir, *, source=None, allow_partial: bo
         raise Incomplete(gaps)
 
     # provenance
-    src_commit = None
-    per_exp = []
-    pooled, all_cpu, hosts = [], 0.0, set()
-    versions: dict[str, set] = {"python": set(), "numpy": set()}
-    for exp in exps:
-        m = manifests.get(exp.name) or {}
-        c = _Cells(m)
-        commits = c.commits
-        recorded = bool(commits)
-        if c.cells and not recorded:
-            if source is None:
-                raise ValueError(f"the cells of {exp.name} do not record the git commit that "
-                                 "computed them; pass --source <the checkout that ran the "
-                                 "reproduction>")
-            src_commit = src_commit or source_commit(source)
-            commits = [src_commit]
-        ivs = c.intervals
-        ss = sessions(ivs, gap)
-        pooled += ivs
-        all_cpu += c.cpu
-        hosts |= set(c.hosts)
-        for k in versions:
-            v = m.get("versions", {}).get(k)
-            if v:
-                versions[k].add(v)
-        e = entries.get(exp.name) or {}
-        per_exp.append({
-            "name": exp.name, "key": m.get("key"), "cells": len(c.cells),
-            "current_key": _current_key(exp, scale, m.get("backend") or "numpy"),
-            "published": exp.name in entries and entries[exp.name].get("scale") == scale,
-            "cpu_s": round(c.cpu, 1), "wall_s": round(sum(b - a for a, b in ss), 1),
-            "sessions": len(ss),
-            "first": min((a for a, _ in ivs), default=None),
-            "last": max((b for _, b in ivs), default=None),
-            "commits": commits, "commit_recorded": recorded,
-            "numerics_version": m.get("numerics_version"), "backend": m.get("backend"),
-            "runner": m.get("runner"), "run_wall_s": m.get("run_wall_s"),
-            "figures": len(e.get("figures", [])) if e.get("scale") == scale else 0,
-        })
+    per_exp, pooled, all_cpu, hosts, versions, src_commit = _rows(exps, manifests, entries,
+                                                                   scale, source, gap)
     ss = sessions(pooled, gap)
     here = machine_info()
 
@@ -730,6 +744,185 @@ def publish(results_dir, figures_dir, out_dir, *, source=None, allow_partial: bo
     return info
 
 
+_ANCHOR = re.compile(r'^<a id="([^"]+)"></a>$', re.M)
+_REPORT_TITLE = "# dpsim reproduction report"
+
+
+def _split_report(body: str) -> tuple[str, dict[str, str]]:
+    """``(preamble, {experiment: section})`` of a report body (``write_report``'s layout): a
+    section runs from its ``<a id="name"></a>`` line to the next one or the end, and is returned
+    ending in exactly one blank line."""
+    found = list(_ANCHOR.finditer(body))
+    pre = body[:found[0].start()] if found else body
+    secs = {}
+    for i, m in enumerate(found):
+        end = found[i + 1].start() if i + 1 < len(found) else len(body)
+        secs[m.group(1)] = body[m.start():end].rstrip("\n") + "\n\n"
+    return pre, secs
+
+
+def _summary_row(preamble: str, name: str) -> str | None:
+    """The line of ``name`` in the report's verdict table (``None`` when it has none)."""
+    for line in preamble.splitlines():
+        if line.startswith(f"| [{name}](#{name}) |"):
+            return line
+    return None
+
+
+def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, source=None,
+           max_width: int = MAX_WIDTH, max_bytes: int = MAX_BYTES,
+           gap: float = SESSION_GAP_S) -> dict:
+    """Replace ``experiments`` in the gallery already published in ``out_dir`` with their new
+    reproduction (``figures_dir``: REPORT.md, report.json and PNGs written by ``dpsim reproduce``
+    at the gallery's scale; ``results_dir``: its cells), keeping every other experiment's section,
+    figures and provenance row as published.  For a long reproduction whose raw results of the
+    other experiments are gone (a new machine) when one experiment's setting changes.
+
+    Each named experiment must be complete in ``figures_dir``/``results_dir`` (the checks of
+    :func:`publish`; no partial update).  Its report section, its line of the verdict table, its
+    PNGs (the old ones are removed) and its header row are replaced.  The totals: CPU time and the
+    first and last cell are recomputed over the rows (the replaced run's CPU no longer counts);
+    the wall time and the sessions are the published ones **plus** this update's (the replaced
+    run's wall time cannot be told apart from that of the experiments computed beside it, so it
+    stays counted: the header says so).  Each update is appended to ``updates`` in gallery.json
+    (date, experiments, the replaced keys, cells and CPU, the new run's wall, CPU, sessions and
+    commits) and listed in the header.  Returns the new header data.  Nothing is written before
+    every check has passed."""
+    results_dir, figures_dir, out_dir = Path(results_dir), Path(figures_dir), Path(out_dir)
+    for label, d in (("--results", results_dir), ("--figures", figures_dir), ("--out", out_dir)):
+        if not d.is_dir():
+            raise ValueError(f"{label} {str(d)!r} does not exist or is not a folder")
+    if out_dir.resolve() == figures_dir.resolve():
+        raise ValueError(f"--out must differ from --figures, got {str(out_dir)!r} for both")
+    names = list(dict.fromkeys(experiments))
+    if not names:
+        raise ValueError("update needs at least one experiment to replace, got none")
+    known = registered_names()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown experiment(s) {unknown}; known: {', '.join(known)}")
+    try:
+        old = json.loads((out_dir / "gallery.json").read_text())
+        old_text = (out_dir / "REPORT.md").read_text()
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{out_dir} holds no published gallery (gallery.json and REPORT.md "
+                         f"written by `dpsim gallery publish`): {exc}") from None
+    if _REPORT_TITLE not in old_text:
+        raise ValueError(f"{out_dir / 'REPORT.md'} has no report body ({_REPORT_TITLE!r})")
+    scale = old["scale"]
+    entries = _report_entries(figures_dir)
+    text = _report_text(figures_dir)
+    if not entries or not text:
+        raise ValueError(f"{figures_dir} holds no reproduction (REPORT.md and report.json "
+                         "written by `dpsim reproduce`)")
+    exps = [get(n) for n in names]
+    manifests, gaps = _check(exps, scale, entries, text, figures_dir, results_dir)
+    if gaps:
+        raise Incomplete(gaps)
+    new_rows, pooled, _, hosts, versions, src_commit = _rows(exps, manifests, entries, scale,
+                                                            source, gap)
+    ss = sessions(pooled, gap)
+
+    # the report: the old body with the named sections and verdict-table lines replaced
+    old_body = old_text[old_text.index(_REPORT_TITLE):]
+    pre, secs = _split_report(old_body)
+    new_pre, new_secs = _split_report(text[text.index(_REPORT_TITLE):] if _REPORT_TITLE in text
+                                      else text)
+    pngs = []
+    for exp in exps:
+        for f in entries[exp.name].get("figures", []):
+            pngs += [x for x in f.get("files", []) if x.endswith(".png")]
+    pngs = list(dict.fromkeys(pngs))
+    copied = {x: f"{_FIGURES}/{x}" for x in pngs}
+    stale = set()
+    for n in names:
+        row = _summary_row(new_pre, n)
+        if row is None or n not in new_secs:
+            raise ValueError(f"{figures_dir / 'REPORT.md'} has no section or verdict line for {n}")
+        old_row = _summary_row(pre, n)
+        if old_row is None or n not in secs:
+            raise ValueError(f"the published gallery has no section for {n} to replace "
+                             "(publish the whole reproduction instead)")
+        pre = pre.replace(old_row, row, 1)
+        stale |= {Path(t).name for t in _LINK_TARGETS.findall(secs[n]) if t.startswith(f"{_FIGURES}/")}
+        secs[n] = _rewrite_links(new_secs[n], copied).rstrip("\n") + "\n\n"
+    kept = {Path(t).name for n, sec in secs.items() if n not in names
+            for t in _LINK_TARGETS.findall(sec) if t.startswith(f"{_FIGURES}/")}
+    clash = kept & set(pngs)
+    if clash:
+        raise ValueError(f"figure file(s) {sorted(clash)} of {names} are also shown by other "
+                         "experiments of the gallery")
+    order = [n for n in known if n in secs] + [n for n in secs if n not in known]
+    body = (pre.rstrip("\n") + "\n\n" + "".join(secs[n] for n in order)).rstrip("\n") + "\n"
+
+    # figures: shrink the new PNGs into a staging folder, then swap them in
+    fig_dir = out_dir / _FIGURES
+    staging = out_dir / f".{_FIGURES}-update.{os.getpid()}.tmp"
+    if staging.exists():
+        shutil.rmtree(staging)
+    stats = {}
+    try:
+        for x in pngs:
+            stats[x] = shrink_png(figures_dir / x, staging / x, max_width=max_width,
+                                  max_bytes=max_bytes)
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        for x in stale - set(pngs):
+            (fig_dir / x).unlink(missing_ok=True)
+        for x in pngs:
+            os.replace(staging / x, fig_dir / x)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+
+    # provenance
+    by_name = {r["name"]: r for r in new_rows}
+    replaced = {r["name"]: {k: r.get(k) for k in ("key", "cells", "cpu_s", "wall_s", "commits")}
+                for r in old["experiments"] if r["name"] in by_name}
+    rows = [by_name.get(r["name"], r) for r in old["experiments"]]
+    rows += [r for r in new_rows if r["name"] not in {x["name"] for x in old["experiments"]}]
+    figures = {x: st for x, st in old.get("figures", {}).items() if x not in stale}
+    figures.update(stats)
+    firsts = [r["first"] for r in rows if r.get("first") is not None]
+    lasts = [r["last"] for r in rows if r.get("last") is not None]
+    new_wall = round(sum(b - a for a, b in ss), 1)
+    info = dict(old)
+    info.update({
+        "partial": bool([g for g in old.get("missing", []) if g.split(":")[0] not in names]),
+        "missing": [g for g in old.get("missing", []) if g.split(":")[0] not in names],
+        "published": pipeline._now(),
+        "commits": sorted({c for r in rows for c in r["commits"]}),
+        "commit_source": (old.get("commit_source") if src_commit is None
+                          else str(Path(source).resolve())),
+        "first_cell": min(firsts, default=None),
+        "last_cell": max(lasts, default=None),
+        "cpu_s": round(sum(r["cpu_s"] for r in rows), 1),
+        "wall_s": round(old["wall_s"] + new_wall, 1),
+        "sessions": old["sessions"] + len(ss),
+        "span_s": round(max(lasts) - min(firsts), 1) if firsts and lasts else 0.0,
+        "machine": machine_info(),
+        "compute_hosts": sorted(set(old.get("compute_hosts", [])) | hosts),
+        "python": sorted(set(old.get("python", [])) | versions["python"]),
+        "numpy": sorted(set(old.get("numpy", [])) | versions["numpy"]),
+        "experiments": rows,
+        "figures": figures,
+        "figures_bytes": sum(st["bytes"] for st in figures.values()),
+        "source_figures_bytes": sum(st["source_bytes"] for st in figures.values()),
+        "updates": list(old.get("updates", [])) + [{
+            "published": pipeline._now(), "experiments": names, "replaced": replaced,
+            "wall_s": new_wall, "sessions": len(ss),
+            "cpu_s": round(sum(by_name[n]["cpu_s"] for n in names), 1),
+            "first": min((a for a, _ in pooled), default=None),
+            "last": max((b for _, b in pooled), default=None),
+            "commits": sorted({c for n in names for c in by_name[n]["commits"]}),
+        }],
+    })
+    pipeline._atomic_write_text(out_dir / "REPORT.md", _header(info) + "\n" + body)
+    pipeline._atomic_write_text(out_dir / "gallery.json",
+                                json.dumps(info, indent=1, sort_keys=True) + "\n")
+    pipeline._atomic_write_text(out_dir / "README.md", _readme(info))
+    return info
+
+
 def _readme(info: Mapping) -> str:
     """``out_dir/README.md``: what the folder holds, in a few lines (the index a browser shows)."""
     commits = ", ".join(f"`{c[:12]}`" for c in info["commits"]) or "?"
@@ -776,7 +969,9 @@ def _header(info: Mapping) -> str:
         f"| cells computed | {_utc(info['first_cell'])} → {_utc(info['last_cell'])} |",
         f"| wall time | {_hours(info['wall_s'])} computing, over {info['sessions']} session(s) "
         f"(a pause over {info['session_gap_s'] / 60:g} min starts a new one); "
-        f"first → last cell {_hours(info['span_s'])} |",
+        f"first → last cell {_hours(info['span_s'])}"
+        + ("; the runs replaced by the updates below included" if info.get("updates") else "")
+        + " |",
         f"| CPU time | {_hours(info['cpu_s'])} (sum over every cell of the CPU time of the "
         "thread that computed it) |",
         f"| machine | {m['cpu']}, {m['logical_cores']} logical cores, {m['ram_gib']} GiB RAM, "
@@ -788,7 +983,19 @@ def _header(info: Mapping) -> str:
         f"(re-encoded from {info['source_figures_bytes'] / 1024:.0f} KiB: at most "
         f"{info['max_width']} px wide, palette, each ≤ {info['max_bytes'] / 1000:.0f} kB); "
         "PDFs and raw results are not included |",
-        f"| published | {info['published']} by `dpsim gallery publish` |",
+        f"| published | {info['published']} by `dpsim gallery publish`"
+        + (" and `dpsim gallery update`" if info.get("updates") else "") + " |",
+    ]
+    for u in info.get("updates", []):
+        gone = "; ".join(f"{n} (`{str(r.get('key'))}`: {r.get('cells')} cells, "
+                         f"{_hours(r.get('cpu_s'))} CPU)" for n, r in u["replaced"].items())
+        lines.append(
+            f"| update {u['published']} | recomputed {', '.join(u['experiments'])}: "
+            f"{_hours(u['wall_s'])} wall over {u['sessions']} session(s), {_hours(u['cpu_s'])} "
+            f"CPU, cells {_utc(u['first'])} → {_utc(u['last'])}, commit "
+            f"{', '.join(f'`{c[:12]}`' for c in u['commits']) or '-'}; replaced {gone or 'nothing'}"
+            " (its CPU time is no longer counted; its wall time is, within the total above) |")
+    lines += [
         "",
         "| experiment | cells | CPU | wall (sessions) | first → last cell | commit | figures |",
         "|---|---|---|---|---|---|---|",
@@ -810,14 +1017,14 @@ def _header(info: Mapping) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# Command line: `dpsim gallery publish|status`
+# Command line: `dpsim gallery publish|update|status`
 
 
 def register(subparsers) -> None:
-    """Add ``dpsim gallery publish|status`` to ``subparsers`` (an argparse subparsers action)."""
+    """Add ``dpsim gallery publish|update|status`` to ``subparsers`` (an argparse subparsers action)."""
     gp = subparsers.add_parser("gallery", help="publish a finished reproduction as a small "
                                                "gallery, or show how far a long one is")
-    sub = gp.add_subparsers(dest="gallery_command", metavar="publish|status")
+    sub = gp.add_subparsers(dest="gallery_command", metavar="publish|update|status")
     p = sub.add_parser("publish", help="REPORT.md with provenance + small PNGs into --out")
     p.add_argument("--results", required=True, help="results cache of the reproduction")
     p.add_argument("--figures", required=True, help="its figure folder (REPORT.md, report.json)")
@@ -830,6 +1037,17 @@ def register(subparsers) -> None:
     p.add_argument("--max-width", type=int, default=MAX_WIDTH, help=f"pixels (default {MAX_WIDTH})")
     p.add_argument("--max-bytes", type=int, default=MAX_BYTES,
                    help=f"size limit of one PNG (default {MAX_BYTES})")
+    u = sub.add_parser("update", help="replace some experiments of a published gallery with "
+                                      "their new reproduction, keeping the others as published")
+    u.add_argument("experiments", nargs="+", help="the experiments to replace")
+    u.add_argument("--results", required=True, help="results cache of their new reproduction")
+    u.add_argument("--figures", required=True, help="its figure folder (REPORT.md, report.json)")
+    u.add_argument("--out", required=True, help="the published gallery folder, e.g. docs/gallery")
+    u.add_argument("--source", default=None,
+                   help="git checkout that computed the cells (for cells without a recorded commit)")
+    u.add_argument("--max-width", type=int, default=MAX_WIDTH, help=f"pixels (default {MAX_WIDTH})")
+    u.add_argument("--max-bytes", type=int, default=MAX_BYTES,
+                   help=f"size limit of one PNG (default {MAX_BYTES})")
     s = sub.add_parser("status", help="cells cached, CPU spent and ETA per experiment")
     s.add_argument("--results", required=True, help="results cache")
     s.add_argument("--scale", default="full", help=f"{' | '.join(SCALES)} (default full)")
@@ -840,7 +1058,7 @@ def register(subparsers) -> None:
 
 
 def handle(args) -> int:
-    """Run ``dpsim gallery publish|status``; a bad value raises ``ValueError`` naming it."""
+    """Run ``dpsim gallery publish|update|status``; a bad value raises ``ValueError`` naming it."""
     cmd = getattr(args, "gallery_command", None)
     if cmd == "status":
         st = status(args.results, args.scale, figures_dir=args.figures)
@@ -855,4 +1073,13 @@ def handle(args) -> int:
               f"wall {_hours(info['wall_s'])} over {info['sessions']} session(s), "
               f"CPU {_hours(info['cpu_s'])}")
         return 0
-    raise ValueError(f"gallery needs a subcommand: publish or status (got {cmd!r})")
+    if cmd == "update":
+        info = update(args.results, args.figures, args.out, args.experiments, source=args.source,
+                      max_width=args.max_width, max_bytes=args.max_bytes)
+        u = info["updates"][-1]
+        print(f"gallery updated: {Path(args.out) / 'REPORT.md'}; replaced "
+              f"{', '.join(u['experiments'])} ({_hours(u['wall_s'])} wall, "
+              f"{_hours(u['cpu_s'])} CPU); {len(info['figures'])} PNGs, "
+              f"{info['figures_bytes'] / 1024:.0f} KiB")
+        return 0
+    raise ValueError(f"gallery needs a subcommand: publish, update or status (got {cmd!r})")

@@ -323,3 +323,76 @@ def test_other_key_is_flagged(tiny_all, tmp_path):
     assert row["key"] == old and row["current_key"] == src.name
     assert (f"ctcdp_quadratic (`{old}`, now `{src.name}`)"
             in (tmp_path / "g" / "REPORT.md").read_text())
+
+
+def test_update_replaces_one_experiment(tiny_all, published, tmp_path, capsys):
+    """``update`` swaps one experiment's section, verdict line, PNGs and row into a published
+    gallery and leaves every other experiment's text and figures byte for byte."""
+    from experiment_fixtures import reproduce_tiny
+
+    src, _ = published
+    out = tmp_path / "g"
+    shutil.copytree(src, out)
+    before = (out / "REPORT.md").read_text()
+    old = json.loads((out / "gallery.json").read_text())
+    name = "ctcdp_quadratic"
+    reproduce_tiny([name], tmp_path / "new")          # a new run: other results/figure folders
+    new_results, new_figs = tmp_path / "new" / "results", tmp_path / "new" / "out"
+    keep_png = {p.name: p.read_bytes() for p in (out / "figures").iterdir()}
+    info = gallery.update(new_results, new_figs, out, [name], source=ROOT)
+    text = (out / "REPORT.md").read_text()
+
+    old_pre, old_secs = gallery._split_report(before[before.index("# dpsim reproduction report"):])
+    pre, secs = gallery._split_report(text[text.index("# dpsim reproduction report"):])
+    assert list(secs) == list(old_secs)
+    for n in secs:
+        if n != name:
+            assert secs[n] == old_secs[n], n
+    assert str(new_results / name) in secs[name] and str(new_results) not in old_secs[name]
+    new_report = (new_figs / "REPORT.md").read_text()
+    assert gallery._summary_row(pre, name) == gallery._summary_row(new_report, name)
+    # the new PNGs, re-encoded; the others untouched
+    entries = json.loads((new_figs / "report.json").read_text())
+    mine = {x for f in entries[name]["figures"] for x in f["files"] if x.endswith(".png")}
+    assert mine and all(f"figures/{x}" in secs[name] for x in mine)
+    for x, data in keep_png.items():
+        if x not in mine:
+            assert (out / "figures" / x).read_bytes() == data, x
+    for x in mine:
+        assert info["figures"][x]["source_bytes"] == (new_figs / x).stat().st_size
+    assert sorted(p.name for p in (out / "figures").iterdir()) == sorted(info["figures"])
+    for t in LINK.findall(text):
+        assert t.startswith("#") or (out / t).is_file(), t
+    # provenance: the row from the new manifest, totals over the rows, the update recorded
+    m = json.loads((pipeline.latest_dir(new_results / name / "tiny") / "manifest.json").read_text())
+    rows = {r["name"]: r for r in info["experiments"]}
+    assert rows[name]["cells"] == len(m["cells"])
+    assert rows[name]["cpu_s"] == round(sum(e["cpu_time_s"] for e in m["cells"].values()), 1)
+    assert [r["name"] for r in info["experiments"]] == [r["name"] for r in old["experiments"]]
+    for r in old["experiments"]:
+        if r["name"] != name:
+            assert rows[r["name"]] == r
+    assert info["cpu_s"] == round(sum(r["cpu_s"] for r in info["experiments"]), 1)
+    (u,) = info["updates"]
+    assert u["experiments"] == [name] and u["replaced"][name]["cells"] == \
+        {r["name"]: r for r in old["experiments"]}[name]["cells"]
+    assert info["wall_s"] == round(old["wall_s"] + u["wall_s"], 1)
+    assert info["sessions"] == old["sessions"] + u["sessions"]
+    assert f"| update {u['published']} | recomputed {name}:" in text
+    assert json.loads((out / "gallery.json").read_text()) == json.loads(json.dumps(info))
+    # refused: an experiment missing from the new reproduction, a folder without a gallery
+    with pytest.raises(gallery.Incomplete, match="dp2_logistic"):
+        gallery.update(new_results, new_figs, out, ["dp2_logistic"], source=ROOT)
+    with pytest.raises(ValueError, match="unknown experiment"):
+        gallery.update(new_results, new_figs, out, ["nope"], source=ROOT)
+    with pytest.raises(ValueError, match="no published gallery"):
+        gallery.update(new_results, new_figs, tmp_path / "new", [name], source=ROOT)
+    assert (out / "REPORT.md").read_text() == text   # nothing written by a refused update
+    # the command line
+    parser = argparse.ArgumentParser(prog="dpsim")
+    gallery.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["gallery", "update", name, "--results", str(new_results),
+                              "--figures", str(new_figs), "--out", str(out), "--source", str(ROOT)])
+    assert args.handler(args) == 0
+    assert capsys.readouterr().out.startswith("gallery updated:")
+    assert len(json.loads((out / "gallery.json").read_text())["updates"]) == 2

@@ -343,6 +343,35 @@ def test_logistic_optimum_large_d_uses_newton_cg():
     assert np.linalg.norm(p.grad(w_star[None, :])) < 1e-8
 
 
+@pytest.mark.parametrize("density", [0.05, 1.0])
+def test_logistic_col_scale_rescales_columns_and_keeps_labels(density):
+    base = P.logistic_regression(400, 60, density=density, zipf=2.0, seed=4)
+    scaled = P.logistic_regression(400, 60, density=density, zipf=2.0, col_scale=1.0, seed=4)
+    assert "col_scale" not in base.config and scaled.config["col_scale"] == 1.0
+    assert P.logistic_regression(400, 60, density=density, zipf=2.0, col_scale=0.0,
+                                 seed=4).config == base.config
+    np.testing.assert_array_equal(scaled.y, base.y)          # labels of the unscaled features
+    np.testing.assert_array_equal(scaled.w_true, base.w_true)
+    Xb = base.X.toarray() if sp.issparse(base.X) else np.asarray(base.X)
+    Xs = scaled.X.toarray() if sp.issparse(scaled.X) else np.asarray(scaled.X)
+    assert sp.issparse(scaled.X) == sp.issparse(base.X)
+    ref = Xb / np.arange(1.0, 61.0)                          # column j times (j+1)^-1
+    ref /= np.linalg.norm(ref, axis=1, keepdims=True)        # rows back to unit norm
+    np.testing.assert_allclose(Xs, ref, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(np.linalg.norm(Xs, axis=1), 1.0, rtol=1e-13)
+    # the point of the knob: the coordinates' second moments spread over a wider range
+    m_b, m_s = (np.mean(X * X, axis=0) for X in (Xb, Xs))
+    live = (m_b > 0) & (m_s > 0)
+    assert (m_s[live].max() / m_s[live].min()) > 10 * (m_b[live].max() / m_b[live].min())
+    w_star, _ = scaled.optimum
+    assert np.linalg.norm(scaled.grad(w_star[None, :])) < 1e-8
+
+
+def test_logistic_col_scale_rejects_negative():
+    with pytest.raises(ValueError, match="col_scale"):
+        P.logistic_regression(50, 5, col_scale=-0.5)
+
+
 def test_quadratic_2d_optimum_exact():
     p = small("quadratic_2d")
     w_star, f_star = p.optimum

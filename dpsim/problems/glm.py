@@ -451,7 +451,22 @@ def _bag_of_words(rng, n, d, density, zipf):
     return X
 
 
-def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, seed=0) -> Problem:
+def _scale_columns(X, c):
+    """``X diag(c)`` with each row rescaled to unit l2 norm again (a row whose scaled norm is 0
+    stays 0); sparse CSR stays sparse, dense stays dense."""
+    if sp.issparse(X):
+        X = X.tocsr(copy=True)
+        X.data *= c[X.indices]
+        norms = np.sqrt(_K.row_sq_norms_csr(X.data, X.indptr, X.shape[0]))
+        X.data /= np.repeat(np.where(norms > 0, norms, 1.0), np.diff(X.indptr))
+        return X
+    X = X * c
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.where(norms > 0, norms, 1.0)
+
+
+def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, col_scale=0.0,
+                        seed=0) -> Problem:
     """L2-regularized logistic regression on a planted model.
 
     ``f_i(w) = log(1 + exp(-y_i x_i . w)) + (reg/2) ||w||^2``, ``y_i in {-1, +1}`` drawn from
@@ -463,6 +478,15 @@ def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, se
       the most frequent), about ``density * d`` nonzeros per row, log term counts, rows of unit
       l2 norm.  Stored as ``scipy.sparse.csr_matrix`` and never densified.
 
+    * ``col_scale = a > 0``: heterogeneous coordinate scales.  After the labels are drawn, column
+      ``j`` is multiplied by ``(j+1)^(-a)`` and the rows are rescaled to unit l2 norm again.  The
+      labels stay those of the unscaled features, so in the scaled coordinates the planted model
+      weighs column ``j`` about ``(j+1)^a`` times more: small (rare, for bag-of-words) features
+      carry large weights.  The Hessian's diagonal then spans a wide range of scales, the regime
+      in which per-coordinate step sizes beat one global step size (the premise of the adaptive
+      methods of [DP2] §3 and [AdamBC] §4; ``a = 0``, the default, leaves the features as
+      above and draws the same random numbers).
+
     The optimum is found by Newton's method (Newton-CG with Hessian-vector products for large
     ``d``) to ``||grad F|| < 1e-10``, lazily on first access of ``.optimum``.
     """
@@ -471,6 +495,7 @@ def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, se
     reg = _real("reg", reg, lo=0.0)
     zipf = _real("zipf", zipf, lo=0.0)
     signal = _real("signal", signal, lo=0.0)
+    col_scale = _real("col_scale", col_scale, lo=0.0)
     seed = _seed(seed)
     rng = np.random.default_rng(seed)
     if density < 1.0:
@@ -483,6 +508,9 @@ def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, se
     y = np.where(rng.random(n) < _stable_sigmoid(np, m), 1.0, -1.0)
     config = {"name": "logistic_regression", "n": n, "d": d, "density": density, "reg": reg,
               "zipf": zipf, "signal": signal, "seed": seed}
+    if col_scale > 0.0:
+        X = _scale_columns(X, np.arange(1, d + 1, dtype=np.float64) ** -col_scale)
+        config["col_scale"] = col_scale  # absent at 0: configs (and cache keys) stay as they were
     p = _Logistic(name="logistic_regression", X=X, y=y, link="logistic", reg=reg, config=config)
     p.w_true = w_true
     return p
