@@ -32,6 +32,11 @@ Design
   paper's 100 (full) epochs; the premise figure shows whether it does.  Fixed by ``data_seed`` and shared by every setting.
   The paper reports *test accuracy* on IMDB; dpsim reports the *training* objective (the excess
   loss ``F(w) − F*``, log scale) — the metric the paper tunes on.
+  ``col_scale = a > 0`` (full) scales column ``j`` by ``(j+1)^{-a}`` with the labels of the
+  unscaled features (:func:`dpsim.problems.logistic_regression`): rare words get small features
+  and large weights, coordinate scales spread over orders of magnitude, and per-coordinate step
+  sizes pay.  Without it, at IMDB's sizes and 100 epochs, SGD catches up with RMSProp (the first
+  full run: RMSProp/SGD 0.81, not significant) and the premise fails.
 * Privacy: Poisson sampling at ``b/n``; ``δ = 10^{-k}`` with the smallest ``k`` such that
   ``10^{-k} ≤ 1/n`` (the paper's rule, §5); ε of each run from its declared releases
   (``Result.epsilon``, PLD accountant).  Main comparisons at noise multiplier ``sigma`` (the paper's
@@ -141,6 +146,7 @@ class Config:
     zipf: float = 1.0                        # Zipf exponent of the column popularity
     signal: float = 16.0                     # scale of the planted model
     reg: float = 1e-5                        # L2 regularization
+    col_scale: float = 0.0                   # column j scaled by (j+1)^-col_scale (0: off)
     public_fraction: float = 0.01            # AdaDPS public split (Table 1: 1%)
     beta: float = 0.9                        # RMSProp β
     sampling: str = "poisson"
@@ -165,6 +171,9 @@ class Config:
             if not v or any(not isinstance(s, int) or s < 1 or s >= self.steps for s in v):
                 raise ValueError(f"{name} must be positive integers below steps={self.steps}, "
                                  f"got {name}={v!r}")
+        if not (isinstance(self.col_scale, (int, float)) and math.isfinite(self.col_scale)
+                and self.col_scale >= 0):
+            raise ValueError(f"col_scale must be a finite number >= 0, got col_scale={self.col_scale!r}")
         if self.tune_records > self.steps:
             raise ValueError(f"tune_records must be at most steps={self.steps}, "
                              f"got tune_records={self.tune_records}")
@@ -204,21 +213,27 @@ PRESETS: dict[str, Config] = {
                     tune_trials=3, trials=8, record_every=39, np_trials=16, tune_records=8,
                     stability_trials=4),
     # IMDB's sizes (n = 25,000 reviews, 10⁴-word vocabulary, b = 64, δ = 1e-5) and the paper's
-    # 100 epochs (T = 39,000), heavy-tailed features; s ≈ {0.1, 0.5, 1, 2} epochs; subsets of the
-    # paper's grids (App. C.2) with C₂ up to 200 and two ε_a; 3 tuning trials per grid point.
-    # Run once (docs/gallery): 7.1 CPU-hours for its 60 cells on the 2-core machine (the fused
-    # release at ≈ 130 µs per private trial-step, bound by its normals).  Every tuned value sat
-    # on the low edge of its grid there, and the premise failed (non-private RMSProp not
-    # significantly better than SGD at 100 epochs).
-    "full": Config(n=25000, d=10000, density=0.013, zipf=2.0, steps=39000, batch_size=64, sigma=1.0,
-                   sweep_sigmas=_g(0.6, 1.0, 2.0), s_grid=(39, 195, 390, 780),
-                   s_variants=(390,), s_nonprivate=390,
-                   lr_sgd_grid=_g(1, 3, 10, 30, 100),
-                   lr_adaptive_grid=_g(0.003, 0.01, 0.03, 0.1, 0.3, 1),
-                   lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1, 3), dp2_lr_grid=_g(1, 3, 10, 30),
-                   dp2_lr2_grid=_g(0.01, 0.03, 0.1, 0.3),
-                   clip_grid=_g(0.1, 0.25, 0.5, 1), clip2_grid=_g(2, 10, 50, 200),
-                   eps_grid=_g(1e-3, 1e-7), tune_trials=3, trials=5, record_every=390,
+    # 100 epochs (T = 39,000), heavy-tailed features with column scales (j+1)^-1 (col_scale = 1):
+    # the first full run, on unscaled features (gallery of 2026-11-25), failed the premise
+    # (non-private RMSProp/SGD 0.81, not significant).  With col_scale = 1, probes (2 trials per
+    # point) gave non-private excess losses RMSProp 5.4e-4 (η 0.01) vs SGD 4.1e-3 (η 3): ratio
+    # 0.13; at σ = 1 DP-SGD 0.026 (η 0.03, C 1), DP-RMSProp 0.026 (η 0.001, C 1), DP² 0.027 (η 0.03,
+    # η₂ 3e-4, C₂ 0.5, s 195-780; C₂ ≥ 2 and η₂ ≥ 1e-3 worse).  The grids are centred on those
+    # values, one decade or more each way where it was cheap (C₂ from 0.1 to the paper's 10),
+    # s ≈ 0.1, 0.5, 2 and 10 epochs; ε_a = 1e-3 only (cost: each ε_a doubles every adaptive
+    # tuning cell); 3 tuning trials per grid point, 5 fresh evaluation trials.  Cost ≈ 1,600
+    # trials × 39,000 steps at ≈ 0.13 ms (private) / 0.07 ms (non-private) per trial-step on
+    # one thread ≈ 2.2 CPU-hours.
+    "full": Config(n=25000, d=10000, density=0.013, zipf=2.0, col_scale=1.0, steps=39000,
+                   batch_size=64, sigma=1.0, sweep_sigmas=_g(0.6, 1.0, 2.0),
+                   s_grid=(39, 195, 780, 3900), s_variants=(390,), s_nonprivate=390,
+                   lr_sgd_grid=_g(0.01, 0.03, 0.1, 0.3, 1, 3, 10),
+                   lr_adaptive_grid=_g(0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1),
+                   lr_adagrad_grid=_g(0.01, 0.03, 0.1, 0.3, 1), dp2_lr_grid=_g(0.01, 0.03, 0.1),
+                   dp2_lr2_grid=_g(0.0001, 0.0003, 0.001),
+                   clip_grid=_g(0.5, 1, 2), clip2_grid=_g(0.1, 0.5, 2, 10),
+                   dp2_adagrad_clip2_grid=_g(0.5, 2, 10),
+                   eps_grid=_g(1e-3), tune_trials=3, trials=5, record_every=390,
                    np_trials=10, tune_records=10, stability_trials=5),
 }
 
@@ -366,7 +381,7 @@ def run(config: Config, cache) -> dict:
     """Tune every method, then evaluate the chosen settings; ``{label: Result}`` (see module doc)."""
     problem = dpsim.problems.logistic_regression(
         config.n, config.d, density=config.density, zipf=config.zipf, signal=config.signal,
-        reg=config.reg, seed=config.data_seed)
+        reg=config.reg, col_scale=config.col_scale, seed=config.data_seed)
     labels = cell_labels(config)
     index = {lab: i for i, lab in enumerate(labels)}
     T, b = config.steps, config.batch_size

@@ -174,8 +174,10 @@ def set_log_limits(ax, means):
 
 def problem_text(res) -> str:
     pc = res.config["problem"]
+    scaled = (f", column scales (j+1)^-{pc['col_scale']:g}" if pc.get("col_scale") else "")
     return (f"sparse logistic regression, n={pc['n']}, d={pc['d']}, "
-            f"{100 * pc['density']:g}% nonzero; b={res.config['batch_size']}, T={res.config['steps']}")
+            f"{100 * pc['density']:g}% nonzero{scaled}; b={res.config['batch_size']}, "
+            f"T={res.config['steps']}")
 
 
 def trials_text(entries) -> str:
