@@ -21,7 +21,9 @@ Design
 ------
 * Problem, δ, metric: the sparse, heavy-tailed (Zipf 2) logistic regression of ``dp2_logistic``
   (built by :func:`experiments.dp2_noisy_adagrad.make_problem` from the problem fields of
-  ``dp2_logistic``'s preset of the same scale, so it is the very same problem), its δ rule
+  ``dp2_logistic``'s preset of the same scale, the same problem at tiny and quick; **not** its
+  column scaling ``col_scale``, which ``dp2_logistic``'s full preset gained after this experiment's
+  full run was published: at full this is the unscaled problem of that first run), its δ rule
   (:func:`experiments.dp2_logistic.delta_for`), Poisson sampling; the final *excess training
   loss* ``F(w_T) − F*``, the metric of ``dp2_logistic``'s figures (the paper reports test accuracy).
 * Computation factors ``k ∈ factors`` (1 and 4): batch ``k·b`` at the same ``T`` steps; at each
@@ -128,7 +130,9 @@ def _g(*xs):
 
 
 def _problem_of(scale: str) -> dict:
-    """The problem fields of ``dp2_logistic``'s preset of ``scale`` (the same stand-in problem)."""
+    """The problem fields of ``dp2_logistic``'s preset of ``scale``, without ``col_scale`` (module
+    docstring: moving this experiment to the column-scaled problem means rerunning its full
+    preset, ≈ 1.3 CPU-hours, and re-centring its grids)."""
     c = _DP2_PRESETS[scale]
     return dict(n=c.n, d=c.d, density=c.density, zipf=c.zipf, signal=c.signal, reg=c.reg,
                 data_seed=c.data_seed, beta=c.beta, sampling=c.sampling)

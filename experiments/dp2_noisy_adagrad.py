@@ -183,7 +183,9 @@ def cell_labels(config: Config) -> list[str]:
 
 
 def make_problem(config: Config):
-    """The sparse Zipf logistic regression of ``dp2_logistic`` (same factory and arguments)."""
+    """The sparse Zipf logistic regression of ``dp2_logistic`` (same factory and arguments,
+    without the column scaling ``col_scale`` of ``dp2_logistic``'s full preset, which came after
+    this experiment's full run was published)."""
     return dpsim.problems.logistic_regression(
         config.n, config.d, density=config.density, zipf=config.zipf, signal=config.signal,
         reg=config.reg, seed=config.data_seed)
