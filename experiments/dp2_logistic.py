@@ -193,8 +193,8 @@ PRESETS: dict[str, Config] = {
                    sweep_sigmas=_g(1.0, 2.0), s_grid=(4, 10), s_variants=(4,), s_nonprivate=5,
                    lr_sgd_grid=_g(1, 10), lr_adaptive_grid=_g(0.01, 0.1), lr_adagrad_grid=_g(0.1, 1),
                    dp2_lr_grid=_g(3), clip_grid=_g(0.5), clip2_grid=_g(1, 10), eps_grid=_g(1e-3),
-                   tune_trials=1, trials=3, record_every=5, zipf=2.0, tune_records=4,
-                   stability_trials=2),
+                   tune_trials=1, trials=3, record_every=5, zipf=2.0, col_scale=1.0,
+                   tune_records=4, stability_trials=2),
     # A laptop (about 2 CPU-minutes).  Heavy-tailed features (Zipf exponent 2), 40 epochs
     # (T = 1560 at b = 64, n = 2500), where non-private RMSProp clearly beats SGD (the premise);
     # DP²'s adaptive-phase clip C₂ from 50 to 1000 (the paper tuned 5 and tried ≥ 10; smaller C₂

@@ -265,7 +265,9 @@ def premise(entries) -> tuple[bool | None, str]:
     word = {True: "holds", False: "fails: the setting does not test the claim",
             None: "not established (difference not significant): at most inconclusive"}[ok]
     steps = rms.res.config["steps"]
-    return ok, (f"**Premise** (non-private RMSProp vs non-private SGD at T = {steps}, each tuned; "
+    a = rms.res.config["problem"].get("col_scale")
+    where = f", features with column scales (j+1)^-{a:g}" if a else ""
+    return ok, (f"**Premise** (non-private RMSProp vs non-private SGD at T = {steps}{where}, each tuned; "
                 f"final excess loss, RMSProp/SGD): {txt} — premise {word}.")
 
 
