@@ -174,7 +174,8 @@ def set_log_limits(ax, means):
 
 def problem_text(res) -> str:
     pc = res.config["problem"]
-    scaled = (f", column scales (j+1)^-{pc['col_scale']:g}" if pc.get("col_scale") else "")
+    # the column scaling on a line of its own: one line would not fit a single panel's width
+    scaled = f",\ncolumn scales (j+1)^-{pc['col_scale']:g}" if pc.get("col_scale") else ""
     return (f"sparse logistic regression, n={pc['n']}, d={pc['d']}, "
             f"{100 * pc['density']:g}% nonzero{scaled}; b={res.config['batch_size']}, "
             f"T={res.config['steps']}")
@@ -393,7 +394,7 @@ def render_eps_sweep(results, out_dir, *, name: str, methods, dp2_method: str,
         ax.set_xlabel(f"ε (δ = {style.fmt_float(delta_of(rows[0][1][0].res))})")
         ax.set_ylabel(r"final excess training loss $F(w_T) - F^\star$")
         sig_txt = ", ".join(f"{s:g}" for s, _ in rows)
-        ax.set_title(f"σ ∈ {{{sig_txt}}}; " + problem_text(rows[0][1][0].res), fontsize=7.5)
+        ax.set_title(f"σ ∈ {{{sig_txt}}}\n" + problem_text(rows[0][1][0].res), fontsize=7.5)
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1, fontsize=6.5,
                   title="tuned values (learning rates re-tuned at each σ; DP²: η₂ only)", title_fontsize=7)
         fig.suptitle(suptitle.format(trials=rows[0][1][0].res.trials), fontsize=9)
