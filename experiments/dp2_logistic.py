@@ -221,9 +221,12 @@ PRESETS: dict[str, Config] = {
     # η₂ 3e-4, C₂ 0.5, s 195-780; C₂ ≥ 2 and η₂ ≥ 1e-3 worse).  The grids are centred on those
     # values, one decade or more each way where it was cheap (C₂ from 0.1 to the paper's 10),
     # s ≈ 0.1, 0.5, 2 and 10 epochs; ε_a = 1e-3 only (cost: each ε_a doubles every adaptive
-    # tuning cell); 3 tuning trials per grid point, 5 fresh evaluation trials.  Cost ≈ 1,600
+    # tuning cell); 3 tuning trials per grid point, 5 fresh evaluation trials.  Estimated ≈ 1,600
     # trials × 39,000 steps at ≈ 0.13 ms (private) / 0.07 ms (non-private) per trial-step on
-    # one thread ≈ 2.2 CPU-hours.
+    # one thread ≈ 2.2 CPU-hours; run once (docs/gallery, 2026-11-25): 2.69 CPU-hours, 1.82 h
+    # wall on 2 workers beside other work.  Premise held (RMSProp/SGD 0.22); every private
+    # method ended on one noise floor (≈ 0.026) and DP²'s tuned C₂ = 0.1 and η₂ = 1e-4 sat on
+    # the low edges (lower values silence its adaptive phase: DP² → DP-SGD).
     "full": Config(n=25000, d=10000, density=0.013, zipf=2.0, col_scale=1.0, steps=39000,
                    batch_size=64, sigma=1.0, sweep_sigmas=_g(0.6, 1.0, 2.0),
                    s_grid=(39, 195, 780, 3900), s_variants=(390,), s_nonprivate=390,
