@@ -412,28 +412,31 @@ def run(config: Config, cache) -> dict:
     selections: dict[str, tuning.Selection] = {}
 
     def tune(items, desc, tail=False):
-        """``items``: [(key, opt_name, grid, fixed)]; runs the cells, records the choices.
-        ``tail``: score each trial by its mean training loss over the recorded steps of the second
-        half of the run (:func:`tail_losses`) instead of the final loss alone."""
-        res = cache.run([tune_cell(*it, tail) for it in items], desc=desc)
+        """``items``: [(key, opt_name, grid, fixed)]; runs the cells (at once), records the
+        choices.  ``tail``: score each trial by its mean training loss over the recorded steps of
+        the second half of the run (:func:`tail_losses`) instead of the final loss alone — a bool
+        for every item, or the set of keys it applies to."""
+        on = (lambda key: key in tail) if isinstance(tail, (set, frozenset)) else (lambda key: tail)
+        res = cache.run([tune_cell(*it, on(it[0])) for it in items], desc=desc)
         for key, opt_name, grid, fixed in items:
             r = res[f"tune-{key}"]
-            sel = selections[key] = tuning.select(tail_losses(r) if tail else r, grid, reps)
+            sel = selections[key] = tuning.select(tail_losses(r) if on(key) else r, grid, reps)
             chosen[key] = {"optimizer": opt_name, **fixed, **sel.point}
 
-    # Non-private (Fig. 2)
-    tune([
+    # Non-private (Fig. 2) and DP-SGD at the main σ (its clip is DP²'s SGD-phase clip), in one
+    # batch: nothing of one depends on the other, and DP-SGD's cell alone would leave a worker idle
+    sig = float(config.sigma)
+    nonprivate = [
         ("np-sgd", "sgd", {"lr": config.lr_sgd_grid}, {}),
         ("np-rmsprop", "rmsprop", {"lr": config.lr_adaptive_grid}, {"eps": eps0, "beta": config.beta}),
         ("np-delayed_rmsprop", "delayed_rmsprop",
          {"lr": config.lr_sgd_grid, "lr2": config.lr_adaptive_grid},
          {"s1": config.s_nonprivate, "eps": eps0, "beta": config.beta}),
-    ], "dp2_logistic: tune non-private", tail=True)
-
-    # Private at the main σ: DP-SGD first (its clip is DP²'s SGD-phase clip)
-    sig = float(config.sigma)
-    tune([(f"{sg0}-dp_sgd", "dp_sgd", {"lr": config.lr_sgd_grid, "clip": config.clip_grid},
-           {"noise_multiplier": sig})], "dp2_logistic: tune DP-SGD")
+    ]
+    tune(nonprivate + [(f"{sg0}-dp_sgd", "dp_sgd",
+                        {"lr": config.lr_sgd_grid, "clip": config.clip_grid},
+                        {"noise_multiplier": sig})],
+         "dp2_logistic: tune non-private and DP-SGD", tail={it[0] for it in nonprivate})
     c1 = chosen[f"{sg0}-dp_sgd"]["clip"]
     items = [
         (f"{sg0}-dp_rmsprop", "dp_rmsprop",
