@@ -411,16 +411,15 @@ def run(config: Config, cache) -> dict:
     chosen: dict[str, dict] = {}     # key -> the full setting run by the evaluation cell
     selections: dict[str, tuning.Selection] = {}
 
-    def tune(items, desc, tail=False):
+    def tune(items, desc, tail=()):
         """``items``: [(key, opt_name, grid, fixed)]; runs the cells (at once), records the
-        choices.  ``tail``: score each trial by its mean training loss over the recorded steps of
-        the second half of the run (:func:`tail_losses`) instead of the final loss alone — a bool
-        for every item, or the set of keys it applies to."""
-        on = (lambda key: key in tail) if isinstance(tail, (set, frozenset)) else (lambda key: tail)
-        res = cache.run([tune_cell(*it, on(it[0])) for it in items], desc=desc)
+        choices.  ``tail``: the keys whose trials are scored by their mean training loss over the
+        recorded steps of the second half of the run (:func:`tail_losses`) instead of the final
+        loss alone."""
+        res = cache.run([tune_cell(*it, it[0] in tail) for it in items], desc=desc)
         for key, opt_name, grid, fixed in items:
             r = res[f"tune-{key}"]
-            sel = selections[key] = tuning.select(tail_losses(r) if on(key) else r, grid, reps)
+            sel = selections[key] = tuning.select(tail_losses(r) if key in tail else r, grid, reps)
             chosen[key] = {"optimizer": opt_name, **fixed, **sel.point}
 
     # Non-private (Fig. 2) and DP-SGD at the main σ (its clip is DP²'s SGD-phase clip), in one

@@ -524,7 +524,12 @@ def _report_text(figures_dir: Path) -> str:
 
 
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
-_LINK_TARGETS = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _figure_names(text: str) -> set:
+    """The file names of the gallery figures (``figures/...``) that ``text`` links to."""
+    return {Path(m.group(3)).name for m in _LINK.finditer(text)
+            if m.group(3).startswith(f"{_FIGURES}/")}
 
 
 def _rewrite_links(text: str, copied: Mapping[str, str]) -> str:
@@ -844,10 +849,9 @@ def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, sou
             raise ValueError(f"the published gallery has no section for {n} to replace "
                              "(publish the whole reproduction instead)")
         pre = pre.replace(old_row, row, 1)
-        stale |= {Path(t).name for t in _LINK_TARGETS.findall(secs[n]) if t.startswith(f"{_FIGURES}/")}
+        stale |= _figure_names(secs[n])
         secs[n] = _rewrite_links(new_secs[n], copied).rstrip("\n") + "\n\n"
-    kept = {Path(t).name for n, sec in secs.items() if n not in names
-            for t in _LINK_TARGETS.findall(sec) if t.startswith(f"{_FIGURES}/")}
+    kept = set().union(*(_figure_names(sec) for n, sec in secs.items() if n not in names))
     clash = kept & set(pngs)
     if clash:
         raise ValueError(f"figure file(s) {sorted(clash)} of {names} are also shown by other "

@@ -446,23 +446,29 @@ def _bag_of_words(rng, n, d, density, zipf):
     X = sp.csr_matrix((vals, (rows, cols)), shape=(n, d))
     X.sum_duplicates()
     X.sort_indices()
-    norms = np.sqrt(_K.row_sq_norms_csr(X.data, X.indptr, n))
-    X.data /= np.repeat(norms, np.diff(X.indptr))
+    return _unit_rows(X)
+
+
+def _unit_rows(X):
+    """``X`` with each row scaled to unit l2 norm, in place (a zero row stays zero); CSR or
+    dense."""
+    if sp.issparse(X):
+        norms = np.sqrt(_K.row_sq_norms_csr(X.data, X.indptr, X.shape[0]))
+        X.data /= np.repeat(np.where(norms > 0, norms, 1.0), np.diff(X.indptr))
+    else:
+        norms = np.linalg.norm(X, axis=1, keepdims=True)
+        X /= np.where(norms > 0, norms, 1.0)
     return X
 
 
 def _scale_columns(X, c):
-    """``X diag(c)`` with each row rescaled to unit l2 norm again (a row whose scaled norm is 0
-    stays 0); sparse CSR stays sparse, dense stays dense."""
+    """``X diag(c)`` with each row rescaled to unit l2 norm again (:func:`_unit_rows`); a new
+    array, sparse CSR stays sparse, dense stays dense."""
     if sp.issparse(X):
         X = X.tocsr(copy=True)
         X.data *= c[X.indices]
-        norms = np.sqrt(_K.row_sq_norms_csr(X.data, X.indptr, X.shape[0]))
-        X.data /= np.repeat(np.where(norms > 0, norms, 1.0), np.diff(X.indptr))
-        return X
-    X = X * c
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(norms > 0, norms, 1.0)
+        return _unit_rows(X)
+    return _unit_rows(X * c)
 
 
 def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, col_scale=0.0,
@@ -502,7 +508,7 @@ def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, co
         X = _bag_of_words(rng, n, d, density, zipf)
     else:
         X = rng.standard_normal((n, d))
-        X /= np.linalg.norm(X, axis=1, keepdims=True)
+        X = _unit_rows(X)
     w_true = signal * rng.standard_normal(d)
     m = X @ w_true
     y = np.where(rng.random(n) < _stable_sigmoid(np, m), 1.0, -1.0)
