@@ -62,7 +62,8 @@ from . import tuning
 from .dp2_logistic import PRESETS as _DP2_PRESETS
 from .dp2_logistic import delta_for
 from .dp2_noisy_adagrad import make_problem
-from .pipeline import Cell, Experiment, require_positive_grids, require_positive_ints
+from .pipeline import (Cell, Experiment, require_nonnegative_finite, require_positive_grids,
+                       require_positive_ints)
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "cell_meta", "tag",
            "sigmas", "make_problem", "METHODS"]
@@ -80,6 +81,7 @@ class Config:
     zipf: float                             # Zipf exponent of the column popularity
     signal: float                           # scale of the planted model
     reg: float                              # L2 regularization
+    col_scale: float                        # column j scaled by (j+1)^-col_scale (0: off)
     steps: int                              # T, the same at every computation factor
     batch_size: int                         # b at factor 1 (Poisson rate k·b/n at factor k)
     factors: tuple[int, ...]                # computation factors k (batch k·b)
@@ -120,6 +122,7 @@ class Config:
                                   for s in self.s_grid):
             raise ValueError(f"s_grid must be integers in [1, steps={self.steps}), got s_grid={self.s_grid!r}")
         require_positive_grids(self, ("lr_sgd_grid", "lr_rmsprop_grid", "dp2_lr2_grid"))
+        require_nonnegative_finite(self, ("col_scale",))
         for name in ("clip", "clip2", "eps_a"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {name}={getattr(self, name)!r}")
@@ -130,12 +133,10 @@ def _g(*xs):
 
 
 def _problem_of(scale: str) -> dict:
-    """The problem fields of ``dp2_logistic``'s preset of ``scale``, without ``col_scale`` (module
-    docstring: moving this experiment to the column-scaled problem means rerunning its full
-    preset, ≈ 1.3 CPU-hours, and re-centring its grids)."""
+    """The problem fields of ``dp2_logistic``'s preset of ``scale`` (column scaling included)."""
     c = _DP2_PRESETS[scale]
     return dict(n=c.n, d=c.d, density=c.density, zipf=c.zipf, signal=c.signal, reg=c.reg,
-                data_seed=c.data_seed, beta=c.beta, sampling=c.sampling)
+                col_scale=c.col_scale, data_seed=c.data_seed, beta=c.beta, sampling=c.sampling)
 
 
 PRESETS: dict[str, Config] = {
@@ -158,20 +159,22 @@ PRESETS: dict[str, Config] = {
                     lr_rmsprop_grid=_g(0.01, 0.03, 0.1, 0.3),
                     dp2_lr2_grid=_g(0.003, 0.01, 0.03, 0.1), s_grid=(20, 78, 156), tune_trials=3,
                     trials=8, record_every=78),
-    # IMDB's sizes as dp2_logistic's full preset (n = 25,000, d = 10⁴, 1.3% nonzero, b = 64,
-    # δ = 1e-5) and the paper's 100 epochs at 1× (T = 39,000; 400 epochs at 4×, b = 256); the
-    # learning-rate grids of dp2_logistic's full preset (DP-SGD's as is, DP-RMSProp's a subset,
-    # DP²'s η₂ extended down to 0.003), its delays around 1 epoch.  C, C₂ and ε_a as at quick (dp2_logistic's full preset was never run,
-    # so there is no tuned value of its own to take).  Not run here: per (k, ε), 75 tuning trials
-    # (5 + 5 + 3 × 5 grid points × 3) and 15 evaluation trials, 270 trials per factor; measured
-    # ≈ 0.32 ms per trial-step at b = 64 and ≈ 0.49 ms at b = 256 (one BLAS thread, loaded 2-core
-    # machine): 270 × 39,000 × (0.32 + 0.49) ms ≈ 8,500 CPU-s ≈ 2.4 CPU-hours, plus ≈ 25 CPU-s
-    # for the six σ (measured 2.3–6.4 s each at ε = 2 and 12) and the records.
+    # IMDB's sizes and dp2_logistic's full problem (n = 25,000, d = 10⁴, 1.3% nonzero, Zipf 2,
+    # column scales (j+1)^-1, where non-private RMSProp beats SGD; b = 64, δ = 1e-5) and the
+    # paper's 100 epochs at 1× (T = 39,000; 400 epochs at 4×, b = 256).  C = 1, C₂ = 0.1 and
+    # ε_a = 1e-3 are what dp2_logistic's full tuning chose at every σ of its sweep (0.6–2, the
+    # range of this σ at 1×); the learning-rate grids are centred on its choices (DP-SGD η
+    # 0.01–0.1, DP-RMSProp η 1e-3, DP² η₂ 1e-4–3e-4) and widened a factor 10 up for the 4×
+    # batch's smaller noise; the delays are its s_grid up to 20 epochs.  Per (k, ε), 75 tuning
+    # trials (5 + 5 + 3 × 5 grid points × 3) and 15 evaluation trials: 270 trials per factor at
+    # ≈ 0.11 ms (b = 64) and ≈ 0.25 ms (b = 256) per trial-step (one BLAS thread): ≈ 1.1
+    # CPU-hours, plus ≈ 25 CPU-s for the six σ.  The previous full run (unscaled problem, C =
+    # 0.25, C₂ = 200): 1.30 CPU-hours.
     "full": Config(**_problem_of("full"), steps=39000, batch_size=64, factors=(1, 4),
-                   epsilons=_g(2, 5, 12), lr_sgd_grid=_g(1, 3, 10, 30, 100),
-                   lr_rmsprop_grid=_g(0.01, 0.03, 0.1, 0.3, 1),
-                   dp2_lr2_grid=_g(0.003, 0.01, 0.03, 0.1, 0.3), s_grid=(195, 390, 780),
-                   tune_trials=3, trials=5, record_every=390),
+                   epsilons=_g(2, 5, 12), lr_sgd_grid=_g(0.01, 0.03, 0.1, 0.3, 1),
+                   lr_rmsprop_grid=_g(1e-4, 3e-4, 1e-3, 3e-3, 0.01),
+                   dp2_lr2_grid=_g(3e-5, 1e-4, 3e-4, 1e-3, 3e-3), s_grid=(39, 195, 780),
+                   clip=1.0, clip2=0.1, tune_trials=3, trials=5, record_every=390),
 }
 
 

@@ -108,7 +108,8 @@ import dpsim
 from dpsim.analysis import delay as _delay
 
 from . import tuning
-from .pipeline import Cell, Experiment, require_positive_grids, require_positive_ints
+from .pipeline import (Cell, Experiment, require_nonnegative_finite, require_positive_grids,
+                       require_positive_ints)
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "delta_for",
            "sigma_tag", "cell_meta"]
@@ -171,9 +172,7 @@ class Config:
             if not v or any(not isinstance(s, int) or s < 1 or s >= self.steps for s in v):
                 raise ValueError(f"{name} must be positive integers below steps={self.steps}, "
                                  f"got {name}={v!r}")
-        if not (isinstance(self.col_scale, (int, float)) and math.isfinite(self.col_scale)
-                and self.col_scale >= 0):
-            raise ValueError(f"col_scale must be a finite number >= 0, got col_scale={self.col_scale!r}")
+        require_nonnegative_finite(self, ("col_scale",))
         if self.tune_records > self.steps:
             raise ValueError(f"tune_records must be at most steps={self.steps}, "
                              f"got tune_records={self.tune_records}")

@@ -52,7 +52,8 @@ import dpsim.optimizers.noisy_adagrad  # noqa: F401  (registers "noisy_adagrad" 
 
 from . import tuning
 from .dp2_logistic import delta_for
-from .pipeline import Cell, Experiment, require_positive_grids, require_positive_ints
+from .pipeline import (Cell, Experiment, require_nonnegative_finite, require_positive_grids,
+                       require_positive_ints)
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "cell_meta", "make_problem"]
 
@@ -86,6 +87,7 @@ class Config:
     zipf: float = 2.0
     signal: float = 16.0
     reg: float = 1e-5
+    col_scale: float = 0.0                  # column j scaled by (j+1)^-col_scale (0: off)
     beta: float = 0.9                       # DP²-RMSProp β
     sampling: str = "poisson"
     data_seed: int = 0
@@ -107,6 +109,7 @@ class Config:
             if not v or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 or x > hi
                             for x in v):
                 raise ValueError(f"{name} must be integers in [1, {hi}], got {name}={v!r}")
+        require_nonnegative_finite(self, ("col_scale",))
         require_positive_grids(self,
             ("lr_sgd_grid", "clip_grid", "dp2_lr_grid", "dp2_lr2_grid", "dp2_clip2_grid",
              "na_lr_grid", "na_clip_grid", "na_clip2_grid", "na_eps_grid"))
@@ -118,7 +121,7 @@ def _g(*xs):
 
 PRESETS: dict[str, Config] = {
     # Smoke test only (a few seconds): the claim is not expected to be tested at this size.
-    "tiny": Config(n=400, d=60, density=0.1, steps=30, batch_size=16, sigma=1.0,
+    "tiny": Config(n=400, d=60, density=0.1, col_scale=1.0, steps=30, batch_size=16, sigma=1.0,
                    lr_sgd_grid=_g(1, 10), clip_grid=_g(0.5), s_grid=(5,), dp2_lr_grid=_g(3),
                    dp2_lr2_grid=_g(0.01, 0.1), dp2_clip2_grid=_g(10), k_grid=(2,),
                    na_lr_grid=_g(0.1, 1), na_clip_grid=_g(0.5), na_clip2_grid=_g(0.03),
@@ -141,20 +144,24 @@ PRESETS: dict[str, Config] = {
                     na_lr_grid=_g(0.1, 1, 10), na_clip_grid=_g(0.1, 0.25),
                     na_clip2_grid=_g(3e-4, 3e-3), na_eps_grid=_g(1e-3, 0.3),
                     tune_trials=3, trials=8, record_every=39),
-    # IMDB's sizes as dp2_logistic's full preset (n = 25,000, d = 10⁴, 1.3% nonzero, b = 64,
-    # δ = 1e-5), 10 epochs (T = 3900; the paper's 100 would be ≈ 5 CPU-hours for noisy AdaGrad
-    # alone), three k, three ε_a.  The public split is 0.2% (50 examples, ≥ 3× the largest k):
-    # with the paper's 1% (250 examples) the 250 × 250 eigendecomposition per trial and step costs
-    # ≈ 13 ms, ≈ 12 CPU-hours for the tuning.  Estimated ≈ 45 CPU-minutes (measured with one BLAS
-    # thread on a loaded 2-core machine: noisy AdaGrad 1.25 ms per trial-step, DP² 0.28, DP-SGD
-    # 0.21; 3 × 144 noisy-AdaGrad tuning trials × 3900 steps ≈ 35 min, DP² ≈ 4.5 min, the rest
-    # ≈ 2 min).  lr up to 100 so that η/ε_a reaches DP-SGD's step also at ε_a = 3.
-    "full": Config(n=25000, d=10000, density=0.013, steps=3900, batch_size=64, sigma=1.0,
-                   lr_sgd_grid=_g(1, 3, 10, 30, 100), clip_grid=_g(0.1, 0.25, 1.0),
-                   s_grid=(39, 195, 390), dp2_lr_grid=_g(3, 10, 30),
-                   dp2_lr2_grid=_g(0.01, 0.03, 0.1), dp2_clip2_grid=_g(50, 200, 1000),
-                   k_grid=(1, 4, 16), na_lr_grid=_g(0.1, 1, 10, 100), na_clip_grid=_g(0.1, 0.25),
-                   na_clip2_grid=_g(3e-4, 3e-3), na_eps_grid=_g(1e-3, 0.3, 3),
+    # IMDB's sizes and dp2_logistic's full problem (n = 25,000, d = 10⁴, 1.3% nonzero, Zipf 2,
+    # column scales (j+1)^-1, where non-private RMSProp beats SGD; b = 64, δ = 1e-5), 10 epochs
+    # (T = 3900; the paper's 100 would be ≈ 5 CPU-hours for noisy AdaGrad alone), three k, three
+    # ε_a.  The public split is 0.2% (50 examples, ≥ 3× the largest k): with the paper's 1% (250
+    # examples) the 250 × 250 eigendecomposition per trial and step costs ≈ 13 ms, ≈ 12
+    # CPU-hours for the tuning.  Grids centred on dp2_logistic's full tuning (C = 1, C₂ = 0.1,
+    # DP-SGD η 0.01–0.1 over 100 epochs: up to 3 here for the 10× shorter run) and, for noisy
+    # AdaGrad's squared-gradient clip, on the norm of the squared per-example gradients at w = 0
+    # (median 0.15 here, 0.028 unscaled, where the first run chose C₂ = 0.003); η up to 10 so
+    # that η/ε_a reaches DP-SGD's step at ε_a = 3.  Cost (one BLAS thread): noisy AdaGrad ≈ 1.25
+    # ms per trial-step, 3 × 144 tuning trials × 3900 steps ≈ 35 CPU-min; DP² 324 tuning trials
+    # ≈ 6 min; the rest ≈ 3 min.  The previous full run (unscaled problem): 53 CPU-min.
+    "full": Config(n=25000, d=10000, density=0.013, col_scale=1.0, steps=3900, batch_size=64,
+                   sigma=1.0, lr_sgd_grid=_g(0.03, 0.1, 0.3, 1, 3), clip_grid=_g(0.5, 1, 2),
+                   s_grid=(39, 195, 390), dp2_lr_grid=_g(0.03, 0.1, 0.3),
+                   dp2_lr2_grid=_g(1e-4, 3e-4, 1e-3, 3e-3), dp2_clip2_grid=_g(0.1, 0.5, 2),
+                   k_grid=(1, 4, 16), na_lr_grid=_g(0.01, 0.1, 1, 10), na_clip_grid=_g(0.25, 1),
+                   na_clip2_grid=_g(3e-3, 3e-2), na_eps_grid=_g(1e-3, 0.3, 3),
                    tune_trials=3, trials=5, record_every=390, public_fraction=0.002),
 }
 
@@ -182,13 +189,12 @@ def cell_labels(config: Config) -> list[str]:
     return [f"tune-{k}" for k in _tune_keys(config)] + list(EVAL)
 
 
-def make_problem(config: Config):
-    """The sparse Zipf logistic regression of ``dp2_logistic`` (same factory and arguments,
-    without the column scaling ``col_scale`` of ``dp2_logistic``'s full preset, which came after
-    this experiment's full run was published)."""
+def make_problem(config):
+    """The sparse Zipf logistic regression of ``dp2_logistic`` (the same factory and arguments,
+    column scaling ``col_scale`` included) from any config with its problem fields."""
     return dpsim.problems.logistic_regression(
         config.n, config.d, density=config.density, zipf=config.zipf, signal=config.signal,
-        reg=config.reg, seed=config.data_seed)
+        reg=config.reg, col_scale=config.col_scale, seed=config.data_seed)
 
 
 # ------------------------------------------------------------------------------------------------

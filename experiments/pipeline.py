@@ -76,6 +76,7 @@ import datetime as _dt
 import hashlib
 import importlib
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -256,6 +257,16 @@ def require_positive_grids(config, names, optional=()) -> None:
             continue
         if not v or any(not x > 0 for x in v):
             raise ValueError(f"{name} must be non-empty and positive, got {name}={v!r}")
+
+
+def require_nonnegative_finite(config, names) -> None:
+    """Check that each attribute ``names`` of ``config`` is a finite real number ``>= 0`` (a
+    ``bool`` is not): ``ValueError`` naming the first that is not, with its value."""
+    for name in names:
+        v = getattr(config, name)
+        if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                or v < 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {name}={v!r}")
 
 
 def config_json(config) -> dict:
