@@ -21,18 +21,18 @@ Design
 ------
 * Problem, δ, metric: the sparse, heavy-tailed (Zipf 2) logistic regression of ``dp2_logistic``
   (built by :func:`experiments.dp2_noisy_adagrad.make_problem` from the problem fields of
-  ``dp2_logistic``'s preset of the same scale, the same problem at tiny and quick; **not** its
-  column scaling ``col_scale``, which ``dp2_logistic``'s full preset gained after this experiment's
-  full run was published: at full this is the unscaled problem of that first run), its δ rule
+  ``dp2_logistic``'s preset of the same scale, column scaling ``col_scale`` included: at full the
+  column-scaled problem on which non-private RMSProp beats SGD), its δ rule
   (:func:`experiments.dp2_logistic.delta_for`), Poisson sampling; the final *excess training
   loss* ``F(w_T) − F*``, the metric of ``dp2_logistic``'s figures (the paper reports test accuracy).
 * Computation factors ``k ∈ factors`` (1 and 4): batch ``k·b`` at the same ``T`` steps; at each
   target ``ε ∈ epsilons`` the noise multiplier is calibrated by the accountant,
   ``σ(ε, k) = dpsim.accounting.noise_multiplier(ε, δ, k·b/n, T)`` (PLD, Poisson: the smallest σ
   meeting ε; each run's own ε is then read back from its declared releases).
-* Fixed hyperparameters: those ``dp2_logistic``'s quick tuning chose at every σ of its sweep —
-  raw-gradient clip ``C = 0.25`` (DP-SGD, DP-RMSProp and DP²'s SGD phases), DP²'s adaptive-phase
-  clip ``C₂ = 200``, ``ε_a = 1e-3``, ``β = 0.9``.
+* Fixed hyperparameters: those ``dp2_logistic``'s tuning chose at every σ of its sweep at the same
+  scale — raw-gradient clip ``C`` (DP-SGD, DP-RMSProp and DP²'s SGD phases), DP²'s adaptive-phase
+  clip ``C₂``, ``ε_a``, ``β`` (quick: C = 0.25, C₂ = 200; full: C = 1, C₂ = 0.1; ε_a = 1e-3,
+  β = 0.9 at both).
 * Tuned at every ``(k, ε)`` (:mod:`experiments.tuning`: lowest mean final training loss over
   ``tune_trials`` ≥ 3 trials per grid point, each grid folded into the trials of one tuning cell):
   DP-SGD's η over ``lr_sgd_grid``; DP-RMSProp's η over ``lr_rmsprop_grid``; DP²'s adaptive-phase

@@ -16,8 +16,9 @@ split σ so that the pair costs one DP-SGD step, see the optimizer's docstring).
 Design
 ------
 * Problem: the sparse, heavy-tailed (Zipf 2) logistic regression of ``dp2_logistic`` (the same
-  factory, :func:`dpsim.problems.logistic_regression` with bag-of-words features; quick: the very
-  problem of ``dp2_logistic``'s quick preset), the same δ rule (:func:`experiments.dp2_logistic
+  factory, :func:`dpsim.problems.logistic_regression` with bag-of-words features; quick and full:
+  the very problem of ``dp2_logistic``'s preset of that scale, at full with the column scales
+  ``(j+1)^{-1}`` under which non-private RMSProp beats SGD), the same δ rule (:func:`experiments.dp2_logistic
   .delta_for`: ``10^{-k} ≤ 1/n``), Poisson sampling at ``b/n`` over the private part.  Metric: the
   excess training loss ``F(w) − F*``; "trivial" is its value at ``w = 0`` (the step-0 record of
   every run, ``F(0) = log 2``: the model that guesses 50/50 on every example).

@@ -55,6 +55,7 @@ def test_cells_and_tuning_are_saved(tiny):
                 assert hp[k] == pytest.approx(v), (label, k)
         assert res.config["optimizer"] == meta["method"] == notes["chosen"][label]["optimizer"]
         assert res.trials == CFG.trials and res.config["steps"] == CFG.steps
+        assert res.config["problem"]["col_scale"] == CFG.col_scale == 1.0  # dp2_logistic tiny's
         t = X.tag(meta["factor"], meta["epsilon"])
         assert hp["noise_multiplier"] == notes["sigma"][t] == meta["sigma"]
         assert hp["clip"] == CFG.clip
@@ -168,7 +169,7 @@ def test_presets_are_consistent():
         labels = X.cell_labels(cfg)
         assert len(labels) == len(set(labels))
         d2 = dp2_logistic.PRESETS[scale]  # the very problem of dp2_logistic at this scale
-        for f in ("n", "d", "density", "zipf", "signal", "reg", "data_seed"):
+        for f in ("n", "d", "density", "zipf", "signal", "reg", "col_scale", "data_seed"):
             assert getattr(cfg, f) == getattr(d2, f), (scale, f)
         assert cfg.factors == (1, 4)
         if scale != "tiny":
@@ -180,3 +181,5 @@ def test_presets_are_consistent():
         X.Config(**{**CFG.__dict__, "factors": (1, 100)})
     with pytest.raises(ValueError, match="epsilons"):
         X.Config(**{**CFG.__dict__, "epsilons": (1.0, math.inf)})
+    with pytest.raises(ValueError, match="col_scale=-1"):
+        X.Config(**{**CFG.__dict__, "col_scale": -1.0})

@@ -11,7 +11,7 @@ from figure_checks import capture_figures, figure_problems
 
 import dpsim
 from dpsim.experiments import dp2_noisy_adagrad as X
-from dpsim.experiments import pipeline, tuning, verdicts
+from dpsim.experiments import dp2_logistic, pipeline, tuning, verdicts
 from dpsim.paper_figures import fig_dp2_noisy_adagrad as F
 
 CFG = X.PRESETS["tiny"]
@@ -46,6 +46,7 @@ def test_cells_and_tuning_are_saved(tiny):
             if k != "optimizer":
                 assert hp[k] == pytest.approx(v), (label, k)
         assert res.trials == CFG.trials and res.config["steps"] == CFG.steps
+        assert res.config["problem"]["col_scale"] == CFG.col_scale == 1.0
         assert saved.meta(label)["method"] == notes["chosen"][label]["optimizer"]
     # the small-ε variant is the best point of the same cells with ε_a at the grid's smallest
     assert notes["chosen"]["noisy_adagrad-small_eps"]["eps"] == min(CFG.na_eps_grid)
@@ -120,5 +121,12 @@ def test_presets_are_consistent():
             assert cfg.tune_trials >= 3
             assert cfg.zipf == 2.0 and round(cfg.public_fraction * cfg.n) >= 3 * max(cfg.k_grid)
     assert X.PRESETS["quick"].public_fraction == 0.01  # the paper's 1% split at quick
+    for scale in ("quick", "full"):  # the very problem of dp2_logistic at this scale
+        cfg, d2 = X.PRESETS[scale], dp2_logistic.PRESETS[scale]
+        for f in ("n", "d", "density", "zipf", "signal", "reg", "col_scale", "data_seed"):
+            assert getattr(cfg, f) == getattr(d2, f), (scale, f)
+    assert X.make_problem(X.PRESETS["tiny"]).config["col_scale"] == 1.0
+    with pytest.raises(ValueError, match="col_scale=nan"):
+        X.Config(**{**X.PRESETS["tiny"].__dict__, "col_scale": math.nan})
     with pytest.raises(ValueError, match="k_grid"):
         X.Config(**{**X.PRESETS["tiny"].__dict__, "k_grid": (0,)})
