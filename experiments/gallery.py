@@ -895,8 +895,7 @@ def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, sou
         "missing": [g for g in old.get("missing", []) if g.split(":")[0] not in names],
         "published": pipeline._now(),
         "commits": sorted({c for r in rows for c in r["commits"]}),
-        "commit_source": (old.get("commit_source") if src_commit is None
-                          else str(Path(source).resolve())),
+        "commit_source": old.get("commit_source"),  # the first publication's (see _header)
         "first_cell": min(firsts, default=None),
         "last_cell": max(lasts, default=None),
         "cpu_s": round(sum(r["cpu_s"] for r in rows), 1),
@@ -918,6 +917,7 @@ def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, sou
             "first": min((a for a, _ in pooled), default=None),
             "last": max((b for _, b in pooled), default=None),
             "commits": sorted({c for n in names for c in by_name[n]["commits"]}),
+            "source": None if src_commit is None else str(Path(source).resolve()),
         }],
     })
     pipeline._atomic_write_text(out_dir / "REPORT.md", _header(info) + "\n" + body)
@@ -958,11 +958,19 @@ def _header(info: Mapping) -> str:
         lines += ["> **PARTIAL.** This reproduction is incomplete; missing:", ">"]
         lines += [f"> - {g}" for g in info["missing"]]
         lines += [""]
-    if info["commit_source"]:
-        how = (f" (the cells do not record their commit: this is the checkout "
-               f"`{info['commit_source']}` that ran them, read when publishing)")
-    else:
+    # checkouts read for cells without a recorded commit: the first publication's, then each
+    # update's (an update whose cells record their commits read none)
+    sources = [src for src in [info.get("commit_source")]
+               + [u.get("source") for u in info.get("updates", [])] if src]
+    if not sources:
         how = " (recorded with every cell)"
+    elif not info.get("updates"):
+        how = (f" (the cells do not record their commit: this is the checkout "
+               f"`{sources[0]}` that ran them, read when publishing)")
+    else:
+        how = (" (where cells do not record their commit, read from the checkout that ran them: "
+               + ", ".join(f"`{src}`" for src in dict.fromkeys(sources)) + "; the others recorded"
+               " with their cells)")
     commit_text = ", ".join(f"`{c}`" for c in info["commits"]) or "none (no cells)"
     hosts = ", ".join(info["compute_hosts"]) or "?"
     lines += [

@@ -379,6 +379,12 @@ def test_update_replaces_one_experiment(tiny_all, published, tmp_path, capsys):
     assert info["wall_s"] == round(old["wall_s"] + u["wall_s"], 1)
     assert info["sessions"] == old["sessions"] + u["sessions"]
     assert f"| update {u['published']} | recomputed {name}:" in text
+    # the code row names every checkout read for cells without a recorded commit
+    assert info["commit_source"] == old["commit_source"]      # the first publication's, kept
+    sources = [x for x in (old["commit_source"], u["source"]) if x]
+    code_row = next(line for line in text.splitlines() if line.startswith("| code |"))
+    assert all(f"`{x}`" in code_row for x in sources)
+    assert ("recorded with every cell" in code_row) == (not sources)
     assert json.loads((out / "gallery.json").read_text()) == json.loads(json.dumps(info))
     # refused: an experiment missing from the new reproduction, a folder without a gallery
     with pytest.raises(gallery.Incomplete, match="dp2_logistic"):
