@@ -168,8 +168,9 @@ PRESETS: dict[str, Config] = {
     # batch's smaller noise; the delays are its s_grid up to 20 epochs.  Per (k, ε), 75 tuning
     # trials (5 + 5 + 3 × 5 grid points × 3) and 15 evaluation trials: 270 trials per factor at
     # ≈ 0.11 ms (b = 64) and ≈ 0.25 ms (b = 256) per trial-step (one BLAS thread): ≈ 1.1
-    # CPU-hours, plus ≈ 25 CPU-s for the six σ.  The previous full run (unscaled problem, C =
-    # 0.25, C₂ = 200): 1.30 CPU-hours.
+    # CPU-hours, plus ≈ 25 CPU-s for the six σ.  Measured (2026-11-25, beside dp2_noisy_adagrad):
+    # 55 CPU-min, 42 min wall; the previous full run (unscaled problem, C = 0.25, C₂ = 200): 1.30
+    # CPU-hours.
     "full": Config(**_problem_of("full"), steps=39000, batch_size=64, factors=(1, 4),
                    epsilons=_g(2, 5, 12), lr_sgd_grid=_g(0.01, 0.03, 0.1, 0.3, 1),
                    lr_rmsprop_grid=_g(1e-4, 3e-4, 1e-3, 3e-3, 0.01),

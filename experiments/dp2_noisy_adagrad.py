@@ -156,7 +156,8 @@ PRESETS: dict[str, Config] = {
     # (median 0.15 here, 0.028 unscaled, where the first run chose C₂ = 0.003); η up to 10 so
     # that η/ε_a reaches DP-SGD's step at ε_a = 3.  Cost (one BLAS thread): noisy AdaGrad ≈ 1.25
     # ms per trial-step, 3 × 144 tuning trials × 3900 steps ≈ 35 CPU-min; DP² 324 tuning trials
-    # ≈ 6 min; the rest ≈ 3 min.  The previous full run (unscaled problem): 53 CPU-min.
+    # ≈ 6 min; the rest ≈ 3 min.  Measured (2026-11-25, beside dp2_compute): 25.0 CPU-min, the
+    # noisy-AdaGrad tuning cells 5.7–10.4 min each; the previous full run (unscaled problem): 53.
     "full": Config(n=25000, d=10000, density=0.013, col_scale=1.0, steps=3900, batch_size=64,
                    sigma=1.0, lr_sgd_grid=_g(0.03, 0.1, 0.3, 1, 3), clip_grid=_g(0.5, 1, 2),
                    s_grid=(39, 195, 390), dp2_lr_grid=_g(0.03, 0.1, 0.3),
