@@ -60,7 +60,7 @@ import dpsim
 
 from . import tuning
 from .dp2_logistic import PRESETS as _DP2_PRESETS
-from .dp2_logistic import delta_for
+from .dp2_logistic import delta_for, problem_fields
 from .dp2_noisy_adagrad import make_problem
 from .pipeline import (Cell, Experiment, require_nonnegative_finite, require_positive_grids,
                        require_positive_ints)
@@ -133,10 +133,10 @@ def _g(*xs):
 
 
 def _problem_of(scale: str) -> dict:
-    """The problem fields of ``dp2_logistic``'s preset of ``scale`` (column scaling included)."""
+    """The problem fields of ``dp2_logistic``'s preset of ``scale`` (column scaling included),
+    with its RMSProp β and sampler."""
     c = _DP2_PRESETS[scale]
-    return dict(n=c.n, d=c.d, density=c.density, zipf=c.zipf, signal=c.signal, reg=c.reg,
-                col_scale=c.col_scale, data_seed=c.data_seed, beta=c.beta, sampling=c.sampling)
+    return dict(problem_fields(scale), beta=c.beta, sampling=c.sampling)
 
 
 PRESETS: dict[str, Config] = {

@@ -326,6 +326,17 @@ def stability_cell(label, index, problem, hp, meta, *, steps, batch_size, trials
     return Cell(label, index, compute, meta)
 
 
+PROBLEM_FIELDS = ("n", "d", "density", "zipf", "signal", "reg", "col_scale", "data_seed")
+
+
+def problem_fields(scale: str) -> dict:
+    """The fields of this experiment's preset of ``scale`` that define its problem
+    (``PROBLEM_FIELDS``): the experiments that run on the same problem (``dp2_compute``,
+    ``dp2_noisy_adagrad``) take them from here."""
+    c = PRESETS[scale]
+    return {f: getattr(c, f) for f in PROBLEM_FIELDS}
+
+
 def delta_for(n: int) -> float:
     """The paper's δ (§5): ``10^{-k}`` with the smallest integer ``k`` such that ``10^{-k} ≤ 1/n``."""
     return 10.0 ** (-math.ceil(math.log10(n) - 1e-12))

@@ -52,7 +52,7 @@ import dpsim
 import dpsim.optimizers.noisy_adagrad  # noqa: F401  (registers "noisy_adagrad" by name)
 
 from . import tuning
-from .dp2_logistic import delta_for
+from .dp2_logistic import delta_for, problem_fields
 from .pipeline import (Cell, Experiment, require_nonnegative_finite, require_positive_grids,
                        require_positive_ints)
 
@@ -138,7 +138,7 @@ PRESETS: dict[str, Config] = {
     # and the largest ε_a (every choice moving away from the preconditioner), so the grid was
     # moved; this one chose C = 0.25 and C₂ = 0.003 again (now the largest values: both neighbours
     # were tried, in one run or the other) and again the largest ε_a, with η/ε_a ≈ DP-SGD's η.
-    "quick": Config(n=2500, d=1000, density=0.02, steps=390, batch_size=64, sigma=1.0,
+    "quick": Config(**problem_fields("quick"), steps=390, batch_size=64, sigma=1.0,
                     lr_sgd_grid=_g(1, 3, 10, 30, 100), clip_grid=_g(0.1, 0.25, 1.0), s_grid=(10, 39),
                     dp2_lr_grid=_g(3, 10, 30), dp2_lr2_grid=_g(0.01, 0.03, 0.1),
                     dp2_clip2_grid=_g(50, 200, 1000), k_grid=(1, 4),
@@ -158,9 +158,8 @@ PRESETS: dict[str, Config] = {
     # ms per trial-step, 3 × 144 tuning trials × 3900 steps ≈ 35 CPU-min; DP² 324 tuning trials
     # ≈ 6 min; the rest ≈ 3 min.  Measured (2026-11-25, beside dp2_compute): 25.0 CPU-min, the
     # noisy-AdaGrad tuning cells 5.7–10.4 min each; the previous full run (unscaled problem): 53.
-    "full": Config(n=25000, d=10000, density=0.013, col_scale=1.0, steps=3900, batch_size=64,
-                   sigma=1.0, lr_sgd_grid=_g(0.03, 0.1, 0.3, 1, 3), clip_grid=_g(0.5, 1, 2),
-                   s_grid=(39, 195, 390), dp2_lr_grid=_g(0.03, 0.1, 0.3),
+    "full": Config(**problem_fields("full"), steps=3900, batch_size=64, sigma=1.0,
+                   lr_sgd_grid=_g(0.03, 0.1, 0.3, 1, 3), clip_grid=_g(0.5, 1, 2), s_grid=(39, 195, 390), dp2_lr_grid=_g(0.03, 0.1, 0.3),
                    dp2_lr2_grid=_g(1e-4, 3e-4, 1e-3, 3e-3), dp2_clip2_grid=_g(0.1, 0.5, 2),
                    k_grid=(1, 4, 16), na_lr_grid=_g(0.01, 0.1, 1, 10), na_clip_grid=_g(0.25, 1),
                    na_clip2_grid=_g(3e-3, 3e-2), na_eps_grid=_g(1e-3, 0.3, 3),

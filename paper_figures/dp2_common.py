@@ -185,12 +185,12 @@ def trials_text(entries) -> str:
     return "/".join(str(r) for r in sorted({e.res.trials for e in entries}))
 
 
-def plain_log_ticks(axis):
-    """Log axis with ticks at 1, 2, 3, 5 × 10^k labelled as plain numbers (no overlapping minor
-    labels)."""
+def plain_log_ticks(axis, subs=(1.0, 2.0, 3.0, 5.0)):
+    """Log axis with ticks at ``subs`` × 10^k (default 1, 2, 3, 5) labelled as plain numbers (no
+    overlapping minor labels)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())
 

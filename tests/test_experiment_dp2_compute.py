@@ -169,7 +169,7 @@ def test_presets_are_consistent():
         labels = X.cell_labels(cfg)
         assert len(labels) == len(set(labels))
         d2 = dp2_logistic.PRESETS[scale]  # the very problem of dp2_logistic at this scale
-        for f in ("n", "d", "density", "zipf", "signal", "reg", "col_scale", "data_seed"):
+        for f in dp2_logistic.PROBLEM_FIELDS:
             assert getattr(cfg, f) == getattr(d2, f), (scale, f)
         assert cfg.factors == (1, 4)
         if scale != "tiny":

@@ -123,7 +123,7 @@ def test_presets_are_consistent():
     assert X.PRESETS["quick"].public_fraction == 0.01  # the paper's 1% split at quick
     for scale in ("quick", "full"):  # the very problem of dp2_logistic at this scale
         cfg, d2 = X.PRESETS[scale], dp2_logistic.PRESETS[scale]
-        for f in ("n", "d", "density", "zipf", "signal", "reg", "col_scale", "data_seed"):
+        for f in dp2_logistic.PROBLEM_FIELDS:
             assert getattr(cfg, f) == getattr(d2, f), (scale, f)
     assert X.make_problem(X.PRESETS["tiny"]).config["col_scale"] == 1.0
     with pytest.raises(ValueError, match="col_scale=nan"):
