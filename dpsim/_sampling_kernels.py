@@ -51,7 +51,7 @@ __all__ = ["uniform_subsets", "subsets_and_mask", "floyd_fill", "floyd_row", "ST
 STREAM = "floyd-v1"
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def floyd_row(n, k, u, bits, out):
     """``out[:k]``: a uniform ``k``-subset of ``range(n)`` in Floyd's insertion order, from the
     uniforms ``u[:k]`` (stream ``floyd-v1``, module docstring).  ``bits`` is a zeroed bitmap of at

@@ -176,7 +176,7 @@ def _csr_dot_scaled(data, indices, start, stop, W, S, r):
     return m0 + m1, a0 + a1, c0 + c1
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _dense_dot(X, row, W, r):
     """(x.w, ||x||^2) over one dense row, four accumulators each."""
     d = X.shape[1]
@@ -234,7 +234,7 @@ def _finish_example(kind, m, sx2, sxw, yv, lam, lam2_sw2, Cr):
     return f * c, f, nrm
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _init_row(o, W, S, want_scale, want_norm, r):
     """Zero the output row ``o`` (d,); return ``||w_r||^2`` (or ``||s_r * w_r||^2``) when asked,
     else 0.
@@ -277,7 +277,7 @@ def _init_row(o, W, S, want_scale, want_norm, r):
     return (q0 + q1) + (q2 + q3)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _finish_row(o, W, S, want_scale, lam, fsum, r):
     """``o = s_r * (o + lam * fsum * w_r)`` in one pass (``o`` trial r's output row)."""
     d = o.shape[0]
@@ -294,13 +294,13 @@ def _finish_row(o, W, S, want_scale, lam, fsum, r):
             o[j] *= S[r, j]
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _init_trial(out, W, S, want_scale, want_norm, r):
     """:func:`_init_row` on ``out[r]``."""
     return _init_row(out[r], W, S, want_scale, want_norm, r)
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, _nrt=False)
 def _finish_trial(out, W, S, want_scale, lam, fsum, r):
     """:func:`_finish_row` on ``out[r]``."""
     _finish_row(out[r], W, S, want_scale, lam, fsum, r)
