@@ -142,6 +142,23 @@ if numba.config.DISABLE_JIT:
         for k in range(4):
             mm[i + k] = _dot_lanes(X, ib[i + k] * n, W, woff, n)
 
+    def _dots4_scaled_lanes(X, ib, i, W, woff, S2, n, mm, aa, cc):
+        """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): four :func:`_K._dense_dot_scaled` sums."""
+        w = W.reshape(-1)
+        for k in range(4):
+            row = ib[i + k]
+            acc = [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]  # (m, a, c) × (even, odd) columns
+            for j in range(n):
+                h = j % 2 if j < n - n % 2 else 0  # an odd last column goes to the first sum
+                x = X[row, j]
+                xw = x * w[woff + j]
+                acc[0][h] += xw
+                acc[1][h] += S2[j] * x * x
+                acc[2][h] += S2[j] * xw
+            mm[i + k] = acc[0][0] + acc[0][1]
+            aa[i + k] = acc[1][0] + acc[1][1]
+            cc[i + k] = acc[2][0] + acc[2][1]
+
     def _make_gather_axpy(skip_zero, maxvec):
         def gather_axpy(Y, yoff, cf, X, ib, kr, n):
             """Pure-Python stand-in (NUMBA_DISABLE_JIT=1): the axpys in example order."""
@@ -324,6 +341,67 @@ else:
                 e = [builder.extract_element(vs[k], _lane(q)) for q in (1, 2, 3)]
                 res = builder.fadd(builder.fadd(builder.load(m0s[k]), e[0]), builder.fadd(e[1], e[2]))
                 builder.store(res, builder.gep(ma.data, [builder.add(i_, _i64(k))]))
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def _dots4_scaled_lanes(typingctx, X, ib, i, W, woff, S2, n, mm, aa, cc):
+        """``(mm, aa, cc)[i + k] = (x·w, Σ s² x x, Σ s² x w)`` of the rows ``ib[i + k]``, ``k < 4``:
+        :func:`dpsim.problems._glm_kernels._dense_dot_scaled`'s three sums, each in its two
+        accumulators (even and odd columns, an odd last column into the first), ``s²`` the row
+        ``S2`` (``s·s`` precomputed: the same rounding as the kernel's ``s * s``).  Two examples
+        share a four-lane vector (lanes 0, 1: example ``i + 2p``'s even and odd sums; lanes 2, 3:
+        example ``i + 2p + 1``'s), so every lane runs the scalar loop's operations in its order
+        (``(s² x) x``, ``s² (x w)``, multiply then add): the same bits, twelve sums at a time."""
+        if not _arrays(X, ib, W, S2, mm, aa, cc):
+            return None
+        sig = types.void(X, ib, i, W, woff, S2, n, mm, aa, cc)
+
+        def codegen(context, builder, signature, args):
+            xa, ia, i_, wa, woff_, sa, n_, ma, aa_, ca = _operands(context, builder, signature, args)
+            wp = builder.gep(wa.data, [woff_])
+            sp = sa.data
+            xps = []
+            for k in range(4):
+                row = builder.load(builder.gep(ia.data, [builder.add(i_, _i64(k))]))
+                xps.append(builder.gep(xa.data, [builder.mul(row, n_)]))
+            acc = [[_zeros(builder) for _ in range(3)] for _ in range(2)]  # (m, a, c) of each pair
+            npair = builder.ashr(n_, _i64(1))
+            with cgutils.for_range(builder, npair, intp=_I64) as loop:
+                off = builder.shl(loop.index, _i64(1))
+                w2 = _vload(builder, wp, off, _V2)
+                s2 = _vload(builder, sp, off, _V2)
+                wv = _shuffle(builder, w2, w2, [0, 1, 0, 1])
+                sv = _shuffle(builder, s2, s2, [0, 1, 0, 1])
+                for p in range(2):
+                    xv = _shuffle(builder, _vload(builder, xps[2 * p], off, _V2),
+                                  _vload(builder, xps[2 * p + 1], off, _V2), [0, 1, 2, 3])
+                    xw = builder.fmul(xv, wv)
+                    am, aq, ac = acc[p]
+                    builder.store(builder.fadd(builder.load(am), xw), am)
+                    builder.store(builder.fadd(builder.load(aq), builder.fmul(builder.fmul(sv, xv), xv)), aq)
+                    builder.store(builder.fadd(builder.load(ac), builder.fmul(sv, xw)), ac)
+            last = builder.sub(n_, _i64(1))
+            odd = builder.icmp_signed("!=", builder.shl(npair, _i64(1)), n_)
+            for p in range(2):
+                vs = [builder.load(a) for a in acc[p]]
+                for h in range(2):
+                    k = 2 * p + h
+                    lo = [cgutils.alloca_once_value(builder, builder.extract_element(v, _lane(2 * h)))
+                          for v in vs]
+                    hi = [builder.extract_element(v, _lane(2 * h + 1)) for v in vs]
+                    with builder.if_then(odd):  # the last column, into the even sums
+                        x = builder.load(builder.gep(xps[k], [last]))
+                        xw = builder.fmul(x, builder.load(builder.gep(wp, [last])))
+                        s = builder.load(builder.gep(sp, [last]))
+                        builder.store(builder.fadd(builder.load(lo[0]), xw), lo[0])
+                        builder.store(builder.fadd(builder.load(lo[1]), builder.fmul(builder.fmul(s, x), x)),
+                                      lo[1])
+                        builder.store(builder.fadd(builder.load(lo[2]), builder.fmul(s, xw)), lo[2])
+                    dst = builder.add(i_, _i64(k))
+                    for q, arr in enumerate((ma, aa_, ca)):
+                        builder.store(builder.fadd(builder.load(lo[q]), hi[q]), builder.gep(arr.data, [dst]))
             return context.get_dummy_value()
 
         return sig, codegen
@@ -594,6 +672,42 @@ def _glm_clipped_trial(kind, X, rn2, ib, kr, W, y, lam, Cr, out, mm, cf, yb, sb,
             fsum += f
     _gather_axpy(out, wo, cf, X, ib, kr, d)
     _K._finish_trial(out, W, W, False, lam, fsum, r)
+
+
+@numba.njit(cache=True, error_model="numpy", _nrt=False)
+def _glm_scaled_trial(kind, X, ib, kr, W, S, y, lam, Cr, out, mm, cf, aa, cc, s2, r):
+    """``out[r] = s_r ⊙ Σ_{i<kr} clip(s_r ⊙ g_{ib[i]}(w_r), C_r)`` for a dense GLM (DP²'s
+    preconditioned phase): the engine's :func:`dpsim.problems._glm_kernels._dense_trial` with
+    ``want_scale`` in passes, as :func:`_glm_clipped_trial` — the scaled sums ``(x·w, Σ s²x², Σ s²xw)``
+    of four examples at a time (:func:`_dots4_scaled_lanes`, the kernel's two-accumulator order;
+    the rest by the kernel's own :func:`~dpsim.problems._glm_kernels._dense_dot_scaled`), the clip
+    coefficients by the kernel's :func:`~dpsim.problems._glm_kernels._finish_example`, the scatter
+    in example order with the partial sums in registers, then the kernel's ``_finish_trial``
+    (``⊙ s_r``, and ``+ λ Σf w``).  The same expressions in the same order: the same bits.
+    ``mm``, ``cf``, ``aa``, ``cc``: scratch of length ≥ ``kr``; ``s2``: of length ``d`` (gets
+    ``s_r ⊙ s_r``)."""
+    d = X.shape[1]
+    lam2_sw2 = lam * lam * _K._init_trial(out, W, S, True, lam != 0.0, r)
+    for j in range(d):
+        s2[j] = S[r, j] * S[r, j]
+    wo = r * d
+    i = 0
+    while i + 4 <= kr:
+        _dots4_scaled_lanes(X, ib, i, W, wo, s2, d, mm, aa, cc)
+        i += 4
+    while i < kr:
+        m, a, c = _K._dense_dot_scaled(X, ib[i], W, S, r)
+        mm[i] = m
+        aa[i] = a
+        cc[i] = c
+        i += 1
+    fsum = 0.0
+    for i in range(kr):
+        a, f, _ = _K._finish_example(kind, mm[i], aa[i], cc[i], y[ib[i]], lam, lam2_sw2, Cr)
+        cf[i] = a
+        fsum += f
+    _gather_axpy(out, wo, cf, X, ib, kr, d)
+    _K._finish_trial(out, W, S, True, lam, fsum, r)
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -995,11 +1109,8 @@ def _make_run_steps(ok):
                     continue
                 if pk == P_GLM and not phase2:
                     _glm_clipped_trial(link, X, rn2, ib, kr, W, y, reg, Cv[r], out, mm, cf, yb, sb, r)
-                elif pk == P_GLM:
-                    # DP² phase 2 (scaled): the engine's clipped-sum kernel on one-row views
-                    _K._dense_trial(X, ib[:kr].reshape((1, kr)), W[r:r + 1], y, link, reg,
-                                    S[r:r + 1] if phase2 else W[r:r + 1], phase2, Cv[r:r + 1], nomask,
-                                    False, out[r:r + 1], lam, 0)
+                elif pk == P_GLM:  # DP² phase 2: the preconditioned clipped sum (g: scratch for s²)
+                    _glm_scaled_trial(link, X, ib, kr, W, S, y, reg, Cv[r], out, mm, cf, yb, sb, g, r)
                 else:
                     _quad_trial(pk, ib, kr, W, S, phase2, Cv[r], Wq, Yq, h, xi, qreg, out, g, r)
                 sd = std2[r] if phase2 else std[r]

@@ -9,6 +9,11 @@ below any change of a batch, a noise draw or a rule (all of which move records b
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -211,8 +216,10 @@ def test_fused_bit_for_bit_dense_glm(sampling, prob_name):
     """The kernel draws batches and noise itself, in the engine's order, from the run's own
     generators; with the dense-GLM arithmetic in the engine's order the run is the same to the
     last bit (not only to rounding), for every sampler: DP-SGD with momentum (clipped sums on
-    four-lane vectors) and PAGAN (the ℓ2-ball closed form, four margins interleaved)."""
+    four-lane vectors), DP²-RMSProp (its preconditioned phase: the scaled sums of two examples
+    per vector) and PAGAN (the ℓ2-ball closed form, four margins interleaved)."""
     for opt in (optimizers.get("dp_sgdm", **OPTIMIZERS["dp_sgdm"]),
+                optimizers.get("dp2_rmsprop", **OPTIMIZERS["dp2_rmsprop"]),
                 optimizers.get("pagan", **ELLIPSOID_CASES["pagan_per_trial"][1])):
         a, b = _pair(PROBLEMS[prob_name](), opt, sampling=sampling)
         _compare(a, b)
@@ -398,3 +405,82 @@ def test_fused_pagan_bit_for_bit_wide_and_odd_batches(prob_name, d, sampling):
     np.testing.assert_array_equal(b.loss, a.loss)
     np.testing.assert_array_equal(b.records["projected_fraction"], a.records["projected_fraction"])
     assert np.nanmax(b.records["projected_fraction"]) > 0
+
+
+def _scaled_case(make, d, seed):
+    prob = make(90, d, seed=seed)
+    return np.ascontiguousarray(prob.X), prob.y, problems_links().index(prob.link)
+
+
+@pytest.mark.parametrize("make", [problems.least_squares, problems.logistic_regression,
+                                  problems.absolute_regression])
+@pytest.mark.parametrize("d", [1, 2, 5, 20, 37])
+@pytest.mark.parametrize("reg", [0.0, 0.3])
+def test_scaled_kernel_equals_engine_kernel(make, d, reg):
+    """DP²'s preconditioned clipped sum in the fused path (:func:`dpsim.fused._glm_scaled_trial`:
+    the scaled sums of four examples on vectors, two examples a vector) against the engine's
+    kernel on one trial (:func:`dpsim.problems._glm_kernels._dense_trial` with ``want_scale``, the
+    path it replaced), to the last bit: every batch size from 0 to 35 (remainders of the groups of
+    four and duplicate rows), odd and even d (the last column's sums), weights of several scales
+    and non-finite ones, scales with zeros, clip bounds from "every example clipped" to "none",
+    with and without ρ; the other trials' rows untouched."""
+    from dpsim.problems import _glm_kernels as K
+
+    X, y, link = _scaled_case(make, d, seed=d)
+    rng = np.random.default_rng(200 + d)
+    cap = 40
+    mm, cf, aa, cc = (np.full(cap, np.nan) for _ in range(4))
+    s2 = np.full(d, np.nan)
+    nomask = np.ones((1, 1), dtype=np.bool_)
+    checked = 0
+    for clip in (1e-3, 0.7, np.inf):
+        for scale in (0.0, 0.05, 1.0, 30.0):
+            for kr in range(36):
+                W = rng.standard_normal((3, d)) * scale
+                S = rng.uniform(0.0, 3.0, (3, d))
+                if kr % 5 == 2:
+                    S[1, rng.integers(d)] = 0.0
+                if kr % 7 == 3 and scale == 1.0:
+                    W[1, rng.integers(d)] = np.inf if kr % 2 else np.nan
+                ib = rng.integers(0, X.shape[0], size=cap)
+                out = np.full((3, d), 7.0)
+                fused._glm_scaled_trial(link, X, ib, kr, W, S, y, reg, clip, out, mm, cf, aa, cc,
+                                        s2, 1)
+                ref = np.full((1, d), 5.0)
+                K._dense_trial(X, ib[:kr].reshape(1, kr).copy(), W[1:2], y, link, reg, S[1:2],
+                               True, np.array([clip]), nomask, False, ref, np.empty((1, max(kr, 1))),
+                               0)
+                np.testing.assert_array_equal(out[1], ref[0], err_msg=f"clip={clip} kr={kr}")
+                np.testing.assert_array_equal(out[[0, 2]], 7.0)
+                checked += 1
+    assert checked == 3 * 4 * 36
+
+
+def test_scaled_kernel_runs_without_jit():
+    """NUMBA_DISABLE_JIT=1: the scaled clipped sum's pure-Python stand-in of its vector sums gives
+    the jitted kernel's bits (odd and even d, a batch with a remainder after the groups of four)."""
+    code = (
+        "import numpy as np, json, sys\n"
+        "from dpsim import fused, problems\n"
+        "res = []\n"
+        "for d in (5, 6):\n"
+        "    p = problems.logistic_regression(60, d, seed=3)\n"
+        "    rng = np.random.default_rng(1)\n"
+        "    W = rng.standard_normal((2, d)); S = rng.uniform(0.1, 2, (2, d))\n"
+        "    ib = rng.integers(0, 60, 16); out = np.zeros((2, d)); sc = np.empty(16)\n"
+        "    fused._glm_scaled_trial(1, np.ascontiguousarray(p.X), ib, 11, W, S, p.y, 0.1, 0.4,\n"
+        "                            out, sc.copy(), sc.copy(), sc.copy(), sc.copy(), np.empty(d), 1)\n"
+        "    res.append([float(v).hex() for v in out[1]])\n"
+        "json.dump(res, sys.stdout)\n"
+    )
+    env = dict(os.environ)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    res = {}
+    for flag in ("1", "0"):
+        env["NUMBA_DISABLE_JIT"] = flag
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                           cwd=root, timeout=300)
+        assert r.returncode == 0, r.stderr
+        res[flag] = json.loads(r.stdout)
+    assert res["1"] == res["0"]
