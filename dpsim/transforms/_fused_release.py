@@ -601,28 +601,45 @@ def _ime_apply(G, S, W, A, B, gen, zbuf, noisy, project, C, K, recip, H, sqb, ad
             nrm = np.sqrt(_row_sum(sqb))
             if nrm > cr:
                 f = cr / (nrm if nrm > 0 else 1.0)
-        if adam:
-            b1 = H[H_1, c]
-            ob1 = H[H_2, c]
-            b2 = H[H_3, c]
-            ob2 = H[H_4, c]
-            c1 = H[H_5, c]
-            c2 = H[H_6, c]
-            e = H[H_9, c]
-            for j in range(d):
-                q = _ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr)
-                mj, vj, u = _adam_moments_element(G[r, j], q, A[r, j], B[r, j], b1, ob1, b2, ob2,
-                                                  c1, c2, e, add_eps)
-                A[r, j] = mj
-                B[r, j] = vj
-                W[r, j] = W[r, j] + u * nl
+        # one loop per (recip, noisy): the flags are constants in each inlined copy, so the
+        # element loop carries no branch on them
+        if recip:
+            if noisy:
+                _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, True, adam, add_eps)
+            else:
+                _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, False, adam, add_eps)
+        elif noisy:
+            _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, True, adam, add_eps)
         else:
-            e = H[H_3, c]
-            for j in range(d):
-                q = _ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr)
-                v = A[r, j] + q
-                A[r, j] = v
-                W[r, j] = W[r, j] + _precondition(G[r, j], v, zero, e) * nl
+            _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, False, adam, add_eps)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam, add_eps):
+    """:func:`_ime_apply`'s element loop for trial ``r`` (the moment recursion and the update)."""
+    d = W.shape[1]
+    if adam:
+        b1 = H[H_1, c]
+        ob1 = H[H_2, c]
+        b2 = H[H_3, c]
+        ob2 = H[H_4, c]
+        c1 = H[H_5, c]
+        c2 = H[H_6, c]
+        e = H[H_9, c]
+        for j in range(d):
+            q = _ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr)
+            mj, vj, u = _adam_moments_element(G[r, j], q, A[r, j], B[r, j], b1, ob1, b2, ob2,
+                                              c1, c2, e, add_eps)
+            A[r, j] = mj
+            B[r, j] = vj
+            W[r, j] = W[r, j] + u * nl
+    else:
+        e = H[H_3, c]
+        for j in range(d):
+            q = _ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr)
+            v = A[r, j] + q
+            A[r, j] = v
+            W[r, j] = W[r, j] + _precondition(G[r, j], v, zero, e) * nl
 
 
 # ------------------------------------------------------------------------------------------------
