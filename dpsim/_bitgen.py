@@ -206,7 +206,7 @@ def next_double(st):
 # standard normal: NumPy's ziggurat
 
 
-@numba.njit
+@numba.njit(inline="always")
 def _normal_slow(st, idx, rabs, x):
     """The ziggurat's rare branches (tail for layer 0, wedge otherwise); ``None``-free: returns
     ``(accepted, value)``."""
@@ -267,7 +267,7 @@ def fill_normals(gen, out) -> None:
 # bounded integers: NumPy's random_bounded_uint64 (Lemire)
 
 
-@numba.njit
+@numba.njit(inline="always")
 def _lemire32(st, rng):
     """``buffered_bounded_lemire_uint32`` for ``rng < 2^32 − 1`` (a uint64 holding the range)."""
     excl = rng + np.uint64(1)
@@ -281,7 +281,7 @@ def _lemire32(st, rng):
     return m >> np.uint64(32)
 
 
-@numba.njit
+@numba.njit(inline="always")
 def _lemire64(st, rng):
     """``bounded_lemire_uint64`` for ``2^32 ≤ rng < 2^64 − 1``: the high word of the 128-bit
     product of a 64-bit draw with ``rng + 1``, with Lemire's rejection on the low word."""
@@ -422,7 +422,7 @@ def binomial_table(bp):
     return tab
 
 
-@numba.njit
+@numba.njit(inline="always")
 def _btpe(st, bp, tab):
     """BTPE (NumPy's ``random_binomial_btpe`` from its set-up ``bp``): triangle, parallelograms,
     exponential tails; squeezes, then the explicit or Stirling-based acceptance tests (the
@@ -476,7 +476,7 @@ def _btpe(st, bp, tab):
         return y
 
 
-@numba.njit
+@numba.njit(inline="always")
 def _inversion(st, bp):
     """NumPy's ``random_binomial_inversion`` from its set-up ``bp``."""
     n, r, q, qn, bound = bp[2], bp[3], bp[4], bp[5], bp[7]
