@@ -209,12 +209,17 @@ def spec_of(tx):
 
 # ------------------------------------------------------------------------------------------------
 # kernels
+#
+# The overloads below are inlined into their callers in Numba's IR (``inline="always"``): Numba
+# optimizes each function, loop vectorizer included, before it links the functions it calls, so a
+# call left for LLVM to inline keeps the element loops around it scalar (RMSProp's row at W:
+# 4.1 ns a coordinate with ``_normal_at`` a call, 2.2 ns inlined, on an Emerald Rapids core).
 
 def _draw(gen, like):  # pragma: no cover - replaced by the overload in compiled code
     raise NotImplementedError
 
 
-@overload(_draw)
+@overload(_draw, inline="always")
 def _draw_impl(gen, like):
     """One standard normal of ``like``'s dtype from ``gen`` (as ``gen.standard_normal(dtype=…)``)."""
     if isinstance(like, types.Array) and like.dtype == types.float32:
@@ -231,7 +236,7 @@ def _normal_at(src, like, j):  # pragma: no cover - replaced by the overload in 
     raise NotImplementedError
 
 
-@overload(_normal_at)
+@overload(_normal_at, inline="always")
 def _normal_at_impl(src, like, j):
     """The normal of coordinate ``j`` of the current trial: the next draw of the run's Generator
     (``numpy`` stream layout, drawn in C order) through Numba's ``Generator.standard_normal``, or
@@ -288,7 +293,7 @@ def _unscale(x, U, r, j):  # pragma: no cover - replaced by the overload in comp
     raise NotImplementedError
 
 
-@overload(_unscale)
+@overload(_unscale, inline="always")
 def _unscale_impl(x, U, r, j):
     """``x / U[r, j]`` (scale-then-privatize's unscaled release, :class:`Post` ``stp_eps``), or
     ``x`` when ``U`` is ``None`` — chosen when the kernel is compiled, no branch in the loops."""
