@@ -404,3 +404,45 @@ def test_ime_fused_release_is_the_chain(probs, monkeypatch):
         _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=4, dtype="float32")
         assert passes == []  # float32: the chain ran inside the fused step
     assert fr.spec_of(optimizers.get("ime_adagrad", noise="banded:2").transform) is None
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning",
+                            "ignore:invalid value:RuntimeWarning")  # ε = 0 where v = 0, both paths
+def test_noiseless_v_oracle_fused_release_is_the_chain(probs, monkeypatch):
+    """``dp_adam_noiseless_v`` ([DESIGN] Alg. 9's oracle: ``m`` fed ``g̃``, ``v`` the noiseless
+    ``ḡ²``) runs as :class:`fr.Ime` with ``noiseless``: the second pass squares the clipped mean
+    as is — no projection under any sampler (fixed-size batches included), nothing drawn — and
+    is the chain bit for bit: parameters, records, the ``v`` probe and the (non-private) privacy
+    record; per-trial hyperparameters, σ = 0, an infinite clip, ε = 0, both noise layouts, the
+    inlined normals; float32 runs the chain."""
+    passes = _count_kernel_calls(monkeypatch, "_ime_apply")
+    sparse = probs["sparse"]
+    cases = [{},
+             {"beta1": _pt(0.5, 0.9), "beta2": _pt(0.9, 0.999), "clip": _pt(0.05, 2.0),
+              "lr": _pt(0.05, 0.5)},
+             {"eps": 0.0, "noise_multiplier": _pt(0.0, 1.0)},
+             {"clip": float("inf"), "noise_multiplier": 0.0},
+             {"clip": 0.05, "noise_multiplier": 3.0}]
+    runs = [("poisson", 8, "numpy"), ("fixed", 12, "numpy:blocked"), ("replacement", 8, "numpy"),
+            ("fixed", 8, "numpy")]
+    for hp in cases:
+        opt = optimizers.get("dp_adam_noiseless_v", **hp)
+        spec = fr.spec_of(opt.transform)
+        assert isinstance(spec, fr.Ime) and spec.noiseless
+        for seed, (sampling, b, backend) in enumerate(runs):
+            passes.clear()
+            a, _ = _both(sparse, opt, steps=6, batch_size=b, trials=R, seed=seed, sampling=sampling,
+                         record_every=2, backend=backend)
+            assert len(passes) == 6
+            assert a.epsilon(1e-5) == float("inf")  # an oracle: declared non-private
+    opt = optimizers.get("dp_adam_noiseless_v", clip=0.1)
+    monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 0)
+    _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=7, record_every=5)
+    monkeypatch.setattr(fr, "INLINE_NORMALS_MIN", 4096)
+    _both(problems.logistic_regression(200, 3 * 10 ** 4, density=0.002, seed=7), opt, steps=4,
+          batch_size=8, trials=R, seed=3, record_every=2)
+    _both(probs["dense"], opt, steps=6, batch_size=6, trials=R, seed=2, fast=False, record_every=3)
+    passes.clear()
+    _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=4, dtype="float32")
+    assert passes == []  # float32: the chain ran inside the fused step
+    assert fr.spec_of(optimizers.get("dp_adam_noiseless_v", noise="banded:2").transform) is None

@@ -34,6 +34,7 @@ from .._validate import choice, hyper, is_zero
 from ..privacy.noise import NoiseSource, add_noise
 from ..privacy.privatizers import (ImeState, gaussian_privatizer, ime_constants, ime_privatizer,
                                    noiseless_v_privatizer)
+from ..transforms import _fused_release as _fr
 from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import (AdamState, MomentInputs, _adam_moments_element, adagrad,
@@ -41,7 +42,7 @@ from ..transforms.preconditioners import (AdamState, MomentInputs, _adam_moments
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
 from .adaptive import _adam, _beta, _eps, noise_variance
-from .baselines import learning_rate, post, release
+from .baselines import described, learning_rate, neg_lr, post, release
 from .ime import _ime_described
 
 #: The scale-then-privatize guard ε_s of s = 1/(√v + ε_s).
@@ -133,9 +134,16 @@ def dp_adam_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, e
                         clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """Oracle ([DESIGN] Alg. 9): DP-Adam whose ``v`` is fed the noiseless clipped ``ḡ²``.  Not
     private (declares NonPrivate)."""
-    return optimizer(named_chain(("privatizer", noiseless_v_privatizer(clip, noise_multiplier, noise=noise)),
-                                 ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr)),
-                     note=_ORACLE_NOTE)
+    tx = named_chain(("privatizer", noiseless_v_privatizer(clip, noise_multiplier, noise=noise)),
+                     ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
+    # described for the fused release: IME's two passes with a plain, noiseless square (the
+    # moment inputs MomentInputs(g̃, ḡ²) go to scale_by_adam, whose element is IME's Adam element)
+    rel = release(clip, noise_multiplier, noise)
+    if rel is not None:
+        tx = described(tx, _fr.Ime(release=rel, clip=rel.clip, s2=0.0, rule="adam", neglr=neg_lr(lr),
+                                   eps=hyper("eps", eps, "[0, inf)"), beta1=hyper("beta1", beta1, "[0, 1)"),
+                                   beta2=hyper("beta2", beta2, "[0, 1)"), noiseless=True))
+    return optimizer(tx, note=_ORACLE_NOTE)
 
 
 @register

@@ -177,7 +177,12 @@ class Ime:
     The two releases draw their ``(R, d)`` normals one after the other from the one noise stream,
     the second after *all* of the first, so the step is two passes over the trials: the first
     computes each trial's clipped sum and ``g̃`` into two ``(R, d)`` buffers, the second the
-    square's release, the moment recursion and the update."""
+    square's release, the moment recursion and the update.
+
+    ``noiseless``: the second moment is fed the plain square ``ḡ²`` of the clipped mean — not
+    projected, no noise, nothing drawn (``s2`` is then 0) — the non-private oracle of [DESIGN]
+    Alg. 9 (:func:`dpsim.privacy.privatizers.noiseless_v_privatizer` with Adam's moment inputs,
+    ``dp_adam_noiseless_v``)."""
 
     release: Release
     clip: Any
@@ -187,6 +192,7 @@ class Ime:
     eps: Any
     beta1: Any = None
     beta2: Any = None
+    noiseless: bool = False
 
 
 _SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -935,12 +941,12 @@ class FusedStep:
         # the second release's constants, with the privatizer's expressions
         b = float(ctx.batch_size)
         c = ctx.hp(sp.clip)
-        project = ctx.sampling != "fixed"
+        project = ctx.sampling != "fixed" and not sp.noiseless
         if project:
             sens2 = c ** 2 * (2.0 / b)
         else:
             sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
-        noisy = not is_zero(sp.s2)
+        noisy = not (sp.noiseless or is_zero(sp.s2))
         K = _row(ctx.hp(sp.s2) * sens2 if noisy else 0.0, np.float64)
         Cc = _row(c, np.float64)
         state = dict(state)
