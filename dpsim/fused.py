@@ -940,18 +940,25 @@ def _draw_batch(sk, srng, n_s, sizes, r, kcyc, grp, b, bits, ub, ib, private_idx
 
 
 @numba.njit(cache=True, error_model="numpy", _nrt=False)
-def _ellipsoid_update(out, z, ens, noisy, fb, A, W, eps_r, neglr_r, per_norm, r):
+def _ellipsoid_update(out, z, ens, noisy, fb, fbi, recip, A, W, eps_r, neglr_r, per_norm, r):
     """PASAN/PAGAN's step for trial ``r`` from ``out[r] = Σ_i π(g_i)``: ``ĝ = out/b + z ⊙ σ``
-    (``σ = ens[r]``, or ``ens[0]`` for all trials; into ``out[r]``), then AdaGrad per coordinate
+    (``σ = ens[r]``, or ``ens[0]`` for all trials; into ``out[r]``; ``out·fbi`` when ``recip``, ``b``
+    a power of two and ``fbi = 1/b``: the same number), then AdaGrad per coordinate
     (PAGAN: ``A += ĝ²``, ``w += −η ĝ/max(√A, ε)``) or on ``||ĝ||²`` (PASAN: ``A[r, 0]``) — the
     engine's expressions in its order.  Each loop is elementwise with its invariant branches
     outside and NumPy's error model (a division by zero gives inf/NaN, as in the engine's NumPy
     arithmetic, rather than raising), so the loops run on vectors."""
     d = W.shape[1]
     er = 0 if ens.shape[0] == 1 else r
-    if noisy:
+    if noisy and recip:
+        for j in range(d):
+            out[r, j] = out[r, j] * fbi + z[j] * ens[er, j]
+    elif noisy:
         for j in range(d):
             out[r, j] = out[r, j] / fb + z[j] * ens[er, j]
+    elif recip:
+        for j in range(d):
+            out[r, j] = out[r, j] * fbi
     else:
         for j in range(d):
             out[r, j] = out[r, j] / fb
@@ -1012,6 +1019,11 @@ def _make_run_steps(ok):
         ``(n, p)``.  Step-major: at each step every trial takes its step (the draws are step-major)."""
         R, d = W.shape
         fb = float(b)
+        # b a power of two: x / b and x · (1/b) are the same number (both the exact x·2^-k rounded
+        # once, subnormal, infinite and NaN results included), and a product costs a fraction of
+        # a division (the chain divides; dpsim.transforms._fused_release._noisy_mean does the same)
+        recip = b > 0 and (b & (b - 1)) == 0
+        fbi = 1.0 / fb
         cycle = s1 + s2
         n = n_all[0]
         sizes = np.empty(R, dtype=np.int64)
@@ -1104,7 +1116,8 @@ def _make_run_steps(ok):
                             if lam[0, i] > 0:
                                 nproj += 1
                     frac[r] = nproj / max(kr, 1)
-                    _ellipsoid_update(out, z, ens, noisy, fb, A, W, eps[r], neglr[r], per_norm, r)
+                    _ellipsoid_update(out, z, ens, noisy, fb, fbi, recip, A, W, eps[r], neglr[r],
+                                      per_norm, r)
                     _project_domain(W, r, dk, drad)
                     continue
                 if pk == P_GLM and not phase2:
@@ -1121,9 +1134,10 @@ def _make_run_steps(ok):
                     c2 = 1.0 - b2 ** cnt
                 for j in range(d):
                     if noisy:
-                        gt = (z[j] * sd + out[r, j]) / fb
+                        x = z[j] * sd + out[r, j]
                     else:
-                        gt = out[r, j] / fb
+                        x = out[r, j]
+                    gt = x * fbi if recip else x / fb
                     if ok == SGD:
                         u = gt * neglr[r]
                     elif ok == MOMENTUM:

@@ -227,6 +227,30 @@ def test_fused_bit_for_bit_dense_glm(sampling, prob_name):
         np.testing.assert_array_equal(b.loss, a.loss)
 
 
+@pytest.mark.parametrize("b", [8, 16])
+@pytest.mark.parametrize("sampling", ["poisson", "fixed", "replacement"])
+def test_fused_bit_for_bit_power_of_two_batches(b, sampling):
+    """A power-of-two nominal batch size: the kernel multiplies by the exact ``1/b`` where the
+    engine divides by ``b`` (the same number); the run is the engine's to the last bit where the
+    kernel's arithmetic is the engine's (DP-SGD with and without noise, with momentum,
+    DP²-RMSProp, PAGAN, whose update divides too) and to rounding for DP-Adam and PASAN, as with
+    any other batch size."""
+    exact = [optimizers.get("dp_sgd", **OPTIMIZERS["dp_sgd"]),
+             optimizers.get("dp_sgd", lr=0.1, clip=0.5, noise_multiplier=0.0),
+             optimizers.get("dp_sgdm", **OPTIMIZERS["dp_sgdm"]),
+             optimizers.get("dp2_rmsprop", **OPTIMIZERS["dp2_rmsprop"]),
+             optimizers.get("pagan", **ELLIPSOID_CASES["pagan_per_trial"][1])]
+    rounding = [optimizers.get("dp_adam", **OPTIMIZERS["dp_adam"]),
+                optimizers.get("pasan", **ELLIPSOID_CASES["pasan_per_trial_radius"][1])]
+    for prob_name in ("least_squares", "logistic"):
+        for opt in exact + rounding:
+            a, c = _pair(PROBLEMS[prob_name](), opt, sampling=sampling, batch_size=b, steps=11)
+            _compare(a, c)
+            if opt in exact:
+                np.testing.assert_array_equal(c.params, a.params)
+                np.testing.assert_array_equal(c.loss, a.loss)
+
+
 def test_numba_generator_streams_are_numpys():
     """The fused kernel relies on Numba's compiled ``np.random.Generator`` methods drawing NumPy's
     own streams bit for bit (values and the generator's state afterwards) for the four draws it
