@@ -446,3 +446,35 @@ def test_noiseless_v_oracle_fused_release_is_the_chain(probs, monkeypatch):
     _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=4, dtype="float32")
     assert passes == []  # float32: the chain ran inside the fused step
     assert fr.spec_of(optimizers.get("dp_adam_noiseless_v", noise="banded:2").transform) is None
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning",
+                            "ignore:invalid value:RuntimeWarning")
+def test_stp_noiseless_v_oracle_fused_release_is_the_chain(probs, monkeypatch):
+    """``dp_adam_stp_noiseless_v`` (the oracle over scale-then-privatize) on an Adam or AdaGrad
+    base runs as :class:`fr.Ime` with ``noiseless`` and ``stp_eps``: the release of the batch
+    scaled by ``s`` (from ``v`` before the step), ``g̃/s`` and ``(S/b)²/(s·s)`` into the rule — bit
+    for bit the chain, per-trial hyperparameters, σ = 0, both noise layouts, every sampler; an
+    RMSProp base has no description (the chain runs)."""
+    passes = _count_kernel_calls(monkeypatch, "_ime_apply")
+    sparse = probs["sparse"]
+    cases = [{},
+             {"base": "adagrad", "eps": 1e-3},
+             {"beta1": _pt(0.5, 0.9), "beta2": _pt(0.9, 0.999), "clip": _pt(0.05, 2.0),
+              "eps_scale": _pt(1e-3, 0.1), "lr": _pt(0.05, 0.5)},
+             {"base": "adagrad", "noise_multiplier": _pt(0.0, 1.0), "clip": 0.1}]
+    runs = [("poisson", 8, "numpy"), ("fixed", 12, "numpy:blocked"), ("replacement", 8, "numpy")]
+    for hp in cases:
+        opt = optimizers.get("dp_adam_stp_noiseless_v", **hp)
+        spec = fr.spec_of(opt.transform)
+        assert isinstance(spec, fr.Ime) and spec.noiseless and spec.stp_eps is not None
+        for seed, (sampling, b, backend) in enumerate(runs):
+            passes.clear()
+            _both(sparse, opt, steps=6, batch_size=b, trials=R, seed=seed, sampling=sampling,
+                  record_every=2, backend=backend)
+            assert len(passes) == 6
+    opt = optimizers.get("dp_adam_stp_noiseless_v", clip=0.1)
+    _both(problems.logistic_regression(200, 3 * 10 ** 4, density=0.002, seed=7), opt, steps=4,
+          batch_size=8, trials=R, seed=3, record_every=2)
+    _both(probs["dense"], opt, steps=6, batch_size=6, trials=R, seed=2, fast=False, record_every=3)
+    assert fr.spec_of(optimizers.get("dp_adam_stp_noiseless_v", base="rmsprop").transform) is None

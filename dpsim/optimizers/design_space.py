@@ -152,8 +152,19 @@ def dp_adam_stp_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.99
                             base: BASE = "adam", noise: NOISE = "gaussian") -> Optimizer:
     """Oracle ([DESIGN] Alg. 9 with STP): ``dp_adam_stp`` whose ``v`` is fed the noiseless
     ``(Σ clip(s ⊙ g_i, C)/(b s))²``.  Not private (declares NonPrivate)."""
-    return optimizer(_stp(noiseless_v_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1,
-                          beta2, eps, eps_scale), note=_ORACLE_NOTE)
+    tx = _stp(noiseless_v_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
+              eps_scale)
+    # described for the fused release (Adam and AdaGrad bases: IME's rules), as dp_adam_noiseless_v
+    # with scale-then-privatize's scale; RMSProp runs the chain
+    rel = release(clip, noise_multiplier, noise, scaled=True)
+    if rel is not None and base in ("adam", "adagrad"):
+        kw = {}
+        if base == "adam":
+            kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
+        tx = described(tx, _fr.Ime(release=rel, clip=rel.clip, s2=0.0, rule=base, neglr=neg_lr(lr),
+                                   eps=hyper("eps", eps, "[0, inf)"), noiseless=True,
+                                   stp_eps=hyper("eps_scale", eps_scale, "(0, inf)"), **kw))
+    return optimizer(tx, note=_ORACLE_NOTE)
 
 
 # ------------------------------------------------------------------------------------------------

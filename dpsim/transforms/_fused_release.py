@@ -182,7 +182,10 @@ class Ime:
     ``noiseless``: the second moment is fed the plain square ``ḡ²`` of the clipped mean — not
     projected, no noise, nothing drawn (``s2`` is then 0) — the non-private oracle of [DESIGN]
     Alg. 9 (:func:`dpsim.privacy.privatizers.noiseless_v_privatizer` with Adam's moment inputs,
-    ``dp_adam_noiseless_v``)."""
+    ``dp_adam_noiseless_v``).  ``stp_eps`` set (with ``noiseless``: ``dp_adam_stp_noiseless_v``):
+    the chain is scale-then-privatize's — the release is of the batch scaled by
+    ``s = 1/(√max(v, 0) + stp_eps)`` (``v`` the rule's before the step), ``g̃`` is divided by ``s``
+    and the square by ``s·s`` before the rule."""
 
     release: Release
     clip: Any
@@ -193,6 +196,7 @@ class Ime:
     beta1: Any = None
     beta2: Any = None
     noiseless: bool = False
+    stp_eps: Any = None
 
 
 _SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -306,6 +310,19 @@ def _unscale_impl(x, U, r, j):
     if isinstance(U, types.NoneType):
         return lambda x, U, r, j: x
     return lambda x, U, r, j: x / U[r, j]
+
+
+def _unscale_sq(q, U, r, j):  # pragma: no cover - replaced by the overload in compiled code
+    raise NotImplementedError
+
+
+@overload(_unscale_sq, inline="always")
+def _unscale_sq_impl(q, U, r, j):
+    """``q / (U[r, j]·U[r, j])`` (scale-then-privatize's unscaled moment input ``sq / (s·s)``), or
+    ``q`` when ``U`` is ``None`` — chosen when the kernel is compiled."""
+    if isinstance(U, types.NoneType):
+        return lambda q, U, r, j: q
+    return lambda q, U, r, j: q / (U[r, j] * U[r, j])
 
 
 # op codes of the per-coordinate recursion
@@ -587,7 +604,7 @@ def _ime_square(s, bb, recip, f, noisy, z, W, j, k):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _ime_apply(G, S, W, A, B, gen, zbuf, noisy, project, C, K, recip, H, sqb, adam, add_eps):
+def _ime_apply(G, S, W, A, B, gen, zbuf, noisy, project, C, K, recip, H, sqb, adam, add_eps, U):
     """IME's second pass, every trial in order: ``ḡ = S/b``; with ``project`` the factor
     ``f = C/‖ḡ‖`` where ``‖ḡ‖ > C`` (else 1; ``‖ḡ‖²`` NumPy's row sum, :func:`_row_sum`); per
     coordinate ``u = ḡ·f``, ``s̃ = u·u + z·k`` (``z`` the second release's normal, ``k = σ2·Δ₂``
@@ -616,17 +633,17 @@ def _ime_apply(G, S, W, A, B, gen, zbuf, noisy, project, C, K, recip, H, sqb, ad
         # element loop carries no branch on them
         if recip:
             if noisy:
-                _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, True, adam, add_eps)
+                _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, True, adam, add_eps, U)
             else:
-                _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, False, adam, add_eps)
+                _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, False, adam, add_eps, U)
         elif noisy:
-            _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, True, adam, add_eps)
+            _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, True, adam, add_eps, U)
         else:
-            _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, False, adam, add_eps)
+            _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, False, adam, add_eps, U)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam, add_eps):
+def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam, add_eps, U):
     """:func:`_ime_apply`'s element loop for trial ``r`` (the moment recursion and the update)."""
     d = W.shape[1]
     if adam:
@@ -638,7 +655,7 @@ def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam,
         c2 = H[H_6, c]
         e = H[H_9, c]
         for j in range(d):
-            q = _ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr)
+            q = _unscale_sq(_ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr), U, r, j)
             mj, vj, u = _adam_moments_element(G[r, j], q, A[r, j], B[r, j], b1, ob1, b2, ob2,
                                               c1, c2, e, add_eps)
             A[r, j] = mj
@@ -647,7 +664,7 @@ def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam,
     else:
         e = H[H_3, c]
         for j in range(d):
-            q = _ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr)
+            q = _unscale_sq(_ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr), U, r, j)
             v = A[r, j] + q
             A[r, j] = v
             W[r, j] = W[r, j] + _precondition(G[r, j], v, zero, e) * nl
@@ -937,7 +954,9 @@ class FusedStep:
             self._ime_bufs = (np.empty((R, d)), np.empty((R, d)), np.empty(d))
         G, S, sqb = self._ime_bufs
         H1 = self._static_table("ime1", sp.release, sp.neglr, ctx, W.dtype, R)
-        self._release(sp.release, W, idx, mask, ctx, None, H1, OP_STORE, G, S, None)
+        # scale-then-privatize: s from the rule's v before this step (None for a plain chain)
+        s = None if sp.stp_eps is None else self._stp_scale(state["preconditioner"].v, ctx, W.dtype)
+        self._release(sp.release, W, idx, mask, ctx, s, H1, OP_STORE, G, S, None, U=s)
         # the second release's constants, with the privatizer's expressions
         b = float(ctx.batch_size)
         c = ctx.hp(sp.clip)
@@ -974,7 +993,7 @@ class FusedStep:
                 H = self._static["ime2"] = _table(W.dtype, R, ent)
         z = self._noise(noisy, W, ctx)
         _ime_apply(G, S, W, self.A, self.B if adam else self._dummy(W), z, self._zbuf(z, W), noisy,
-                   project, Cc, K, self._recip(ctx), H, sqb, adam, add_eps)
+                   project, Cc, K, self._recip(ctx), H, sqb, adam, add_eps, s)
         if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
             _bitgen.store_state(ctx.backend._gen, z)
         if adam:
