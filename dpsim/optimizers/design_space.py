@@ -136,14 +136,8 @@ def dp_adam_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, e
     private (declares NonPrivate)."""
     tx = named_chain(("privatizer", noiseless_v_privatizer(clip, noise_multiplier, noise=noise)),
                      ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
-    # described for the fused release: IME's two passes with a plain, noiseless square (the
-    # moment inputs MomentInputs(g̃, ḡ²) go to scale_by_adam, whose element is IME's Adam element)
-    rel = release(clip, noise_multiplier, noise)
-    if rel is not None:
-        tx = described(tx, _fr.Ime(release=rel, clip=rel.clip, s2=0.0, rule="adam", neglr=neg_lr(lr),
-                                   eps=hyper("eps", eps, "[0, inf)"), beta1=hyper("beta1", beta1, "[0, 1)"),
-                                   beta2=hyper("beta2", beta2, "[0, 1)"), noiseless=True))
-    return optimizer(tx, note=_ORACLE_NOTE)
+    return optimizer(_oracle_described(tx, clip, noise_multiplier, noise, lr, "adam", eps, beta1, beta2),
+                     note=_ORACLE_NOTE)
 
 
 @register
@@ -154,17 +148,29 @@ def dp_adam_stp_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.99
     ``(Σ clip(s ⊙ g_i, C)/(b s))²``.  Not private (declares NonPrivate)."""
     tx = _stp(noiseless_v_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
               eps_scale)
-    # described for the fused release (Adam and AdaGrad bases: IME's rules), as dp_adam_noiseless_v
-    # with scale-then-privatize's scale; RMSProp runs the chain
-    rel = release(clip, noise_multiplier, noise, scaled=True)
-    if rel is not None and base in ("adam", "adagrad"):
-        kw = {}
-        if base == "adam":
-            kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
-        tx = described(tx, _fr.Ime(release=rel, clip=rel.clip, s2=0.0, rule=base, neglr=neg_lr(lr),
-                                   eps=hyper("eps", eps, "[0, inf)"), noiseless=True,
-                                   stp_eps=hyper("eps_scale", eps_scale, "(0, inf)"), **kw))
-    return optimizer(tx, note=_ORACLE_NOTE)
+    if base not in ("adam", "adagrad"):  # IME's pass has no RMSProp rule: the chain runs
+        return optimizer(tx, note=_ORACLE_NOTE)
+    return optimizer(_oracle_described(tx, clip, noise_multiplier, noise, lr, base, eps, beta1, beta2,
+                                       eps_scale), note=_ORACLE_NOTE)
+
+
+def _oracle_described(tx, clip, noise_multiplier, noise, lr, rule, eps, beta1, beta2, eps_scale=None):
+    """``tx`` (a noiseless-v oracle's chain: :func:`noiseless_v_privatizer`, optionally behind
+    scale-then-privatize with guard ``eps_scale``, then ``rule`` — Adam or AdaGrad on the moment
+    inputs — then the learning rate) with its fused-release description: IME's two passes with a
+    plain, noiseless square (:class:`dpsim.transforms._fused_release.Ime` ``noiseless``; Adam on
+    ``MomentInputs`` is IME's Adam element), made from the same validated values; none for
+    correlated noise."""
+    rel = release(clip, noise_multiplier, noise, scaled=eps_scale is not None)
+    if rel is None:
+        return tx
+    kw = {}
+    if rule == "adam":
+        kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
+    if eps_scale is not None:
+        kw["stp_eps"] = hyper("eps_scale", eps_scale, "(0, inf)")
+    return described(tx, _fr.Ime(release=rel, clip=rel.clip, s2=0.0, rule=rule, neglr=neg_lr(lr),
+                                 eps=hyper("eps", eps, "[0, inf)"), noiseless=True, **kw))
 
 
 # ------------------------------------------------------------------------------------------------
