@@ -148,10 +148,9 @@ def dp_adam_stp_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.99
     ``(Σ clip(s ⊙ g_i, C)/(b s))²``.  Not private (declares NonPrivate)."""
     tx = _stp(noiseless_v_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
               eps_scale)
-    if base not in ("adam", "adagrad"):  # IME's pass has no RMSProp rule: the chain runs
-        return optimizer(tx, note=_ORACLE_NOTE)
-    return optimizer(_oracle_described(tx, clip, noise_multiplier, noise, lr, base, eps, beta1, beta2,
-                                       eps_scale), note=_ORACLE_NOTE)
+    if base in ("adam", "adagrad"):  # IME's pass has no RMSProp rule: with it the chain runs
+        tx = _oracle_described(tx, clip, noise_multiplier, noise, lr, base, eps, beta1, beta2, eps_scale)
+    return optimizer(tx, note=_ORACLE_NOTE)
 
 
 def _oracle_described(tx, clip, noise_multiplier, noise, lr, rule, eps, beta1, beta2, eps_scale=None):

@@ -965,7 +965,7 @@ class FusedStep:
             sens2 = c ** 2 * (2.0 / b)
         else:
             sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
-        noisy = not (sp.noiseless or is_zero(sp.s2))
+        noisy = not is_zero(sp.s2)  # 0 for the noiseless oracles
         K = _row(ctx.hp(sp.s2) * sens2 if noisy else 0.0, np.float64)
         Cc = _row(c, np.float64)
         state = dict(state)
