@@ -21,8 +21,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The suite on every core (pytest-xdist; TEST_WORKERS=0 runs it in one process). The tests that read
+# the all-experiments run form one xdist group (tests/conftest.py), so it is made once.
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
-	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q
+	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 figures: $(STAMP)
 	$(VENV)/bin/dpsim reproduce --all --scale quick $(if $(WORKERS),--workers $(WORKERS))

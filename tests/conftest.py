@@ -46,3 +46,16 @@ def tiny_all(tmp_path_factory):
     from experiment_fixtures import reproduce_all
 
     return reproduce_all(tmp_path_factory.mktemp("tiny-all"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``) every test that reads
+    the session's all-experiments run (``tiny_all``, directly or through a ``test_experiment_*``
+    module's fixture) goes to one worker, so that run is made once, not once per worker."""
+    from experiment_fixtures import ALL_FIXTURE
+
+    group = pytest.mark.xdist_group(name=ALL_FIXTURE)
+    for item in items:
+        if (ALL_FIXTURE in getattr(item, "fixturenames", ())
+                or item.path.name.startswith("test_experiment_")):
+            item.add_marker(group)

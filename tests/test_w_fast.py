@@ -222,16 +222,18 @@ def _count_calls(monkeypatch, method):
     return calls
 
 
-def _count_kernel_calls(monkeypatch, name):
-    """A list that grows by one at each call of the kernel ``fr.<name>`` (which still runs)."""
+def _count_kernel_calls(monkeypatch, *names):
+    """A list that grows by one at each call of any of the kernels ``fr.<name>`` (which still
+    run)."""
     calls = []
-    real = getattr(fr, name)
+    for name in names:
+        real = getattr(fr, name)
 
-    def spy(*a):
-        calls.append(1)
-        return real(*a)
+        def spy(*a, _real=real):
+            calls.append(1)
+            return _real(*a)
 
-    monkeypatch.setattr(fr, name, spy)
+        monkeypatch.setattr(fr, name, spy)
     return calls
 
 
@@ -369,8 +371,10 @@ def test_ime_fused_release_is_the_chain(probs, monkeypatch):
     bit the chain: both sensitivity branches (fixed-size batches: ``ḡ²`` as is; others: the
     projection, active with a small clip), per-trial hyperparameters, σ = 0, b a power of two or
     not, both noise layouts, the inlined normals, dense rows and a problem's own clipped sum; in
-    float32 the chain runs inside the fused step."""
-    passes = _count_kernel_calls(monkeypatch, "_ime_apply")
+    float32 the chain runs inside the fused step.  With a zero second noise multiplier (σ = 0)
+    the step is one pass (:func:`fr._ime_fused`), else two."""
+    passes = _count_kernel_calls(monkeypatch, "_ime_apply", "_ime_fused")
+    one = _count_kernel_calls(monkeypatch, "_ime_fused")
     sparse = probs["sparse"]
     cases = [("ime_adagrad", {}),
              ("ime_adagrad", {"clip": _pt(0.05, 0.5, 3.0), "noise_multiplier": _pt(0.0, 1.0, 2.0),
@@ -387,9 +391,11 @@ def test_ime_fused_release_is_the_chain(probs, monkeypatch):
         assert isinstance(fr.spec_of(opt.transform), fr.Ime)
         for seed, (sampling, b, backend) in enumerate(runs):
             passes.clear()
+            one.clear()
             _both(sparse, opt, steps=6, batch_size=b, trials=R, seed=seed, sampling=sampling,
                   record_every=2, backend=backend)
             assert len(passes) == 6
+            assert len(one) == (6 if hp.get("noise_multiplier") == 0.0 else 0)
     big = problems.logistic_regression(200, 3 * 10 ** 4, density=0.002, seed=7)
     for name in ("ime_adagrad", "dp_adam_ime"):
         opt = optimizers.get(name, clip=0.1)
@@ -415,7 +421,8 @@ def test_noiseless_v_oracle_fused_release_is_the_chain(probs, monkeypatch):
     is the chain bit for bit: parameters, records, the ``v`` probe and the (non-private) privacy
     record; per-trial hyperparameters, σ = 0, an infinite clip, ε = 0, both noise layouts, the
     inlined normals; float32 runs the chain."""
-    passes = _count_kernel_calls(monkeypatch, "_ime_apply")
+    passes = _count_kernel_calls(monkeypatch, "_ime_fused")  # one pass: nothing drawn second
+    two = _count_kernel_calls(monkeypatch, "_ime_apply")
     sparse = probs["sparse"]
     cases = [{},
              {"beta1": _pt(0.5, 0.9), "beta2": _pt(0.9, 0.999), "clip": _pt(0.05, 2.0),
@@ -446,6 +453,7 @@ def test_noiseless_v_oracle_fused_release_is_the_chain(probs, monkeypatch):
     _both(sparse, opt, steps=5, batch_size=8, trials=R, seed=4, dtype="float32")
     assert passes == []  # float32: the chain ran inside the fused step
     assert fr.spec_of(optimizers.get("dp_adam_noiseless_v", noise="banded:2").transform) is None
+    assert two == []  # the two-pass kernel never ran
 
 
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning",
@@ -456,7 +464,8 @@ def test_stp_noiseless_v_oracle_fused_release_is_the_chain(probs, monkeypatch):
     scaled by ``s`` (from ``v`` before the step), ``g̃/s`` and ``(S/b)²/(s·s)`` into the rule — bit
     for bit the chain, per-trial hyperparameters, σ = 0, both noise layouts, every sampler; an
     RMSProp base has no description (the chain runs)."""
-    passes = _count_kernel_calls(monkeypatch, "_ime_apply")
+    passes = _count_kernel_calls(monkeypatch, "_ime_fused")  # one pass: nothing drawn second
+    two = _count_kernel_calls(monkeypatch, "_ime_apply")
     sparse = probs["sparse"]
     cases = [{},
              {"base": "adagrad", "eps": 1e-3},
@@ -478,3 +487,4 @@ def test_stp_noiseless_v_oracle_fused_release_is_the_chain(probs, monkeypatch):
           batch_size=8, trials=R, seed=3, record_every=2)
     _both(probs["dense"], opt, steps=6, batch_size=6, trials=R, seed=2, fast=False, record_every=3)
     assert fr.spec_of(optimizers.get("dp_adam_stp_noiseless_v", base="rmsprop").transform) is None
+    assert two == []  # the two-pass kernel never ran

@@ -362,6 +362,21 @@ def _precondition(g, v, zero, eps):
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def _inverse_root(v, E, out):
+    """``out = 1/(√max(v, 0) + ε)`` of a float64 ``(R, d)`` array, ``E`` the flat ``ε`` (one value,
+    or one per trial): the NumPy expression ``1.0 / (np.sqrt(np.maximum(v, 0.0)) + ε)`` element by
+    element, each operation rounded once as there (``max`` NaN-propagating and ``-0.0 → 0.0``, as
+    ``np.maximum(v, 0.0)``)."""
+    R, d = v.shape
+    for r in range(R):
+        e = E[r if E.shape[0] > 1 else 0]
+        for j in range(d):
+            x = v[r, j]
+            mv = x if (x > 0.0 or x != x) else 0.0
+            out[r, j] = 1.0 / (np.sqrt(mv) + e)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U):
     """Noise, the recursion ``op`` and the update of trial ``r``, coordinate by coordinate, on the
     clipped-sum row ``src`` (each operation as the chain's array expression, rounded once to the
@@ -621,30 +636,85 @@ def _ime_apply(G, S, W, A, B, gen, zbuf, noisy, project, C, K, recip, H, sqb, ad
         zero = H[H_ZERO, c]
         cr = C[r if C.shape[0] > 1 else 0]
         kr = K[r if K.shape[0] > 1 else 0]
-        f = 1.0
-        if project:
-            for j in range(d):
-                x = S[r, j] * bb if recip else S[r, j] / bb
-                sqb[j] = x * x
-            nrm = np.sqrt(_row_sum(sqb))
-            if nrm > cr:
-                f = cr / (nrm if nrm > 0 else 1.0)
+        f = _ime_factor(S[r], bb, recip, cr, sqb, project)
         # one loop per (recip, noisy): the flags are constants in each inlined copy, so the
         # element loop carries no branch on them
         if recip:
             if noisy:
-                _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, True, adam, add_eps, U)
+                _ime_row(G[r], S[r], W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, True, adam,
+                         add_eps, U)
             else:
-                _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, False, adam, add_eps, U)
+                _ime_row(G[r], S[r], W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, False, adam,
+                         add_eps, U)
         elif noisy:
-            _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, True, adam, add_eps, U)
+            _ime_row(G[r], S[r], W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, True, adam,
+                     add_eps, U)
         else:
-            _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, False, adam, add_eps, U)
+            _ime_row(G[r], S[r], W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, False, adam,
+                     add_eps, U)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _ime_factor(s, bb, recip, cr, sqb, project):
+    """IME's projection factor of one trial's clipped sum ``s`` (a row): ``C/‖s/b‖`` where
+    ``‖s/b‖ > C`` (``‖·‖²`` NumPy's row sum, :func:`_row_sum`, through the row buffer ``sqb``),
+    else 1; 1 without ``project``."""
+    f = 1.0
+    if project:
+        for j in range(s.shape[0]):
+            x = s[j] * bb if recip else s[j] / bb
+            sqb[j] = x * x
+        nrm = np.sqrt(_row_sum(sqb))
+        if nrm > cr:
+            f = cr / (nrm if nrm > 0 else 1.0)
+    return f
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _ime_fused(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C, mask,
+               want_mask, total, buf, gen, zbuf, noisy, recip, H1, g1, A, B, project, Cc, H,
+               sqb, adam, add_eps, U):
+    """IME's step in one pass when its second release draws nothing (``σ2 = 0``, the oracles of
+    :class:`Ime` ``noiseless``): per trial, in order, the clipped sum into ``buf`` (as
+    :func:`_release_apply`), the first release's ``g̃`` into the row ``g1`` (its normals drawn as
+    there: the trials' streams in the same order, nothing drawn in between), then
+    :func:`_ime_apply`'s element loop on the two rows.  Trials are independent, so finishing
+    trial ``r`` before the next one's clipped sum changes no number; the two ``(R, d)`` arrays of
+    the two-pass step (``g̃`` and the clipped sums) and a pass over them are saved.  ``H1``: the
+    first release's table (:func:`_apply_row`'s ``OP_STORE``), ``H``: the second's."""
+    R, d = W.shape
+    for r in range(R):
+        z = _trial_source(gen, r, zbuf, noisy)
+        if srck == SRC_CSR:
+            _K._trial_row(None, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C,
+                          mask, want_mask, buf, None, r)
+            src = buf
+        elif srck == SRC_DENSE:
+            _K._trial_row(X, None, None, None, None, idx, W, y, kind, lam, S, want_scale, C, mask,
+                          want_mask, buf, None, r)
+            src = buf
+        else:
+            src = total[r]
+        c1 = r if H1.shape[1] > 1 else 0
+        sd = H1[H_STD, c1]
+        b1 = H1[H_B, c1]
+        for j in range(d):
+            g1[j] = _unscale(_noisy_mean(z, W, j, noisy, sd, src[j], b1, recip), U, r, j)
+        c = r if H.shape[1] > 1 else 0
+        bb = H[H_B, c]
+        f = _ime_factor(src, bb, recip, Cc[r if Cc.shape[0] > 1 else 0], sqb, project)
+        if recip:
+            _ime_row(g1, src, W, A, B, r, H, c, bb, H[H_NEGLR, c], H[H_ZERO, c], f, z, 0.0, True,
+                     False, adam, add_eps, U)
+        else:
+            _ime_row(g1, src, W, A, B, r, H, c, bb, H[H_NEGLR, c], H[H_ZERO, c], f, z, 0.0, False,
+                     False, adam, add_eps, U)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam, add_eps, U):
-    """:func:`_ime_apply`'s element loop for trial ``r`` (the moment recursion and the update)."""
+    """:func:`_ime_apply`'s element loop for trial ``r`` (the moment recursion and the update);
+    ``G`` and ``S`` the trial's rows of ``g̃`` and of the clipped sums."""
     d = W.shape[1]
     if adam:
         b1 = H[H_1, c]
@@ -655,8 +725,8 @@ def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam,
         c2 = H[H_6, c]
         e = H[H_9, c]
         for j in range(d):
-            q = _unscale_sq(_ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr), U, r, j)
-            mj, vj, u = _adam_moments_element(G[r, j], q, A[r, j], B[r, j], b1, ob1, b2, ob2,
+            q = _unscale_sq(_ime_square(S[j], bb, recip, f, noisy, z, W, j, kr), U, r, j)
+            mj, vj, u = _adam_moments_element(G[j], q, A[r, j], B[r, j], b1, ob1, b2, ob2,
                                               c1, c2, e, add_eps)
             A[r, j] = mj
             B[r, j] = vj
@@ -664,10 +734,10 @@ def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam,
     else:
         e = H[H_3, c]
         for j in range(d):
-            q = _unscale_sq(_ime_square(S[r, j], bb, recip, f, noisy, z, W, j, kr), U, r, j)
+            q = _unscale_sq(_ime_square(S[j], bb, recip, f, noisy, z, W, j, kr), U, r, j)
             v = A[r, j] + q
             A[r, j] = v
-            W[r, j] = W[r, j] + _precondition(G[r, j], v, zero, e) * nl
+            W[r, j] = W[r, j] + _precondition(G[j], v, zero, e) * nl
 
 
 # ------------------------------------------------------------------------------------------------
@@ -755,6 +825,7 @@ class FusedStep:
         self._z = None  # the row of normals drawn inline (_trial_source)
         self._static: dict = {}
         self._scale = None  # (v, s) of DP²'s delayed scale
+        self._s = None  # scale-then-privatize's s, recomputed each step (_stp_scale)
         self._den = None  # (v, D) of DP²'s delayed denominator
         self._total = None  # PAGAN's projected sums (Ellipsoid)
         self._sq = None  # PASAN's row of squares
@@ -773,6 +844,17 @@ class FusedStep:
                  U=None):
         """One release of ``rel`` on the batch (scaled by ``S`` unless ``None``; divided by ``U``
         unless ``None``) and the recursion ``op`` (one kernel call)."""
+        args, z = self._release_args(rel, W, idx, mask, ctx, S)
+        _release_apply(*args, H, use_phi, add_eps, op,
+                       A if A is not None else self._dummy(W), B if B is not None else self._dummy(W),
+                       D if D is not None else self._dummy(W), U)
+        if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
+            _bitgen.store_state(ctx.backend._gen, z)
+
+    def _release_args(self, rel, W, idx, mask, ctx, S):
+        """The leading arguments of :func:`_release_apply` (and :func:`_ime_fused`) for one release
+        of ``rel`` on the batch, through ``recip``; and the release's noise source (``z``: a
+        state array whose Generator the caller moves on after the kernel)."""
         R = W.shape[0]
         dt = W.dtype
         if rel.clip is None:
@@ -796,14 +878,9 @@ class FusedStep:
 
             C = np.ascontiguousarray(_clip_per_trial(clip_arg, R), dtype=np.float64)
         z = self._noise(rel.noisy, W, ctx)
-        _release_apply(self.srck, self.data, self.indices, self.indptr, self.rn2, self.X, idx, W,
-                       self.y, self.kind, self.lam, Sk, want_scale, C, M, want_mask, total,
-                       self.buf, z, self._zbuf(z, W), rel.noisy, self._recip(ctx), H, use_phi,
-                       add_eps, op,
-                       A if A is not None else self._dummy(W), B if B is not None else self._dummy(W),
-                       D if D is not None else self._dummy(W), U)
-        if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
-            _bitgen.store_state(ctx.backend._gen, z)
+        return ((self.srck, self.data, self.indices, self.indptr, self.rn2, self.X, idx, W, self.y,
+                 self.kind, self.lam, Sk, want_scale, C, M, want_mask, total, self.buf, z,
+                 self._zbuf(z, W), rel.noisy, self._recip(ctx)), z)
 
     @staticmethod
     def _noise(noisy, W, ctx):
@@ -940,6 +1017,8 @@ class FusedStep:
         """IME's step (:class:`Ime`) in two kernel calls: the first release into ``g̃`` and the
         clipped sums kept (:data:`OP_STORE`), then the second release, the moment recursion and
         the update (:func:`_ime_apply`); the noise of each release drawn as the chain draws it.
+        When the second release draws nothing (``σ2 = 0``: the noiseless oracles, or IME with a
+        zero second noise multiplier) one kernel call, trial by trial (:func:`_ime_fused`).
         Not float64: the chain runs."""
         from .base import Batch  # noqa: PLC0415
         from .preconditioners import AdamState, PreconditionState  # noqa: PLC0415
@@ -950,13 +1029,16 @@ class FusedStep:
             updates, state = self.tx.update(batch, state, W, ctx)
             return W + updates, state
         R, d = W.shape
-        if self._ime_bufs is None or self._ime_bufs[0].shape != (R, d):
-            self._ime_bufs = (np.empty((R, d)), np.empty((R, d)), np.empty(d))
+        noisy = not is_zero(sp.s2)  # 0 for the noiseless oracles: the second release draws nothing
+        shape = (R, d) if noisy else (1, d)  # g̃ and the clipped sums: every trial's, or one row
+        if self._ime_bufs is None or self._ime_bufs[0].shape != shape:
+            self._ime_bufs = (np.empty(shape), np.empty(shape), np.empty(d))
         G, S, sqb = self._ime_bufs
         H1 = self._static_table("ime1", sp.release, sp.neglr, ctx, W.dtype, R)
         # scale-then-privatize: s from the rule's v before this step (None for a plain chain)
         s = None if sp.stp_eps is None else self._stp_scale(state["preconditioner"].v, ctx, W.dtype)
-        self._release(sp.release, W, idx, mask, ctx, s, H1, OP_STORE, G, S, None, U=s)
+        if noisy:  # the first release of every trial before the second's draws: two passes
+            self._release(sp.release, W, idx, mask, ctx, s, H1, OP_STORE, G, S, None, U=s)
         # the second release's constants, with the privatizer's expressions
         b = float(ctx.batch_size)
         c = ctx.hp(sp.clip)
@@ -965,7 +1047,6 @@ class FusedStep:
             sens2 = c ** 2 * (2.0 / b)
         else:
             sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
-        noisy = not is_zero(sp.s2)  # 0 for the noiseless oracles
         K = _row(ctx.hp(sp.s2) * sens2 if noisy else 0.0, np.float64)
         Cc = _row(c, np.float64)
         state = dict(state)
@@ -991,9 +1072,14 @@ class FusedStep:
             if H is None:
                 ent[H_3] = ctx.hp(sp.eps)
                 H = self._static["ime2"] = _table(W.dtype, R, ent)
-        z = self._noise(noisy, W, ctx)
-        _ime_apply(G, S, W, self.A, self.B if adam else self._dummy(W), z, self._zbuf(z, W), noisy,
-                   project, Cc, K, self._recip(ctx), H, sqb, adam, add_eps, s)
+        if noisy:
+            z = self._noise(noisy, W, ctx)
+            _ime_apply(G, S, W, self.A, self.B if adam else self._dummy(W), z, self._zbuf(z, W),
+                       noisy, project, Cc, K, self._recip(ctx), H, sqb, adam, add_eps, s)
+        else:  # one pass: each trial's both releases, its moments and its update (_ime_fused)
+            args, z = self._release_args(sp.release, W, idx, mask, ctx, s)
+            _ime_fused(*args, H1, G[0], self.A, self.B if adam else self._dummy(W), project, Cc, H,
+                       sqb, adam, add_eps, s)
         if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
             _bitgen.store_state(ctx.backend._gen, z)
         if adam:
@@ -1058,11 +1144,20 @@ class FusedStep:
 
     def _stp_scale(self, v, ctx, dt):
         """Scale-then-privatize's ``s = 1/(√max(v, 0) + ε_s)``, the expression of
-        :func:`dpsim.transforms.combinators.scale_then_privatize` (a fresh array each step: ``v``
-        changes in place), or ``None`` for a plain post-processing chain."""
+        :func:`dpsim.transforms.combinators.scale_then_privatize`, or ``None`` for a plain
+        post-processing chain.  Float64: one pass of :func:`_inverse_root` into a buffer kept
+        across steps (recomputed each step before the kernel updates ``v`` in place; the four
+        NumPy passes with their temporaries cost ~4 ms a step at R·d = 6.4·10⁵); otherwise the
+        NumPy expression."""
         if self.spec.stp_eps is None:
             return None
-        s = 1.0 / (np.sqrt(np.maximum(v, 0.0)) + ctx.hp(self.spec.stp_eps))
+        e = ctx.hp(self.spec.stp_eps)
+        if dt == np.float64 and isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 2:
+            if self._s is None or self._s.shape != v.shape:
+                self._s = np.empty(v.shape)
+            _inverse_root(v, _row(e, np.float64), self._s)
+            return self._s
+        s = 1.0 / (np.sqrt(np.maximum(v, 0.0)) + e)
         return np.ascontiguousarray(s, dtype=dt)
 
     def _delayed(self, W, idx, mask, state, ctx):
