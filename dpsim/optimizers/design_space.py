@@ -156,7 +156,7 @@ def dp_adam_stp_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.99
 def _oracle_described(tx, clip, noise_multiplier, noise, lr, rule, eps, beta1, beta2, eps_scale=None):
     """``tx`` (a noiseless-v oracle's chain: :func:`noiseless_v_privatizer`, optionally behind
     scale-then-privatize with guard ``eps_scale``, then ``rule`` — Adam or AdaGrad on the moment
-    inputs — then the learning rate) with its fused-release description: IME's two passes with a
+    inputs — then the learning rate) with its fused-release description: IME's one pass with a
     plain, noiseless square (:class:`dpsim.transforms._fused_release.Ime` ``noiseless``; Adam on
     ``MomentInputs`` is IME's Adam element), made from the same validated values; none for
     correlated noise."""

@@ -175,9 +175,9 @@ class Ime:
     (:func:`dpsim.optimizers.design_space._adam_moments`, with ``beta1``, ``beta2``, ``eps``).
 
     The two releases draw their ``(R, d)`` normals one after the other from the one noise stream,
-    the second after *all* of the first, so the step is two passes over the trials: the first
-    computes each trial's clipped sum and ``g̃`` into two ``(R, d)`` buffers, the second the
-    square's release, the moment recursion and the update.
+    the second after *all* of the first: the first release's normals are drawn up front into an
+    ``(R, d)`` array, then one pass over the trials does each trial's clipped sum, ``g̃``, the
+    square's release (drawing on), the moment recursion and the update (:func:`_ime_fused`).
 
     ``noiseless``: the second moment is fed the plain square ``ḡ²`` of the clipped mean — not
     projected, no noise, nothing drawn (``s2`` is then 0) — the non-private oracle of [DESIGN]
@@ -326,7 +326,7 @@ def _unscale_sq_impl(q, U, r, j):
 
 
 # op codes of the per-coordinate recursion
-OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV, OP_STORE = range(9)
+OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV = range(8)
 # where the clipped sum comes from
 SRC_CSR, SRC_DENSE, SRC_TOTAL = 0, 1, 2
 # rows of the hyperparameter table H (NH, R or 1), in the run's dtype: noise std, nominal b, the
@@ -439,10 +439,6 @@ def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U
     elif op == OP_ACC:  # DP² extra query's side release: G = G + g
         for j in range(d):
             B[r, j] = B[r, j] + _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
-    elif op == OP_STORE:  # IME's first pass: g̃ into A, the clipped sum into B (no update)
-        for j in range(d):
-            A[r, j] = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
-            B[r, j] = src[j]
     else:  # OP_DIV: DP² noise-first adaptive phase: (g / D)·(−η2)
         for j in range(d):
             g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
@@ -618,42 +614,6 @@ def _ime_square(s, bb, recip, f, noisy, z, W, j, k):
     return q
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
-def _ime_apply(G, S, W, A, B, gen, zbuf, noisy, project, C, K, recip, H, sqb, adam, add_eps, U):
-    """IME's second pass, every trial in order: ``ḡ = S/b``; with ``project`` the factor
-    ``f = C/‖ḡ‖`` where ``‖ḡ‖ > C`` (else 1; ``‖ḡ‖²`` NumPy's row sum, :func:`_row_sum`); per
-    coordinate ``u = ḡ·f``, ``s̃ = u·u + z·k`` (``z`` the second release's normal, ``k = σ2·Δ₂``
-    row ``r`` or 0 of ``K``), then AdaGrad (``v = v + s̃``, ``g̃/(√max(v, 0) + ε)``, ``H_3`` ε) or
-    ``adam`` (the element of :func:`dpsim.optimizers.design_space._adam_moments_kernel`: ``H_1``
-    β1, ``H_2`` 1−β1, ``H_3`` β2, ``H_4`` 1−β2, ``H_5`` 1−β1ᵗ, ``H_6`` 1−β2ᵗ, ``H_9`` ε) and
-    ``w = w + u·(−η)`` — the chain's operations in its order, each rounded once."""
-    R, d = W.shape
-    for r in range(R):
-        z = _trial_source(gen, r, zbuf, noisy)
-        c = r if H.shape[1] > 1 else 0
-        bb = H[H_B, c]
-        nl = H[H_NEGLR, c]
-        zero = H[H_ZERO, c]
-        cr = C[r if C.shape[0] > 1 else 0]
-        kr = K[r if K.shape[0] > 1 else 0]
-        f = _ime_factor(S[r], bb, recip, cr, sqb, project)
-        # one loop per (recip, noisy): the flags are constants in each inlined copy, so the
-        # element loop carries no branch on them
-        if recip:
-            if noisy:
-                _ime_row(G[r], S[r], W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, True, adam,
-                         add_eps, U)
-            else:
-                _ime_row(G[r], S[r], W, A, B, r, H, c, bb, nl, zero, f, z, kr, True, False, adam,
-                         add_eps, U)
-        elif noisy:
-            _ime_row(G[r], S[r], W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, True, adam,
-                     add_eps, U)
-        else:
-            _ime_row(G[r], S[r], W, A, B, r, H, c, bb, nl, zero, f, z, kr, False, False, adam,
-                     add_eps, U)
-
-
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _ime_factor(s, bb, recip, cr, sqb, project):
     """IME's projection factor of one trial's clipped sum ``s`` (a row): ``C/‖s/b‖`` where
@@ -672,16 +632,25 @@ def _ime_factor(s, bb, recip, cr, sqb, project):
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _ime_fused(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C, mask,
-               want_mask, total, buf, gen, zbuf, noisy, recip, H1, g1, A, B, project, Cc, H,
-               sqb, adam, add_eps, U):
-    """IME's step in one pass when its second release draws nothing (``σ2 = 0``, the oracles of
-    :class:`Ime` ``noiseless``): per trial, in order, the clipped sum into ``buf`` (as
-    :func:`_release_apply`), the first release's ``g̃`` into the row ``g1`` (its normals drawn as
-    there: the trials' streams in the same order, nothing drawn in between), then
-    :func:`_ime_apply`'s element loop on the two rows.  Trials are independent, so finishing
-    trial ``r`` before the next one's clipped sum changes no number; the two ``(R, d)`` arrays of
-    the two-pass step (``g̃`` and the clipped sums) and a pass over them are saved.  ``H1``: the
-    first release's table (:func:`_apply_row`'s ``OP_STORE``), ``H``: the second's."""
+               want_mask, total, buf, gen, zbuf, noisy, recip, H1, g1, A, B, gen2, zbuf2, noisy2,
+               project, Cc, K, H, sqb, adam, add_eps, U):
+    """IME's step in one pass, trial by trial: the clipped sum into ``buf`` (as
+    :func:`_release_apply`), the first release's ``g̃`` into the row ``g1`` (``gen``, ``zbuf``,
+    ``noisy``: its noise source, :func:`_trial_source`), the factor ``f = C/‖ḡ‖`` where
+    ``‖ḡ‖ > C`` with ``project`` (:func:`_ime_factor`), then per coordinate ``u = ḡ·f``,
+    ``s̃ = u·u + z·k`` (``z`` the second release's normal from ``gen2``/``zbuf2`` when ``noisy2``,
+    ``k = σ2·Δ₂`` row ``r`` or 0 of ``K``), AdaGrad (``v = v + s̃``, ``g̃/(√max(v, 0) + ε)``,
+    ``H_3`` ε) or ``adam`` (the element of
+    :func:`dpsim.optimizers.design_space._adam_moments_kernel`: ``H_1`` β1, ``H_2`` 1−β1,
+    ``H_3`` β2, ``H_4`` 1−β2, ``H_5`` 1−β1ᵗ, ``H_6`` 1−β2ᵗ, ``H_9`` ε) and ``w = w + u·(−η)``
+    — the chain's operations in its order, each rounded once (:func:`_ime_row`).
+
+    The chain draws every trial's first-release normals before any second-release normal: when
+    both releases are noisy, ``gen`` is the step's ``(R, d)`` array of first-release normals,
+    drawn before the kernel (from the Generator's stream in C order, or the blocked layout's
+    array), and ``gen2`` draws on; when the second release draws nothing, ``gen`` may be the
+    Generator itself.  Trials are independent, so finishing trial ``r`` before the next one's
+    clipped sum changes no number.  ``H1``: the first release's table, ``H``: the second's."""
     R, d = W.shape
     for r in range(R):
         z = _trial_source(gen, r, zbuf, noisy)
@@ -700,20 +669,33 @@ def _ime_fused(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, wan
         b1 = H1[H_B, c1]
         for j in range(d):
             g1[j] = _unscale(_noisy_mean(z, W, j, noisy, sd, src[j], b1, recip), U, r, j)
+        z2 = _trial_source(gen2, r, zbuf2, noisy2)
         c = r if H.shape[1] > 1 else 0
         bb = H[H_B, c]
+        nl = H[H_NEGLR, c]
+        zero = H[H_ZERO, c]
+        kr = K[r if K.shape[0] > 1 else 0]
         f = _ime_factor(src, bb, recip, Cc[r if Cc.shape[0] > 1 else 0], sqb, project)
+        # one loop per (recip, noisy2): the flags are constants in each inlined copy, so the
+        # element loop carries no branch on them
         if recip:
-            _ime_row(g1, src, W, A, B, r, H, c, bb, H[H_NEGLR, c], H[H_ZERO, c], f, z, 0.0, True,
-                     False, adam, add_eps, U)
+            if noisy2:
+                _ime_row(g1, src, W, A, B, r, H, c, bb, nl, zero, f, z2, kr, True, True, adam,
+                         add_eps, U)
+            else:
+                _ime_row(g1, src, W, A, B, r, H, c, bb, nl, zero, f, z2, kr, True, False, adam,
+                         add_eps, U)
+        elif noisy2:
+            _ime_row(g1, src, W, A, B, r, H, c, bb, nl, zero, f, z2, kr, False, True, adam,
+                     add_eps, U)
         else:
-            _ime_row(g1, src, W, A, B, r, H, c, bb, H[H_NEGLR, c], H[H_ZERO, c], f, z, 0.0, False,
-                     False, adam, add_eps, U)
+            _ime_row(g1, src, W, A, B, r, H, c, bb, nl, zero, f, z2, kr, False, False, adam,
+                     add_eps, U)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam, add_eps, U):
-    """:func:`_ime_apply`'s element loop for trial ``r`` (the moment recursion and the update);
+    """:func:`_ime_fused`'s element loop for trial ``r`` (the moment recursion and the update);
     ``G`` and ``S`` the trial's rows of ``g̃`` and of the clipped sums."""
     d = W.shape[1]
     if adam:
@@ -829,7 +811,7 @@ class FusedStep:
         self._den = None  # (v, D) of DP²'s delayed denominator
         self._total = None  # PAGAN's projected sums (Ellipsoid)
         self._sq = None  # PASAN's row of squares
-        self._ime_bufs = None  # IME's g̃ and clipped sums (R, d) and a row of squares
+        self._ime_bufs = None  # IME's rows of g̃ and of squares, its first release's normals (R, d)
 
     # -- pieces ---------------------------------------------------------------------------------
     def _adopt(self, params, ctx):
@@ -851,10 +833,10 @@ class FusedStep:
         if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
             _bitgen.store_state(ctx.backend._gen, z)
 
-    def _release_args(self, rel, W, idx, mask, ctx, S):
+    def _release_args(self, rel, W, idx, mask, ctx, S, z=None):
         """The leading arguments of :func:`_release_apply` (and :func:`_ime_fused`) for one release
         of ``rel`` on the batch, through ``recip``; and the release's noise source (``z``: a
-        state array whose Generator the caller moves on after the kernel)."""
+        state array whose Generator the caller moves on after the kernel; given: drawn already)."""
         R = W.shape[0]
         dt = W.dtype
         if rel.clip is None:
@@ -877,7 +859,8 @@ class FusedStep:
             from ..problems.glm import _clip_per_trial  # noqa: PLC0415
 
             C = np.ascontiguousarray(_clip_per_trial(clip_arg, R), dtype=np.float64)
-        z = self._noise(rel.noisy, W, ctx)
+        if z is None:
+            z = self._noise(rel.noisy, W, ctx)
         return ((self.srck, self.data, self.indices, self.indptr, self.rn2, self.X, idx, W, self.y,
                  self.kind, self.lam, Sk, want_scale, C, M, want_mask, total, self.buf, z,
                  self._zbuf(z, W), rel.noisy, self._recip(ctx)), z)
@@ -1014,12 +997,13 @@ class FusedStep:
         return W, state
 
     def _ime(self, W, idx, mask, state, ctx):
-        """IME's step (:class:`Ime`) in two kernel calls: the first release into ``g̃`` and the
-        clipped sums kept (:data:`OP_STORE`), then the second release, the moment recursion and
-        the update (:func:`_ime_apply`); the noise of each release drawn as the chain draws it.
-        When the second release draws nothing (``σ2 = 0``: the noiseless oracles, or IME with a
-        zero second noise multiplier) one kernel call, trial by trial (:func:`_ime_fused`).
-        Not float64: the chain runs."""
+        """IME's step (:class:`Ime`) in one kernel call, trial by trial (:func:`_ime_fused`): the
+        first release, the second, the moment recursion and the update; the noise of each
+        release drawn as the chain draws it — all of the first release's normals (an ``(R, d)``
+        array drawn before the kernel, on the stream layout from the run's Generator in C order)
+        before the second's, unless the second draws nothing (``σ2 = 0``: the noiseless oracles,
+        or a zero noise multiplier), when the first release draws inside the kernel.  Not
+        float64: the chain runs."""
         from .base import Batch  # noqa: PLC0415
         from .preconditioners import AdamState, PreconditionState  # noqa: PLC0415
 
@@ -1029,16 +1013,25 @@ class FusedStep:
             updates, state = self.tx.update(batch, state, W, ctx)
             return W + updates, state
         R, d = W.shape
+        if self._ime_bufs is None or self._ime_bufs[0].shape[0] != d:
+            self._ime_bufs = (np.empty(d), np.empty(d), None)  # g̃'s row, a row of squares
+        g1, sqb, z1 = self._ime_bufs
         noisy = not is_zero(sp.s2)  # 0 for the noiseless oracles: the second release draws nothing
-        shape = (R, d) if noisy else (1, d)  # g̃ and the clipped sums: every trial's, or one row
-        if self._ime_bufs is None or self._ime_bufs[0].shape != shape:
-            self._ime_bufs = (np.empty(shape), np.empty(shape), np.empty(d))
-        G, S, sqb = self._ime_bufs
         H1 = self._static_table("ime1", sp.release, sp.neglr, ctx, W.dtype, R)
         # scale-then-privatize: s from the rule's v before this step (None for a plain chain)
         s = None if sp.stp_eps is None else self._stp_scale(state["preconditioner"].v, ctx, W.dtype)
-        if noisy:  # the first release of every trial before the second's draws: two passes
-            self._release(sp.release, W, idx, mask, ctx, s, H1, OP_STORE, G, S, None, U=s)
+        if noisy and sp.release.noisy:  # every first-release normal before the second's
+            be = ctx.backend
+            if be.noise_layout == "stream":
+                if z1 is None or z1.shape != (R, d):
+                    z1 = np.empty((R, d))
+                    self._ime_bufs = (g1, sqb, z1)
+                _bitgen.fill_normals(be._gen, z1)  # gen.standard_normal(out=z1)'s numbers
+            else:
+                z1 = self._noise(True, W, ctx)  # the blocked layout's array, as the chain's
+            args, z = self._release_args(sp.release, W, idx, mask, ctx, s, z=z1)
+        else:
+            args, z = self._release_args(sp.release, W, idx, mask, ctx, s)
         # the second release's constants, with the privatizer's expressions
         b = float(ctx.batch_size)
         c = ctx.hp(sp.clip)
@@ -1072,16 +1065,12 @@ class FusedStep:
             if H is None:
                 ent[H_3] = ctx.hp(sp.eps)
                 H = self._static["ime2"] = _table(W.dtype, R, ent)
-        if noisy:
-            z = self._noise(noisy, W, ctx)
-            _ime_apply(G, S, W, self.A, self.B if adam else self._dummy(W), z, self._zbuf(z, W),
-                       noisy, project, Cc, K, self._recip(ctx), H, sqb, adam, add_eps, s)
-        else:  # one pass: each trial's both releases, its moments and its update (_ime_fused)
-            args, z = self._release_args(sp.release, W, idx, mask, ctx, s)
-            _ime_fused(*args, H1, G[0], self.A, self.B if adam else self._dummy(W), project, Cc, H,
-                       sqb, adam, add_eps, s)
-        if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
-            _bitgen.store_state(ctx.backend._gen, z)
+        z2 = self._noise(noisy, W, ctx)  # after the first release's draws
+        _ime_fused(*args, H1, g1, self.A, self.B if adam else self._dummy(W), z2, self._zbuf(z2, W),
+                   noisy, project, Cc, K, H, sqb, adam, add_eps, s)
+        for zz in (z, z2):  # the inlined draws: move the Generator on
+            if isinstance(zz, np.ndarray) and zz.dtype == np.uint64:
+                _bitgen.store_state(ctx.backend._gen, zz)
         if adam:
             state["preconditioner"] = AdamState(m=self.A, v=self.B, count=t)
         else:
