@@ -6,7 +6,9 @@
 Workload W: ``logistic_regression(n=25_000, d=10_000, density=0.01)``, b = 64, Poisson sampling
 (also for PAGAN, whose paper samples with replacement: the sampler does not change the per-step
 cost), R = 64.  Default: every registered optimizer (``dpsim.optimizers.names()``) plus DP-SGD
-with banded correlated noise (``dp_sgd[banded:4]``).  Each is run for 2 steps twice (a warm-up for Numba
+with banded correlated noise (``dp_sgd[banded:4]``) and AdaDPS at its default public split of 1 %
+(``adadps[public 1%]``; the ``adadps`` row carves out 5 %, as ``pdp_sgd`` does: its public
+RMSProp reads every public row each step, so its cost grows with the split).  Each is run for 2 steps twice (a warm-up for Numba
 compilation, then a per-step estimate) and then timed; the number of timed steps is ``--steps``,
 or fewer for a slow optimizer (enough for about ``--target-s`` seconds, at least 3), so the whole
 table stays affordable (``dp_sgd_ctcdp``, whose plan is made for a step count, always runs
@@ -48,6 +50,7 @@ SETTINGS = {
     "adadps": dict(public_fraction=0.05),
     "pdp_sgd": dict(k=2, public_fraction=0.05),
     "dp_sgd[banded:4]": dict(noise="banded:4"),
+    "adadps[public 1%]": dict(public_fraction=0.01),
 }
 
 
@@ -84,7 +87,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     prob = problems.logistic_regression(args.n, args.d, density=args.density, seed=0)
-    labels = args.optimizers or (optimizers.names() + ["dp_sgd[banded:4]"])
+    labels = args.optimizers or (optimizers.names() + ["dp_sgd[banded:4]", "adadps[public 1%]"])
     labels = list(dict.fromkeys(["dp_sgd"] + list(labels)))
     # a variant whose run needs another batch size or sampler than W's (the ctCDP plan: [L2P]'s
     # conditions (10)/(13) admit no b = 64 here) is also compared with dp_sgd run the same way
