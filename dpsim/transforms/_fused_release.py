@@ -1197,7 +1197,12 @@ class FusedStep:
         """``s = 1/(√max(v, 0) + ε)``, the expression of :func:`dpsim.optimizers.dp2._delayed_scale_release`
         (and of ``scale_then_privatize``), recomputed whenever ``v`` is another array (a refresh)."""
         if self._scale is None or self._scale[0] is not v:
-            s = 1.0 / (np.sqrt(np.maximum(v, 0.0)) + ctx.hp(self.spec.eps))
+            e = ctx.hp(self.spec.eps)
+            if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 2:
+                s = np.empty(v.shape)
+                _inverse_root(v, _row(e, np.float64), s)  # the expression below, one pass
+            else:
+                s = 1.0 / (np.sqrt(np.maximum(v, 0.0)) + e)
             self._scale = (v, np.ascontiguousarray(s))
         return self._scale[1]
 
