@@ -376,6 +376,16 @@ def _inverse_root(v, E, out):
             out[r, j] = 1.0 / (np.sqrt(mv) + e)
 
 
+def _inverse_root_of(v, e, dt, out):
+    """``1/(√max(v, 0) + e)`` as a C-contiguous array of ``dt``: for float64 ``(R, d)`` ``v`` one
+    pass of :func:`_inverse_root` into ``out`` (a float64 buffer of ``v``'s shape), returned;
+    otherwise the NumPy expression itself (four passes; ``out`` unused)."""
+    if dt == np.float64 and isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 2:
+        _inverse_root(v, _row(e, np.float64), out)
+        return out
+    return np.ascontiguousarray(1.0 / (np.sqrt(np.maximum(v, 0.0)) + e), dtype=dt)
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U):
     """Noise, the recursion ``op`` and the update of trial ``r``, coordinate by coordinate, on the
@@ -457,16 +467,26 @@ def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S,
     R = W.shape[0]
     for r in range(R):
         z = _trial_source(gen, r, zbuf, noisy)
-        if srck == SRC_CSR:
-            _K._trial_row(None, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C,
-                          mask, want_mask, buf, None, r)
-            _apply_row(op, buf, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U)
-        elif srck == SRC_DENSE:
-            _K._trial_row(X, None, None, None, None, idx, W, y, kind, lam, S, want_scale, C, mask,
-                          want_mask, buf, None, r)
-            _apply_row(op, buf, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U)
-        else:
-            _apply_row(op, total[r], z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U)
+        src = _clipped_row(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale,
+                           C, mask, want_mask, total, buf, r)
+        _apply_row(op, src, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _clipped_row(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C, mask,
+                 want_mask, total, buf, r):
+    """Trial ``r``'s clipped sum: the engine's CSR or dense GLM trial body
+    (:func:`dpsim.problems._glm_kernels._trial_row`) into ``buf`` (norms not kept), or the
+    precomputed row ``total[r]`` (``srck``)."""
+    if srck == SRC_CSR:
+        _K._trial_row(None, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C,
+                      mask, want_mask, buf, None, r)
+        return buf
+    if srck == SRC_DENSE:
+        _K._trial_row(X, None, None, None, None, idx, W, y, kind, lam, S, want_scale, C, mask,
+                      want_mask, buf, None, r)
+        return buf
+    return total[r]
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -634,8 +654,7 @@ def _ime_factor(s, bb, recip, cr, sqb, project):
 def _ime_fused(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C, mask,
                want_mask, total, buf, gen, zbuf, noisy, recip, H1, g1, A, B, gen2, zbuf2, noisy2,
                project, Cc, K, H, sqb, adam, add_eps, U):
-    """IME's step in one pass, trial by trial: the clipped sum into ``buf`` (as
-    :func:`_release_apply`), the first release's ``g̃`` into the row ``g1`` (``gen``, ``zbuf``,
+    """IME's step in one pass, trial by trial: the clipped sum (:func:`_clipped_row`), the first release's ``g̃`` into the row ``g1`` (``gen``, ``zbuf``,
     ``noisy``: its noise source, :func:`_trial_source`), the factor ``f = C/‖ḡ‖`` where
     ``‖ḡ‖ > C`` with ``project`` (:func:`_ime_factor`), then per coordinate ``u = ḡ·f``,
     ``s̃ = u·u + z·k`` (``z`` the second release's normal from ``gen2``/``zbuf2`` when ``noisy2``,
@@ -654,16 +673,8 @@ def _ime_fused(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, wan
     R, d = W.shape
     for r in range(R):
         z = _trial_source(gen, r, zbuf, noisy)
-        if srck == SRC_CSR:
-            _K._trial_row(None, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C,
-                          mask, want_mask, buf, None, r)
-            src = buf
-        elif srck == SRC_DENSE:
-            _K._trial_row(X, None, None, None, None, idx, W, y, kind, lam, S, want_scale, C, mask,
-                          want_mask, buf, None, r)
-            src = buf
-        else:
-            src = total[r]
+        src = _clipped_row(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale,
+                           C, mask, want_mask, total, buf, r)
         c1 = r if H1.shape[1] > 1 else 0
         sd = H1[H_STD, c1]
         b1 = H1[H_B, c1]
@@ -811,7 +822,8 @@ class FusedStep:
         self._den = None  # (v, D) of DP²'s delayed denominator
         self._total = None  # PAGAN's projected sums (Ellipsoid)
         self._sq = None  # PASAN's row of squares
-        self._ime_bufs = None  # IME's rows of g̃ and of squares, its first release's normals (R, d)
+        self._ime_bufs = None  # IME's rows of g̃ and of squares
+        self._z1 = None  # IME's first-release normals (R, d), when drawn before its pass
 
     # -- pieces ---------------------------------------------------------------------------------
     def _adopt(self, params, ctx):
@@ -1014,24 +1026,23 @@ class FusedStep:
             return W + updates, state
         R, d = W.shape
         if self._ime_bufs is None or self._ime_bufs[0].shape[0] != d:
-            self._ime_bufs = (np.empty(d), np.empty(d), None)  # g̃'s row, a row of squares
-        g1, sqb, z1 = self._ime_bufs
-        noisy = not is_zero(sp.s2)  # 0 for the noiseless oracles: the second release draws nothing
+            self._ime_bufs = (np.empty(d), np.empty(d))  # g̃'s row, a row of squares
+        g1, sqb = self._ime_bufs
+        noisy2 = not is_zero(sp.s2)  # 0 for the noiseless oracles: the second release draws nothing
         H1 = self._static_table("ime1", sp.release, sp.neglr, ctx, W.dtype, R)
         # scale-then-privatize: s from the rule's v before this step (None for a plain chain)
         s = None if sp.stp_eps is None else self._stp_scale(state["preconditioner"].v, ctx, W.dtype)
-        if noisy and sp.release.noisy:  # every first-release normal before the second's
+        z1 = None  # the first release draws inside the kernel, unless:
+        if noisy2 and sp.release.noisy:  # every first-release normal before the second's
             be = ctx.backend
             if be.noise_layout == "stream":
-                if z1 is None or z1.shape != (R, d):
-                    z1 = np.empty((R, d))
-                    self._ime_bufs = (g1, sqb, z1)
+                if self._z1 is None or self._z1.shape != (R, d):
+                    self._z1 = np.empty((R, d))
+                z1 = self._z1
                 _bitgen.fill_normals(be._gen, z1)  # gen.standard_normal(out=z1)'s numbers
             else:
                 z1 = self._noise(True, W, ctx)  # the blocked layout's array, as the chain's
-            args, z = self._release_args(sp.release, W, idx, mask, ctx, s, z=z1)
-        else:
-            args, z = self._release_args(sp.release, W, idx, mask, ctx, s)
+        args, z = self._release_args(sp.release, W, idx, mask, ctx, s, z=z1)
         # the second release's constants, with the privatizer's expressions
         b = float(ctx.batch_size)
         c = ctx.hp(sp.clip)
@@ -1040,7 +1051,7 @@ class FusedStep:
             sens2 = c ** 2 * (2.0 / b)
         else:
             sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
-        K = _row(ctx.hp(sp.s2) * sens2 if noisy else 0.0, np.float64)
+        K = _row(ctx.hp(sp.s2) * sens2 if noisy2 else 0.0, np.float64)
         Cc = _row(c, np.float64)
         state = dict(state)
         st = state["preconditioner"]
@@ -1065,9 +1076,9 @@ class FusedStep:
             if H is None:
                 ent[H_3] = ctx.hp(sp.eps)
                 H = self._static["ime2"] = _table(W.dtype, R, ent)
-        z2 = self._noise(noisy, W, ctx)  # after the first release's draws
+        z2 = self._noise(noisy2, W, ctx)  # after the first release's draws
         _ime_fused(*args, H1, g1, self.A, self.B if adam else self._dummy(W), z2, self._zbuf(z2, W),
-                   noisy, project, Cc, K, H, sqb, adam, add_eps, s)
+                   noisy2, project, Cc, K, H, sqb, adam, add_eps, s)
         for zz in (z, z2):  # the inlined draws: move the Generator on
             if isinstance(zz, np.ndarray) and zz.dtype == np.uint64:
                 _bitgen.store_state(ctx.backend._gen, zz)
@@ -1140,14 +1151,9 @@ class FusedStep:
         NumPy expression."""
         if self.spec.stp_eps is None:
             return None
-        e = ctx.hp(self.spec.stp_eps)
-        if dt == np.float64 and isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 2:
-            if self._s is None or self._s.shape != v.shape:
-                self._s = np.empty(v.shape)
-            _inverse_root(v, _row(e, np.float64), self._s)
-            return self._s
-        s = 1.0 / (np.sqrt(np.maximum(v, 0.0)) + e)
-        return np.ascontiguousarray(s, dtype=dt)
+        if self._s is None or self._s.shape != v.shape:
+            self._s = np.empty(v.shape)
+        return _inverse_root_of(v, ctx.hp(self.spec.stp_eps), dt, self._s)
 
     def _delayed(self, W, idx, mask, state, ctx):
         from .preconditioners import DelayedState  # noqa: PLC0415
@@ -1197,13 +1203,7 @@ class FusedStep:
         """``s = 1/(√max(v, 0) + ε)``, the expression of :func:`dpsim.optimizers.dp2._delayed_scale_release`
         (and of ``scale_then_privatize``), recomputed whenever ``v`` is another array (a refresh)."""
         if self._scale is None or self._scale[0] is not v:
-            e = ctx.hp(self.spec.eps)
-            if isinstance(v, np.ndarray) and v.dtype == np.float64 and v.ndim == 2:
-                s = np.empty(v.shape)
-                _inverse_root(v, _row(e, np.float64), s)  # the expression below, one pass
-            else:
-                s = 1.0 / (np.sqrt(np.maximum(v, 0.0)) + e)
-            self._scale = (v, np.ascontiguousarray(s))
+            self._scale = (v, _inverse_root_of(v, ctx.hp(self.spec.eps), v.dtype, np.empty(v.shape)))
         return self._scale[1]
 
     def _delayed_den(self, v, ctx):
