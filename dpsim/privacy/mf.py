@@ -105,6 +105,7 @@ import math
 import re
 from typing import Any, NamedTuple
 
+import numba
 import numpy as np
 
 __all__ = [
@@ -611,11 +612,18 @@ class NoiseStream:
         t = state.t
         u = backend.normal(state.shape)  # fresh Z_t, owned here: scaled in place
         scale = self.sens * self._inv_m0
+        # the ring holds u_s = sens·y_s, which obeys the same recurrence with input sens·Z/m_0
+        if state.ring is not None and _host_float64(u, state.ring, state.coef):
+            # one pass: u·scale − Σ_j (m_j/m_0) u_{t−j}, stored in u and in the ring slot (the
+            # NumPy expressions below take five passes over (R, d) and a temporary)
+            p = t % state.ring.shape[0]
+            _banded_feedback(u.reshape(-1), scale, state.coef[p],
+                             state.ring.reshape(state.ring.shape[0], -1), p)
+            return u, state._replace(t=t + 1)
         if scale != 1.0:
             u *= scale
         if state.ring is None:  # a single coefficient m_0 ≠ 1: u = sens · Z / m_0
             return u, state._replace(t=t + 1)
-        # the ring holds u_s = sens·y_s, which obeys the same recurrence with input sens·Z/m_0
         p = t % state.ring.shape[0]
         u -= xp.tensordot(state.coef[p, :], state.ring, axes=1)  # Σ_j (m_j/m_0) u_{t−j}, one pass
         state.ring[p, ...] = u  # a copy; overwrites u_{t−(k−1)}, no longer needed
@@ -629,6 +637,41 @@ class NoiseStream:
         coef = state.coef[self.steps - 1 - t:]  # sens · (r_t, …, r_0)
         u = xp.tensordot(coef, state.z[: t + 1, ...], axes=1)
         return u, HistoryNoiseState(z=state.z, coef=state.coef, t=t + 1)
+
+
+def _host_float64(*arrays) -> bool:
+    """Every array a C-contiguous host NumPy float64 array (the kernel below applies)."""
+    return all(isinstance(a, np.ndarray) and a.dtype == np.float64 and a.flags.c_contiguous
+               for a in arrays)
+
+
+#: Elements per block of :func:`_banded_feedback` (its feedback sum stays in L1).
+_BANDED_BLOCK = 512
+
+
+@numba.njit(cache=True, nogil=True)
+def _banded_feedback(u, scale, coef, ring, p):
+    """``u ← u·scale − Σ_j coef[j]·ring[j]`` and ``ring[p] ← u`` in one pass, block by block: the
+    banded IIR step ``u_t = sens·Z_t/m_0 − Σ_j (m_j/m_0) u_{t−j}`` (module docstring) on flat
+    float64 arrays (``u`` and each ``ring[j]`` of length ``R·d``).  The feedback sum runs over the
+    ring slots in order, each product rounded and added in turn (a multiply, then an add);
+    ``x·1.0`` is ``x``, so ``scale = 1`` needs no branch."""
+    nb = ring.shape[0]
+    n = u.shape[0]
+    acc = np.empty(_BANDED_BLOCK)
+    for lo in range(0, n, _BANDED_BLOCK):
+        m = min(_BANDED_BLOCK, n - lo)
+        c0 = coef[0]
+        for e in range(m):
+            acc[e] = c0 * ring[0, lo + e]
+        for j in range(1, nb):
+            cj = coef[j]
+            for e in range(m):
+                acc[e] = acc[e] + cj * ring[j, lo + e]
+        for e in range(m):
+            x = u[lo + e] * scale - acc[e]
+            u[lo + e] = x
+            ring[p, lo + e] = x
 
 
 def noise_stream(noise, steps: int, *, max_bytes: int = DEFAULT_MAX_BYTES) -> NoiseStream:
