@@ -182,8 +182,15 @@ def test_only_described_chains_take_the_fused_release():
 
     tx = named_chain(("privatizer", gaussian_privatizer(1.0, 1.0)), ("lr", scale(-0.1)))
     assert fr.spec_of(tx) is None
-    assert fr.spec_of(optimizers.get("dp_sgd", noise="banded:2").transform) is None
+    # correlated noise: only the plain post-processing chains are described (their release
+    # carries the privatizer's noise source); every other form runs the chain
+    banded = optimizers.get("dp_sgd", noise="banded:2").transform
+    assert fr.spec_of(banded).release.source is not None
+    assert isinstance(fr.plan(problems.logistic_regression(100, 10, density=0.2, seed=0), banded,
+                              dpsim.backend.Backend("numpy", seed=0)), fr.FusedStep)
     assert fr.spec_of(optimizers.get("dp2_rmsprop", noise="sqrt_toeplitz").transform) is None
+    assert fr.spec_of(optimizers.get("dp_adam_stp", noise="banded:3").transform) is None
+    assert fr.spec_of(optimizers.get("dp_adam_ime", noise="banded:3").transform) is None
     prob = problems.logistic_regression(100, 10, density=0.2, seed=0)
     opt = optimizers.get("dp_sgd")
     be = dpsim.backend.Backend("array_api_strict:blocked", seed=0, threads=1)
@@ -199,6 +206,34 @@ def test_only_described_chains_take_the_fused_release():
                               public_idx=np.arange(5)), fr.FusedStep)
     assert fr.spec_of(optimizers.get("adadps", noise="banded:2").transform) is None
     assert isinstance(fr.plan(prob, opt.transform, dpsim.backend.Backend("numpy", seed=0)), fr.FusedStep)
+
+
+CORRELATED = [("dp_sgd", {}), ("dp_sgdm", {"beta": _pt(0.5, 0.9)}),
+              ("dp_rmsprop", {"eps": _pt(1e-3, 0.0)}), ("dp_adagrad", {}),
+              ("dp_adam", {"beta1": _pt(0.5, 0.9)}), ("dp_adam_bc", {}),
+              ("dp_adam_corrected", {"noise_multiplier": _pt(0.5, 2.0)}),
+              ("dp_sgd", {"noise_multiplier": _pt(0.0, 1.5), "clip": _pt(0.3, 2.0)}),
+              ("dp_sgd", {"clip": float("inf"), "noise_multiplier": 0.0})]
+
+
+@pytest.mark.parametrize("noise", ["banded:3", "sqrt_toeplitz"])
+@pytest.mark.parametrize("name,hp", CORRELATED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CORRELATED)])
+def test_fused_release_with_correlated_noise_is_the_chain(probs, monkeypatch, noise, name, hp):
+    """Correlated noise (DP-MF) on a plain post-processing chain: the fused step draws each
+    step's unit noise through the privatizer's noise source on the privatizer's stream state,
+    as its ``add_noise`` does, and the kernel reads it as an array — so parameters, records,
+    probes and the privacy record equal the chain's (samplers, both dtypes, both noise layouts,
+    per-trial hyperparameters, σ = 0 and C = ∞, which draw nothing).  Every step ran the kernel."""
+    opt = optimizers.get(name, noise=noise, **hp)
+    assert fr.spec_of(opt.transform).release.source is not None
+    calls = _count_kernel_calls(monkeypatch, "_release_apply")
+    for dtype, seed, sampling, b, backend in (
+            ("float64", 0, "poisson", 8, "numpy"), ("float32", 1, "fixed", 12, "numpy"),
+            ("float64", 2, "cyclic_poisson:3", 8, "numpy:blocked")):
+        calls.clear()
+        _both(probs["sparse"], opt, steps=9, batch_size=b, trials=R, seed=seed, dtype=dtype,
+              sampling=sampling, record_every=3, backend=backend)
+        assert len(calls) == 9  # the fused run's steps (the chain's run calls no kernel)
 
 
 def test_fused_release_leaves_the_callers_init_alone():

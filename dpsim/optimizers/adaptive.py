@@ -97,7 +97,7 @@ def dp_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP = 1.0, noise_multiplier
     """DP-AdaGrad: AdaGrad on the privatized gradient ``g̃`` (post-processing)."""
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise), "adagrad", lr, piece="preconditioner",
+    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "adagrad", lr, piece="preconditioner",
                           eps=_eps(eps)))
 
 
@@ -107,7 +107,7 @@ def dp_rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8, clip: CLIP = 1.
     """DP-RMSProp: RMSProp on the privatized gradient ``g̃`` (post-processing)."""
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", precondition(rmsprop_rule(beta, eps))), learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise), "rmsprop", lr, piece="preconditioner",
+    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "rmsprop", lr, piece="preconditioner",
                           beta=_beta(beta), eps=_eps(eps)))
 
 
@@ -117,7 +117,7 @@ def dp_adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e
     """DP-Adam: Adam on the privatized gradient ``g̃`` (post-processing; [DESIGN] §3.1)."""
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise), "adam", lr,
+    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "adam", lr,
                           **_adam(beta1, beta2, eps)))
 
 
@@ -174,7 +174,7 @@ def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, gamma_prim
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", scale_by_adam(beta1, b2, 0.0, phi=phi, floor=gamma)),
                      learning_rate(lr))
-    tx = post(tx, release(clip, noise_multiplier, noise), "adam", lr, **_adam(beta1, b2, 0.0),
+    tx = post(tx, release(clip, noise_multiplier, noise, correlated=True), "adam", lr, **_adam(beta1, b2, 0.0),
               phi=phi, floor=gamma)
     return optimizer(tx,
                      probes={"frac_above_floor": _above_floor_probe(phi, gamma, b2)})

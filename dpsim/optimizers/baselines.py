@@ -9,6 +9,7 @@ noise, DP-MF).
 from __future__ import annotations
 
 from .._validate import any_inf, hyper, negated, product
+from ..privacy.noise import NoiseSource
 from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
 from ..transforms import _fused_release as _fr
 from ..transforms.base import mean_gradient, named_chain, scale, trace
@@ -29,14 +30,21 @@ def learning_rate(lr, name="lr"):
     return ("lr", scale(neg_lr(lr, name)))
 
 
-def release(clip, noise_multiplier, noise="gaussian", *, scaled=False):
+def release(clip, noise_multiplier, noise="gaussian", *, scaled=False, correlated=False):
     """The description (:class:`dpsim.transforms._fused_release.Release`) of
     ``gaussian_privatizer(clip, noise_multiplier, noise=noise)``: the same validated clip and noise
-    std ``σ·C`` (``None`` with an infinite clip); ``None`` for correlated noise (no fused path)."""
+    std ``σ·C`` (``None`` with an infinite clip).  Correlated noise (DP-MF): ``None`` (no fused
+    path), unless ``correlated`` — for a plain post-processing chain whose first piece, named
+    ``"privatizer"``, is that privatizer — when the release carries the privatizer's noise source
+    (the fused step draws each step's unit noise through it, on the privatizer's own state)."""
+    source = None
     if noise != "gaussian":
-        return None
+        if not correlated:
+            return None
+        source = NoiseSource(noise)
     c, s = check_clip_sigma(clip, noise_multiplier)
-    return _fr.Release(clip=c, std=None if any_inf(c) else product(s, c), scaled=scaled)
+    return _fr.Release(clip=c, std=None if any_inf(c) else product(s, c), scaled=scaled,
+                       source=source)
 
 
 #: The description of the non-private ``mean_gradient`` piece (no clipping, no noise).
@@ -78,7 +86,7 @@ def dp_sgd(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise:
     One Gaussian release of noise multiplier σ per step."""
     tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
                      learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise), "sgd", lr))
+    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "sgd", lr))
 
 
 @register
@@ -88,5 +96,5 @@ def dp_sgdm(lr: LR = 0.1, beta: BETA = 0.9, clip: CLIP = 1.0, noise_multiplier: 
     ``w ← w − η b_t``.  One Gaussian release per step."""
     tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
                      _momentum(beta), learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise), "momentum", lr, piece="momentum",
+    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "momentum", lr, piece="momentum",
                           beta=hyper("beta", beta, "[0, 1)")))

@@ -65,7 +65,7 @@ def dp_adam_corrected(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps
                      ("preconditioner", scale_by_adam(beta1, beta2, eps, phi=phi, floor=0.0)),
                      learning_rate(lr))
     # described for the fused release (DP-AdamBC's rule with an additive ε and a zero floor)
-    return optimizer(post(tx, release(clip, noise_multiplier, noise), "adam", lr,
+    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "adam", lr,
                           **_adam(beta1, beta2, eps), phi=phi, floor=0.0))
 
 

@@ -53,7 +53,7 @@ instead of a Generator) without a public split.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import numba
@@ -78,11 +78,17 @@ __all__ = ["Release", "Post", "Delayed", "Prepared", "Ellipsoid", "Ime", "descri
 class Release:
     """One release as the chain's first piece computes it: ``clip`` (validated; ``None``: the
     non-private mean gradient, no clipping), ``std`` = σ·C (``None`` or zero: no noise is drawn),
-    ``scaled``: the batch is scaled by DP²'s delayed ``1/(√max(v, 0) + ε)`` first."""
+    ``scaled``: the batch is scaled by DP²'s delayed ``1/(√max(v, 0) + ε)`` first.  ``source``:
+    ``None`` for i.i.d. Gaussian noise; for correlated noise (DP-MF) the privatizer's
+    :class:`~dpsim.privacy.noise.NoiseSource`, through which a :class:`Post` step draws the step's
+    unit noise ``(R, d)`` on the privatizer's own stream state (``state["privatizer"].noise``),
+    exactly as the privatizer's ``add_noise`` does; the kernel then reads it as the blocked layout's
+    noise array.  Only a plain :class:`Post` (no ``stp_eps``) is planned with one (:func:`plan`)."""
 
     clip: Any
     std: Any
     scaled: bool = False
+    source: Any = None
 
     @property
     def noisy(self) -> bool:
@@ -777,9 +783,17 @@ def plan(problem, tx, backend, *, public_idx=None):
     spec = spec_of(tx)
     if spec is None or (public_idx is not None) != isinstance(spec, Prepared):
         return None
+    if _correlated(spec) and not (isinstance(spec, Post) and spec.stp_eps is None):
+        return None
     if backend.name != "numpy":  # either noise layout (dpsim.backend.NOISE_LAYOUTS) is handled
         return None
     return FusedStep(spec, problem, tx, public_idx)
+
+
+def _correlated(spec) -> bool:
+    """Whether a release of ``spec`` draws correlated noise (:attr:`Release.source`)."""
+    return any(isinstance(v, Release) and v.source is not None
+               for v in (getattr(spec, f.name) for f in fields(spec)))
 
 
 class FusedStep:
@@ -835,10 +849,11 @@ class FusedStep:
         return self.W
 
     def _release(self, rel, W, idx, mask, ctx, S, H, op, A, B, D, use_phi=False, add_eps=False,
-                 U=None):
+                 U=None, z=None):
         """One release of ``rel`` on the batch (scaled by ``S`` unless ``None``; divided by ``U``
-        unless ``None``) and the recursion ``op`` (one kernel call)."""
-        args, z = self._release_args(rel, W, idx, mask, ctx, S)
+        unless ``None``) and the recursion ``op`` (one kernel call); ``z``: the step's unit noise
+        drawn already (:meth:`_correlated_noise`), else drawn as :meth:`_noise` says."""
+        args, z = self._release_args(rel, W, idx, mask, ctx, S, z)
         _release_apply(*args, H, use_phi, add_eps, op,
                        A if A is not None else self._dummy(W), B if B is not None else self._dummy(W),
                        D if D is not None else self._dummy(W), U)
@@ -1088,14 +1103,30 @@ class FusedStep:
             state["preconditioner"] = PreconditionState(v=self.A)
         return W, state
 
+    def _correlated_noise(self, rel, W, state, ctx):
+        """The step's unit noise of a correlated release (:attr:`Release.source`), drawn through
+        the privatizer's noise source on its stream state, which ``state`` (a copy of the step's)
+        then holds moved on — the draw of :func:`dpsim.privacy.noise.add_noise`, so the same array
+        and the same stream state as the chain; ``None`` for i.i.d. noise (drawn by the kernel or
+        :meth:`_noise`) or a noiseless release (the privatizer draws nothing then either)."""
+        if rel.source is None or not rel.noisy:
+            return None
+        pst = state["privatizer"]
+        u, ns = rel.source.draw(pst.noise, ctx, W.shape)
+        state["privatizer"] = pst._replace(noise=ns)
+        if not (isinstance(u, np.ndarray) and u.dtype == W.dtype and u.flags.c_contiguous):
+            u = np.ascontiguousarray(u, dtype=W.dtype)  # pragma: no cover - the backend's own dtype
+        return u
+
     def _post(self, W, idx, mask, state, ctx):
         sp = self.spec
         dt, R = W.dtype, W.shape[0]
         op = _RULE_OP[sp.rule]
         state = dict(state)
+        z = self._correlated_noise(sp.release, W, state, ctx)
         if sp.rule == "sgd":
             H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R)
-            self._release(sp.release, W, idx, mask, ctx, None, H, op, None, None, None)
+            self._release(sp.release, W, idx, mask, ctx, None, H, op, None, None, None, z=z)
             return state
         from .base import TraceState  # noqa: PLC0415
         from .preconditioners import AdamState, PreconditionState  # noqa: PLC0415
@@ -1105,7 +1136,7 @@ class FusedStep:
             if self.A is None or st.trace is not self.A:
                 self.A = _own(st.trace, dt, ctx)
             H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R, {H_1: ctx.hp(sp.beta)})
-            self._release(sp.release, W, idx, mask, ctx, None, H, op, self.A, None, None)
+            self._release(sp.release, W, idx, mask, ctx, None, H, op, self.A, None, None, z=z)
             state[sp.piece] = TraceState(trace=self.A)
             return state
         if sp.rule in ("rmsprop", "adagrad"):
@@ -1117,7 +1148,7 @@ class FusedStep:
                 b = ctx.hp(sp.beta)
                 extra.update({H_1: b, H_2: 1.0 - b})  # ema(v, g², β) = v·β + g²·(1.0 − β)
             H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R, extra)
-            self._release(sp.release, W, idx, mask, ctx, s, H, op, self.A, None, None, U=s)
+            self._release(sp.release, W, idx, mask, ctx, s, H, op, self.A, None, None, U=s, z=z)
             state[sp.piece] = PreconditionState(v=self.A)
             return state
         # adam: the constants of dpsim.transforms.preconditioners.scale_by_adam / _adam_fused
@@ -1138,7 +1169,7 @@ class FusedStep:
                     H_6: 1.0 - b2 ** t, H_7: ph, H_8: fl, H_9: e if add_eps else 0.0})
         H = _table(dt, R, ent)
         self._release(sp.release, W, idx, mask, ctx, s, H, op, self.A, self.B, None,
-                      use_phi=sp.phi is not None, add_eps=add_eps, U=s)
+                      use_phi=sp.phi is not None, add_eps=add_eps, U=s, z=z)
         state[sp.piece] = AdamState(m=self.A, v=self.B, count=t)
         return state
 
