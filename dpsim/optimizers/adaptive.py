@@ -97,8 +97,8 @@ def dp_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP = 1.0, noise_multiplier
     """DP-AdaGrad: AdaGrad on the privatized gradient ``g̃`` (post-processing)."""
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "adagrad", lr, piece="preconditioner",
-                          eps=_eps(eps)))
+    rel = release(clip, noise_multiplier, noise, correlated=True)
+    return optimizer(post(tx, rel, "adagrad", lr, piece="preconditioner", eps=_eps(eps)))
 
 
 @register
@@ -107,8 +107,9 @@ def dp_rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8, clip: CLIP = 1.
     """DP-RMSProp: RMSProp on the privatized gradient ``g̃`` (post-processing)."""
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", precondition(rmsprop_rule(beta, eps))), learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "rmsprop", lr, piece="preconditioner",
-                          beta=_beta(beta), eps=_eps(eps)))
+    rel = release(clip, noise_multiplier, noise, correlated=True)
+    return optimizer(post(tx, rel, "rmsprop", lr, piece="preconditioner", beta=_beta(beta),
+                          eps=_eps(eps)))
 
 
 @register
@@ -174,7 +175,7 @@ def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, gamma_prim
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", scale_by_adam(beta1, b2, 0.0, phi=phi, floor=gamma)),
                      learning_rate(lr))
-    tx = post(tx, release(clip, noise_multiplier, noise, correlated=True), "adam", lr, **_adam(beta1, b2, 0.0),
-              phi=phi, floor=gamma)
+    tx = post(tx, release(clip, noise_multiplier, noise, correlated=True), "adam", lr,
+              **_adam(beta1, b2, 0.0), phi=phi, floor=gamma)
     return optimizer(tx,
                      probes={"frac_above_floor": _above_floor_probe(phi, gamma, b2)})

@@ -96,5 +96,5 @@ def dp_sgdm(lr: LR = 0.1, beta: BETA = 0.9, clip: CLIP = 1.0, noise_multiplier: 
     ``w ← w − η b_t``.  One Gaussian release per step."""
     tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
                      _momentum(beta), learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "momentum", lr, piece="momentum",
-                          beta=hyper("beta", beta, "[0, 1)")))
+    rel = release(clip, noise_multiplier, noise, correlated=True)
+    return optimizer(post(tx, rel, "momentum", lr, piece="momentum", beta=hyper("beta", beta, "[0, 1)")))
