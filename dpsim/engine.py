@@ -133,8 +133,9 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         general engine, a chain that its optimizer function *described*
         (:mod:`dpsim.transforms._fused_release`: DP-SGD(M), DP-RMSProp/AdaGrad/Adam/AdamBC, the
         DP² family and their non-private forms, scale-then-privatize DP-Adam, AdaDPS; i.i.d.
-        noise, or correlated noise on DP-SGD(M) and the post-processing DP-RMSProp/AdaGrad/Adam
-        rules, whose step noise is then drawn through the privatizer's own noise source first;
+        noise, or correlated noise on DP-SGD(M), the post-processing DP-RMSProp/AdaGrad/Adam
+        rules and scale-then-privatize DP-Adam, whose step noise is then drawn through the
+        privatizer's own noise source first;
         ``backend="numpy"`` or ``"numpy:blocked"``) takes each step as one fused pass per
         trial — clipped sum, noise, recursion and update — with the
         chain's random stream and operations, so bit for bit the result of

@@ -182,14 +182,14 @@ def test_only_described_chains_take_the_fused_release():
 
     tx = named_chain(("privatizer", gaussian_privatizer(1.0, 1.0)), ("lr", scale(-0.1)))
     assert fr.spec_of(tx) is None
-    # correlated noise: only the plain post-processing chains are described (their release
+    # correlated noise: only the post-processing chains (and scale-then-privatize) are described (their release
     # carries the privatizer's noise source); every other form runs the chain
     banded = optimizers.get("dp_sgd", noise="banded:2").transform
     assert fr.spec_of(banded).release.source is not None
     assert isinstance(fr.plan(problems.logistic_regression(100, 10, density=0.2, seed=0), banded,
                               dpsim.backend.Backend("numpy", seed=0)), fr.FusedStep)
     assert fr.spec_of(optimizers.get("dp2_rmsprop", noise="sqrt_toeplitz").transform) is None
-    assert fr.spec_of(optimizers.get("dp_adam_stp", noise="banded:3").transform) is None
+    assert fr.spec_of(optimizers.get("dp_adam_stp", noise="banded:3").transform).release.source is not None
     assert fr.spec_of(optimizers.get("dp_adam_ime", noise="banded:3").transform) is None
     prob = problems.logistic_regression(100, 10, density=0.2, seed=0)
     opt = optimizers.get("dp_sgd")
@@ -213,13 +213,16 @@ CORRELATED = [("dp_sgd", {}), ("dp_sgdm", {"beta": _pt(0.5, 0.9)}),
               ("dp_adam", {"beta1": _pt(0.5, 0.9)}), ("dp_adam_bc", {}),
               ("dp_adam_corrected", {"noise_multiplier": _pt(0.5, 2.0)}),
               ("dp_sgd", {"noise_multiplier": _pt(0.0, 1.5), "clip": _pt(0.3, 2.0)}),
-              ("dp_sgd", {"clip": float("inf"), "noise_multiplier": 0.0})]
+              ("dp_sgd", {"clip": float("inf"), "noise_multiplier": 0.0}),
+              ("dp_adam_stp", {"eps_scale": _pt(1e-3, 1e-1)}), ("dp_adam_stp", {"base": "rmsprop"}),
+              ("dp_adam_stp", {"base": "adagrad", "noise_multiplier": 0.0})]
 
 
 @pytest.mark.parametrize("noise", ["banded:3", "sqrt_toeplitz"])
 @pytest.mark.parametrize("name,hp", CORRELATED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CORRELATED)])
 def test_fused_release_with_correlated_noise_is_the_chain(probs, monkeypatch, noise, name, hp):
-    """Correlated noise (DP-MF) on a plain post-processing chain: the fused step draws each
+    """Correlated noise (DP-MF) on a post-processing chain or scale-then-privatize (the privatizer
+    releases the scaled batch): the fused step draws each
     step's unit noise through the privatizer's noise source on the privatizer's stream state,
     as its ``add_noise`` does, and the kernel reads it as an array — so parameters, records,
     probes and the privacy record equal the chain's (samplers, both dtypes, both noise layouts,

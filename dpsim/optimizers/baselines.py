@@ -34,8 +34,8 @@ def release(clip, noise_multiplier, noise="gaussian", *, scaled=False, correlate
     """The description (:class:`dpsim.transforms._fused_release.Release`) of
     ``gaussian_privatizer(clip, noise_multiplier, noise=noise)``: the same validated clip and noise
     std ``σ·C`` (``None`` with an infinite clip).  Correlated noise (DP-MF): ``None`` (no fused
-    path), unless ``correlated`` — for a plain post-processing chain whose first piece, named
-    ``"privatizer"``, is that privatizer — when the release carries the privatizer's noise source
+    path), unless ``correlated`` — for a :class:`~dpsim.transforms._fused_release.Post` chain
+    whose piece ``"privatizer"`` is that privatizer — when the release carries its noise source
     (the fused step draws each step's unit noise through it, on the privatizer's own state)."""
     source = None
     if noise != "gaussian":

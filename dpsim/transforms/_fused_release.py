@@ -83,7 +83,7 @@ class Release:
     :class:`~dpsim.privacy.noise.NoiseSource`, through which a :class:`Post` step draws the step's
     unit noise ``(R, d)`` on the privatizer's own stream state (``state["privatizer"].noise``),
     exactly as the privatizer's ``add_noise`` does; the kernel then reads it as the blocked layout's
-    noise array.  Only a plain :class:`Post` (no ``stp_eps``) is planned with one (:func:`plan`)."""
+    noise array.  Only a :class:`Post` is planned with one (:func:`plan`)."""
 
     clip: Any
     std: Any
@@ -783,7 +783,7 @@ def plan(problem, tx, backend, *, public_idx=None):
     spec = spec_of(tx)
     if spec is None or (public_idx is not None) != isinstance(spec, Prepared):
         return None
-    if _correlated(spec) and not (isinstance(spec, Post) and spec.stp_eps is None):
+    if _correlated(spec) and not isinstance(spec, Post):
         return None
     if backend.name != "numpy":  # either noise layout (dpsim.backend.NOISE_LAYOUTS) is handled
         return None
