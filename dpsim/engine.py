@@ -134,8 +134,8 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         (:mod:`dpsim.transforms._fused_release`: DP-SGD(M), DP-RMSProp/AdaGrad/Adam/AdamBC, the
         DP² family and their non-private forms, scale-then-privatize DP-Adam, AdaDPS; i.i.d.
         noise, or correlated noise on DP-SGD(M), the post-processing DP-RMSProp/AdaGrad/Adam
-        rules and scale-then-privatize DP-Adam, whose step noise is then drawn through the
-        privatizer's own noise source first;
+        rules, scale-then-privatize DP-Adam, the IME rules and the noiseless-v oracles, whose step
+        noise is then drawn through the privatizer's own noise source first;
         ``backend="numpy"`` or ``"numpy:blocked"``) takes each step as one fused pass per
         trial — clipped sum, noise, recursion and update — with the
         chain's random stream and operations, so bit for bit the result of

@@ -190,7 +190,8 @@ def test_only_described_chains_take_the_fused_release():
                               dpsim.backend.Backend("numpy", seed=0)), fr.FusedStep)
     assert fr.spec_of(optimizers.get("dp2_rmsprop", noise="sqrt_toeplitz").transform) is None
     assert fr.spec_of(optimizers.get("dp_adam_stp", noise="banded:3").transform).release.source is not None
-    assert fr.spec_of(optimizers.get("dp_adam_ime", noise="banded:3").transform) is None
+    assert fr.spec_of(optimizers.get("dp_adam_ime", noise="banded:3").transform).release.source is not None
+    assert fr.spec_of(optimizers.get("dp2_extra_query", noise="banded:3").transform) is None
     prob = problems.logistic_regression(100, 10, density=0.2, seed=0)
     opt = optimizers.get("dp_sgd")
     be = dpsim.backend.Backend("array_api_strict:blocked", seed=0, threads=1)
@@ -237,6 +238,36 @@ def test_fused_release_with_correlated_noise_is_the_chain(probs, monkeypatch, no
         _both(probs["sparse"], opt, steps=9, batch_size=b, trials=R, seed=seed, dtype=dtype,
               sampling=sampling, record_every=3, backend=backend)
         assert len(calls) == 9  # the fused run's steps (the chain's run calls no kernel)
+
+
+CORRELATED_IME = [("ime_adagrad", {}), ("ime_adagrad_free", {"clip": _pt(0.5, 2.0)}),
+                  ("dp_adam_ime", {"beta1": _pt(0.5, 0.9)}), ("dp_adam_ime_free", {}),
+                  ("dp_adam_noiseless_v", {}), ("dp_adam_stp_noiseless_v", {"base": "adagrad"}),
+                  ("ime_adagrad", {"noise_multiplier": 0.0})]
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning",
+                            "ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("noise", ["banded:3", "sqrt_toeplitz"])
+@pytest.mark.parametrize("name,hp", CORRELATED_IME,
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(CORRELATED_IME)])
+def test_ime_fused_release_with_correlated_noise_is_the_chain(probs, monkeypatch, noise, name, hp):
+    """IME and the noiseless-v oracles with correlated noise: the fused step draws the first
+    release's unit noise (on the privatizer's ``noise1``, the oracle's ``noise``) and then the
+    second's (``noise2``; none for the oracles or σ = 0), as the privatizer does, and the one pass
+    per trial reads both arrays — equal to the chain (both samplers' branches of the second
+    release's sensitivity, both layouts, float32 through the chain).  Every float64 step ran the
+    kernel."""
+    opt = optimizers.get(name, noise=noise, **hp)
+    assert fr.spec_of(opt.transform).release.source is not None
+    calls = _count_kernel_calls(monkeypatch, "_ime_fused")
+    for dtype, seed, sampling, backend, kernel_steps in (
+            ("float64", 0, "poisson", "numpy", 9), ("float64", 1, "fixed", "numpy:blocked", 9),
+            ("float32", 2, "poisson", "numpy", 0)):
+        calls.clear()
+        _both(probs["sparse"], opt, steps=9, batch_size=8, trials=R, seed=seed, dtype=dtype,
+              sampling=sampling, record_every=3, backend=backend)
+        assert len(calls) == kernel_steps
 
 
 def test_fused_release_leaves_the_callers_init_alone():

@@ -158,9 +158,9 @@ def _oracle_described(tx, clip, noise_multiplier, noise, lr, rule, eps, beta1, b
     scale-then-privatize with guard ``eps_scale``, then ``rule`` — Adam or AdaGrad on the moment
     inputs — then the learning rate) with its fused-release description: IME's one pass with a
     plain, noiseless square (:class:`dpsim.transforms._fused_release.Ime` ``noiseless``; Adam on
-    ``MomentInputs`` is IME's Adam element), made from the same validated values; none for
-    correlated noise."""
-    rel = release(clip, noise_multiplier, noise, scaled=eps_scale is not None)
+    ``MomentInputs`` is IME's Adam element), made from the same validated values (with
+    correlated noise, the release carries the privatizer's noise source)."""
+    rel = release(clip, noise_multiplier, noise, scaled=eps_scale is not None, correlated=True)
     if rel is None:
         return tx
     kw = {}

@@ -49,6 +49,7 @@ Registration: the module registers ``ime_adagrad`` and ``ime_adagrad_free`` when
 from __future__ import annotations
 
 from .._validate import hyper
+from ..privacy.noise import NoiseSource
 from ..privacy.privatizers import ime_constants, ime_privatizer
 from ..transforms import _fused_release as _fr
 from ..transforms.base import named_chain
@@ -68,15 +69,15 @@ def _ime_described(tx, clip, noise_multiplier, split, noise, lr, rule, eps, beta
     """``tx`` (an IME chain: the privatizer of :func:`ime_privatizer` or
     :func:`dpsim.optimizers.design_space._ime`, then
     ``rule``'s moment recursion, then the learning rate) with its fused-release description
-    (:class:`dpsim.transforms._fused_release.Ime`), made from the same validated values; none for
-    correlated noise."""
-    if noise != "gaussian":
-        return tx
+    (:class:`dpsim.transforms._fused_release.Ime`), made from the same validated values; with
+    correlated noise the release carries the privatizer's noise source type (the fused step
+    draws both releases' unit noise through it, on the privatizer's ``noise1``/``noise2``)."""
+    source = None if noise == "gaussian" else NoiseSource(noise)
     c, _, s2, std1 = ime_constants(clip, noise_multiplier, split)
     kw = {}
     if rule == "adam":
         kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
-    return described(tx, _fr.Ime(release=_fr.Release(clip=c, std=std1), clip=c, s2=s2, rule=rule,
+    return described(tx, _fr.Ime(release=_fr.Release(clip=c, std=std1, source=source), clip=c, s2=s2, rule=rule,
                                  neglr=neg_lr(lr), eps=hyper("eps", eps, "[0, inf)"), **kw))
 
 

@@ -83,7 +83,8 @@ class Release:
     :class:`~dpsim.privacy.noise.NoiseSource`, through which a :class:`Post` step draws the step's
     unit noise ``(R, d)`` on the privatizer's own stream state (``state["privatizer"].noise``),
     exactly as the privatizer's ``add_noise`` does; the kernel then reads it as the blocked layout's
-    noise array.  Only a :class:`Post` is planned with one (:func:`plan`)."""
+    noise array (an :class:`Ime` step draws both of its releases' arrays so, in the privatizer's
+    order).  Only a :class:`Post` or an :class:`Ime` is planned with one (:func:`plan`)."""
 
     clip: Any
     std: Any
@@ -783,7 +784,7 @@ def plan(problem, tx, backend, *, public_idx=None):
     spec = spec_of(tx)
     if spec is None or (public_idx is not None) != isinstance(spec, Prepared):
         return None
-    if _correlated(spec) and not isinstance(spec, Post):
+    if _correlated(spec) and not isinstance(spec, (Post, Ime)):
         return None
     if backend.name != "numpy":  # either noise layout (dpsim.backend.NOISE_LAYOUTS) is handled
         return None
@@ -1047,8 +1048,11 @@ class FusedStep:
         H1 = self._static_table("ime1", sp.release, sp.neglr, ctx, W.dtype, R)
         # scale-then-privatize: s from the rule's v before this step (None for a plain chain)
         s = None if sp.stp_eps is None else self._stp_scale(state["preconditioner"].v, ctx, W.dtype)
-        z1 = None  # the first release draws inside the kernel, unless:
-        if noisy2 and sp.release.noisy:  # every first-release normal before the second's
+        state = dict(state)
+        z1 = z2 = None  # the first release draws inside the kernel, unless:
+        if sp.release.source is not None:  # correlated noise: both releases' arrays, in order
+            z1, z2 = self._correlated_pair(sp.release, noisy2, W, state, ctx)
+        elif noisy2 and sp.release.noisy:  # every first-release normal before the second's
             be = ctx.backend
             if be.noise_layout == "stream":
                 if self._z1 is None or self._z1.shape != (R, d):
@@ -1068,7 +1072,6 @@ class FusedStep:
             sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
         K = _row(ctx.hp(sp.s2) * sens2 if noisy2 else 0.0, np.float64)
         Cc = _row(c, np.float64)
-        state = dict(state)
         st = state["preconditioner"]
         ent = {H_B: 1.0 / b if self._recip(ctx) else b, H_NEGLR: ctx.hp(sp.neglr), H_ZERO: 0.0}
         adam = sp.rule == "adam"
@@ -1091,7 +1094,8 @@ class FusedStep:
             if H is None:
                 ent[H_3] = ctx.hp(sp.eps)
                 H = self._static["ime2"] = _table(W.dtype, R, ent)
-        z2 = self._noise(noisy2, W, ctx)  # after the first release's draws
+        if z2 is None:
+            z2 = self._noise(noisy2, W, ctx)  # after the first release's draws
         _ime_fused(*args, H1, g1, self.A, self.B if adam else self._dummy(W), z2, self._zbuf(z2, W),
                    noisy2, project, Cc, K, H, sqb, adam, add_eps, s)
         for zz in (z, z2):  # the inlined draws: move the Generator on
@@ -1117,6 +1121,24 @@ class FusedStep:
         if not (isinstance(u, np.ndarray) and u.dtype == W.dtype and u.flags.c_contiguous):
             u = np.ascontiguousarray(u, dtype=W.dtype)  # pragma: no cover - the backend's own dtype
         return u
+
+    def _correlated_pair(self, rel, noisy2, W, state, ctx):
+        """IME's (or a noiseless oracle's) two unit-noise arrays of a correlated release, drawn as
+        its privatizer draws them — the first release's on ``noise1`` (the oracle's ``noise``),
+        then, unless the second release draws nothing, the second's on ``noise2``, through the
+        same noise source type — with ``state["privatizer"]`` moved on; ``None`` for a release
+        that draws nothing."""
+        pst = state["privatizer"]
+        first = "noise1" if hasattr(pst, "noise1") else "noise"
+        z1 = z2 = None
+        if rel.noisy:
+            z1, n1 = rel.source.draw(getattr(pst, first), ctx, W.shape)
+            pst = pst._replace(**{first: n1})
+        if noisy2:
+            z2, n2 = rel.source.draw(pst.noise2, ctx, W.shape)
+            pst = pst._replace(noise2=n2)
+        state["privatizer"] = pst
+        return tuple(None if z is None else np.ascontiguousarray(z, dtype=W.dtype) for z in (z1, z2))
 
     def _post(self, W, idx, mask, state, ctx):
         sp = self.spec
