@@ -46,13 +46,15 @@ gallery: $(STAMP)
 	$(VENV)/bin/dpsim gallery publish --results $(FULL_RESULTS) --figures $(FULL_OUT) --out docs/gallery --source . $(if $(PARTIAL),--allow-partial)
 
 # Benchmarks (one BLAS thread; ratios are measured within one run): machine limits, small-d table,
-# workload W against its in-run noise ceiling, every variant vs dp_sgd, peak memory.
+# workload W against its in-run noise ceiling, every variant vs dp_sgd, peak memory, correlated
+# noise through the fused release vs the chain.
 bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) benchmarks/machine_limits.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_small_d.py --quick
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_dp_sgd.py --steps 500
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_variants.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_memory.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_correlated.py
 
 # Mutation testing of the bounds modules of analysis/ (a sample of mutants; see tools/mutation.py)
 mutation: $(STAMP)
