@@ -34,6 +34,11 @@ for R = 1, 256, 4096; the per-trial speed-up of R = 256 over R = 1 (same path, s
 reference, fused R = 256 over the chain engine at R = 1); ``dp_adam``, ``dp2_rmsprop`` and
 ``pagan`` relative to ``dp_sgd`` (trial-steps/s ratio, same R, same run).  Quote ratios of one
 run; absolute rates move with the machine's load (state it).
+
+``--in-context`` adds runs of the fused least-squares kernel at R = 4096 that each drop one piece
+(σ = 0: no normals; fixed-size batches: no binomial; sampling with replacement: neither binomial
+nor Floyd, ``b`` bounded integers instead; non-private ``sgd``: no clipping, no noise), timed
+interleaved: what each piece costs inside the kernel.
 """
 
 from __future__ import annotations
@@ -223,6 +228,37 @@ def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
     return res
 
 
+def in_context(R=4096, n=1000, d=20, b=32, steps=60, repeats=4):
+    """CPU ns per trial-step of fused least-squares runs (n, d, b, R) that differ in one piece each,
+    interleaved, best of ``repeats``: ``dp_sgd`` under Poisson sampling (the target), the same with
+    σ = 0 (no normals drawn), with fixed-size batches (Floyd from ``b`` uniforms, no binomial, a
+    constant batch size), with sampling with replacement (``b`` bounded integers: no binomial, no
+    Floyd), and non-private ``sgd`` (no clipping, no noise).  The differences are what each piece
+    costs *inside* the kernel, where the pieces overlap and branch on the varying batch size (the
+    isolated timings of :func:`breakdown` understate them)."""
+    prob = problems.least_squares(n, d, seed=0)
+    cfgs = {"dp_sgd, poisson": ("dp_sgd", {"noise_multiplier": 1.0}, "poisson"),
+            "dp_sgd, poisson, sigma=0": ("dp_sgd", {"noise_multiplier": 0.0}, "poisson"),
+            "dp_sgd, fixed": ("dp_sgd", {"noise_multiplier": 1.0}, "fixed"),
+            "dp_sgd, replacement": ("dp_sgd", {"noise_multiplier": 1.0}, "replacement"),
+            "sgd, poisson": ("sgd", {}, "poisson")}
+    runs = {}
+    for key, (name, hp, sampling) in cfgs.items():
+        kw = {"clip": 1.0, **hp} if name == "dp_sgd" else {}
+        runs[key] = (optimizers.get(name, lr=0.05, **kw), sampling)
+        dpsim.simulate(prob, runs[key][0], steps=2, batch_size=b, trials=R, seed=0, metrics=(),
+                       sampling=sampling, fast=True)
+    best = dict.fromkeys(runs, np.inf)
+    for rep in range(repeats):
+        for key, (opt, sampling) in runs.items():
+            _CLOCK.marks.clear()
+            dpsim.simulate(prob, opt, steps=steps, batch_size=b, trials=R, seed=rep, metrics=(),
+                           record_every=steps, sampling=sampling, fast=True)
+            (_, c0), (_, c1) = _CLOCK.marks[0], _CLOCK.marks[-1]
+            best[key] = min(best[key], (c1 - c0) / (steps * R) * 1e9)
+    return best
+
+
 def _best_once(fn, *args):
     c0 = time.process_time()
     fn(*args)
@@ -245,6 +281,10 @@ def main(argv=None) -> dict:
     ap.add_argument("--json", default=None)
     ap.add_argument("--breakdown", action="store_true",
                     help="also time the pieces of a fused dp_sgd step (least squares, R = 4096)")
+    ap.add_argument("--in-context", action="store_true",
+                    help="also time fused least-squares runs that each drop one piece (normals, "
+                         "binomial, Floyd, clipping; R = 4096), interleaved: each piece's cost "
+                         "inside the kernel")
     args = ap.parse_args(argv)
     repeats = min(2, args.repeats) if args.quick else args.repeats
     budget = args.budget / 4 if args.quick else args.budget
@@ -371,7 +411,15 @@ def main(argv=None) -> dict:
               "each piece alone):")
         for k, v in pieces.items():
             print(f"  {k:42s} {v:7.1f} ns")
-    out = {"breakdown_ns_per_trial_step": pieces, "machine_limits_before": lim0, "machine_limits_after": lim1, "roofline_rates": lim,
+    ctxt = {}
+    if args.in_context:
+        ctxt = in_context(R=4096, b=b)
+        base = ctxt["dp_sgd, poisson"]
+        print("in context (fused least squares d=20, R=4096, cpu ns per trial-step, best of 4 "
+              "interleaved runs; difference to dp_sgd under Poisson sampling):")
+        for k, v in ctxt.items():
+            print(f"  {k:28s} {v:7.1f} ns  ({v - base:+7.1f})")
+    out = {"in_context_ns_per_trial_step": ctxt, "breakdown_ns_per_trial_step": pieces, "machine_limits_before": lim0, "machine_limits_after": lim1, "roofline_rates": lim,
            "batch_size": b, "rows": rows, "speedups": speedups, "relative_to_dp_sgd": relative,
            "rng_ab": rng_ab,
            "machine": platform.platform(), "load_average_end": os.getloadavg()}
