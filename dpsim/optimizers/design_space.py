@@ -121,8 +121,8 @@ def dp_adam_stp(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS 
         kw = {"piece": "preconditioner", "eps": _eps(eps)}
         if base == "rmsprop":
             kw["beta"] = _beta(beta2, "beta2")
-    return optimizer(post(tx, release(clip, noise_multiplier, noise, scaled=True, correlated=True), base, lr,
-                          stp_eps=hyper("eps_scale", eps_scale, "(0, inf)"), **kw))
+    rel = release(clip, noise_multiplier, noise, scaled=True, correlated=True)
+    return optimizer(post(tx, rel, base, lr, stp_eps=hyper("eps_scale", eps_scale, "(0, inf)"), **kw))
 
 
 _ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clipped gradient, "

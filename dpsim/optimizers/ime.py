@@ -77,8 +77,9 @@ def _ime_described(tx, clip, noise_multiplier, split, noise, lr, rule, eps, beta
     kw = {}
     if rule == "adam":
         kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
-    return described(tx, _fr.Ime(release=_fr.Release(clip=c, std=std1, source=source), clip=c, s2=s2, rule=rule,
-                                 neglr=neg_lr(lr), eps=hyper("eps", eps, "[0, inf)"), **kw))
+    rel = _fr.Release(clip=c, std=std1, source=source)
+    return described(tx, _fr.Ime(release=rel, clip=c, s2=s2, rule=rule, neglr=neg_lr(lr),
+                                 eps=hyper("eps", eps, "[0, inf)"), **kw))
 
 
 @register

@@ -1107,38 +1107,37 @@ class FusedStep:
             state["preconditioner"] = PreconditionState(v=self.A)
         return W, state
 
-    def _correlated_noise(self, rel, W, state, ctx):
-        """The step's unit noise of a correlated release (:attr:`Release.source`), drawn through
-        the privatizer's noise source on its stream state, which ``state`` (a copy of the step's)
-        then holds moved on — the draw of :func:`dpsim.privacy.noise.add_noise`, so the same array
-        and the same stream state as the chain; ``None`` for i.i.d. noise (drawn by the kernel or
-        :meth:`_noise`) or a noiseless release (the privatizer draws nothing then either)."""
-        if rel.source is None or not rel.noisy:
-            return None
+    @staticmethod
+    def _draw_correlated(rel, state, field, W, ctx):
+        """One release's unit noise ``(R, d)`` drawn through its noise source
+        (:attr:`Release.source`) on the privatizer's stream state ``state["privatizer"].<field>``,
+        which ``state`` (the step's copy) then holds moved on: the draw of
+        :func:`dpsim.privacy.noise.add_noise` in the privatizer, so the same array and the same
+        stream state as the chain."""
         pst = state["privatizer"]
-        u, ns = rel.source.draw(pst.noise, ctx, W.shape)
-        state["privatizer"] = pst._replace(noise=ns)
+        u, ns = rel.source.draw(getattr(pst, field), ctx, W.shape)
+        state["privatizer"] = pst._replace(**{field: ns})
         if not (isinstance(u, np.ndarray) and u.dtype == W.dtype and u.flags.c_contiguous):
             u = np.ascontiguousarray(u, dtype=W.dtype)  # pragma: no cover - the backend's own dtype
         return u
 
+    def _correlated_noise(self, rel, W, state, ctx):
+        """A :class:`Post` step's unit noise of a correlated release (:meth:`_draw_correlated`);
+        ``None`` for i.i.d. noise (drawn by the kernel or :meth:`_noise`) or a noiseless release
+        (the privatizer draws nothing then either)."""
+        if rel.source is None or not rel.noisy:
+            return None
+        return self._draw_correlated(rel, state, "noise", W, ctx)
+
     def _correlated_pair(self, rel, noisy2, W, state, ctx):
-        """IME's (or a noiseless oracle's) two unit-noise arrays of a correlated release, drawn as
-        its privatizer draws them — the first release's on ``noise1`` (the oracle's ``noise``),
-        then, unless the second release draws nothing, the second's on ``noise2``, through the
-        same noise source type — with ``state["privatizer"]`` moved on; ``None`` for a release
-        that draws nothing."""
-        pst = state["privatizer"]
-        first = "noise1" if hasattr(pst, "noise1") else "noise"
-        z1 = z2 = None
-        if rel.noisy:
-            z1, n1 = rel.source.draw(getattr(pst, first), ctx, W.shape)
-            pst = pst._replace(**{first: n1})
-        if noisy2:
-            z2, n2 = rel.source.draw(pst.noise2, ctx, W.shape)
-            pst = pst._replace(noise2=n2)
-        state["privatizer"] = pst
-        return tuple(None if z is None else np.ascontiguousarray(z, dtype=W.dtype) for z in (z1, z2))
+        """An :class:`Ime` step's two unit-noise arrays of a correlated release, drawn as its
+        privatizer draws them (:meth:`_draw_correlated`): the first release's on ``noise1`` (a
+        noiseless oracle's on ``noise``), then, unless the second release draws nothing, the
+        second's on ``noise2``; ``None`` for a release that draws nothing."""
+        first = "noise1" if hasattr(state["privatizer"], "noise1") else "noise"
+        z1 = self._draw_correlated(rel, state, first, W, ctx) if rel.noisy else None
+        z2 = self._draw_correlated(rel, state, "noise2", W, ctx) if noisy2 else None
+        return z1, z2
 
     def _post(self, W, idx, mask, state, ctx):
         sp = self.spec
