@@ -26,9 +26,15 @@ from .calibrate import calibrate  # noqa: E402
 from .audit import audit  # noqa: E402
 
 _SUBMODULES = ("problems", "optimizers", "privacy", "accounting", "backend", "transforms", "sampling",
-               "engine", "results", "cli")
+               "engine", "results", "cli", "datasets", "plot")
+#: Names of this namespace provided by the applications through the entry-point group
+#: ``dpsim.api`` (``dpsim.compare`` is :func:`dpsim.experiments.compare.compare`): the core
+#: finds them there, as the CLI finds the applications' commands, and never imports them.
+_API_GROUP = "dpsim.api"
+_APPLICATION_NAMES = ("compare",)
 
-__all__ = ["simulate", "load", "Result", "calibrate", "audit", "__version__", *_SUBMODULES]
+__all__ = ["simulate", "load", "Result", "calibrate", "audit", "compare", "__version__",
+           *_SUBMODULES]
 
 
 def __getattr__(name):
@@ -36,4 +42,15 @@ def __getattr__(name):
         mod = _importlib.import_module(f".{name}", __name__)
         globals()[name] = mod
         return mod
+    if name in _APPLICATION_NAMES:
+        from importlib.metadata import entry_points
+
+        found = entry_points(group=_API_GROUP, name=name)
+        if not found:
+            raise AttributeError(f"dpsim.{name} is provided by the installed package's entry point "
+                                 f"{_API_GROUP}:{name}, which is missing: reinstall dpsim "
+                                 "(pip install -e .)")
+        obj = next(iter(found)).load()
+        globals()[name] = obj
+        return obj
     raise AttributeError(f"module 'dpsim' has no attribute {name!r}")

@@ -11,6 +11,7 @@ noise sees exactly the batches of its non-private base for the same seed.
 
 from __future__ import annotations
 
+import functools
 import platform
 import time
 from importlib.metadata import PackageNotFoundError, version
@@ -21,6 +22,7 @@ import numpy as np
 import scipy
 
 from . import accounting, optimizers
+from ._jit_notice import announce_compiles
 from .backend import Backend, to_numpy
 from .checkpoint import DEFAULT_EVERY, Checkpoint, probe_states, restore_probe_states
 from .problems import Problem
@@ -85,7 +87,32 @@ def _record_steps(steps: int, record_every: int | None) -> np.ndarray:
     return rec
 
 
-def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1, seed=0,
+class _ProgressBar:
+    """A tqdm bar made at the first :meth:`update`, counting from there: the first step (or
+    block of steps), which includes any first-use compilation of the kernels, is left out of
+    the rate, so the ETA is that of the compiled loop (``tqdm(initial=...)`` rates the steps
+    after ``initial`` only)."""
+
+    def __init__(self, total, desc, initial=0):
+        self.total, self.desc, self.n, self.bar = total, desc, int(initial), None
+
+    def update(self, k=1):
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.n += int(k)
+            self.bar = tqdm(total=self.total, desc=self.desc, unit="step", delay=1.0, leave=False,
+                            initial=self.n)
+            return
+        self.n += int(k)
+        self.bar.update(k)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1, seed=0,
              sampling: str = "poisson", backend: str = "numpy", record_every: int | None = None,
              progress: bool = False, dtype: str = "float64", init=None,
              probes: dict[str, Callable] | None = None,
@@ -114,10 +141,14 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     dtype : ``"float64"`` (default) or ``"float32"``.
     init : optional ``(d,)`` or ``(R, d)`` initial parameters (default zeros).
     probes : extra records ``name -> f(state, params, ctx) -> (R,)``, added to the optimizer's own.
-    metrics : which full-data metrics to record, a subset of ``("loss", "grad_norm_sq",
-        "dist_to_opt")`` (``excess_loss`` comes with ``loss``).  Each record of ``loss`` or
-        ``grad_norm_sq`` is a pass over all n examples for all R trials; drop what a sweep does
-        not need.  Metrics not recorded are ``None`` in the result (``loss`` is NaN-filled).
+    metrics : which metrics to record, a subset of ``("loss", "grad_norm_sq", "dist_to_opt",
+        "test_loss", "test_accuracy")`` (``excess_loss`` comes with ``loss``).  Each record of
+        ``loss`` or ``grad_norm_sq`` is a pass over all n examples for all R trials; drop what a
+        sweep does not need.  ``test_loss`` (mean loss on the held-out rows, without the l2 term)
+        and ``test_accuracy`` (logistic only; a zero margin counts 1/2) need a problem with a
+        held-out split (:func:`dpsim.problems.from_data` with ``test=``); they are computed on
+        the host in float64.  Metrics not recorded are ``None`` in the result (``loss`` is
+        NaN-filled).  Records read the private training data: ε does not cover what they reveal.
 
     target_epsilon, target_delta : calibrate first: the optimizer's ``noise_multiplier`` is
         replaced by the one that makes this run cost ``target_epsilon`` at ``target_delta``
@@ -189,11 +220,9 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         )
     steps, trials, batch_size = int(steps), int(trials), int(batch_size)
     rec_steps = _record_steps(steps, record_every)
-    metrics = tuple(metrics)
-    for m in metrics:
-        if m not in ("loss", "grad_norm_sq", "dist_to_opt"):
-            raise ValueError(f"unknown metric {m!r}; expected a subset of loss, grad_norm_sq, dist_to_opt")
+    metrics = _check_metrics(metrics, problem)
     want_loss, want_grad = "loss" in metrics, "grad_norm_sq" in metrics
+    heldout = [m for m in HELDOUT_METRICS if m in metrics]
 
     sampler_ss, noise_ss, public_ss = _streams(seed)
     be = Backend(backend, noise_ss, dtype)
@@ -234,7 +263,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
     f_star = float(opt[1]) if opt is not None else None
 
     K = rec_steps.size
-    rec = {k: np.full((K, trials), np.nan) for k in METRICS}
+    rec = {k: np.full((K, trials), np.nan) for k in (*METRICS, *HELDOUT_METRICS)}
     prec = {k: np.full((K, trials), np.nan) for k in all_probes}
 
     def record(k, params, state):
@@ -253,15 +282,12 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
             del g  # the (R, d) gradient does not outlive its norm
         if w_star is not None and "dist_to_opt" in metrics:
             rec["dist_to_opt"][k] = to_numpy(xp.sqrt(_row_sq_norms(xp, params, w_star)))
+        for m in heldout:  # on the host problem, in float64 (Problem.heldout_loss)
+            rec[m][k] = (prob.heldout_loss if m == "test_loss" else prob.heldout_accuracy)(params)
         for name, fn in all_probes.items():
             prec[name][k] = to_numpy(fn(state, params, ctx))
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=steps, desc=f"{optimizer.name} on {prob.name}", unit="step", delay=1.0,
-                   leave=False)
+    bar = _ProgressBar(steps, f"{optimizer.name} on {prob.name}") if progress else None
     fused_plan = None
     if fast is not None and not isinstance(fast, bool):
         raise ValueError(f"fast must be None, True or False, got fast={fast!r}")
@@ -311,7 +337,7 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         restore_probe_states(all_probes, saved.get("probe_states", {}))
         ctx.t = t_start
         if bar is not None:
-            bar.update(t_start)
+            bar = _ProgressBar(steps, bar.desc, initial=t_start)
         del saved
 
     def checkpoint_now(t):
@@ -406,6 +432,42 @@ def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1
         wall_time=wall,
         mean_batch_size=batch_sizes_sum / max(steps, 1),
     )
+
+
+@functools.wraps(_simulate)
+def simulate(problem, optimizer, **kwargs) -> Result:
+    # The first run of a kernel on this machine compiles it (tens of seconds): one line on stderr
+    # says so (dpsim._jit_notice; DPSIM_QUIET_COMPILE=1 silences it).
+    name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "name", "optimizer")
+    with announce_compiles(f"{name} on {getattr(problem, 'name', 'problem')}"):
+        return _simulate(problem, optimizer, **kwargs)
+
+
+#: The full-data metrics :func:`simulate` can record (``metrics=``).
+FULL_METRICS = ("loss", "grad_norm_sq", "dist_to_opt")
+#: The held-out metrics, for problems with a held-out split (:func:`dpsim.problems.from_data`).
+HELDOUT_METRICS = ("test_loss", "test_accuracy")
+
+
+def _check_metrics(metrics, problem) -> tuple:
+    """``metrics`` as a tuple of known names, each available on ``problem``; else one
+    ``ValueError`` naming the value."""
+    known = FULL_METRICS + HELDOUT_METRICS
+    if isinstance(metrics, str) or not hasattr(metrics, "__iter__"):
+        raise ValueError(f"metrics must be a sequence of names from {', '.join(known)}, got "
+                         f"metrics={metrics!r} (a single name goes in a tuple: ({metrics!r},))")
+    metrics = tuple(metrics)
+    for m in metrics:
+        if m not in known:
+            raise ValueError(f"unknown metric {m!r}; expected a subset of {', '.join(known)}")
+    if any(m in HELDOUT_METRICS for m in metrics) and not problem.has_heldout:
+        raise ValueError(f"metrics {[m for m in metrics if m in HELDOUT_METRICS]} need a held-out "
+                         f"split, and problem {problem.name!r} has none: build it with "
+                         "dpsim.problems.from_data(X, y, ..., test=0.2)")
+    if "test_accuracy" in metrics and problem.link != "logistic":
+        raise ValueError(f"metric 'test_accuracy' is for classification (loss='logistic'); problem "
+                         f"{problem.name!r} has link {problem.link!r}: record 'test_loss' instead")
+    return metrics
 
 
 #: Row block of the record norms: the temporaries of one block stay below this many bytes.

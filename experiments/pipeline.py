@@ -651,7 +651,7 @@ def _cell_file_bytes(res) -> bytes | None:
     if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
         fd = os.memfd_create("dpsim-cell", 0)
         try:
-            res.save(f"/proc/self/fd/{fd}")
+            res.save(f"/proc/self/fd/{fd}", format="npz")
             return os.pread(fd, os.fstat(fd).st_size, 0)
         finally:
             os.close(fd)
@@ -659,7 +659,7 @@ def _cell_file_bytes(res) -> bytes | None:
 
     with tempfile.TemporaryDirectory(prefix="dpsim-cell-") as d:
         path = Path(d) / "cell.npz"
-        res.save(path)
+        res.save(path, format="npz")
         return path.read_bytes()
 
 
@@ -1258,7 +1258,7 @@ class Cache:
                                     "expected dpsim.Result")
                 path = self.path(cell.label)
                 if data is None:
-                    _atomic_write(path, res.save)
+                    _atomic_write(path, lambda tmp: res.save(tmp, format="npz"))
                     digest = _sha256(path)
                 else:
                     _atomic_write(path, lambda tmp: tmp.write_bytes(data))

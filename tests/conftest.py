@@ -2,12 +2,19 @@
 
 Hypothesis runs derandomized in CI (``HYPOTHESIS_PROFILE=ci``, set by ``make test``) so every
 statistical test is a deterministic function of the code; locally the ``dev`` profile explores more.
+
+dpsim's pytest plugin (``dpsim_seed``, ``dpsim_trials``, ``--dpsim-trials``, ``--dpsim-ci``) is
+opt-in — installing dpsim does not load it anywhere — so the suite enables it here (pytest takes
+``pytest_plugins`` only from the rootdir's conftest, and this one is loaded at start-up).  With it,
+the environment variable ``CI`` loads its ``dpsim-ci`` profile over the ``ci`` profile below.
 """
 
 import os
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+pytest_plugins = ["dpsim.testing.plugin"]
 
 settings.register_profile(
     "ci", derandomize=True, deadline=None, max_examples=25, print_blob=True,

@@ -80,6 +80,7 @@ from __future__ import annotations
 from .base import Ball, Box, Problem
 from .glm import absolute_regression, least_squares, linear_box, logistic_regression, sparse_logistic_1d
 from .quadratic import quadratic_2d, random_quadratic
+from .data import from_data
 
 __all__ = [
     "Problem",
@@ -92,6 +93,7 @@ __all__ = [
     "sparse_logistic_1d",
     "quadratic_2d",
     "linear_box",
+    "from_data",
     "FACTORIES",
     "names",
     "get",
@@ -120,6 +122,9 @@ def names() -> list[str]:
 
 def get(name: str, **kwargs) -> Problem:
     """Build a problem by factory name; ``get(**problem.config)`` rebuilds ``problem``."""
+    if name == "from_data":
+        raise ValueError("a problem built by from_data cannot be rebuilt by name (its data are not "
+                         "in its config, only their hash): pass the Problem object itself")
     try:
         factory = FACTORIES[name]
     except KeyError:

@@ -211,3 +211,37 @@ def _logistic_1d_newton(x, y):
             break
         w = w_new
     return w
+
+
+def _ridge_optimum(X, y, reg, *, tol=1e-9):
+    """Minimizer of ``F(w) = (1/2n) ||X w - y||^2 + (reg/2) ||w||^2`` (dense or CSR ``X``).
+
+    Dense: least squares on the stacked system ``[X; sqrt(n reg) I] w = [y; 0]`` (LAPACK, no
+    squared condition number; minimum-norm when ``reg = 0`` and ``n < d``).  Sparse with
+    ``reg > 0``: the normal equations ``(X^T X + n reg I) w = X^T y`` by a sparse direct solve
+    (SuperLU); sparse with ``reg = 0``: LSQR to machine tolerance.  The result is checked:
+    ``||grad F(w)||`` must be below ``tol`` times the scale ``||X^T y|| / n`` (else
+    ``RuntimeError``: the system is too ill-conditioned for an exact optimum; use ``reg > 0``).
+    """
+    n, d = X.shape
+    if sp.issparse(X):
+        from scipy.sparse.linalg import lsqr, spsolve  # noqa: PLC0415
+
+        if reg > 0:
+            A = (X.T @ X + (n * reg) * sp.identity(d, format="csr")).tocsc()
+            w = np.asarray(spsolve(A, X.T @ y)).reshape(d)
+        else:
+            w = lsqr(X, y, atol=1e-15, btol=1e-15, conlim=1e12, iter_lim=50 * d)[0]
+    else:
+        if reg > 0:
+            A = np.vstack([X, np.sqrt(n * reg) * np.eye(d)])
+            w, *_ = np.linalg.lstsq(A, np.concatenate([y, np.zeros(d)]), rcond=None)
+        else:
+            w, *_ = np.linalg.lstsq(X, y, rcond=None)
+    g = X.T @ (X @ w - y) / n + reg * w
+    scale = max(np.linalg.norm(X.T @ y) / n, 1e-300)
+    if not np.all(np.isfinite(w)) or np.linalg.norm(g) > tol * scale:
+        raise RuntimeError(f"the least-squares optimum could not be solved exactly "
+                           f"(||grad F|| = {np.linalg.norm(g):.3g} at scale {scale:.3g}); "
+                           "the data are ill-conditioned: use reg > 0")
+    return w

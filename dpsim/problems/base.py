@@ -172,6 +172,8 @@ class Problem:
     """
 
     _float_arrays: tuple = ()
+    #: Rows of the held-out split (:func:`dpsim.problems.from_data`); 0 when there is none.
+    n_test: int = 0
 
     def __init__(self, *, name: str, n: int, d: int, config: dict, domain=None, reg=0.0,
                  scales=None):
@@ -255,6 +257,24 @@ class Problem:
 
     def _compute_optimum(self):
         return None
+
+    # -- held-out split -----------------------------------------------------------------------
+    @property
+    def has_heldout(self) -> bool:
+        """Whether the problem has a held-out split (``n_test > 0``), whose loss and accuracy
+        :func:`dpsim.simulate` can record (``metrics=("test_loss", "test_accuracy")``)."""
+        return self.n_test > 0
+
+    def heldout_loss(self, w):
+        """Mean loss on the held-out rows per row of ``w`` (R, d) -> host (R,); only problems
+        with a held-out split (:func:`dpsim.problems.from_data` with ``test=``) have one."""
+        raise ValueError(f"problem {self.name!r} has no held-out split; build it with "
+                         "dpsim.problems.from_data(..., test=...) to record test metrics")
+
+    def heldout_accuracy(self, w):
+        """Classification accuracy on the held-out rows (see :meth:`heldout_loss`)."""
+        raise ValueError(f"problem {self.name!r} has no held-out split; build it with "
+                         "dpsim.problems.from_data(..., test=...) to record test metrics")
 
     # -- backends -----------------------------------------------------------------------------
     def on(self, backend) -> "Problem":

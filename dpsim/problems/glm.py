@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _glm_kernels as _K
-from ._solvers import _lad_optimum, _logistic_1d_newton, _logistic_newton
+from ._solvers import _lad_optimum, _logistic_1d_newton, _logistic_newton, _ridge_optimum
 from .base import Box, Problem, _is_scalar, _pos_int, _real, _seed, _stable_sigmoid
 
 
@@ -146,6 +146,52 @@ class _GLMProblem(Problem):
     def labels(self):
         """The host labels ``y`` (NumPy ``(n,)``), on every view."""
         return self._host.y
+
+    # -- held-out split (from_data) --------------------------------------------------------------
+    def _set_heldout(self, X, y):
+        """Attach held-out rows (host float64 dense or CSR ``X``, labels ``y`` already encoded as
+        the training labels are)."""
+        self._Xt, self._yt, self.n_test = X, np.ascontiguousarray(y, dtype=np.float64), int(X.shape[0])
+
+    def _heldout_pass(self, w, what):
+        """``what`` of the held-out rows for each row of ``w``, on the host in float64, by row
+        blocks of at most :data:`RECORD_BLOCK_BYTES` of margins: ``"loss"`` the mean of ``l``,
+        ``"accuracy"`` the mean of ``1[y m > 0] + 1[m = 0]/2`` (a tie counts half: the expected
+        accuracy of a fair coin between the classes, so ``w = 0`` scores 0.5 whatever the class
+        balance)."""
+        from ..backend import to_numpy  # noqa: PLC0415
+
+        host = self._host
+        if not host.n_test:
+            return Problem.heldout_loss(self, w)
+        W = np.ascontiguousarray(np.asarray(to_numpy(w), dtype=np.float64).T)  # (d, R)
+        nt, R = host.n_test, W.shape[1]
+        rows = max(1, RECORD_BLOCK_BYTES // max(1, 8 * R))
+        total = np.zeros(R)
+        for a in range(0, nt, rows):
+            b = min(nt, a + rows)
+            Xb = host._Xt[a:b] if (a, b) != (0, nt) else host._Xt
+            yb = host._yt[a:b, None]
+            M = np.asarray(Xb @ W)
+            if what == "loss":
+                total += np.sum(host._ell(M, yb), axis=0)
+            else:
+                s = yb * M
+                total += np.sum(s > 0, axis=0) + 0.5 * np.sum(s == 0, axis=0)
+        return total / nt
+
+    def heldout_loss(self, w):
+        """Mean loss ``(1/n_test) Σ_i l(x_i . w, y_i)`` over the held-out rows, without the l2
+        term, per row of ``w`` (R, d) -> host (R,) float64."""
+        return self._heldout_pass(w, "loss")
+
+    def heldout_accuracy(self, w):
+        """Held-out accuracy of the sign classifier ``sign(x . w)`` (logistic link only): the
+        mean of ``1[y (x . w) > 0]``, a margin of exactly 0 counting 1/2; (R, d) -> host (R,)."""
+        if self._link != "logistic":
+            raise ValueError(f"test_accuracy is defined for classification (loss='logistic'), "
+                             f"not for loss={self._link!r}; record test_loss instead")
+        return self._heldout_pass(w, "accuracy")
 
     def lipschitz_rows(self):
         """``features`` when ``|l'| <= 1`` and ``reg == 0`` (see :meth:`Problem.lipschitz_rows`)."""
@@ -355,7 +401,10 @@ class _GLMProblem(Problem):
 
 class _LeastSquares(_GLMProblem):
     def _compute_optimum(self):
-        w, *_ = np.linalg.lstsq(self.X, self.y, rcond=None)
+        if self.sparse or self.reg:
+            w = _ridge_optimum(self.X, self.y, self.reg)
+        else:  # the factory's path, unchanged (minimum-norm solution when n < d)
+            w, *_ = np.linalg.lstsq(self.X, self.y, rcond=None)
         return w, float(self.loss(w[None, :])[0])
 
 

@@ -1,14 +1,19 @@
 """pytest plugin of :mod:`dpsim.testing`: a deterministic hypothesis profile, a ``dpsim_seed``
 fixture and a ``--dpsim-trials`` option.
 
-Enable it with ``pytest -p dpsim.testing.plugin`` (or ``pytest_plugins = ["dpsim.testing.plugin"]``
-in a ``conftest.py``).  It adds:
+The plugin is opt-in: installing dpsim registers no ``pytest11`` entry point, so it never loads
+in another project's test run by itself.  Enable it with ``pytest -p dpsim.testing.plugin`` or
+``pytest_plugins = ["dpsim.testing.plugin"]`` in the rootdir's ``conftest.py`` (pytest accepts
+``pytest_plugins`` only there; dpsim's own ``tests/conftest.py`` does this).  It adds:
 
 * the hypothesis profiles ``dpsim-ci`` (``derandomize=True``: every run draws the same examples;
-  no deadline, so a slow first call — Numba compilation — is not a flaky failure; no example
-  database; ``print_blob`` to reproduce a failure) and ``dpsim-dev`` (random, more examples).
-  ``--dpsim-ci`` loads ``dpsim-ci``; so does the environment variable ``CI`` when hypothesis's own
-  ``--hypothesis-profile`` is not given.
+  ``max_examples=25``; no deadline, so a slow first call — Numba compilation — is not a flaky
+  failure; no example database; ``print_blob`` to reproduce a failure) and ``dpsim-dev`` (random,
+  more examples).  ``--dpsim-ci`` loads ``dpsim-ci``; so does the environment variable ``CI``
+  (any non-empty value) when hypothesis's own ``--hypothesis-profile`` is not given — enabling the
+  plugin is the opt-in to that, and ``--hypothesis-profile=NAME`` overrides it.  Without the
+  plugin, ``CI`` leaves hypothesis's settings to hypothesis itself (whose own ``ci`` profile keeps
+  ``max_examples=100``).
 * ``--dpsim-trials=FACTOR`` (default 1): multiplies every Monte Carlo size requested through
   :func:`dpsim.testing.scaled_trials` (the assertions call it, and the ``dpsim_trials`` fixture
   is it): ``0.1`` for a quick smoke run, ``10`` for a thorough one.
