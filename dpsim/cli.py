@@ -2,7 +2,7 @@
 
     dpsim list
     dpsim run --problem P [--problem-arg k=v ...] --optimizer O [--set k=v ...]
-              --steps N --batch-size B --trials R --seed S [--backend cupy] --out FILE
+              --steps N --batch-size B --trials R --seed S [--backend cupy] --out FILE.npz|FILE.nc
               [--accountant pld|rdp] [--target-epsilon E]
     dpsim account (--noise-multiplier S | --epsilon E) --sample-rate Q --steps T --delta D
     dpsim audit OPTIMIZER [--set k=v ...] [--trials R] [--n N] [--others zero|aligned]
@@ -96,7 +96,9 @@ def _build_parser() -> argparse.ArgumentParser:
     r.add_argument("--accountant", default="pld", help="pld (default) or rdp (needed with --sampling fixed)")
     r.add_argument("--target-epsilon", type=float, default=None,
                    help="calibrate the noise multiplier so that the run costs this ε at --delta")
-    r.add_argument("--out", default=None, help="save the result here (.npz)")
+    r.add_argument("--out", default=None,
+                   help="save the result here; the suffix picks the format: .npz (NumPy) or .nc "
+                        "(netCDF, opens with xarray.open_dataset)")
     r.add_argument("--no-progress", action="store_true")
 
     a = sub.add_parser("account", help="(ε, δ) of the Poisson-subsampled Gaussian mechanism, or "
@@ -173,10 +175,16 @@ def _validate_run(args):
     if args.target_epsilon is not None and not (0 < args.target_epsilon < float("inf")):
         raise ValueError(f"--target-epsilon must be a positive finite number, got {args.target_epsilon}")
     if args.out:
+        from .results import SAVE_FORMATS
+
         out = os.path.abspath(args.out)
         parent = os.path.dirname(out)
         if os.path.isdir(out):
             raise ValueError(f"--out {args.out!r} is a directory")
+        suffix = os.path.splitext(out)[1]
+        if suffix.lower() not in SAVE_FORMATS:
+            raise ValueError(f"--out {args.out!r}: suffix {suffix!r} is not one of "
+                             f"{', '.join(SAVE_FORMATS)} (the suffix picks the file format)")
         if not os.path.isdir(parent):
             raise ValueError(f"--out {args.out!r}: directory {parent!r} does not exist")
         if not os.access(parent, os.W_OK):
@@ -204,7 +212,8 @@ def _cmd_run(args) -> int:
     if args.out:  # save before anything else can fail
         _save(res, args.out)
     final = res.loss[-1]
-    ok = np.isfinite(final)
+    bad = res.diverged  # non-finite trials and finite blow-ups (dpsim.results.DIVERGENCE_FACTOR)
+    ok = ~bad & np.isfinite(final)
     print(f"{opt.name} on {prob.name}: {args.steps} steps, {args.trials} trial(s), "
           f"{res.wall_time:.2f} s")
     if "calibration" in res.config:
@@ -214,12 +223,14 @@ def _cmd_run(args) -> int:
         print(f"  final loss      {np.mean(final):.6g} ± {np.std(final):.2g} (mean ± sd over trials)")
     elif ok.any():
         print(f"  final loss      {np.mean(final[ok]):.6g} ± {np.std(final[ok]):.2g} over the "
-              f"{int(ok.sum())} finite trial(s); {int((~ok).sum())} diverged")
+              f"{int(ok.sum())} trial(s) not diverged; {int(bad.sum())} diverged")
     else:
-        print(f"  final loss      all {args.trials} trial(s) diverged (non-finite)")
+        print(f"  final loss      all {args.trials} trial(s) diverged")
     if res.excess_loss is not None and ok.any():
         ex = res.excess_loss[-1][ok]
         print(f"  excess loss     {np.mean(ex):.6g} ± {np.std(ex):.2g}")
+    if bad.any():
+        print(f"  diverged        {_diverged_text(res, bad)}")
     rep = res.privacy_report(args.delta, accountant=args.accountant)
     eps = rep["epsilon"]
     eps_txt = "inf (not private)" if np.all(np.isinf(eps)) else (
@@ -238,17 +249,34 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _diverged_text(res, bad) -> str:
+    """``k of R trial(s): trial i reason; ... (rule: ...)`` on one line (at most three reasons)."""
+    import numpy as np
+
+    from .results import divergence_rule
+
+    idx = [int(i) for i in np.flatnonzero(bad)]
+    why = res.diverged_reason
+    shown = "; ".join(f"trial {i} {why[i]}" for i in idx[:3]) + ("; ..." if len(idx) > 3 else "")
+    return f"{len(idx)} of {len(bad)} trial(s): {shown} (rule: {divergence_rule()})"
+
+
 def _save(res, path):
     import os
 
+    from .results import SAVE_FORMATS
+
+    fmt = SAVE_FORMATS[os.path.splitext(path)[1].lower()]  # checked by _validate_run
     tmp = f"{path}.tmp{os.getpid()}"
     try:
-        res.save(tmp)
+        res.save(tmp, format=fmt)
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:  # no partial file is left behind, whatever stopped the write
         if os.path.exists(tmp):
             os.remove(tmp)
-        raise ValueError(f"cannot write --out {path!r}: {exc.strerror or exc}") from None
+        if isinstance(exc, OSError):
+            raise ValueError(f"cannot write --out {path!r}: {exc.strerror or exc}") from None
+        raise
 
 
 def _cmd_account(args) -> int:

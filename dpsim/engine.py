@@ -426,6 +426,8 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         grad_norm_sq=rec["grad_norm_sq"] if want_grad else None,
         dist_to_opt=rec["dist_to_opt"] if w_star is not None and "dist_to_opt" in metrics else None,
         records=prec,
+        test_loss=rec["test_loss"] if "test_loss" in metrics else None,
+        test_accuracy=rec["test_accuracy"] if "test_accuracy" in metrics else None,
         params=np.array(to_numpy(params), dtype=float),
         config=config,
         privacy=privacy,

@@ -474,15 +474,6 @@ def run_toml(path, *, out=None, plot=None, workers=None, scheduler=None, results
     for t in ("problem", "run", "grids"):
         if not isinstance(spec.get(t), dict):
             raise ValueError(f"{path}: needs a [{t}] table")
-    pspec = dict(spec["problem"])
-    if "dataset" in pspec:
-        from dpsim import datasets
-
-        problem = datasets.load(pspec.pop("dataset"), **pspec)
-    elif "name" in pspec:
-        problem = dpsim.problems.get(pspec.pop("name"), **pspec)
-    else:
-        raise ValueError(f"{path}: [problem] needs name = <factory> or dataset = <loader>")
     run = dict(spec["run"])
     allowed = {"steps", "batch_size", "trials", "seed", "target_epsilon", "target_delta", "select",
                "metrics", "sampling", "accountant", "record_every", "delta"}
@@ -492,6 +483,15 @@ def run_toml(path, *, out=None, plot=None, workers=None, scheduler=None, results
     for k in ("steps", "batch_size", "trials"):
         if k not in run:
             raise ValueError(f"{path}: [run] needs {k}")
+    pspec = dict(spec["problem"])
+    if "dataset" in pspec:
+        from dpsim import datasets
+
+        problem = datasets.load(pspec.pop("dataset"), **pspec)
+    elif "name" in pspec:
+        problem = dpsim.problems.get(pspec.pop("name"), **pspec)
+    else:
+        raise ValueError(f"{path}: [problem] needs name = <factory> or dataset = <loader>")
     if "metrics" in run:
         run["metrics"] = tuple(run["metrics"])
     ds = compare(problem, spec["grids"], workers=workers, scheduler=scheduler, results=results,
