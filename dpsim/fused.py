@@ -1308,7 +1308,9 @@ def plan(problem, optimizer, *, trials, backend="numpy", dtype="float64"):
         if name == "dp_adam_bc":
             P.eps_zero = True
             P.use_phi = True
-            P.floor = _col(hp["gamma_prime"], R)
+            # γ' = "auto" is 0.01·Φ: resolved in run() with Φ, by the chain's own function
+            P.gamma_auto = isinstance(hp["gamma_prime"], str)
+            P.floor = z if P.gamma_auto else _col(hp["gamma_prime"], R)
             # Φ = (σC/b)² needs the batch size: set in run() (0 without clipping)
             P.phi_pending = not any_inf(hp["clip"])
         else:
@@ -1471,6 +1473,10 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
         hp = P.optimizer.hyperparameters
         P.phi = _col((np.asarray(hp["noise_multiplier"], dtype=float) * np.asarray(hp["clip"], dtype=float)
                       / float(b)) ** 2, R)
+    if P.ok == ADAM and getattr(P, "gamma_auto", False):
+        # dp_adam_bc(gamma_prime="auto"): the chain's γ' = auto_gamma_prime(Φ), Φ as above (the
+        # zeros of plan() without clipping), the same float64 operations, hence the same floor
+        P.floor = _col(optimizers.adaptive.auto_gamma_prime(P.phi), R)
     # problem arrays (dummies of the right types where unused)
     X, y, link, reg = e2, e1, 0, 0.0
     vals, cols, ptr, dense_d = e1, ie1, ie1, 0

@@ -29,7 +29,7 @@ import numpy as np
 from .._validate import _parse, choice, hyper, positive_int
 from ..privacy.mf import parse_noise
 
-__all__ = ["Spec", "Real", "PositiveInt", "Choice", "Noise", "Flag", "OrNone", "Opaque",
+__all__ = ["Spec", "Real", "RealOrAuto", "PositiveInt", "Choice", "Noise", "Flag", "OrNone", "Opaque",
            "LR", "BETA", "EPS", "EPS_POSITIVE", "CLIP", "SIGMA", "NOISE", "DELAY", "FRACTION"]
 
 
@@ -84,6 +84,35 @@ class Real(Spec):
 
     def describe(self):
         return f"real in {self.interval}"
+
+
+@dataclass(frozen=True)
+class RealOrAuto(Real):
+    """A :class:`Real` that also accepts the string ``"auto"``: a documented rule that the
+    optimizer resolves at run time from what only the run knows (e.g. [ADAMBC]'s floor
+    ``γ' = 0.01·Φ`` needs ``Φ = (σC/b)²``, hence the batch size ``b``).  ``rule``: the rule in one
+    line, shown by :meth:`describe` and the repr.
+
+    A number keeps its meaning (an absolute value, scalar or one per trial, validated against
+    ``interval`` as a :class:`Real` is).  Generation (:mod:`dpsim.testing.strategies`) treats the
+    spec as the :class:`Real` it extends and draws numbers from ``typical``; a property that wants
+    ``"auto"`` asks for it with a window (``["auto", 1e-8]`` or ``"auto"``).
+    """
+
+    rule: str = ""
+    kind = "real"
+    AUTO = "auto"
+
+    def validate(self, name, value):
+        if isinstance(value, str):
+            if value != self.AUTO:
+                raise ValueError(f"{name} must be 'auto' or a number in {self.interval}, "
+                                 f"got {name}={value!r}")
+            return
+        super().validate(name, value)
+
+    def describe(self):
+        return f"'auto' ({self.rule}) or real in {self.interval}"
 
 
 @dataclass(frozen=True)

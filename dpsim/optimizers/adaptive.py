@@ -8,33 +8,47 @@ Update rules (coordinate-wise; the recursions are in :mod:`dpsim.transforms.prec
   ``m̂ = m/(1−β1^t)``, ``v̂ = v/(1−β2^t)``.
 * ``dp_adagrad``, ``dp_rmsprop``, ``dp_adam``: the same rule fed the privatized gradient
   ``g̃ = (1/b)(Σ clip(g_i, C) + N(0, σ²C²I))`` ([DP2] §2, [DESIGN] §3.1) — post-processing.
-* ``dp_adam_bc`` ([ADAMBC] Alg. 1): ``w ← w − η m̂ / √max(v̂ − Φ, γ')``, ``Φ = (σC/b)²``.
+* ``dp_adam_bc`` ([ADAMBC] Alg. 1): ``w ← w − η m̂ / √max(v̂ − Φ, γ')``, ``Φ = (σC/b)²``;
+  ``γ'`` is ``"auto"`` by default: ``γ' = 0.01·Φ`` (:func:`auto_gamma_prime`).
 
 Pieces: ``"privatizer"``/``"gradient"``, ``"preconditioner"`` (``PreconditionState(v)``, or
 ``AdamState(m, v, count)`` with the raw ``v``), ``"lr"``.
 
 Hyperparameter ranges: ``lr`` ∈ [0, ∞); ``beta``, ``beta1``, ``beta2`` ∈ [0, 1); ``eps`` ∈ [0, ∞);
-``gamma_prime`` ∈ (0, ∞); ``clip`` ∈ (0, ∞] (``inf`` only with σ = 0); ``noise_multiplier`` ∈
-[0, ∞); ``noise`` ``"gaussian" | "sqrt_toeplitz" | "banded:<k>"``.
+``gamma_prime`` ``"auto"`` or ∈ (0, ∞); ``clip`` ∈ (0, ∞] (``inf`` only with σ = 0);
+``noise_multiplier`` ∈ [0, ∞); ``noise`` ``"gaussian" | "sqrt_toeplitz" | "banded:<k>"``.
+
+Scale: ``eps`` (1e-8) and ``lr`` are absolute; on a private run ``√v̂ ≥ σC/b`` makes ε
+immaterial unless it nears ``σC/b``, see docs/defaults.md.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .._validate import any_inf, hyper
 from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
 from ..transforms.base import mean_gradient, named_chain
 from ..transforms.preconditioners import (adam_v_hat, adagrad as adagrad_rule, precondition,
                                           rmsprop as rmsprop_rule, scale_by_adam, yogi as yogi_rule)
-from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, OrNone, Real
+from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, OrNone, Real, RealOrAuto
 from ._registry import Optimizer, optimizer, register
 from .baselines import MEAN, learning_rate, post, release
 
 __all__ = ["adagrad", "rmsprop", "yogi", "adam", "dp_adagrad", "dp_rmsprop", "dp_adam", "dp_adam_bc",
-           "noise_variance"]
+           "noise_variance", "auto_gamma_prime", "GAMMA_PRIME_RATIO", "GAMMA_PRIME_FALLBACK"]
 
 
-#: [ADAMBC]'s floor γ' of the debiased second moment.
-GAMMA_PRIME = Real("(0, inf)", typical=(1e-12, 1e-4), log=True)
+#: ``c`` of ``gamma_prime="auto"``: ``γ' = c·Φ``.  [ADAMBC] §5, Table 2 (SNLI: B = 256, C = 0.1,
+#: σ = 0.4, so Φ ≈ 2.441e-8, with γ' = 3e-10 ≈ 0.012·Φ; the same γ' in Fig. 4 middle).
+GAMMA_PRIME_RATIO = 0.01
+#: γ' of ``gamma_prime="auto"`` where ``Φ = 0`` (σ = 0 or C = ∞: no noise, nothing to scale by):
+#: the former absolute default, i.e. a floor √γ' = 1e-4 on Adam's denominator.
+GAMMA_PRIME_FALLBACK = 1e-8
+#: [ADAMBC]'s floor γ' of the debiased second moment: ``"auto"`` (γ' = 0.01·Φ) or an absolute value.
+GAMMA_PRIME = RealOrAuto("(0, inf)", typical=(1e-12, 1e-4), log=True,
+                         rule="γ' = 0.01·Φ, Φ = (σC/b)² with b the nominal batch size, "
+                              "[ADAMBC] §5 Table 2; 1e-8 where Φ = 0")
 # DP-AdamBC's assumed noise variance Φ' (None: the true Φ = (σC/b)²)
 PHI_PRIME = OrNone(Real("[0, inf)", typical=(1e-8, 1e-2), log=True))
 
@@ -63,14 +77,16 @@ def _private(clip, noise_multiplier, noise):
 
 @register
 def adagrad(lr: LR = 0.1, eps: EPS = 1e-8) -> Optimizer:
-    """AdaGrad: ``v ← v + g²``, ``w ← w − η g / (√v + ε)``.  Not private."""
+    """AdaGrad: ``v ← v + g²``, ``w ← w − η g / (√v + ε)``.  Not private.  Scale: ``eps`` (1e-8)
+    is relative to the gradient scale (docs/defaults.md)."""
     tx = named_chain(_gradient(), ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
     return optimizer(post(tx, MEAN, "adagrad", lr, piece="preconditioner", eps=_eps(eps)))
 
 
 @register
 def rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
-    """RMSProp: ``v ← β v + (1−β) g²``, ``w ← w − η g / (√v + ε)``.  Not private."""
+    """RMSProp: ``v ← β v + (1−β) g²``, ``w ← w − η g / (√v + ε)``.  Not private.  Scale: ``eps``
+    (1e-8) is relative to the gradient scale (docs/defaults.md)."""
     tx = named_chain(_gradient(), ("preconditioner", precondition(rmsprop_rule(beta, eps))),
                      learning_rate(lr))
     return optimizer(post(tx, MEAN, "rmsprop", lr, piece="preconditioner", beta=_beta(beta), eps=_eps(eps)))
@@ -79,14 +95,15 @@ def rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
 @register
 def yogi(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
     """Yogi (Zaheer et al. 2018): ``v ← v − (1−β) sign(v − g²) g²``, ``w ← w − η g / (√v + ε)``.
-    Not private."""
+    Not private.  Scale: ``eps`` (1e-8) is relative to the gradient scale (docs/defaults.md)."""
     return optimizer(named_chain(_gradient(), ("preconditioner", precondition(yogi_rule(beta, eps))),
                                  learning_rate(lr)))
 
 
 @register
 def adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8) -> Optimizer:
-    """Adam: ``w ← w − η m̂ / (√v̂ + ε)`` (module docstring).  Not private."""
+    """Adam: ``w ← w − η m̂ / (√v̂ + ε)`` (module docstring).  Not private.  Scale: ``eps`` (1e-8)
+    is relative to the gradient scale (docs/defaults.md)."""
     tx = named_chain(_gradient(), ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
     return optimizer(post(tx, MEAN, "adam", lr, **_adam(beta1, beta2, eps)))
 
@@ -94,7 +111,8 @@ def adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8)
 @register
 def dp_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
                noise: NOISE = "gaussian") -> Optimizer:
-    """DP-AdaGrad: AdaGrad on the privatized gradient ``g̃`` (post-processing)."""
+    """DP-AdaGrad: AdaGrad on the privatized gradient ``g̃`` (post-processing).  Scale: ``eps``
+    (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v`` (docs/defaults.md)."""
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
     rel = release(clip, noise_multiplier, noise, correlated=True)
@@ -104,7 +122,8 @@ def dp_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP = 1.0, noise_multiplier
 @register
 def dp_rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8, clip: CLIP = 1.0,
                noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """DP-RMSProp: RMSProp on the privatized gradient ``g̃`` (post-processing)."""
+    """DP-RMSProp: RMSProp on the privatized gradient ``g̃`` (post-processing).  Scale: ``eps``
+    (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v`` (docs/defaults.md)."""
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", precondition(rmsprop_rule(beta, eps))), learning_rate(lr))
     rel = release(clip, noise_multiplier, noise, correlated=True)
@@ -115,11 +134,51 @@ def dp_rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8, clip: CLIP = 1.
 @register
 def dp_adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8, clip: CLIP = 1.0,
             noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """DP-Adam: Adam on the privatized gradient ``g̃`` (post-processing; [DESIGN] §3.1)."""
+    """DP-Adam: Adam on the privatized gradient ``g̃`` (post-processing; [DESIGN] §3.1).  Scale:
+    ``eps`` (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v̂``
+    (docs/defaults.md)."""
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
     return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "adam", lr,
                           **_adam(beta1, beta2, eps)))
+
+
+def auto_gamma_prime(phi, xp=None):
+    """The floor ``γ'`` of ``dp_adam_bc(gamma_prime="auto")`` for the DP bias ``Φ``.
+
+    ``γ' = c·Φ`` where ``Φ > 0`` and ``γ' = γ'₀`` where ``Φ = 0``, with ``c`` =
+    :data:`GAMMA_PRIME_RATIO` = 0.01 and ``γ'₀`` = :data:`GAMMA_PRIME_FALLBACK` = 1e-8.
+
+    Source of ``c``: the paper gives no formula for γ', only tuned absolute values, so ``c`` is
+    read off its own worked example.  [ADAMBC] §5 ("Empirical effect of bias correction",
+    Table 2; Fig. 4 middle) runs SNLI with ``B = 256, C = 0.1, σ = 0.4``, i.e.
+    ``Φ = (σC/B)² ≈ 2.441e-8`` as the paper prints, and ``γ' = 3e-10 ≈ 0.012·Φ``.  Its tuned
+    values in App. A span ``0.004·Φ`` (SNLI, ``γ' = 1e-10``) through ``0.12·Φ`` (QNLI,
+    ``3e-9``) to ``0.84·Φ`` (CIFAR-10: ``C = 1, σ = 2, B = 8192``, ``γ' = 5e-8``).  §4 (after
+    Prop. 4) wants γ' scaled "based on the realized trajectory", and App. G calls it "an
+    important hyperparameter": ``"auto"`` is a starting point that moves with σ, C and b, not a
+    substitute for tuning (the ``adambc`` experiment tunes ``γ'/Φ`` over a grid).
+    ``Φ = 0`` (``σ = 0`` or ``C = ∞``) leaves nothing to scale by: γ' falls back to 1e-8, not 0
+    (a zero floor would divide by ``√0`` wherever ``v̂ = 0``).
+
+    Parameters
+    ----------
+    phi : float or array
+        ``Φ = (σC/b)²`` (:func:`noise_variance`), a float or a per-trial column.
+    xp : array namespace, optional
+        The namespace of ``phi`` when it is an array (``ctx.xp``); default NumPy.
+
+    Returns
+    -------
+    float or array
+        ``γ'``, a float for a float ``Φ``, else an array shaped as ``phi``.  The chain, the fused
+        release and the small-d kernel of :mod:`dpsim.fused` all call this function on the Φ they
+        computed, so they use the same floor, bit for bit.
+    """
+    if isinstance(phi, float):
+        return GAMMA_PRIME_RATIO * phi if phi > 0.0 else GAMMA_PRIME_FALLBACK
+    xp = np if xp is None else xp
+    return xp.where(phi > 0.0, GAMMA_PRIME_RATIO * phi, GAMMA_PRIME_FALLBACK)
 
 
 def noise_variance(clip, noise_multiplier):
@@ -135,6 +194,20 @@ def noise_variance(clip, noise_multiplier):
     return phi
 
 
+def _gamma_prime(gamma_prime, clip, noise_multiplier):
+    """``γ'`` as ``scale_by_adam``'s ``floor`` reads it: the validated absolute value (float or
+    per-trial array), or for ``"auto"`` a function of the step context,
+    ``ctx ↦ auto_gamma_prime(Φ(ctx))`` with the true ``Φ = (σC/b)²``."""
+    if isinstance(gamma_prime, str):  # "auto" (the spec refuses any other string)
+        true_phi = noise_variance(clip, noise_multiplier)
+
+        def gamma(ctx):
+            return auto_gamma_prime(true_phi(ctx), ctx.xp)
+
+        return gamma
+    return hyper("gamma_prime", gamma_prime, "(0, inf)")
+
+
 def _above_floor_probe(phi, gamma, beta2):
     """Fraction of coordinates with ``v̂ − Φ > γ'`` (DP-AdamBC diagnostic, [ADAMBC] §4)."""
 
@@ -143,26 +216,51 @@ def _above_floor_probe(phi, gamma, beta2):
         adam_state = state["preconditioner"]
         if adam_state.count == 0:
             return xp.zeros(params.shape[0], dtype=params.dtype)
-        above = (adam_v_hat(adam_state, ctx.hp(beta2)) - phi(ctx)) > ctx.hp(gamma)
+        floor = gamma(ctx) if callable(gamma) else ctx.hp(gamma)
+        above = (adam_v_hat(adam_state, ctx.hp(beta2)) - phi(ctx)) > floor
         return xp.mean(xp.astype(above, params.dtype), axis=1)
 
     return probe
 
 
 @register
-def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, gamma_prime: GAMMA_PRIME = 1e-8,
-               clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian",
+def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999,
+               gamma_prime: GAMMA_PRIME = "auto", clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian",
                phi_prime: PHI_PRIME = None) -> Optimizer:
     """DP-AdamBC ([ADAMBC] Alg. 1, Eq. 4): DP-Adam with the noise variance removed from the
     second moment, ``w ← w − η m̂ / √max(v̂ − Φ, γ')`` with ``Φ = (σC/b)²`` and no additive ε.
 
-    ``phi_prime``: ``None`` (default) subtracts the true ``Φ``; a number ``Φ'`` subtracts ``Φ'``
-    instead — the mis-specified bias of [ADAMBC] Fig. 5 (upper left) and Fig. 2 (right), where
-    ``Φ'`` is swept around ``Φ``.  It changes only the update, not the privatizer, so ε is that
-    of the same σ either way.
+    Scale: the default ``γ'`` is relative to the DP bias Φ (``"auto"``: ``γ' = 0.01·Φ``), as
+    the paper's tuned values are (docs/defaults.md).
 
-    Probe ``frac_above_floor``: fraction of coordinates with ``v̂ − Φ' > γ'`` (``Φ' = Φ`` by
-    default)."""
+    Parameters
+    ----------
+    lr, beta1, beta2 : float or per-trial sequence
+        η ∈ [0, ∞), β1, β2 ∈ [0, 1) of Adam.
+    gamma_prime : "auto" (default), float or per-trial sequence
+        The floor ``γ'`` of the debiased second moment.  ``"auto"``:
+        ``γ' = 0.01·Φ`` with ``Φ = (σC/b)²`` and ``b`` the nominal batch size of the run
+        (per trial when σ or C is), and ``γ' = 1e-8`` where ``Φ = 0`` (σ = 0 or C = ∞)
+        (:func:`auto_gamma_prime`; the factor 0.01 is [ADAMBC] §5 Table 2's
+        ``γ' = 3e-10`` at ``Φ ≈ 2.441e-8``).  A number ∈ (0, ∞) is an absolute ``γ'``, the
+        meaning it always had (the default used to be the absolute ``1e-8``: about 1.4e-5·Φ
+        on the ε = 1 logistic problem of docs/defaults.md, where it made DP-AdamBC look the
+        worst of DP-SGD, DP-Adam and DP-AdamBC).  With ``phi_prime`` set, ``"auto"`` still
+        scales with the true Φ, so a Φ' sweep keeps one γ'.
+    clip, noise_multiplier, noise
+        The privatizer's C ∈ (0, ∞] (∞ only with σ = 0), σ ∈ [0, ∞) and noise.
+    phi_prime : None or float
+        ``None`` (default) subtracts the true ``Φ``; a number ``Φ'`` subtracts ``Φ'`` instead —
+        the mis-specified bias of [ADAMBC] Fig. 5 (upper left) and Fig. 2 (right), where ``Φ'``
+        is swept around ``Φ``.  It changes only the update, not the privatizer, so ε is that of
+        the same σ either way.
+
+    Returns
+    -------
+    Optimizer
+        With probe ``frac_above_floor``: fraction of coordinates with ``v̂ − Φ' > γ'``
+        (``Φ' = Φ`` by default).
+    """
     if phi_prime is None:
         phi = noise_variance(clip, noise_multiplier)
     else:
@@ -170,7 +268,7 @@ def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, gamma_prim
 
         def phi(ctx):
             return ctx.hp(pp)
-    gamma = hyper("gamma_prime", gamma_prime, "(0, inf)")
+    gamma = _gamma_prime(gamma_prime, clip, noise_multiplier)
     b2 = hyper("beta2", beta2, "[0, 1)")
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", scale_by_adam(beta1, b2, 0.0, phi=phi, floor=gamma)),

@@ -59,7 +59,10 @@ __all__ = ["dp_adam_corrected", "dp_adam_ime", "dp_adam_ime_free", "dp_adam_stp"
 @register
 def dp_adam_corrected(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                       clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """Corrected DP-Adam ([DESIGN] Alg. 7): ``m̂ / (√max(v̂ − Φ, 0) + ε)`` with ``Φ = (σC/b)²``."""
+    """Corrected DP-Adam ([DESIGN] Alg. 7): ``m̂ / (√max(v̂ − Φ, 0) + ε)`` with ``Φ = (σC/b)²``.
+
+    Scale: where ``v̂ < Φ`` the denominator is ε alone, so the absolute ``eps=1e-8`` diverges where
+    ``eps ≈ √Φ = σC/b`` works (docs/defaults.md)."""
     phi = noise_variance(clip, noise_multiplier)
     tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
                      ("preconditioner", scale_by_adam(beta1, beta2, eps, phi=phi, floor=0.0)),
@@ -72,7 +75,10 @@ def dp_adam_corrected(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps
 @register
 def dp_adam_ime(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                 clip: CLIP_FINITE = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """DP-Adam with independent moment estimation: two releases per step at ``√2σ`` each."""
+    """DP-Adam with independent moment estimation: two releases per step at ``√2σ`` each.
+
+    Scale: ``eps`` (1e-8) is absolute, but ``max(v̂, 0)`` is often ≈ 0 under the noise of the
+    ``ḡ²`` release: set it relative to that noise (docs/defaults.md)."""
     tx = named_chain(("privatizer", _ime(clip, noise_multiplier, None, noise)),
                      ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr))
     return optimizer(_ime_described(tx, clip, noise_multiplier, None, noise, lr, "adam", eps,
@@ -83,7 +89,8 @@ def dp_adam_ime(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS 
 def dp_adam_ime_free(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                      clip: CLIP_FINITE = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """The "IME for free" comparator: both moments released at σ (two releases per step; its ε is
-    larger than DP-Adam's)."""
+    larger than DP-Adam's).  Scale: as ``dp_adam_ime``, ``eps`` must be relative to the noise of
+    the ``ḡ²`` release (docs/defaults.md)."""
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
     tx = named_chain(("privatizer", _ime(clip, sigma, (sigma, sigma), noise)),
                      ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr))
@@ -111,7 +118,9 @@ def dp_adam_stp(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS 
                 base: BASE = "adam", noise: NOISE = "gaussian") -> Optimizer:
     """Scale-then-privatize over ``base`` ([DESIGN] Alg. 8): release
     ``g̃ = (1/b)(Σ clip(s ⊙ g_i, C) + N(0, σ²C²I)) / s`` with ``s = 1/(√v + ε_s)`` from the
-    preconditioner's raw ``v`` before this step, then the ``base`` rule on ``g̃``."""
+    preconditioner's raw ``v`` before this step, then the ``base`` rule on ``g̃``.  Scale:
+    ``eps_scale`` (1e-3) is absolute; at t = 1 ``s = 1/ε_s`` multiplies gradients by 1000 before
+    clipping at C (docs/defaults.md)."""
     tx = _stp(gaussian_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
               eps_scale)
     # its description for the engine's fused release, from the validated values of _stp's pieces
@@ -133,7 +142,8 @@ _ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clip
 def dp_adam_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                         clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """Oracle ([DESIGN] Alg. 9): DP-Adam whose ``v`` is fed the noiseless clipped ``ḡ²``.  Not
-    private (declares NonPrivate)."""
+    private (declares NonPrivate).  Scale: ``eps`` (1e-8) is relative to the clean gradient scale
+    while ``m`` is noisy (docs/defaults.md)."""
     tx = named_chain(("privatizer", noiseless_v_privatizer(clip, noise_multiplier, noise=noise)),
                      ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
     return optimizer(_oracle_described(tx, clip, noise_multiplier, noise, lr, "adam", eps, beta1, beta2),
@@ -145,7 +155,8 @@ def dp_adam_stp_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.99
                             eps_scale: EPS_SCALE = 1e-3, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
                             base: BASE = "adam", noise: NOISE = "gaussian") -> Optimizer:
     """Oracle ([DESIGN] Alg. 9 with STP): ``dp_adam_stp`` whose ``v`` is fed the noiseless
-    ``(Σ clip(s ⊙ g_i, C)/(b s))²``.  Not private (declares NonPrivate)."""
+    ``(Σ clip(s ⊙ g_i, C)/(b s))²``.  Not private (declares NonPrivate).  Scale: ``eps_scale``
+    as in ``dp_adam_stp`` (docs/defaults.md)."""
     tx = _stp(noiseless_v_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
               eps_scale)
     if base in ("adam", "adagrad"):  # IME's pass has no RMSProp rule: with it the chain runs

@@ -138,7 +138,10 @@ def _delayed_scale_release(privatizer, P, eps, name):
 def dp2_rmsprop(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
                 clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
                 beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
-    """DP² with a delayed RMSProp preconditioner ([DP2] Alg. 1; module docstring)."""
+    """DP² with a delayed RMSProp preconditioner ([DP2] Alg. 1; module docstring).
+
+    Scale: ``s1`` (10 steps) and ``eps`` (1e-8) are absolute; [DP2] App. C.2 sets the delay in
+    epochs (≈ 0.5–2 of ``n/b`` steps) and tunes ``eps`` on {1e-2 … 1e-7} (docs/defaults.md)."""
     return optimizer(_dp2("rmsprop", "dp2", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                           noise_multiplier=noise_multiplier, beta=beta, eps=eps, unbias=unbias,
                           noise=noise))
@@ -148,7 +151,8 @@ def dp2_rmsprop(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrN
 def dp2_adagrad(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
                 clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
                 beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
-    """DP² with a delayed AdaGrad preconditioner (``beta`` unused)."""
+    """DP² with a delayed AdaGrad preconditioner (``beta`` unused).  Scale: ``s1``, ``eps`` as in
+    ``dp2_rmsprop`` (docs/defaults.md)."""
     return optimizer(_dp2("adagrad", "dp2", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                           noise_multiplier=noise_multiplier, beta=beta, eps=eps, unbias=unbias,
                           noise=noise))
@@ -158,7 +162,8 @@ def dp2_adagrad(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrN
 def dp2_yogi(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
              clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
              beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
-    """DP² with a delayed Yogi preconditioner ([DP2] App. D)."""
+    """DP² with a delayed Yogi preconditioner ([DP2] App. D).  Scale: ``s1``, ``eps`` as in
+    ``dp2_rmsprop`` (docs/defaults.md)."""
     return optimizer(_dp2("yogi", "dp2", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                           noise_multiplier=noise_multiplier, beta=beta, eps=eps, unbias=unbias,
                           noise=noise))
@@ -169,7 +174,8 @@ def dp2_extra_query(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2:
                     clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
                     beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
     """DP² ablation 1 ([DP2] Alg. 2): a raw release into ``G`` every step, plus a second,
-    preconditioned release on the steps ``(t−1) mod s1 ≠ 0`` (``s2`` unused)."""
+    preconditioned release on the steps ``(t−1) mod s1 ≠ 0`` (``s2`` unused).  Scale: ``s1``,
+    ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md)."""
     return optimizer(_dp2("rmsprop", "extra_query", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip,
                           clip2=clip2, noise_multiplier=noise_multiplier, beta=beta, eps=eps,
                           unbias=unbias, noise=noise))
@@ -179,7 +185,8 @@ def dp2_extra_query(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2:
 def dp2_noise_first(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
                     clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
                     beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
-    """DP² ablation 2: the adaptive phase privatizes first, then divides by ``D``."""
+    """DP² ablation 2: the adaptive phase privatizes first, then divides by ``D``.  Scale:
+    ``s1``, ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md)."""
     return optimizer(_dp2("rmsprop", "noise_first", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip,
                           clip2=clip2, noise_multiplier=noise_multiplier, beta=beta, eps=eps,
                           unbias=unbias, noise=noise))
@@ -189,7 +196,8 @@ def dp2_noise_first(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2:
 def delayed_rmsprop(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
                     beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
     """Non-private DP² ([DP2] §3.1): ``s1`` SGD steps accumulating ``G``, refresh
-    ``v ← β v + (1−β)(G/s1)²``, ``s2`` steps of ``w ← w − η2 g / (√v + ε)``."""
+    ``v ← β v + (1−β)(G/s1)²``, ``s2`` steps of ``w ← w − η2 g / (√v + ε)``.  Scale: ``s1``,
+    ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md)."""
     s1 = positive_int("s1", s1)
     s2 = s1 if s2 is None else positive_int("s2", s2)
     P = by_rule("rmsprop", beta, eps)

@@ -86,7 +86,9 @@ def _ime_described(tx, clip, noise_multiplier, split, noise, lr, rule, eps, beta
 def ime_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP_FINITE = 1.0,
                 noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """AdaGrad with independent moment estimation (module docstring): ``v`` is fed a separate
-    release of ``ḡ²``; both releases at ``√2σ``, so the pair costs one DP-SGD step at σ."""
+    release of ``ḡ²``; both releases at ``√2σ``, so the pair costs one DP-SGD step at σ.
+    Scale: ``eps`` (1e-8) is absolute, but ``v`` sums noisy squares: set it relative to that noise
+    (docs/defaults.md)."""
     tx = named_chain(("privatizer", ime_privatizer(clip, noise_multiplier, noise=noise)),
                      ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
     return optimizer(_ime_described(tx, clip, noise_multiplier, None, noise, lr, "adagrad", eps))
@@ -96,7 +98,8 @@ def ime_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP_FINITE = 1.0,
 def ime_adagrad_free(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP_FINITE = 1.0,
                      noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """The "IME for free" comparator of [DESIGN]'s table: both releases at σ (two releases per
-    step, accounted as such: its ε is larger than DP-AdaGrad's at the same σ)."""
+    step, accounted as such: its ε is larger than DP-AdaGrad's at the same σ).  Scale: ``eps``
+    as in ``ime_adagrad`` (docs/defaults.md)."""
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
     tx = named_chain(("privatizer", ime_privatizer(clip, sigma, split=(sigma, sigma), noise=noise)),
                      ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))

@@ -351,7 +351,8 @@ def noisy_adagrad(lr: LR = 0.1, clip: CLIP = 1.0, clip2: CLIP = 1.0, noise_multi
     module docstring): the gradient and the per-example squared gradients are released separately
     (``σ_g = σ/√(1−ρ)``, ``σ_v = σ/√ρ``: the pair costs one DP-SGD step at σ), the noisy
     AdaGrad preconditioner ``√v`` is projected onto the top-``k`` public gradient subspace, and
-    ``w ← w − η g̃ / (max(V Vᵀ √v, 0) + ε)``.  Needs public data."""
+    ``w ← w − η g̃ / (max(V Vᵀ √v, 0) + ε)``.  Needs public data.  Scale: ``eps`` (0.1) and ``k``
+    (1) are absolute, relative to ``√v`` and to ``d`` (docs/defaults.md)."""
     pub = hyper("public_fraction", public_fraction, "(0, 1)")
     if not isinstance(pub, float):
         raise ValueError(f"public_fraction must be one number shared by every trial, got "

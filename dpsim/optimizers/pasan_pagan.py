@@ -72,12 +72,14 @@ def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noi
 @register(per_coordinate=_PER_COORDINATE)
 def pasan(lr: LR = 0.1, noise_multiplier: SIGMA = 1.0, radius: RADIUS = None, scaling: SCALING = "identity",
           sigma_hat: SIGMA_HAT = None, eps: EPS_POSITIVE = 1e-12, noise: NOISE = "gaussian") -> Optimizer:
-    """PASAN ([PAGAN] Alg. 1): ellipsoid privatizer + ``α/√(Σ||ĝ||²)`` step size."""
+    """PASAN ([PAGAN] Alg. 1): ellipsoid privatizer + ``α/√(Σ||ĝ||²)`` step size.  Scale: ``lr``
+    (0.1) is absolute; [PAGAN] Thm 1 takes ``α = diam₂(X)`` (docs/defaults.md)."""
     return _build("pasan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)
 
 
 @register(per_coordinate=_PER_COORDINATE)
 def pagan(lr: LR = 0.1, noise_multiplier: SIGMA = 1.0, radius: RADIUS = None, scaling: SCALING = "identity",
           sigma_hat: SIGMA_HAT = None, eps: EPS_POSITIVE = 1e-12, noise: NOISE = "gaussian") -> Optimizer:
-    """PAGAN ([PAGAN] Alg. 2): ellipsoid privatizer + diagonal AdaGrad step."""
+    """PAGAN ([PAGAN] Alg. 2): ellipsoid privatizer + diagonal AdaGrad step.  Scale: ``lr`` (0.1)
+    is absolute; [PAGAN] Thm 2 takes ``α = diam_∞(X)`` (docs/defaults.md)."""
     return _build("pagan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)

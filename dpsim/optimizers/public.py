@@ -112,7 +112,8 @@ def _fraction(x) -> float:
 @register
 def pdp_sgd(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, k: SUBSPACE = 10,
             public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
-    """PDP-SGD: the DP-SGD release projected onto the top-``k`` public gradient subspace."""
+    """PDP-SGD: the DP-SGD release projected onto the top-``k`` public gradient subspace.
+    Scale: ``k`` (10) must fit ``d`` and the ``public_fraction·n`` public examples (docs/defaults.md)."""
     return optimizer(named_chain(("privatizer", _subspace_privatizer(clip, noise_multiplier, k, noise)),
                                  learning_rate(lr)),
                      note=_PUBLIC_NOTE, public_fraction=_fraction(public_fraction))
@@ -135,7 +136,9 @@ def _public_mean_gradient(batch, ctx):
 @register
 def adadps(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, beta: BETA = 0.9,
            eps: EPS_POSITIVE = 1e-8, public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
-    """AdaDPS-RMSProp: preconditioner from public gradients, preconditioned per-example clipping."""
+    """AdaDPS-RMSProp: preconditioner from public gradients, preconditioned per-example clipping.
+    Scale: ``eps`` (1e-8) is relative to the public ``√v``; [DP2] Table 2 tuned 1e-3 to 1e-2
+    (docs/defaults.md)."""
     eps = hyper("eps", eps, "(0, inf)")
     beta = hyper("beta", beta, "[0, 1)")
     privatizer = gaussian_privatizer(clip, noise_multiplier, noise=noise)

@@ -115,7 +115,7 @@ class Post:
     beta1: Any = None
     beta2: Any = None
     phi: Callable | None = None
-    floor: Any = None
+    floor: Any = None  # a value, per trial, or a function of the step context (γ' = "auto")
     stp_eps: Any = None
 
 
@@ -1182,7 +1182,9 @@ class FusedStep:
         ph = fl = 0.0
         if sp.phi is not None:
             ph = sp.phi(ctx) if callable(sp.phi) else ctx.hp(sp.phi)
-            fl = ctx.hp(sp.floor if sp.floor is not None else 0.0)
+            # a callable floor is DP-AdamBC's γ' = "auto" (a function of the step's b), as in
+            # scale_by_adam
+            fl = sp.floor(ctx) if callable(sp.floor) else ctx.hp(sp.floor if sp.floor is not None else 0.0)
         e = ctx.hp(sp.eps)
         add_eps = not (isinstance(e, float) and e == 0.0)
         ent = self._base(sp.release, sp.neglr, ctx, dt)

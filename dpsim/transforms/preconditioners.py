@@ -189,7 +189,9 @@ def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> 
 
     ``phi=None``: plain Adam ``m̂/(√v̂ + ε)``.  ``phi`` given (scalar, per trial, or a function
     of the step context, e.g. ``Φ = (σC/b)²`` needs the batch size):
-    ``m̂ / (√max(v̂ − Φ, floor) + ε)``; DP-AdamBC is ``floor=γ', eps=0``, the corrected DP-Adam of
+    ``m̂ / (√max(v̂ − Φ, floor) + ε)``, ``floor`` likewise a scalar, per trial, or a function of
+    the step context (DP-AdamBC's ``gamma_prime="auto"``, ``γ' = 0.01·Φ``); DP-AdamBC is
+    ``floor=γ', eps=0``, the corrected DP-Adam of
     [DESIGN] is ``floor=0``.  With ``MomentInputs`` the positive part ``max(v̂, 0)`` is taken
     before the square root (a noisy second-moment statistic can drive ``v`` negative).
     ``beta1``, ``beta2`` in [0, 1); ``eps`` ≥ 0.
@@ -209,7 +211,7 @@ def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> 
         ph = fl = None
         if phi is not None:
             ph = phi(ctx) if callable(phi) else ctx.hp(phi)
-            fl = ctx.hp(floor if floor is not None else 0.0)
+            fl = floor(ctx) if callable(floor) else ctx.hp(floor if floor is not None else 0.0)
         e = ctx.hp(eps)
         add_eps = not (isinstance(e, float) and e == 0.0)
         if not isinstance(u, MomentInputs) and _fusable(u, state.m, state.v):
