@@ -29,7 +29,7 @@ from typing import Mapping
 import numpy as np
 
 import dpsim
-from dpsim import optimizers as _optimizers
+
 from dpsim.analysis.stats import mean_ci
 
 from . import pipeline
@@ -71,7 +71,7 @@ def _check_grids(grids) -> dict:
     if not isinstance(grids, Mapping) or not grids:
         raise ValueError(f"grids must be a non-empty dict {{optimizer name: {{hyperparameter: "
                          f"[values]}}}}, got grids={grids!r}")
-    known = _optimizers.names()
+    known = dpsim.optimizers.names()
     out = {}
     for name, grid in grids.items():
         if name not in known:
@@ -108,7 +108,7 @@ def _calibrated(name, point, *, epsilon, delta, steps, batch_size, n, sampling, 
     """The noise multiplier that makes one run of ``name`` at ``point`` cost (ε, δ); computed
     once per distinct set of declared privacy events (a learning rate declares none, so a
     learning-rate grid is calibrated once)."""
-    opt = _optimizers.get(name, **point)
+    opt = dpsim.optimizers.get(name, **point)
     key = repr(opt.events)
     if key not in memo:
         cal = dpsim.calibrate(opt, epsilon=epsilon, delta=delta, steps=steps,
@@ -134,7 +134,7 @@ def _run_cell(problem, name, point, sigma, steps, batch_size, trials, sampling, 
         hp["noise_multiplier"] = sigma
 
     def compute(seed):
-        opt = _optimizers.get(name, **hp)
+        opt = dpsim.optimizers.get(name, **hp)
         return dpsim.simulate(problem, opt, steps=steps, batch_size=batch_size, trials=trials,
                               seed=seed, sampling=sampling, metrics=metrics,
                               record_every=record_every, accountant=accountant)
@@ -245,7 +245,7 @@ def compare(problem, grids, *, steps, batch_size, trials, seed=0, target_epsilon
         raise ValueError(f"select={select!r} needs a held-out split, and problem {problem.name!r} "
                          "has none: build it with dpsim.problems.from_data(X, y, ..., test=0.2)")
     metrics = _default_metrics(problem) if metrics is None else metrics
-    metrics = dpsim.engine._check_metrics(metrics, problem)
+    metrics = dpsim.engine.check_metrics(metrics, problem)
     need = "loss" if select == "excess_loss" else select
     if need not in metrics:
         raise ValueError(f"select={select!r} needs the metric {need!r}; add it to metrics={metrics!r}")
@@ -501,10 +501,10 @@ def run_toml(path, *, out=None, plot=None, workers=None, scheduler=None, results
         raise ValueError(f"--out {str(out)!r}: the Dataset is written as netCDF, use a .nc name")
     write_dataset(ds, out)
     plot = Path(plot) if plot is not None else out.with_suffix(".png")
-    from dpsim import plot as _plot
+    import dpsim.plot
 
     metric = "excess_loss" if "excess_loss" in ds else "loss"
-    fig = _plot.curves(ds, metric=metric)
+    fig = dpsim.plot.curves(ds, metric=metric)
     fig.savefig(plot, dpi=120)
     return ds, out, plot
 

@@ -28,6 +28,14 @@ and so are the claims' quantitative forms.**  Four parts (one figure each):
     the *optimistic* regime of :func:`analysis.bias.negative_fraction`, whose prediction the figure
     overlays.  The probe reads ``AdamState(m, v, count)`` and returns the fraction of coordinates
     with ``v − (1 − β2^t) Φ < 0`` (same sign as ``v̂ − Φ``).  Not tuned (``lr`` is tiny on purpose).
+    ``neg-pess-d<d>`` simulates the *pessimistic* instance beside it (for every ``d`` of
+    ``neg_dims`` that is a multiple of ``neg_batch_size`` b): the b per-example clipped gradients
+    are orthogonal with ``‖ḡ‖² = C²/b`` spread evenly, ``ḡ_j² = C²/(bd)``.  Built with
+    :func:`dpsim.problems.from_data`: ``n = b`` rows with disjoint blocks of ``d/b`` coordinates
+    (entries ``R/√(d/b)``, ``‖x_i‖ = R = 10 C``), squared loss with labels ``−1``, so at the
+    (tiny-``lr``) iterates ``w ≈ 0`` the per-example gradient ``(x_i·w + 1) x_i`` has norm ≈ R > C
+    and is clipped to exactly ``C x_i/R``; ``sampling="fixed"`` with ``batch_size = n = b`` puts
+    every row in every batch.  Its privacy is whatever that spends (``q = 1``), reported.
 (c) ``var-<noise>-<method>`` — every DP-Adam variant (post-processing, bias correction two ways,
     IME, scale-then-privatize), DP-SGD and the noiseless-preconditioner oracles on sparse
     high-dimensional logistic regression, with three noise settings matched as [DESIGN] §5.2
@@ -39,6 +47,12 @@ and so are the claims' quantitative forms.**  Four parts (one figure each):
     * ``gaussian_rmse`` — i.i.d. Gaussian whose prefix-sum RMSE equals BandMF's,
       ``σ = σ_MF · RMSE(banded)/RMSE(identity)`` (its ε is whatever that σ spends, reported);
       only the private methods (no oracles) to keep the run short.
+
+    The problem has a held-out split (``var_test_n`` rows of the same generator: the first
+    ``var_n`` rows of a ``var_n + var_test_n``-row draw train, the rest are held out; rows are
+    exchangeable, so this is an i.i.d. test set) and the evaluation cells record the held-out loss
+    and accuracy (``metrics=("loss", "test_loss", "test_accuracy")``): [DESIGN] §5.2 reports the
+    test loss.  Tuning stays on the final training loss.
 
     Non-private Adam and SGD on the same problem are the **premise** (does adaptivity help here
     at all?), and the final fraction of negative ``v̂ − Φ`` of corrected DP-Adam (a probe of its
@@ -73,7 +87,8 @@ diverges at every grid point (its noise scales with ``√v``, so ``v`` grows geo
 ``σC/b = 1``); the table says so instead of dropping the row.
 
 Problems are built once in :func:`run`.  Cells are enumerated in a fixed order (index = position:
-all tuning and untuned cells, then the evaluation cells); cell ``i`` runs with
+all tuning and untuned cells, then the evaluation cells, then the pessimistic negative-fraction
+cells, added last so that the earlier cells keep their indices); cell ``i`` runs with
 ``SeedSequence(config.seed, spawn_key=(i,))``.
 """
 
@@ -91,7 +106,9 @@ from . import tuning
 from .pipeline import Cell, Experiment, require_positive_grids, require_positive_ints
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "ADA_METHODS", "VARIANTS", "QUAD_METHODS",
-           "VAR_NOISES", "var_sigma", "var_noise_settings"]
+           "VAR_NOISES", "VAR_EVAL_METRICS", "var_sigma", "var_noise_settings", "var_problem",
+           "var_heldout_summary",
+           "pessimistic_dims", "pessimistic_problem"]
 
 # (label, optimizer name, fixed hyperparameters, private, stability constants tuned)
 ADA_METHODS = (
@@ -144,6 +161,7 @@ class Config:
     neg_trials: int
     # (c) variants
     var_n: int
+    var_test_n: int                      # held-out rows of part (c) (same generator)
     var_d: int
     var_density: float
     var_steps: int
@@ -193,7 +211,8 @@ class Config:
 
     def __post_init__(self):
         require_positive_ints(self,
-            ("ada_n", "neg_batch_size", "neg_steps", "neg_trials", "var_n", "var_d", "var_steps",
+            ("ada_n", "neg_batch_size", "neg_steps", "neg_trials", "var_n", "var_test_n", "var_d",
+             "var_steps",
              "var_batch_size", "var_eval_trials", "ada_eval_trials", "quad_steps",
              "quad_batch_size", "quad_eval_trials", "var_bands"))
         for name in ("ada_tune_trials", "var_tune_trials", "quad_tune_trials"):
@@ -225,7 +244,7 @@ PRESETS: dict[str, Config] = {
                    ada_eps_grid=(0.1,), ada_eps_scale_grid=(1.0,), ada_tune_trials=3,
                    ada_eval_trials=3,
                    neg_dims=(10, 1000), neg_batch_size=10, neg_steps=20, neg_trials=2,
-                   var_n=200, var_d=100, var_density=0.05, var_steps=10, var_batch_size=20,
+                   var_n=200, var_test_n=100, var_d=100, var_density=0.05, var_steps=10, var_batch_size=20,
                    var_lr_grid=(0.1, 1.0), var_stp_lr_grid=(0.01, 0.1), var_sgd_lr_grid=(1.0,),
                    var_eps_grid=(1e-2,),
                    var_eps_scale_grid=(1.0,), var_tune_trials=3, var_eval_trials=3, var_bands=2,
@@ -243,7 +262,7 @@ PRESETS: dict[str, Config] = {
                     ada_tune_trials=3, ada_eval_trials=30,
                     neg_dims=(10, 100, 1000, 3000, 10000, 30000), neg_batch_size=50, neg_steps=300,
                     neg_trials=2,
-                    var_n=2000, var_d=2000, var_density=0.01, var_steps=200, var_batch_size=50,
+                    var_n=2000, var_test_n=1000, var_d=2000, var_density=0.01, var_steps=200, var_batch_size=50,
                     var_lr_grid=_pow2(-8, 2, 2), var_stp_lr_grid=_pow2(-10, 0, 2),
                     var_sgd_lr_grid=_pow2(-4, 6, 2), var_eps_grid=(1e-3, 1e-2, 1e-1, 1.0, 10.0),
                     var_eps_scale_grid=(1e-6, 1e-5, 1e-4, 1e-3, 1e-2),
@@ -262,7 +281,7 @@ PRESETS: dict[str, Config] = {
                    ada_eps_scale_grid=(1e-3, 0.01, 0.1, 1.0), ada_tune_trials=8, ada_eval_trials=30,
                    neg_dims=(10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000), neg_batch_size=100,
                    neg_steps=1000, neg_trials=4,
-                   var_n=10000, var_d=5000, var_density=0.01, var_steps=1000, var_batch_size=100,
+                   var_n=10000, var_test_n=5000, var_d=5000, var_density=0.01, var_steps=1000, var_batch_size=100,
                    var_lr_grid=_pow2(-10, 3), var_stp_lr_grid=_pow2(-12, 0),
                    var_sgd_lr_grid=_pow2(-4, 7), var_eps_grid=(1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0),
                    var_eps_scale_grid=(1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1),
@@ -322,6 +341,61 @@ def var_noise_settings(config: Config) -> dict[str, dict]:
                               sigma=sig_mf * rmse_mf / rmse_id, matched="prefix-sum RMSE",
                               prefix_rmse=sig_mf * rmse_mf),
     }
+
+
+#: What part (c)'s evaluation cells record: the training loss and the held-out loss and accuracy.
+VAR_EVAL_METRICS = ("loss", "test_loss", "test_accuracy")
+
+
+def var_problem(config: Config):
+    """Part (c)'s sparse logistic regression with its held-out split: one draw of
+    ``var_n + var_test_n`` rows from :func:`dpsim.problems.logistic_regression` (one planted
+    ``w_true``), the first ``var_n`` rows for training and the rest held out
+    (:func:`dpsim.problems.from_data`; the generator's rows are exchangeable)."""
+    n = config.var_n
+    gen = dpsim.problems.logistic_regression(n + config.var_test_n, config.var_d,
+                                             density=config.var_density, seed=config.data_seed)
+    name = (f"logistic_regression(n={n}+{config.var_test_n} held out, d={config.var_d}, "
+            f"density={config.var_density:g}, seed={config.data_seed})")
+    return dpsim.problems.from_data(gen.X[:n], gen.y[:n], loss="logistic", reg=gen.reg,
+                                    test=(gen.X[n:], gen.y[n:]), name=name)
+
+
+def var_heldout_summary(prob) -> dict:
+    """What the held-out accuracy of part (c) is to be read against: the held-out rows' majority
+    rate (the accuracy of predicting the more frequent class; the features are nonnegative with a
+    nonzero in every row, so ``w = ±1`` predicts one class everywhere) and the accuracy and loss
+    of the exact training optimum ``w*``."""
+    d = prob.d
+    pos = float(np.asarray(prob.heldout_accuracy(np.ones((1, d))))[0])
+    w_star = np.asarray(prob.optimum[0], dtype=float)[None, :]
+    return {"n_test": int(prob.n_test), "positive_rate": pos, "majority_rate": max(pos, 1.0 - pos),
+            "w_star_accuracy": float(np.asarray(prob.heldout_accuracy(w_star))[0]),
+            "w_star_test_loss": float(np.asarray(prob.heldout_loss(w_star))[0])}
+
+
+def pessimistic_dims(config: Config) -> list[int]:
+    """The dimensions of ``neg_dims`` at which the pessimistic instance is simulated: multiples of
+    ``neg_batch_size`` (b orthogonal blocks of equal size need ``d ≥ b`` and ``b | d``)."""
+    b = config.neg_batch_size
+    return [int(d) for d in config.neg_dims if int(d) >= b and int(d) % b == 0]
+
+
+def pessimistic_problem(d: int, b: int, clip: float, radius: float = 10.0):
+    """The pessimistic instance of [DESIGN] §4.4.1 (module docstring, part (b)): ``b`` rows with
+    disjoint blocks of ``d/b`` coordinates, each row of norm ``radius·clip``, squared loss with
+    labels −1.  At ``w ≈ 0`` every clipped per-example gradient is ``clip · x_i/‖x_i‖``, so the
+    clipped mean has ``ḡ_j² = clip²/(b d)`` on every coordinate."""
+    import scipy.sparse as sp  # noqa: PLC0415
+
+    d, b = int(d), int(b)
+    if d < b or d % b:
+        raise ValueError(f"the pessimistic instance needs d a multiple of b, got d={d}, b={b}")
+    k = d // b
+    rows = np.repeat(np.arange(b), k)
+    X = sp.csr_matrix((np.full(d, radius * clip / np.sqrt(k)), (rows, np.arange(d))), shape=(b, d))
+    return dpsim.problems.from_data(X, -np.ones(b), loss="squared", reg=0.0,
+                                    name=f"pessimistic_blocks(b={b}, d={d})")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -424,11 +498,11 @@ def run(config: Config, cache) -> dict:
                                       config.neg_noise_multiplier, config.neg_clip,
                                       config.neg_batch_size, config.neg_beta2)},
                                   **sim)
-        tune_cells.append((f"neg-d{int(d)}", compute, {"part": "neg", "d": int(d)}))
+        tune_cells.append((f"neg-d{int(d)}", compute,
+                           {"part": "neg", "d": int(d), "regime": "optimistic"}))
 
     # (c) variants, three noise settings, and the non-private premise
-    var_prob = dpsim.problems.logistic_regression(config.var_n, config.var_d,
-                                                  density=config.var_density, seed=config.data_seed)
+    var_prob = var_problem(config)
     settings = var_noise_settings(config)
     var_stab = {"eps": config.var_eps_grid, "eps_scale": config.var_eps_scale_grid,
                 "gamma_prime": tuple(e * e for e in config.var_eps_grid)}
@@ -448,7 +522,7 @@ def run(config: Config, cache) -> dict:
         grid = _grid(lr_grid, {k: own[k] for k in stab})
         s = settings.get(tag)
 
-        def simulate_at(hp, trials, seed, opt_name=opt_name, s=s, mlabel=mlabel):
+        def simulate_at(hp, trials, seed, opt_name=opt_name, s=s, mlabel=mlabel, heldout=False):
             hp = dict(hp)
             if s is not None:
                 hp.setdefault("clip", config.var_clip)  # tuned for STP, fixed otherwise
@@ -465,7 +539,8 @@ def run(config: Config, cache) -> dict:
             return dpsim.simulate(var_prob, opt, steps=config.var_steps,
                                   batch_size=config.var_batch_size, trials=trials, seed=seed,
                                   sampling="poisson" if s is None else s["sampling"],
-                                  record_every=config.var_steps, metrics=("loss",),
+                                  record_every=config.var_steps,
+                                  metrics=VAR_EVAL_METRICS if heldout else ("loss",),
                                   probes=probes, **sim)
         meta = {"part": "var", "noise": tag, "method": mlabel}
         if s is not None:
@@ -512,14 +587,41 @@ def run(config: Config, cache) -> dict:
         trials = {"ada": config.ada_eval_trials, "var": config.var_eval_trials,
                   "quad": config.quad_eval_trials}[meta["part"]]
 
-        def evaluate(seed, simulate_at=simulate_at, point=point, trials=trials):
-            return simulate_at(point, trials, seed)
+        # part (c)'s evaluation cells also record the held-out loss and accuracy
+        extra = {"heldout": True} if meta["part"] == "var" else {}
+
+        def evaluate(seed, simulate_at=simulate_at, point=point, trials=trials, extra=extra):
+            return simulate_at(point, trials, seed, **extra)
         eval_cells.append(Cell(label, len(tune_cells) + j, evaluate,
                                {**meta, "tuned_by": tlabel, "point": point,
                                 "at_edge": {k: point[k] for k in sel.at_edge}}))
     results.update(cache.run(eval_cells, desc="design_space: evaluate"))
 
+    # (b') the pessimistic instance of the negative fraction, after every other cell (indices kept)
+    first = len(tune_cells) + len(eval_cells)
+    pess_cells = []
+    for j, d in enumerate(pessimistic_dims(config)):
+        prob = pessimistic_problem(d, config.neg_batch_size, config.neg_clip)
+
+        def compute(seed, prob=prob):
+            opt = dpsim.optimizers.get("dp_adam_corrected", lr=1e-6, beta2=config.neg_beta2,
+                                       clip=config.neg_clip,
+                                       noise_multiplier=config.neg_noise_multiplier)
+            return dpsim.simulate(prob, opt, steps=config.neg_steps,
+                                  batch_size=config.neg_batch_size, trials=config.neg_trials,
+                                  seed=seed, sampling="fixed", record_every=config.neg_record_every,
+                                  metrics=("loss",),
+                                  probes={"neg_fraction": _neg_probe(
+                                      config.neg_noise_multiplier, config.neg_clip,
+                                      config.neg_batch_size, config.neg_beta2)},
+                                  **sim)
+        pess_cells.append(Cell(f"neg-pess-d{int(d)}", first + j, compute,
+                               {"part": "neg", "d": int(d), "regime": "pessimistic"}))
+    if pess_cells:
+        results.update(cache.run(pess_cells, desc="design_space: pessimistic instance"))
+
     cache.note("var_noise_settings", settings)
+    cache.note("var_heldout", var_heldout_summary(var_prob))
     cache.note("ada_noise", {"noise": ada_noise, "sampling": ada_sampling,
                              "prefix_rmse_unit": mf.toeplitz_prefix_rmse(
                                  mf.toeplitz_coefficients(ada_noise, config.ada_n), config.ada_n),
@@ -540,4 +642,7 @@ EXPERIMENT = Experiment(
     figures=("fig_design_adagrad_table", "fig_design_negative_fraction", "fig_design_variants",
              "fig_design_quadratic2d"),
     module=__name__,
+    # 2: part (c) on a held-out split (its evaluation cells record test loss and accuracy), the
+    # pessimistic negative-fraction cells
+    numerics=2,
 )

@@ -4,8 +4,9 @@ Every claim a figure tests ends in exactly one category:
 
 * ``holds`` — the measured effect's confidence interval lies entirely on the claim's side;
 * ``does not hold`` — the interval lies entirely on the other side (it *excludes* the claim);
-* ``inconclusive`` — the interval contains the null value (an effect of 0, a ratio of 1), or the
-  tuned winner sits on a grid edge (the grid may be too narrow to tell);
+* ``inconclusive`` — the interval contains the null value (an effect of 0, a ratio of 1), or a
+  tuned value sits on a grid edge on the side where widening the grid could flip the verdict
+  (:func:`downgrade_for_edge`);
 * ``setting does not test the claim`` — the premise check failed: the setting cannot exhibit the
   effect the paper describes (e.g. non-private adaptive is no better than SGD at this run length),
   so neither outcome of the comparison says anything about the claim;
@@ -74,15 +75,58 @@ def holds_of(category: str) -> bool | None:
     return {HOLDS: True, FAILS: False}.get(category)
 
 
-def downgrade_for_edge(category: str, at_edge: Mapping[str, object]) -> tuple[str, str]:
-    """``(category, note)`` after the grid-edge rule: a ``holds`` or ``does not hold`` whose tuned
-    winner sits on the edge of its grid (``at_edge``: ``{"name": value}`` of the axes on an edge)
-    becomes ``inconclusive``, since a wider grid could change the comparison; the note names the
-    axes ("winner on grid edge: lr=0.1").  Other categories and an empty ``at_edge`` are kept."""
-    if not at_edge:
+def _edge_text(edges: Mapping[str, object]) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in edges.items())
+
+
+def downgrade_for_edge(category: str, at_edge: Mapping[str, object] | None = None, *,
+                       winner_edges: Mapping[str, object] | None = None,
+                       loser_edges: Mapping[str, object] | None = None) -> tuple[str, str]:
+    """``(category, note)`` after the grid-edge rule, which downgrades a verdict to
+    ``inconclusive`` only when widening the edged grid could flip it.
+
+    Tuning over a wider grid can only improve a method's tuned score.  So:
+
+    * ``holds`` (the claimed winner beats the claimed loser) can flip only if the claimed
+      **loser** improves: it is downgraded when ``loser_edges`` is non-empty (the loser's tuned
+      values on an edge of its grid), never for ``winner_edges``;
+    * ``does not hold`` (the claimed winner does not beat the loser) can flip only if the claimed
+      **winner** improves: downgraded when ``winner_edges`` is non-empty;
+    * the other categories are kept (``inconclusive`` cannot become more so; ``setting does not
+      test the claim`` and ``out of scope`` say nothing about the comparison).
+
+    ``winner_edges`` / ``loser_edges``: ``{"axis": value}`` of the tuned values on an edge, for
+    the method the claim says wins / loses.  Where a claim has several parts with different
+    roles, apply the rule per part and combine afterwards.  ``at_edge`` (positional, legacy):
+    edges whose side is not known; they downgrade ``holds`` and ``does not hold`` alike.  The note
+    names every edge and says whether a wider grid could flip the verdict; it is ``""`` when no
+    value sits on an edge.  An unknown ``category`` raises ``ValueError``.
+    """
+    if category not in CATEGORIES:
+        raise ValueError(f"unknown verdict category {category!r}; known: {', '.join(CATEGORIES)}")
+    winner_edges = dict(winner_edges or {})
+    loser_edges = dict(loser_edges or {})
+    unknown = dict(at_edge or {})
+    if not (winner_edges or loser_edges or unknown):
         return category, ""
-    note = "winner on grid edge: " + ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                                               for k, v in at_edge.items())
-    if category in (HOLDS, FAILS):
-        return INCONCLUSIVE, note
+    parts = []
+    if unknown:
+        parts.append("winner on grid edge: " + _edge_text(unknown))
+    if winner_edges:
+        parts.append("claimed winner on grid edge: " + _edge_text(winner_edges))
+    if loser_edges:
+        parts.append("claimed loser on grid edge: " + _edge_text(loser_edges))
+    note = "; ".join(parts)
+    if category == HOLDS:
+        if unknown or loser_edges:
+            return INCONCLUSIVE, note + (" (a wider grid for the claimed loser could flip the "
+                                         "verdict)" if loser_edges else
+                                         " (a wider grid could flip the verdict)")
+        return category, note + " (a wider grid can only help the claimed winner: the verdict stands)"
+    if category == FAILS:
+        if unknown or winner_edges:
+            return INCONCLUSIVE, note + (" (a wider grid for the claimed winner could flip the "
+                                         "verdict)" if winner_edges else
+                                         " (a wider grid could flip the verdict)")
+        return category, note + " (a wider grid can only help the claimed loser: the verdict stands)"
     return category, note

@@ -191,6 +191,11 @@ def edges(notes: dict, labels) -> dict:
     return out
 
 
-def with_edges(category: str, notes: dict, labels) -> tuple[str, str]:
-    """``verdicts.downgrade_for_edge`` for the tuned values of ``labels``."""
-    return verdicts.downgrade_for_edge(category, edges(notes, labels))
+def with_edges(category: str, notes: dict, labels=(), *, winners=(), losers=()) -> tuple[str, str]:
+    """``verdicts.downgrade_for_edge`` for the tuned values of the cells ``winners`` (the methods
+    the claim says win) and ``losers`` (those it says lose): a *holds* is downgraded only for a
+    loser's edge, a *does not hold* only for a winner's.  ``labels`` (positional, legacy): cells
+    whose side is unknown, which downgrade either."""
+    return verdicts.downgrade_for_edge(category, edges(notes, labels),
+                                       winner_edges=edges(notes, winners),
+                                       loser_edges=edges(notes, losers))

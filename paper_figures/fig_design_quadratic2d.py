@@ -78,8 +78,10 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 
 def evaluate(results: Mapping[str, object]) -> dict:
     """Holds when STP's final loss is significantly below post-processing's (Welch 95% CI,
-    :func:`experiments.verdicts.from_interval`), capped at inconclusive when either winner sits on a
-    grid edge (:func:`experiments.verdicts.downgrade_for_edge`)."""
+    :func:`experiments.verdicts.from_interval`).  Grid edges, direction-aware
+    (:func:`experiments.verdicts.downgrade_for_edge`): a *holds* becomes inconclusive only when
+    post-processing's (the claimed loser's) tuned values sit on an edge, a *does not hold* only
+    when STP's do."""
     data = _data(results)
     lines = ["Final loss F(w_T), mean ± 95% CI over the evaluation trials (fresh seeds) at the tuned "
              "values. " + common.RECON, ""]
@@ -94,8 +96,11 @@ def evaluate(results: Mapping[str, object]) -> dict:
         a = data["dp_adam_stp"]["res"].loss[-1][data["dp_adam_stp"]["mask"]]
         b = data["dp_adam"]["res"].loss[-1][data["dp_adam"]["mask"]]
         d, lo, hi, category = common.below(a, b)
-        category, edge_note = verdicts.downgrade_for_edge(category, common.edge_axes(
-            results, [data["dp_adam_stp"]["label"], data["dp_adam"]["label"]]))
+        # STP is the claimed winner, post-processing the claimed loser: an edge of STP's grid
+        # cannot undo a "holds" (widening it could only lower STP's loss further)
+        category, edge_note = verdicts.downgrade_for_edge(
+            category, winner_edges=common.edge_axes(results, [data["dp_adam_stp"]["label"]]),
+            loser_edges=common.edge_axes(results, [data["dp_adam"]["label"]]))
         verdict = (f"STP − post-processing final loss = {d:.3e} (95% CI [{lo:.3e}, {hi:.3e}])."
                    + (f" {edge_note}." if edge_note else ""))
     return style.finding(CLAIM, lines, category, verdict)

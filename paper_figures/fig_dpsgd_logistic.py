@@ -149,8 +149,9 @@ def evaluate(results: Mapping[str, object]) -> dict:
         ratio = np.mean(finals[-1][2]) / np.mean(base)
         notes.append(f"{prob}: σ={finals[-1][0]:g} vs SGD: {ratio:.2g}× "
                      f"(difference {d:.2e}, 95% CI [{lo:.2e}, {hi:.2e}])"
-                     + (f"; significant decrease at {', '.join(drops)}" if drops else
-                        "; no significant decrease as σ grows"))
+                     + (f"; the loss significantly decreases when σ grows at {', '.join(drops)}"
+                        if drops else
+                        "; no step up in σ significantly lowers the loss (monotone within the CIs)"))
         if drops:
             verdicts.append(False)
         elif top_sig:

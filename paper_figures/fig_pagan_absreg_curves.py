@@ -108,9 +108,10 @@ def evaluate(results: Mapping[str, object]) -> dict:
 
     All on the average iterate (the algorithms' output).  Category: *holds* when all three hold,
     *does not hold* when some part is significantly contradicted (its CI on the other side of 1),
-    else *inconclusive*; then capped at inconclusive when a compared tuned value (non-private SGD
-    and AdaGrad, the private methods at the smallest ε, PAGAN at the largest) sits on a grid edge
-    (``verdicts.downgrade_for_edge``).
+    else *inconclusive*.  Grid edges are judged per part, direction-aware
+    (``verdicts.downgrade_for_edge``): a part's *holds* becomes inconclusive when its claimed
+    loser's tuned value sits on an edge, its *does not hold* when its claimed winner's does (roles
+    in the code), before the parts are combined.
     """
     data = load(results)
     refs, private = data["refs"], data["private"]
@@ -182,23 +183,38 @@ def evaluate(results: Mapping[str, object]) -> dict:
         parts["c"] = None
         lines.append("(c) needs PAGAN (A = I) at the largest ε.")
 
-    words = {True: "holds", False: "fails", None: "inconclusive"}
-    verdict = "; ".join(f"({k}) {words[v]}" for k, v in parts.items())
+    # Grid edges, per part (direction-aware, ``verdicts.downgrade_for_edge``): a wider grid can only
+    # improve a method, so a part's "holds" can flip only through its claimed loser, its "does not
+    # hold" only through its claimed winner.  (a) non-private beats private: winners the
+    # non-private runs, losers the private methods at ε_min; (b) PAGAN-optimal below the geometric
+    # mean of SGD and AdaGrad: winner PAGAN-optimal, losers SGD and AdaGrad (a better reference
+    # lowers the mean); (c) PAGAN (A = I) above that mean: winners SGD and AdaGrad, loser PAGAN.
+    refs_l = [refs[m].label for m in ("sgd", "adagrad")]
+    roles = {"a": (refs_l, [private[m][e0].label for m in PRIVATE if e0 in private.get(m, {})]),
+             "b": ([private["pagan_opt"][e1].label] if e1 in opt else [], refs_l),
+             "c": (refs_l, [pag.label] if pag is not None else [])}
+    as_cat = {True: verdicts.HOLDS, False: verdicts.FAILS, None: verdicts.INCONCLUSIVE}
+    cats, edge_notes = {}, []
+    for k, v in parts.items():
+        win, lose = roles[k]
+        cats[k], note = with_edges(as_cat[v], data, winners=win, losers=lose)
+        if note:
+            edge_notes.append(f"({k}) {note}")
+    words = {verdicts.HOLDS: "holds", verdicts.FAILS: "fails", verdicts.INCONCLUSIVE: "inconclusive"}
+    verdict = "; ".join(f"({k}) {words[c]}" + (" (grid edge)" if c != as_cat[parts[k]] else "")
+                        for k, c in cats.items())
     if fail_vs:
         verdict += (f" — (a) fails because at ε = {e0:g} " + ", ".join(fail_vs)
                     + " is significantly better than non-private SGD")
         verdict += "; against non-private AdaGrad every private method is " + (
             "significantly worse" if all_worse_ada else "not significantly worse")
-    if all(v is True for v in parts.values()):
+    if all(c == verdicts.HOLDS for c in cats.values()):
         category = verdicts.HOLDS
-    elif any(v is False for v in parts.values()):
+    elif any(c == verdicts.FAILS for c in cats.values()):
         category = verdicts.FAILS
     else:
         category = verdicts.INCONCLUSIVE
-    labels = [refs[m].label for m in ("sgd", "adagrad")]
-    labels += [private[m][e0].label for m in PRIVATE if e0 in private.get(m, {})]
-    labels += [private[m][e1].label for m in ("pagan_opt", "pagan") if e1 in private.get(m, {})]
-    category, edge_note = with_edges(category, data, labels)
+    edge_note = "; ".join(edge_notes)
     sgd_sel = data["notes"].get("selection", {}).get("sgd")
     if sgd_sel is not None:
         g = sgd_sel["grid"]["lr"]

@@ -191,10 +191,14 @@ def _product_inside(sel: dict, q01) -> bool:
     return min(prods) < p < max(prods)
 
 
-def with_edges(category: str, data, labels) -> tuple[str, str]:
+def with_edges(category: str, data, labels=(), *, winners=(), losers=()) -> tuple[str, str]:
     """``(category, note)`` after :func:`experiments.verdicts.downgrade_for_edge` for the tuned
-    values of ``labels``."""
-    return verdicts.downgrade_for_edge(category, edges(data, labels))
+    values of the cells ``winners`` (the methods the claim says win) and ``losers`` (those it says
+    lose): a *holds* is downgraded only for a loser's edge, a *does not hold* only for a winner's.
+    ``labels`` (positional, legacy): cells whose side is unknown, which downgrade either."""
+    return verdicts.downgrade_for_edge(category, edges(data, labels),
+                                       winner_edges=edges(data, winners),
+                                       loser_edges=edges(data, losers))
 
 
 def hp_text(run: Run) -> str:

@@ -139,7 +139,7 @@ def test_config_validation_names_bad_values():
         assert min(cfg.steps_grid) < 10 and max(cfg.steps_grid) > 60
         paper_lr = [round(60 * 0.001 * k, 6) for k in range(1, 21)]
         assert set(paper_lr) < set(cfg.lr_grid) and min(cfg.lr_grid) < 0.06
-        assert max(cfg.lr_grid) == pytest.approx(60 * 0.02)
+        assert max(cfg.lr_grid) == pytest.approx(60 * 0.04)  # widened above the paper's 60 × 0.02
 
 
 def test_edges_treat_the_feasibility_limit_of_T_as_no_edge():
@@ -208,3 +208,23 @@ def test_median_ci_and_bootstrap_ratio():
     r, lo, hi = ctcdp_common.boot_ratio(a, b)
     assert r == pytest.approx(np.median(a) / np.median(b)) and 2.4 < lo < r < hi < 3.8
     assert ctcdp_common.boot_ratio(a, b) == (r, lo, hi)      # seeded
+
+
+def test_edges_by_side_follow_the_direction_of_the_claim():
+    """A holds falls to inconclusive only for the claimed loser's edge, a does-not-hold only for
+    the claimed winner's; cells whose side is not given (positional) downgrade either."""
+    sel = {"eps0.8-uniform": {"point": {"steps": 20, "lr": 1.2}, "at_edge": ["lr"],
+                              "grid": {"steps": [10, 20, 30], "lr": [0.06, 1.2]}},
+           "eps0.8-sgd_adv": {"point": {"steps": 20, "lr": 0.5}, "at_edge": [],
+                              "grid": {"steps": [10, 20, 30], "lr": [0.06, 0.5, 1.2]}}}
+    notes = {"selection": sel}
+    win, lose = ["eps0.8-sgd_adv"], ["eps0.8-uniform"]
+    assert ctcdp_common.with_edges(verdicts.HOLDS, notes, winners=win, losers=lose)[0] == \
+        verdicts.INCONCLUSIVE
+    assert ctcdp_common.with_edges(verdicts.FAILS, notes, winners=win, losers=lose)[0] == \
+        verdicts.FAILS
+    cat, note = ctcdp_common.with_edges(verdicts.HOLDS, notes, winners=lose, losers=win)
+    assert cat == verdicts.HOLDS and "eps0.8-uniform: lr=1.2" in note
+    assert ctcdp_common.with_edges(verdicts.FAILS, notes, winners=lose, losers=win)[0] == \
+        verdicts.INCONCLUSIVE
+    assert ctcdp_common.with_edges(verdicts.HOLDS, notes, lose)[0] == verdicts.INCONCLUSIVE

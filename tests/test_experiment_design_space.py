@@ -198,3 +198,70 @@ def test_fold_and_select_share_the_grid_order():
     assert sel.best(lr=1.0) == {"lr": 1.0, "eps_scale": 1.0}
     with pytest.raises(KeyError, match="'beta'"):
         sel.best(beta=0.9)
+
+
+def test_pessimistic_instance_has_the_papers_clipped_mean():
+    """b rows on disjoint blocks: every clipped per-example gradient has norm C and the clipped
+    mean has ḡ_j² = C²/(bd) on every coordinate (the pessimistic instance of [DESIGN] §4.4.1)."""
+    b, d, clip = 5, 40, 0.5
+    prob = design_space.pessimistic_problem(d, b, clip)
+    assert prob.n == b
+    w = np.zeros((1, d))
+    idx = np.arange(b)[None, :]
+    mean = np.asarray(prob.clipped_grad_sum(w, idx, clip)[0])[0] / b
+    np.testing.assert_allclose(mean ** 2, clip ** 2 / (b * d), rtol=1e-12)
+    for i in range(b):  # each example alone: norm C, on its own block
+        g = np.asarray(prob.clipped_grad_sum(w, np.array([[i]]), clip)[0])[0]
+        assert np.linalg.norm(g) == pytest.approx(clip, rel=1e-12)
+        assert np.count_nonzero(g) == d // b
+    with pytest.raises(ValueError, match="multiple of b"):
+        design_space.pessimistic_problem(42, b, clip)
+    cfg = design_space.PRESETS["full"]
+    assert design_space.pessimistic_dims(cfg) == [d for d in cfg.neg_dims
+                                                    if d >= cfg.neg_batch_size]
+
+
+def test_negative_fraction_simulates_both_instances_and_judges_the_formula(tiny):
+    from dpsim.experiments import verdicts
+    from dpsim.paper_figures import fig_design_negative_fraction as fig
+
+    saved, cfg = tiny.saved(), design_space.PRESETS["tiny"]
+    pess = [lab for lab in saved if lab.startswith("neg-pess-")]
+    assert pess == [f"neg-pess-d{d}" for d in design_space.pessimistic_dims(cfg)] and pess
+    for lab in pess:
+        assert saved.meta(lab)["regime"] == "pessimistic"
+        assert saved.result(lab).config["batch_size"] == cfg.neg_batch_size
+    data = fig._data(saved)
+    assert set(data) == {"optimistic", "pessimistic"}
+    out = fig.evaluate(saved)
+    assert out["category"] in (verdicts.HOLDS, verdicts.FAILS)
+    assert "pessimistic" in out["measured"] and "ε = " in out["verdict"]
+
+
+def test_variant_evaluation_cells_record_heldout_metrics(tiny):
+    """Part (c) runs on a held-out split; its evaluation cells record the held-out loss and
+    accuracy (the paper's metric is the test loss), its tuning cells only the training loss."""
+    saved, cfg = tiny.saved(), design_space.PRESETS["tiny"]
+    for lab in saved:
+        meta = saved.meta(lab)
+        if meta["part"] not in ("var", "tune-var"):
+            continue
+        res = saved.result(lab)
+        assert res.config["problem"]["n"] == cfg.var_n
+        assert res.config["problem"]["n_test"] == cfg.var_test_n
+        if meta["part"] == "var":
+            assert res.test_loss is not None and res.test_accuracy is not None, lab
+            assert np.all((res.test_accuracy[-1] >= 0) & (res.test_accuracy[-1] <= 1))
+        else:
+            assert res.test_loss is None, lab
+    from dpsim.paper_figures import fig_design_variants
+    out = fig_design_variants.evaluate(saved)
+    assert "held-out test loss" in out["verdict"] and "accuracy" in out["measured"]
+
+
+def test_1d_table_is_not_a_test_while_its_constants_are_reconstructed(tiny):
+    from dpsim.experiments import verdicts
+
+    out = fig_design_adagrad_table.evaluate(tiny.saved())
+    assert out["category"] == verdicts.UNTESTED
+    assert "2C²/b" in out["verdict"] and "√2σ" in out["verdict"]
