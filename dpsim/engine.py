@@ -30,7 +30,7 @@ from .results import METRICS, Result
 from .sampling import Sampler, check_sampling, public_count
 from .transforms.base import Batch, StepContext
 
-__all__ = ["simulate"]
+__all__ = ["simulate", "check_metrics"]
 
 #: Run described chains through the fused release (:mod:`dpsim.transforms._fused_release`: the
 #: clipped sum, the noise and the update in one pass per trial, bit for bit the chain's result).
@@ -220,7 +220,7 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         )
     steps, trials, batch_size = int(steps), int(trials), int(batch_size)
     rec_steps = _record_steps(steps, record_every)
-    metrics = _check_metrics(metrics, problem)
+    metrics = check_metrics(metrics, problem)
     want_loss, want_grad = "loss" in metrics, "grad_norm_sq" in metrics
     heldout = [m for m in HELDOUT_METRICS if m in metrics]
 
@@ -451,7 +451,7 @@ FULL_METRICS = ("loss", "grad_norm_sq", "dist_to_opt")
 HELDOUT_METRICS = ("test_loss", "test_accuracy")
 
 
-def _check_metrics(metrics, problem) -> tuple:
+def check_metrics(metrics, problem) -> tuple:
     """``metrics`` as a tuple of known names, each available on ``problem``; else one
     ``ValueError`` naming the value."""
     known = FULL_METRICS + HELDOUT_METRICS

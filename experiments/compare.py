@@ -501,10 +501,10 @@ def run_toml(path, *, out=None, plot=None, workers=None, scheduler=None, results
         raise ValueError(f"--out {str(out)!r}: the Dataset is written as netCDF, use a .nc name")
     write_dataset(ds, out)
     plot = Path(plot) if plot is not None else out.with_suffix(".png")
-    import dpsim.plot
+    from dpsim import plot as dpsim_plot
 
     metric = "excess_loss" if "excess_loss" in ds else "loss"
-    fig = dpsim.plot.curves(ds, metric=metric)
+    fig = dpsim_plot.curves(ds, metric=metric)
     fig.savefig(plot, dpi=120)
     return ds, out, plot
 
