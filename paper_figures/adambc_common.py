@@ -19,34 +19,50 @@ from dpsim.experiments.pipeline import Saved
 DELTA = 1e-5
 
 
-def load(results: Mapping[str, object], slots=None) -> dict:
-    """``{ε target: {slot: Result}}`` (sorted by ε) from the saved cell metadata; each Result is
-    read once per :class:`~dpsim.experiments.pipeline.Saved` (the figures of one reproduction share
-    it)."""
+PROBLEM_NAMES = {
+    "main": "diagonal least squares",
+    "regime": "in-regime sparse least squares",
+    "real": "breast_cancer",
+    "realraw": "breast_cancer, original units",
+}
+"""Short names of the experiment's problems (``meta["problem"]``; cells without one are
+``main``, as results written before the other problems existed)."""
+
+
+def problem_of(meta: Mapping) -> str:
+    """The problem of a cell from its saved metadata (``main`` when absent)."""
+    return meta.get("problem", "main")
+
+
+def load(results: Mapping[str, object], slots=None, problem: str = "main") -> dict:
+    """``{ε target: {slot: Result}}`` (sorted by ε) of the cells of ``problem`` from the saved cell
+    metadata; each Result is read once per :class:`~dpsim.experiments.pipeline.Saved` (the figures
+    of one reproduction share it)."""
     saved = Saved.of(results)
     out: dict = {}
     for lab in saved:
         meta = saved.meta(lab)
-        if meta.get("epsilon") is None:  # the non-private cells: see nonprivate()
+        if meta.get("epsilon") is None or problem_of(meta) != problem:  # non-private: nonprivate()
             continue
         if slots is None or meta["slot"] in slots:
             out.setdefault(float(meta["epsilon"]), {})[meta["slot"]] = saved.result(lab)
     return dict(sorted(out.items()))
 
 
-def nonprivate(results: Mapping[str, object]) -> dict:
-    """``{slot: Result}`` of the ε-independent non-private cells (``np-sgd``, ``np-adam`` and their
-    tuning cells); empty when the reproduction has none."""
+def nonprivate(results: Mapping[str, object], problem: str = "main") -> dict:
+    """``{slot: Result}`` of the ε-independent non-private cells of ``problem`` (``np-sgd``,
+    ``np-adam`` and their tuning cells); empty when the reproduction has none."""
     saved = Saved.of(results)
     return {saved.meta(lab)["slot"]: saved.result(lab) for lab in saved
-            if saved.meta(lab).get("epsilon") is None}
+            if saved.meta(lab).get("epsilon") is None and problem_of(saved.meta(lab)) == problem}
 
 
 def sweep_meta(results: Mapping[str, object], slot: str) -> dict:
-    """``{ε target: meta}`` of the cells of ``slot`` (e.g. ``"phi"``, ``"knobs"``)."""
+    """``{ε target: meta}`` of the cells of ``slot`` (e.g. ``"phi"``, ``"knobs"``) of the main
+    problem."""
     saved = Saved.of(results)
     return {float(m["epsilon"]): m for m in map(saved.meta, saved)
-            if m["slot"] == slot and m.get("epsilon") is not None}
+            if m["slot"] == slot and m.get("epsilon") is not None and problem_of(m) == "main"}
 
 
 def blocks(res, k: int) -> list[slice]:
@@ -148,10 +164,37 @@ def _word(ok):
     return {True: "holds", False: "fails", None: "undecided"}[ok]
 
 
+def adam_vs_sgd(npv: Mapping, *, metric: str = "excess_loss") -> tuple[bool | None, str]:
+    """``(ok, text)`` of the premise "non-private Adam clearly beats non-private SGD" on the
+    non-private cells ``npv`` of one problem (:func:`nonprivate`), as in :func:`premise`
+    (:data:`ADAM_GAIN_MIN`, Welch CI), on the final training excess loss; the held-out loss is
+    quoted beside when recorded.  ``ok`` is ``None`` when the cells are missing or undecided."""
+    if "np-sgd" not in npv or "np-adam" not in npv:
+        return None, "non-private Adam vs SGD: not measured"
+    s, a = finals(npv["np-sgd"]), finals(npv["np-adam"])
+    _, lo, hi = stats.diff_ci(s, ADAM_GAIN_MIN * a)
+    ok = True if lo > 0 else False if hi < 0 else None
+    T = npv["np-adam"].config["steps"]
+    held = ""
+    if npv["np-adam"].test_loss is not None and npv["np-sgd"].test_loss is not None:
+        ta, ts = (np.asarray(npv[k].test_loss, dtype=float)[-1] for k in ("np-adam", "np-sgd"))
+        held = (f"; held-out loss Adam {stats.fmt_ci(*stats.mean_ci(ta))}, SGD "
+                f"{stats.fmt_ci(*stats.mean_ci(ts))}")
+    if npv["np-adam"].test_accuracy is not None and npv["np-sgd"].test_accuracy is not None:
+        ta, ts = (np.asarray(npv[k].test_accuracy, dtype=float)[-1] for k in ("np-adam", "np-sgd"))
+        held += (f"; held-out accuracy Adam {stats.fmt_ci(*stats.mean_ci(ta))}, SGD "
+                 f"{stats.fmt_ci(*stats.mean_ci(ts))}")
+    text = (f"non-private Adam vs SGD at T = {T}, each tuned (η = {lr_text(npv['np-adam'])}, "
+            f"{lr_text(npv['np-sgd'])}): final excess loss Adam {stats.fmt_ci(*stats.mean_ci(a))}, "
+            f"SGD {stats.fmt_ci(*stats.mean_ci(s))}, SGD/Adam = {np.mean(s) / np.mean(a):.3g} "
+            f"(needs > {ADAM_GAIN_MIN:g}: Welch 95% CI of mean(SGD) − {ADAM_GAIN_MIN:g}·mean(Adam) "
+            f"= [{lo:.2e}, {hi:.2e}]){held} — {_word(ok)}")
+    return ok, text
+
+
 def gamma_sweep(results: Mapping[str, object]) -> dict:
     """``{ε target: meta}`` of the γ' sweep cells (``gamma_ratios``, ``trials_per_ratio``)."""
-    saved = Saved.of(results)
-    return {float(m["epsilon"]): m for m in map(saved.meta, saved) if m["slot"] == "gamma"}
+    return sweep_meta(results, "gamma")
 
 
 def need(data: dict, slots, name: str) -> dict:
@@ -182,11 +225,21 @@ def eps_text(res, delta: float = DELTA) -> str:
     return "∞" if math.isinf(e) else f"{e:.2g}"
 
 
+def probed_coords(res) -> list[int]:
+    """The coordinates ``j`` whose moments a frozen run recorded (records ``m{j}``, ``v{j}``):
+    every coordinate on the main problem, a uniform sample on the in-regime one."""
+    return sorted(int(k[1:]) for k in res.records if k[:1] == "m" and k[1:].isdigit()
+                  and f"v{k[1:]}" in res.records)
+
+
 def frozen_moments(private, clean) -> dict:
     """Bias-corrected moments of the frozen runs: ``steps`` (K,) without step 0 and arrays
-    ``mp, vp, mc, vc`` of shape (K, R, d) (private, clean), ``phi`` and the betas."""
+    ``mp, vp, mc, vc`` of shape (K, R, c) over the ``c`` probed coordinates (private, clean),
+    ``phi`` and the betas."""
     b1, b2 = float(hp(private, "beta1")), float(hp(private, "beta2"))
-    d = private.config["problem"]["d"]
+    coords = probed_coords(private)
+    if not coords:
+        raise ValueError("the frozen run recorded no moments (no m{j}/v{j} probes)")
     steps = np.asarray(private.steps)
     if not np.array_equal(steps, np.asarray(clean.steps)):
         raise ValueError("frozen-private and frozen-clean were recorded at different steps")
@@ -194,13 +247,94 @@ def frozen_moments(private, clean) -> dict:
     t = steps[keep].astype(float)[:, None, None]
 
     def stack(res, name):
-        return np.stack([np.asarray(res.records[f"{name}{j}"])[keep] for j in range(d)], axis=-1)
+        return np.stack([np.asarray(res.records[f"{name}{j}"])[keep] for j in coords], axis=-1)
 
     return {
-        "steps": steps[keep], "phi": phi(private), "beta1": b1, "beta2": b2,
+        "steps": steps[keep], "phi": phi(private), "beta1": b1, "beta2": b2, "coords": coords,
         "mp": stack(private, "m") / (1.0 - b1 ** t), "vp": stack(private, "v") / (1.0 - b2 ** t),
         "mc": stack(clean, "m") / (1.0 - b1 ** t), "vc": stack(clean, "v") / (1.0 - b2 ** t),
     }
+
+
+PAPER_GAMMA_RATIO = 3e-10 / 2.441e-8
+"""γ'/Φ of the paper's Table 2 and Fig. 4 (middle): ``γ' = 3e-10`` at ``Φ ≈ 2.441e-8`` (SNLI), the
+floor with which the figures form ``v̂^corr = max(v̂^p − Φ, γ')`` from the frozen moments (the
+tuned γ' of DP-AdamBC is reported beside it)."""
+
+
+def problems_with(results, slots) -> dict:
+    """``{problem: {ε: {slot: Result}}}`` over the problems (main first, then the in-regime one)
+    that have every slot in ``slots`` at some ε."""
+    out = {}
+    for prob in ("main", "regime"):
+        data = load(results, slots, prob)
+        keep = {e: d for e, d in data.items() if all(s in d for s in slots)}
+        if keep:
+            out[prob] = keep
+    return out
+
+
+REGIME_RATIO = 100.0
+"""The paper's regime for its Figs. 1 and 4 (§3 "typical DP parameters"; SNLI's Table 2 has
+``v̂^c ≈ 4e-13`` against ``Φ ≈ 2.4e-8`` on the median coordinate): ``Φ/v̂^c ≫ 10²`` on most
+coordinates.  Measured on the frozen clean run at DP-Adam's trained point, last step, pooled over
+trials × (probed) coordinates: the median of ``Φ/v̂^c`` with a 95% bootstrap CI over trials; the
+regime holds when the lower CI end exceeds this value, fails when the upper end is below it."""
+
+EQ3_SHARE = 0.75
+"""The premise of Eq. 3 (DP-Adam ≈ DP-SGDM at ``η(1−β1)/√Φ``), which replaces DP-Adam's
+denominator ``√(Φ + v̂^c)`` by ``√Φ``: ``Φ`` must dominate the private second moment, here
+``Φ/mean v̂^p ≥ 3/4`` (mean over coordinates, per trial; lower 95% CI end over trials), so that
+ignoring ``v̂^c`` changes the denominator by at most ``√(4/3) ≈ 1.15``, inside the 0.8–1.25
+equivalence margin of the test.  Fails when the upper CI end is below it."""
+
+
+def regime_stats(private, clean) -> dict:
+    """Premise numbers of one (problem, ε) from its frozen runs at the last recorded step:
+    ``ratio`` (R, c) = ``Φ/v̂^c`` per trial and probed coordinate (``inf`` where ``v̂^c = 0``),
+    its quantiles ``q`` (10, 25, 50, 75, 90 %), ``median`` with a bootstrap CI (``median_lo``,
+    ``median_hi``), ``frac100`` (share of trial × coordinate pairs above
+    :data:`REGIME_RATIO`), ``share`` / ``share_h`` (mean ± 95% CI over trials of
+    ``Φ/mean v̂^p``), and the two premise outcomes ``regime`` (:data:`REGIME_RATIO`) and ``eq3``
+    (:data:`EQ3_SHARE`) as ``True`` / ``False`` / ``None`` (undecided)."""
+    mom = frozen_moments(private, clean)
+    ph = mom["phi"]
+    vc, vp = mom["vc"][-1], mom["vp"][-1]
+    with np.errstate(divide="ignore"):
+        ratio = np.where(vc > 0, ph / np.where(vc > 0, vc, 1.0), np.inf)
+    finite = np.where(np.isfinite(ratio), ratio, np.finfo(float).max)
+    med, lo, hi = bootstrap_quantile(finite, 0.5, n_boot=200, seed=1)
+    share_t = ph / vp.mean(axis=1)
+    sm, sh = stats.mean_ci(share_t)
+    sh = 0.0 if not np.isfinite(sh) else float(sh)
+    regime = True if lo > REGIME_RATIO else False if hi < REGIME_RATIO else None
+    eq3 = True if sm - sh >= EQ3_SHARE else False if sm + sh < EQ3_SHARE else None
+    return dict(ratio=ratio, q=np.quantile(finite, [0.1, 0.25, 0.5, 0.75, 0.9]), median=med,
+                median_lo=lo, median_hi=hi, frac100=float(np.mean(ratio > REGIME_RATIO)),
+                share=float(sm), share_h=sh, regime=regime, eq3=eq3, phi=ph,
+                t=int(mom["steps"][-1]), coords=len(mom["coords"]))
+
+
+def ratio_text(st: dict) -> str:
+    """One line of the Φ/v̂^c premise numbers of :func:`regime_stats`."""
+    q = st["q"]
+    return (f"Φ/v̂^c quantiles 10/25/50/75/90 % = {fmt(q[0])} / {fmt(q[1])} / {fmt(q[2])} / "
+            f"{fmt(q[3])} / {fmt(q[4])} (median 95% CI [{fmt(st['median_lo'])}, "
+            f"{fmt(st['median_hi'])}]), {100 * st['frac100']:.0f}% of coordinates above "
+            f"{REGIME_RATIO:g}; Φ/mean v̂^p = {st['share']:.3f} ± {st['share_h']:.3f}")
+
+
+def word(ok) -> str:
+    """``holds`` / ``fails`` / ``undecided`` for ``True`` / ``False`` / ``None``."""
+    return {True: "holds", False: "fails", None: "undecided"}[ok]
+
+
+def problem_label(res) -> str:
+    """``"<problem name> (d = …, B = …)"`` of a result."""
+    prob = res.config["problem"]
+    name = prob.get("dataset") or prob.get("name", "?")
+    nice = {"least_squares": "diagonal least squares", "adambc_regime": "in-regime sparse LS"}
+    return f"{nice.get(name, name)} (d = {prob['d']}, B = {res.config['batch_size']})"
 
 
 def bootstrap_quantile(x, q: float, *, level: float = 0.95, n_boot: int = 400, seed: int = 0):

@@ -103,7 +103,8 @@ def evaluate(results: Mapping[str, object]) -> dict:
     """Per DP-Adam setting: final excess loss (mean ± 95% CI), tuned η, and the Welch 95% CI of
     DP-AdamBC − setting.  The claim is judged against the best DP-Adam setting (lowest mean):
     holds when DP-AdamBC is significantly lower, does not hold when significantly higher,
-    inconclusive otherwise; downgraded when a per-setting tuned η sits on its grid's edge."""
+    inconclusive otherwise; grid edges downgrade only where a wider grid could flip the verdict
+    (a DP-Adam setting's η on an edge for a holds, DP-AdamBC's η or γ' for a does not hold)."""
     data = _data(results)
     lines = ["Final excess training loss (mean ± 95% CI over fresh trials), each DP-Adam setting at "
              "its own tuned η (tuning trials separate); DP-AdamBC at its tuned η and γ' "
@@ -129,7 +130,11 @@ def evaluate(results: Mapping[str, object]) -> dict:
         lines.append(f"| {common.eps_text(res)} | DP-AdamBC (reference) | {common.lr_text(bc)} | "
                      f"{stats.fmt_ci(*stats.mean_ci(fb))} | — | — |")
     category = style.combine(cats)
-    category, note = verdicts_mod.downgrade_for_edge(category, common.lr_edges(results, "knobs", lrs))
+    # the claim's winner is DP-AdamBC (its tuned η, γ'), its losers the DP-Adam settings (any of
+    # them could become the best on a wider grid)
+    category, note = verdicts_mod.downgrade_for_edge(
+        category, winner_edges=common.selection_edges(results, [f"eps{e:g}-adambc" for e in data]),
+        loser_edges=common.lr_edges(results, "knobs", lrs))
     return style.finding(CLAIM, lines, category,
                          f"Category: {category}" + (f" ({note})" if note else "") + ". "
                          + "; ".join(notes) + ".")

@@ -77,7 +77,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
 def evaluate(results: Mapping[str, object]) -> dict:
     """Holds when both premises hold (:func:`adambc_common.premise`); "setting does not test the
     claim" when either fails; inconclusive otherwise.  The grid-edge rule applies to the two
-    non-private tuned learning rates."""
+    non-private tuned learning rates, direction-aware: SGD's on an edge can undo a holds, Adam's
+    a failure."""
     npv = _need(results)
     ok, line = common.premise(results)
     lines = ["Non-private runs at the experiment's run length, each at its tuned learning rate "
@@ -88,11 +89,13 @@ def evaluate(results: Mapping[str, object]) -> dict:
         lines.append(f"| {NAMES[slot]} | {common.lr_text(res)} | {res.trials} | "
                      f"{stats.fmt_ci(*stats.mean_ci(common.finals(res)))} |")
     lines += ["", line]
-    category = {True: verdicts_mod.HOLDS, False: verdicts_mod.UNTESTED,
-                None: verdicts_mod.INCONCLUSIVE}[ok]
-    at_edge = common.selection_edges(results, {slot: f"nonprivate-{slot}"
-                                               for slot in ("np-sgd", "np-adam")})
-    category, note = verdicts_mod.downgrade_for_edge(category, at_edge)
+    # the premise claims Adam ≫ SGD: Adam is the claimed winner, SGD the loser; a failed premise
+    # is judged as a "does not hold" by the edge rule, then reported as "setting does not test"
+    raw = {True: verdicts_mod.HOLDS, False: verdicts_mod.FAILS, None: verdicts_mod.INCONCLUSIVE}[ok]
+    raw, note = verdicts_mod.downgrade_for_edge(
+        raw, winner_edges=common.selection_edges(results, {"np-adam": "nonprivate-np-adam"}),
+        loser_edges=common.selection_edges(results, {"np-sgd": "nonprivate-np-sgd"}))
+    category = verdicts_mod.UNTESTED if raw == verdicts_mod.FAILS else raw
     return style.finding(CLAIM, lines, category,
                          line.replace("**Premise** — ", "") + (f" ({note})" if note else ""))
 

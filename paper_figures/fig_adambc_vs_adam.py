@@ -94,8 +94,9 @@ def evaluate(results: Mapping[str, object]) -> dict:
     """Per ε: final excess loss of both (mean ± 95% CI) and the paired difference AdamBC − Adam
     (95% CI), categorised by :func:`experiments.verdicts.from_interval`.  Holds when DP-AdamBC is
     significantly lower at every ε; does not hold when it is significantly higher at some ε;
-    otherwise inconclusive.  A holds / does not hold whose tuned learning rate or γ' sits on a grid
-    edge is downgraded to inconclusive (:func:`experiments.verdicts.downgrade_for_edge`)."""
+    otherwise inconclusive.  Grid edges downgrade only where a wider grid could flip the verdict
+    (:func:`experiments.verdicts.downgrade_for_edge`: DP-Adam's η on an edge for a holds,
+    DP-AdamBC's η or γ' for a does not hold)."""
     data = common.need(common.load(results), SLOTS, NAME)
     lines = [
         "Final excess training loss F(w_T) − F* (mean ± 95% CI over trials); difference from the "
@@ -125,8 +126,9 @@ def evaluate(results: Mapping[str, object]) -> dict:
         notes.append(f"ε={common.eps_text(a)}: AdamBC/Adam = {mb / ma:.2f} "
                      f"({'lower' if dm + dh < 0 else 'higher' if dm - dh > 0 else 'no significant difference'})")
     category = style.combine(verdicts)
-    edge = _edges(results, data)
-    category, edge_note = verdicts_mod.downgrade_for_edge(category, edge)
+    category, edge_note = verdicts_mod.downgrade_for_edge(
+        category, winner_edges=_edges(results, data, "adambc"),
+        loser_edges=_edges(results, data, "adam"))
     premise_ok, premise_text = common.premise(results)
     lines += ["", premise_text]
     if premise_ok is False:
@@ -146,11 +148,10 @@ def evaluate(results: Mapping[str, object]) -> dict:
                        + "; ".join(notes) + "." + why}
 
 
-def _edges(results, data) -> dict:
-    """``{"<selection>.<axis>": value}`` of the tuned choices of the compared methods that sit on
-    an edge of their grid (read from the saved selections; none saved: ``{}``)."""
-    return common.selection_edges(results, [f"eps{eps:g}-{slot}" for eps in data
-                                            for slot in ("adam", "adambc")])
+def _edges(results, data, slot) -> dict:
+    """``{"<selection>.<axis>": value}`` of the tuned choices of ``slot`` that sit on an edge of
+    their grid (read from the saved selections; none saved: ``{}``)."""
+    return common.selection_edges(results, [f"eps{eps:g}-{slot}" for eps in data])
 
 
 def main(argv=None) -> int:
