@@ -1,4 +1,5 @@
-"""DP² (delayed preconditioners) on synthetic sparse logistic regression standing in for IMDB.
+"""DP² (delayed preconditioners) on a synthetic bag-of-words sentiment task standing in for IMDB,
+and on real text (Trump's tweets: Android vs iPhone).
 
 Source: Li, Zaheer, Liu, Reddi, McMahan, Smith, *Differentially Private Adaptive Optimization with
 Delayed Preconditioners* (ICLR 2023) — [DP2] — §3.1 (Fig. 2), §4.1 (Fig. 3), §5.1 (Figs. 4–6),
@@ -6,51 +7,65 @@ Delayed Preconditioners* (ICLR 2023) — [DP2] — §3.1 (Fig. 2), §4.1 (Fig. 3
 
 Claims checked (one figure script each, ``paper_figures/fig_dp2_*.py``):
 
-* Premise (``fig_dp2_premise``) — non-private RMSProp beats non-private SGD at the run length;
-  when it does not, every comparison below is "setting does not test the claim".
+* Premises (``fig_dp2_premise``) — the four checks that gate every DP² verdict ("setting does not
+  test the claim" when one fails), computed from the saved results: (P1) the classes are balanced
+  (majority rate ≤ 0.6); (P2) the exact optimum w* classifies held-out rows at least 0.1 above the
+  majority rate; (P3) non-private RMSProp reaches a significantly lower training loss than
+  non-private SGD at the run length (Welch 95% CI); (P4) DP-SGD at the main σ ends significantly
+  below the class-prior excess loss (the excess loss of predicting the class frequency for every
+  example: a private method above it has learned nothing past the base rate).
 * Fig. 1 (``fig_dp2_stability``) — preconditioner values do not change drastically during
   optimization, and DP²'s delayed preconditioner moves less than DP-RMSProp's noisy one.
 * Fig. 2 — non-private RMSProp with delayed preconditioners reaches about the training loss of
   plain RMSProp (``delayed_rmsprop`` vs ``rmsprop``; SGD shown for reference).
-* Fig. 3 — ``h(s)`` (§4.1) is small for every delay and increases with ``s`` (App. A.2:
-  ``h(s) ≲ c1 s + c2``; fitted with :func:`analysis.delay.fit_h`).
-* Fig. 4 — at a fixed privacy budget DP²-RMSProp converges faster / further than DP-SGD and
-  vanilla DP-RMSProp (learning curves).
-* Fig. 5 — DP² is better than both baselines at every ε of a sweep (final loss vs ε).
+* Fig. 3 — ``h(s)`` (§4.1) is small for every delay and increases with ``s``.
+* Fig. 4 — at a fixed privacy budget DP²-RMSProp beats DP-SGD and vanilla DP-RMSProp.
+* Fig. 5 — DP² is better than both baselines at every ε of a sweep.
 * Fig. 6 — too small or too large a delay ``s`` is worse than a moderate one.
 * Table 4 — DP² beats ablation variant 1 (``dp2_extra_query``, which spends *more* ε at the
   same σ: its ε is reported) and variant 2 (``dp2_noise_first``).
 * App. C.3 — DP²-AdaGrad beats DP-AdaGrad; Fig. 9 (left) — and at every ε of the sweep.
 * Table 1 — DP² is comparable to AdaDPS, which uses 1% public data (``public_fraction=0.01``).
+* Real data (``fig_dp2_real_text``) — the Fig. 4 comparison on ``trump_tweets`` with its own
+  premise checks.
 
 Design
 ------
-* Problem: :func:`dpsim.problems.logistic_regression` with sparse bag-of-words features
-  (``density < 1``: Zipf column popularity, log counts, unit-norm rows), heavy-tailed (Zipf
-  exponent ``zipf = 2`` at quick and full), ``signal`` and ``reg`` chosen so that adaptivity
-  matters without privacy (weak regularization, a strong planted model), over 40 (quick) or the
-  paper's 100 (full) epochs; the premise figure shows whether it does.  Fixed by ``data_seed`` and shared by every setting.
-  The paper reports *test accuracy* on IMDB; dpsim reports the *training* objective (the excess
-  loss ``F(w) − F*``, log scale) — the metric the paper tunes on.
-  ``col_scale = a > 0`` (full) scales column ``j`` by ``(j+1)^{-a}`` with the labels of the
-  unscaled features (:func:`dpsim.problems.logistic_regression`): rare words get small features
-  and large weights, coordinate scales spread over orders of magnitude, and per-coordinate step
-  sizes pay.  Without it, at IMDB's sizes and 100 epochs, SGD catches up with RMSProp (the first
-  full run: RMSProp/SGD 0.81, not significant) and the premise fails.
+* Problem (:func:`problem`, :func:`make_problem`): :func:`experiments.dp2_data.bag_of_words` —
+  a vocabulary of ``words`` columns with Zipf-like document frequencies (exponent ``zipf``, capped
+  at ``df_max``; ``words_per_doc`` distinct words per document), entries ``1 + log k`` for a word
+  counted ``k`` times (frequent words repeat), rows **not** normalized, an intercept column (the
+  paper's 10⁴ + 1 parameters), a planted sentiment model on a random ``informative`` fraction of
+  the words and labels drawn from the features the model sees with the threshold at the median
+  margin (balanced classes), ``n`` training and ``n_test`` held-out documents, L2 ``reg``.  The
+  previous stand-in (unit-norm rows, labels drawn before a column scaling, no intercept, 87.8 %
+  one class) could not tell methods apart (``../shared/reviews/reproduction.md`` §2).
+  Metrics: the training excess loss ``F(w) − F*`` and the paper's metric, the **held-out
+  accuracy** (and held-out log-loss), recorded by every evaluation cell.
 * Privacy: Poisson sampling at ``b/n``; ``δ = 10^{-k}`` with the smallest ``k`` such that
   ``10^{-k} ≤ 1/n`` (the paper's rule, §5); ε of each run from its declared releases
-  (``Result.epsilon``, PLD accountant).  Main comparisons at noise multiplier ``sigma`` (the paper's
-  IMDB setting is σ = 1, b = 64); the ε sweep re-runs DP-SGD, DP-RMSProp and DP² at
-  ``sweep_sigmas``.
-* Hyperparameters, by the paper's rule (best *training* metric: lowest mean final training loss
-  over ``tune_trials`` ≥ 3 trials per grid point, :mod:`experiments.tuning`), each grid folded
-  into the trial axis of one tuning cell per (method, σ[, s]); the chosen setting is then run with
-  ``trials`` fresh trials in an evaluation cell, on seeds never used for tuning (no winner's
-  curse).  The non-private cells are scored on each trial's mean training loss over the recorded
-  steps of the second half (:func:`tail_losses`), so that the delayed schedule's sawtooth cannot
-  win by ending on a good phase.  Grids (the paper's are in App. C.2; ours are subsets, widened
-  where a first run's winner sat on an edge; the edges are reported by every figure and a verdict
-  whose tuned value sits on one is downgraded to inconclusive):
+  (PLD accountant; the paper uses RDP).  Main comparisons at noise multiplier ``sigma`` (the
+  paper's IMDB setting is σ = 1, b = 64); the ε sweep re-runs DP-SGD, DP-RMSProp, DP², DP-AdaGrad
+  and DP²-AdaGrad at ``sweep_sigmas``.
+* Tuning (:mod:`experiments.tuning`), each grid folded into the trial axis of one tuning cell per
+  (method, σ[, s]) with ``tune_trials`` ≥ 3 trials per point; the chosen setting is then run with
+  ``trials`` fresh trials in an evaluation cell (no winner's curse).  Two rules, both saved:
+
+  - **private methods: the paper's rule** — the highest mean final *training accuracy* (the DP²
+    code selects on training accuracy; here the accuracy on the whole training set at the last
+    step, recorded by :func:`experiments.dp2_data.train_accuracy_probe`; stored as the score
+    ``−accuracy``).  The loss rule's choices (lowest mean final training loss) are saved too
+    (``notes["selection_loss"]``), and the Fig. 4 methods are also evaluated at them
+    (``loss-<σ>-<method>`` cells), so the report gives the headline comparison under both rules;
+  - **non-private methods** (the premise P3 and Fig. 2 are statements about training loss):
+    each trial's mean training loss over the recorded steps of the second half
+    (:func:`tail_losses`), so the delayed schedule's sawtooth cannot win by ending on a good phase.
+
+  Grids (the paper's App. C.2 in ``docs``-style: learning rates {0.03…5} (SGD/AdaGrad) and
+  {0.001…3} (RMSProp), clip {0.1…1}, C₂ {0.1…5} plus ≥ 10, ε_a {1e-2, 1e-3, 1e-5, 1e-7},
+  s {0.5, 1, 2} epochs; ours are those ranges at full scale, thinned where a full product would
+  cost too much, and subsets at quick; the table of differences is in the premise figure's
+  report text):
 
   ===================  ============================================================================
   ``sgd``              lr ∈ ``lr_sgd_grid``
@@ -72,29 +87,35 @@ Design
   ===================  ============================================================================
 
   ``s`` is shared by all trials of a run (the phase schedule), so each ``s`` is its own cell; the
-  DP² setting with the lowest tuned loss over ``s_grid`` is the "DP²" of Figs. 4–5.  The ε sweep
-  (DP-SGD, DP-RMSProp, DP², DP-AdaGrad, DP²-AdaGrad: Figs. 5 and 9) re-tunes the learning rates
-  (lr; only the adaptive-phase lr2 for DP²) at each σ and keeps clip, ε_a, s and DP²'s SGD-phase
-  lr from the main σ.  The selections (:mod:`experiments.tuning`: choice, every grid point's score,
-  choices on the edge of a grid) are saved in the manifest's ``notes``, and each evaluation cell's
-  method, σ, delay and kind in its ``meta`` (:func:`cell_meta`), which the figures read.
-* Fig. 6: one evaluation cell per ``s ∈ s_grid`` at the setting tuned for that ``s``.
-* ``h(s)`` (Fig. 3): one cell per ``s ∈ s_grid`` at DP²'s chosen setting with only ``s`` changed
-  (``h`` depends on ε_a, the clip and the step sizes, so they are held fixed across ``s``), run
-  through :func:`analysis.delay.record_h_traces` (every step recorded, clean minibatch gradients
-  traced).
-* Fig. 1: ``stab-<method>`` cells run non-private RMSProp, DP-RMSProp and DP² at their tuned
-  settings with :func:`stability_probes` recorded once per epoch.
+  DP² setting with the best tuned score over ``s_grid`` is the "DP²" of Figs. 4–5.  The ε sweep
+  re-tunes the learning rates (lr; only the adaptive-phase lr2 for DP²) at each σ and keeps clip,
+  ε_a, s and DP²'s SGD-phase lr from the main σ.  The selections (choice, every grid point's score,
+  choices on a grid edge) are saved in the manifest's ``notes``, and each evaluation cell's
+  method, σ, delay, kind, data set and rule in its ``meta`` (:func:`cell_meta`).
+* The premises' static numbers (majority rate, w*'s training and held-out accuracy, the class-prior
+  excess loss: :func:`experiments.dp2_data.premise_numbers`) are saved in ``notes["premise"]``
+  (``notes["premise_real"]`` for the real data), so the figures compute every premise from saved
+  results.
+* Diagnostic ``clip-<method>``: DP-SGD and DP² with their clipping but **no noise** (σ = 0), tuned
+  the same way; DP² keeps s, C₁, C₂ and ε_a, and **re-tunes its SGD-phase η over DP-SGD's grid**
+  and η₂ (DP-SGD's η is re-tuned too: the comparison is fair, review §2).
+* Fig. 6: one evaluation cell per ``s ∈ s_grid`` at the setting tuned for that ``s``;
+  ``h(s)`` (Fig. 3): one cell per ``s`` at DP²'s chosen setting with only ``s`` changed (every
+  step recorded, :func:`analysis.delay.record_h_traces`); Fig. 1: ``stab-<method>`` cells with
+  :func:`stability_probes` recorded once per epoch.
+* Real data (``real_data``, default ``"trump_tweets"``; :func:`real_problem`): the balanced tweets
+  with the same encoding (``1 + log k`` counts, intercept, rows not normalized), ``real_n``
+  training tweets (a random subsample at quick), ``real_steps`` steps at b = ``batch_size``;
+  non-private SGD and RMSProp, DP-SGD, DP-RMSProp and DP² (one cell per ``s ∈ real_s_grid``) tuned
+  by the same rules on the main grids; labels ``tw-…``.
 * Cells and seeds: every cell label is enumerated up front from the config (:func:`cell_labels`),
   and cell ``i`` of that list runs with ``SeedSequence(config.seed, spawn_key=(i,))``.
 
 ``run(config, cache)`` returns the evaluation results, labelled ``np-<method>`` (non-private),
-``sig<σ>-<method>`` (private at σ; ``sig<σ>-dp2_rmsprop`` is DP² at its tuned ``s``) and
+``sig<σ>-<method>`` (private at σ; ``sig<σ>-dp2_rmsprop`` is DP² at its tuned ``s``),
 ``sig<σ>-dp2_rmsprop-s<s>`` (DP² at each delay, tuned per delay), ``sig<σ>-dp2_rmsprop-s<s>-h``
-(DP² at each delay with the main setting, ``h(s)`` traces) and ``clip-<method>``
-(diagnostic: DP-SGD and DP² with their clipping but **no noise**, σ = 0, tuned the same way, DP²
-at the main σ's delay and SGD-phase clip) — it separates the effect of per-example clipping of
-preconditioned gradients from that of the noise.
+(``h(s)`` traces), ``clip-<method>`` (the no-noise diagnostic), ``stab-<method>`` (Fig. 1),
+``loss-sig<σ>-<method>`` (the Fig. 4 methods under the loss rule) and ``tw-…`` (real data).
 """
 
 from __future__ import annotations
@@ -107,21 +128,22 @@ import numpy as np
 import dpsim
 from dpsim.analysis import delay as _delay
 
-from . import tuning
+from . import dp2_data, tuning
 from .pipeline import (Cell, Experiment, require_nonnegative_finite, require_positive_grids,
                        require_positive_ints)
 
 __all__ = ["Config", "PRESETS", "EXPERIMENT", "run", "cell_labels", "delta_for",
-           "sigma_tag", "cell_meta"]
+           "sigma_tag", "cell_meta", "problem", "make_problem", "real_problem", "PROBLEM_FIELDS"]
 
 
 @dataclass(frozen=True)
 class Config:
     """Everything the experiment's results depend on (hashed into the cache key)."""
 
-    n: int                                   # training examples
-    d: int                                   # features (vocabulary size)
-    density: float                           # fraction of nonzero features per row
+    n: int                                   # training documents
+    n_test: int                              # held-out documents
+    words: int                               # vocabulary (d = words + 1: the intercept)
+    words_per_doc: float                     # distinct words per document (mean)
     steps: int                               # T
     batch_size: int                          # expected batch size b (Poisson rate b/n)
     sigma: float                             # noise multiplier of the main comparisons
@@ -130,7 +152,7 @@ class Config:
     s_variants: tuple[int, ...]              # delays tried for the ablations and DP²-AdaGrad
     s_nonprivate: int                        # delay of non-private delayed RMSProp (Fig. 2)
     lr_sgd_grid: tuple[float, ...]           # SGD-type learning rates
-    lr_adaptive_grid: tuple[float, ...]      # RMSProp-type learning rates (also lr2 of DP²)
+    lr_adaptive_grid: tuple[float, ...]      # RMSProp-type learning rates
     lr_adagrad_grid: tuple[float, ...]       # AdaGrad-type learning rates
     dp2_lr_grid: tuple[float, ...]           # DP² learning rate of the SGD steps
     clip_grid: tuple[float, ...]             # clip of raw per-example gradients
@@ -144,35 +166,58 @@ class Config:
     dp2_adagrad_clip2_grid: tuple[float, ...] | None = None  # C₂ of DP²-AdaGrad; None: clip2_grid
     tune_records: int = 8                    # records of a non-private tuning cell (tail average)
     stability_trials: int = 4                # trials of the preconditioner-stability cells (Fig. 1)
-    zipf: float = 1.0                        # Zipf exponent of the column popularity
-    signal: float = 16.0                     # scale of the planted model
+    h_trials: int | None = None              # trials of the h(s) trace cells (None: trials)
+    zipf: float = 1.3                        # Zipf exponent of the document frequencies
+    df_max: float = 0.95                     # cap of a word's document frequency
+    informative: float = 0.2                 # fraction of the words carrying sentiment
+    signal: float = 1.0                      # scale of the planted model
+    values: str = "logcount"                 # entries: "logcount" (1 + log k) or "binary"
     reg: float = 1e-5                        # L2 regularization
-    col_scale: float = 0.0                   # column j scaled by (j+1)^-col_scale (0: off)
     public_fraction: float = 0.01            # AdaDPS public split (Table 1: 1%)
     beta: float = 0.9                        # RMSProp β
     sampling: str = "poisson"
+    real_data: str | None = "trump_tweets"   # real-data rows (None: none)
+    real_n: int | None = None                # training tweets kept (None: all)
+    real_n_test: int | None = None           # held-out tweets kept (None: all)
+    real_steps: int = 1500                   # T on the real data
+    real_s_grid: tuple[int, ...] = (100,)    # DP² delays on the real data
+    real_max_features: int = 2000            # vocabulary of the real data
+    real_reg: float = 1e-4                   # L2 regularization on the real data
     data_seed: int = 0
     seed: int = 0
 
     def __post_init__(self):
         require_positive_ints(self,
-            ("n", "d", "steps", "batch_size", "tune_trials", "trials", "record_every",
-             "s_nonprivate", "tune_records", "stability_trials"))
-        if not (0.0 < self.density < 1.0):
-            raise ValueError(f"density must be in (0, 1) (sparse features), got density={self.density}")
+            ("n", "n_test", "words", "steps", "batch_size", "tune_trials", "trials", "record_every",
+             "s_nonprivate", "tune_records", "stability_trials", "real_steps",
+             "real_max_features"))
         if self.np_trials is not None and (isinstance(self.np_trials, bool)
                                            or not isinstance(self.np_trials, int) or self.np_trials < 1):
             raise ValueError("np_trials must be a positive integer or None, "
                              f"got np_trials={self.np_trials!r}")
+        for name in ("real_n", "real_n_test", "h_trials"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {name}={v!r}")
+        if not 0 < self.words_per_doc < self.df_max * self.words:
+            raise ValueError(f"words_per_doc must be in (0, df_max·words), got "
+                             f"words_per_doc={self.words_per_doc!r}")
+        if not 0.0 < self.df_max <= 1.0 or not 0.0 < self.informative <= 1.0:
+            raise ValueError(f"df_max and informative must be in (0, 1], got df_max={self.df_max!r}, "
+                             f"informative={self.informative!r}")
+        if self.values not in ("logcount", "binary"):
+            raise ValueError(f"values must be 'logcount' or 'binary', got values={self.values!r}")
+        if self.real_data not in (None, "trump_tweets"):
+            raise ValueError(f"real_data must be None or 'trump_tweets', got real_data={self.real_data!r}")
         if self.sigma <= 0 or self.sigma not in self.sweep_sigmas:
             raise ValueError(f"sigma must be positive and one of sweep_sigmas, got sigma={self.sigma}, "
                              f"sweep_sigmas={self.sweep_sigmas!r}")
-        for name in ("s_grid", "s_variants"):
+        for name, top in (("s_grid", self.steps), ("s_variants", self.steps),
+                          ("real_s_grid", self.real_steps)):
             v = getattr(self, name)
-            if not v or any(not isinstance(s, int) or s < 1 or s >= self.steps for s in v):
-                raise ValueError(f"{name} must be positive integers below steps={self.steps}, "
-                                 f"got {name}={v!r}")
-        require_nonnegative_finite(self, ("col_scale",))
+            if not v or any(not isinstance(s, int) or s < 1 or s >= top for s in v):
+                raise ValueError(f"{name} must be positive integers below {top}, got {name}={v!r}")
+        require_nonnegative_finite(self, ("reg", "real_reg", "zipf", "signal"))
         if self.tune_records > self.steps:
             raise ValueError(f"tune_records must be at most steps={self.steps}, "
                              f"got tune_records={self.tune_records}")
@@ -188,56 +233,117 @@ def _g(*xs):
 
 PRESETS: dict[str, Config] = {
     # Smoke test only (seconds): the claims are not expected to hold at this size.
-    "tiny": Config(n=400, d=60, density=0.1, steps=40, batch_size=16, sigma=1.0,
-                   sweep_sigmas=_g(1.0, 2.0), s_grid=(4, 10), s_variants=(4,), s_nonprivate=5,
-                   lr_sgd_grid=_g(1, 10), lr_adaptive_grid=_g(0.01, 0.1), lr_adagrad_grid=_g(0.1, 1),
-                   dp2_lr_grid=_g(3), clip_grid=_g(0.5), clip2_grid=_g(1, 10), eps_grid=_g(1e-3),
-                   tune_trials=1, trials=3, record_every=5, zipf=2.0, col_scale=1.0,
-                   tune_records=4, stability_trials=2),
-    # A laptop (about 2 CPU-minutes).  Heavy-tailed features (Zipf exponent 2), 40 epochs
-    # (T = 1560 at b = 64, n = 2500), where non-private RMSProp clearly beats SGD (the premise);
-    # DP²'s adaptive-phase clip C₂ from 50 to 1000 (the paper tuned 5 and tried ≥ 10; smaller C₂
-    # never won here: C₂ = 10 scored 0.29–0.33 against 0.26 at 200), 3 tuning trials
-    # per grid point; delays s ≈ 0.125, 0.5, 2 and 4 epochs (4: the chosen s sat on 2, the top).
-    # ε_a is not tuned at this scale (cost).
-    "quick": Config(n=2500, d=1000, density=0.02, zipf=2.0, steps=1560, batch_size=64, sigma=1.0,
-                    sweep_sigmas=_g(0.7, 1.0, 2.0), s_grid=(5, 20, 78, 156),
-                    s_variants=(20,), s_nonprivate=39,
-                    lr_sgd_grid=_g(0.3, 1, 3, 10, 30, 100),
-                    lr_adaptive_grid=_g(0.01, 0.03, 0.1, 0.3, 1),
-                    lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1, 3), dp2_lr_grid=_g(3, 10, 30),
-                    dp2_lr2_grid=_g(0.003, 0.01, 0.03),
-                    clip_grid=_g(0.1, 0.25, 1.0), clip2_grid=_g(50, 200, 1000),
-                    dp2_adagrad_clip2_grid=_g(10, 50, 200), eps_grid=_g(1e-3),
-                    tune_trials=3, trials=8, record_every=39, np_trials=16, tune_records=8,
-                    stability_trials=4),
-    # IMDB's sizes (n = 25,000 reviews, 10⁴-word vocabulary, b = 64, δ = 1e-5) and the paper's
-    # 100 epochs (T = 39,000), heavy-tailed features with column scales (j+1)^-1 (col_scale = 1):
-    # the first full run, on unscaled features (gallery of 2026-11-25), failed the premise
-    # (non-private RMSProp/SGD 0.81, not significant).  With col_scale = 1, probes (2 trials per
-    # point) gave non-private excess losses RMSProp 5.4e-4 (η 0.01) vs SGD 4.1e-3 (η 3): ratio
-    # 0.13; at σ = 1 DP-SGD 0.026 (η 0.03, C 1), DP-RMSProp 0.026 (η 0.001, C 1), DP² 0.027 (η 0.03,
-    # η₂ 3e-4, C₂ 0.5, s 195-780; C₂ ≥ 2 and η₂ ≥ 1e-3 worse).  The grids are centred on those
-    # values, one decade or more each way where it was cheap (C₂ from 0.1 to the paper's 10),
-    # s ≈ 0.1, 0.5, 2 and 10 epochs; ε_a = 1e-3 only (cost: each ε_a doubles every adaptive
-    # tuning cell); 3 tuning trials per grid point, 5 fresh evaluation trials.  Estimated ≈ 1,600
-    # trials × 39,000 steps at ≈ 0.13 ms (private) / 0.07 ms (non-private) per trial-step on
-    # one thread ≈ 2.2 CPU-hours; run once (docs/gallery, 2026-11-25): 2.69 CPU-hours, 1.82 h
-    # wall on 2 workers beside other work.  Premise held (RMSProp/SGD 0.22); every private
-    # method ended on one noise floor (≈ 0.026) and DP²'s tuned C₂ = 0.1 and η₂ = 1e-4 sat on
-    # the low edges (lower values silence its adaptive phase: DP² → DP-SGD).
-    "full": Config(n=25000, d=10000, density=0.013, zipf=2.0, col_scale=1.0, steps=39000,
-                   batch_size=64, sigma=1.0, sweep_sigmas=_g(0.6, 1.0, 2.0),
-                   s_grid=(39, 195, 780, 3900), s_variants=(390,), s_nonprivate=390,
-                   lr_sgd_grid=_g(0.01, 0.03, 0.1, 0.3, 1, 3, 10),
-                   lr_adaptive_grid=_g(0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1),
-                   lr_adagrad_grid=_g(0.01, 0.03, 0.1, 0.3, 1), dp2_lr_grid=_g(0.01, 0.03, 0.1),
-                   dp2_lr2_grid=_g(0.0001, 0.0003, 0.001),
-                   clip_grid=_g(0.5, 1, 2), clip2_grid=_g(0.1, 0.5, 2, 10),
-                   dp2_adagrad_clip2_grid=_g(0.5, 2, 10),
-                   eps_grid=_g(1e-3), tune_trials=3, trials=5, record_every=390,
-                   np_trials=10, tune_records=10, stability_trials=5),
+    "tiny": Config(n=400, n_test=200, words=60, words_per_doc=6, signal=2.0, reg=1e-3, steps=40,
+                   batch_size=16, sigma=1.0, sweep_sigmas=_g(1.0, 2.0), s_grid=(4, 10),
+                   s_variants=(4,), s_nonprivate=5,
+                   lr_sgd_grid=_g(0.1, 1), lr_adaptive_grid=_g(0.01, 0.1), lr_adagrad_grid=_g(0.1, 1),
+                   dp2_lr_grid=_g(0.3), clip_grid=_g(0.5), clip2_grid=_g(1, 5), eps_grid=_g(1e-3),
+                   tune_trials=1, trials=3, record_every=10, tune_records=4, stability_trials=2,
+                   real_n=300, real_n_test=150, real_steps=30, real_s_grid=(5,),
+                   real_max_features=200),
+    # A laptop (a few CPU-minutes).  10⁴ training and 5·10³ held-out documents over a 10³-word
+    # vocabulary, 20 distinct words per document (2%), Zipf 1.3 document frequencies capped at
+    # 0.95, log counts, 20% sentiment words at signal 2 (the margin's spread that signal 1 gives
+    # at full's 130 words per document), reg 1e-5; 10 epochs (T = 1560 at b = 64).  Probes
+    # (3 trials per point, seed 0): majority 0.50, w* held-out accuracy 0.80, class-prior excess
+    # 0.39; non-private RMSProp 0.032 vs SGD 0.097 (premise P3: ratio 0.33); DP-SGD 0.22 at σ = 1
+    # (P4).  Grids: the paper's ranges, three or four values each, one decade or more beyond the
+    # values a first quick run chose on an edge under the paper's rule (DP²: η 1, η₂ 0.3, C₂ 5,
+    # ε_a 1e-3, s 39 of (0.3, 1) × (0.01–0.3) × (0.5–5) × {1e-3, 1e-7} × {39, 156, 624}; a probe
+    # of η ∈ {1, 3}, η₂ ∈ {0.3, 1, 3}, C₂ ∈ {5, 20}, ε_a ∈ {1e-3, 1e-2}, s ∈ {10, 39} put the
+    # best at η 1, η₂ 0.3, C₂ 5, with ε_a and s nearly flat); DP²'s SGD-phase η is fixed at that
+    # probe's best (1: the one axis not tuned here, for cost); s ≈ 0.06, 0.25 and 1 epoch; the
+    # clip C over the paper's 0.1–1, DP-SGD's η up to 10 (the paper's rule picked 3, the top of
+    # 0.1–3, in a second run).  Real data: 4000 of the 6339 balanced training tweets (all 1585 held out),
+    # 1000 steps (16 epochs), one delay.
+    "quick": Config(n=10000, n_test=5000, words=1000, words_per_doc=20, signal=2.0, reg=1e-5,
+                    steps=1560, batch_size=64, sigma=1.0, sweep_sigmas=_g(0.7, 1.0, 2.0),
+                    s_grid=(10, 39, 156), s_variants=(39,), s_nonprivate=78,
+                    lr_sgd_grid=_g(0.1, 0.3, 1, 3, 10),
+                    lr_adaptive_grid=_g(0.01, 0.03, 0.1),
+                    lr_adagrad_grid=_g(0.03, 0.1, 0.3, 1), dp2_lr_grid=_g(1),
+                    dp2_lr2_grid=_g(0.03, 0.3, 3),
+                    clip_grid=_g(0.1, 0.3, 1), clip2_grid=_g(1, 5, 20),
+                    dp2_adagrad_clip2_grid=_g(0.5, 2, 5), eps_grid=_g(1e-3, 1e-2, 1e-7),
+                    tune_trials=3, trials=6, record_every=78, np_trials=10, tune_records=8,
+                    stability_trials=4, h_trials=3, real_n=4000, real_steps=1000,
+                    real_s_grid=(31,)),
+    # IMDB's sizes (25,000 training and 25,000 held-out documents, a 10⁴-word vocabulary plus the
+    # intercept, ~130 distinct words per document, b = 64, δ = 1e-5) and the paper's 100 epochs
+    # (T = 39,000).  Probes (seed 0, 1–2 trials per point): majority 0.50, w* held-out accuracy
+    # 0.80, class-prior excess 0.58; non-private SGD 0.14 (η 0.07; 0.1 diverges) vs RMSProp 0.030
+    # (η 3e-3): ratio 0.21 (P3); with reg 3e-4 or Zipf 1.0 SGD caught up by 100 epochs (P3
+    # failed), hence reg 1e-5 (the DP² code's default is 0) and Zipf 1.3.  At σ = 1 (one trial
+    # per point): DP-SGD η 0.1, C 1 excess 0.51 (P4, loss rule) and η 0.3, C 0.3 accuracy 0.75
+    # (the paper's rule; excess 0.59, at the prior: its margins carry the noise of 10⁴
+    # coordinates over rows of norm ≈ 17); DP² at s = 195, ε_a 1e-3: best η 0.3 (of 0.3, 1),
+    # η₂ 0.03, C₂ 5, accuracy 0.74.  Grids: the paper's App. C.2 ranges, thinned to about a
+    # factor 3–10 per step — η₂ 0.003–3, C₂ 1–20, ε_a 1e-2–1e-7, s 0.1–2 epochs, DP-SGD η
+    # 0.03–3, C 0.1–2; DP²'s SGD-phase η fixed at the probe's 0.3 (for cost: a third axis over
+    # every DP² cell would triple them; the paper tunes it, 0.1 on IMDB).  3 tuning trials per
+    # point, 5 evaluation trials.  Cost estimate: ≈ 0.15 ms per trial-step (130 nonzeros per
+    # row, d ≈ 10⁴), ≈ 1,500 trials × 39,000 steps ≈ 2.5–3 CPU-hours plus the tweets (≈ 0.1).
+    "full": Config(n=25000, n_test=25000, words=10000, words_per_doc=130, signal=1.0, reg=1e-5,
+                   steps=39000, batch_size=64, sigma=1.0, sweep_sigmas=_g(0.6, 1.0, 2.0),
+                   s_grid=(39, 195, 390, 780), s_variants=(195,), s_nonprivate=390,
+                   lr_sgd_grid=_g(0.03, 0.1, 0.3, 1, 3),
+                   lr_adaptive_grid=_g(0.001, 0.01, 0.1, 1),
+                   lr_adagrad_grid=_g(0.03, 0.3, 3), dp2_lr_grid=_g(0.3),
+                   dp2_lr2_grid=_g(0.003, 0.03, 0.3, 3),
+                   clip_grid=_g(0.1, 0.3, 1, 2), clip2_grid=_g(1, 5, 20),
+                   dp2_adagrad_clip2_grid=_g(1, 5, 20), eps_grid=_g(1e-3, 1e-2, 1e-7),
+                   tune_trials=3, trials=5, record_every=390, np_trials=10, tune_records=10,
+                   stability_trials=5, h_trials=5, real_steps=5000, real_s_grid=(50, 100, 200)),
 }
+
+
+# ------------------------------------------------------------------------------------------------
+# The problems
+
+PROBLEM_FIELDS = ("n", "n_test", "words", "words_per_doc", "zipf", "df_max", "informative",
+                  "signal", "values", "reg", "data_seed")
+
+
+def problem_fields(scale: str) -> dict:
+    """The fields of this experiment's preset of ``scale`` that define its problem
+    (``PROBLEM_FIELDS``): the experiments that run on the same problem (``dp2_compute``,
+    ``dp2_noisy_adagrad``) take them from here."""
+    c = PRESETS[scale]
+    return {f: getattr(c, f) for f in PROBLEM_FIELDS}
+
+
+def delta_for(n: int) -> float:
+    """The paper's δ (§5): ``10^{-k}`` with the smallest integer ``k`` such that ``10^{-k} ≤ 1/n``."""
+    return 10.0 ** (-math.ceil(math.log10(n) - 1e-12))
+
+
+def make_problem(config) -> "dpsim.problems.Problem":
+    """The bag-of-words problem (:func:`experiments.dp2_data.bag_of_words`, held-out split
+    included) from any config with the fields of ``PROBLEM_FIELDS``."""
+    return dp2_data.bag_of_words(
+        config.n, config.words, n_test=config.n_test, reg=config.reg,
+        words_per_doc=config.words_per_doc, zipf=config.zipf, df_max=config.df_max,
+        informative=config.informative, signal=config.signal, values=config.values,
+        seed=config.data_seed)
+
+
+def problem(scale: str = "quick") -> "dpsim.problems.Problem":
+    """The experiment's problem at ``scale`` with its held-out split, so anyone can check the
+    premises: ``dp2_data.premise_numbers(problem("quick"))`` gives the majority rate, the exact
+    optimum's held-out accuracy and the class-prior excess loss."""
+    if scale not in PRESETS:
+        raise ValueError(f"unknown scale {scale!r}; known: {', '.join(PRESETS)}")
+    return make_problem(PRESETS[scale])
+
+
+def real_problem(config) -> "dpsim.problems.Problem | None":
+    """The real-data problem of ``config`` (:func:`experiments.dp2_data.real_text`), or ``None``
+    when ``config.real_data`` is ``None``."""
+    if config.real_data is None:
+        return None
+    return dp2_data.real_text(config.real_data, n=config.real_n, n_test=config.real_n_test,
+                              max_features=config.real_max_features, reg=config.real_reg,
+                              values=config.values, seed=config.data_seed)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -249,16 +355,22 @@ def sigma_tag(sigma: float) -> str:
 
 
 def cell_meta(method: str, sigma: float | None, *, s: int | None = None, h: bool = False,
-              stability: bool = False) -> dict:
+              stability: bool = False, dataset: str | None = None,
+              rule: str | None = None) -> dict:
     """The metadata saved with an evaluation cell: ``private`` (False for the ``np-`` cells),
     ``sigma`` (``None`` non-private, ``0.0`` for the clipping-only ``clip-`` diagnostic),
-    ``method``, the delay ``s`` of the per-delay DP² cells, ``h`` (the h(s) trace cells) and
-    ``stability`` (the preconditioner-stability cells of Fig. 1; key absent when False, so older
-    manifests read the same)."""
+    ``method``, the delay ``s`` of the per-delay DP² cells, ``h`` (the h(s) trace cells),
+    ``stability`` (the preconditioner-stability cells of Fig. 1), ``dataset`` (the real-data
+    cells: its name) and ``rule`` (``"loss"`` for the cells tuned by the loss rule); the last
+    three keys are absent when unset."""
     out = {"private": sigma is not None, "sigma": None if sigma is None else float(sigma),
            "method": method, "s": None if s is None else int(s), "h": bool(h)}
     if stability:
         out["stability"] = True
+    if dataset:
+        out["dataset"] = dataset
+    if rule:
+        out["rule"] = rule
     return out
 
 
@@ -326,27 +438,15 @@ def stability_cell(label, index, problem, hp, meta, *, steps, batch_size, trials
     return Cell(label, index, compute, meta)
 
 
-PROBLEM_FIELDS = ("n", "d", "density", "zipf", "signal", "reg", "col_scale", "data_seed")
-
-
-def problem_fields(scale: str) -> dict:
-    """The fields of this experiment's preset of ``scale`` that define its problem
-    (``PROBLEM_FIELDS``): the experiments that run on the same problem (``dp2_compute``,
-    ``dp2_noisy_adagrad``) take them from here."""
-    c = PRESETS[scale]
-    return {f: getattr(c, f) for f in PROBLEM_FIELDS}
-
-
-def delta_for(n: int) -> float:
-    """The paper's δ (§5): ``10^{-k}`` with the smallest integer ``k`` such that ``10^{-k} ≤ 1/n``."""
-    return 10.0 ** (-math.ceil(math.log10(n) - 1e-12))
-
-
 NONPRIVATE = ("sgd", "rmsprop", "delayed_rmsprop")
 MAIN = ("dp_sgd", "dp_rmsprop", "dp_adagrad", "dp2_extra_query", "dp2_noise_first", "dp2_adagrad",
         "adadps")
 SWEEP = ("dp_sgd", "dp_rmsprop", "dp2_rmsprop", "dp_adagrad", "dp2_adagrad")
 STABILITY = ("rmsprop", "dp_rmsprop", "dp2_rmsprop")
+HEADLINE = ("dp_sgd", "dp_rmsprop", "dp2_rmsprop")   # Fig. 4's methods (also under the loss rule)
+REAL_NONPRIVATE = ("sgd", "rmsprop")
+REAL_PRIVATE = ("dp_sgd", "dp_rmsprop", "dp2_rmsprop")
+REAL_PREFIX = "tw"                                  # label prefix of the real-data cells
 
 
 def _main_keys(config: Config) -> list[str]:
@@ -365,6 +465,21 @@ def _sweep_keys(config: Config) -> list[str]:
             for m in SWEEP]
 
 
+def _real_tune_keys(config: Config) -> list[str]:
+    if config.real_data is None:
+        return []
+    sg, p = sigma_tag(config.sigma), REAL_PREFIX
+    return ([f"{p}-np-{m}" for m in REAL_NONPRIVATE] + [f"{p}-{sg}-dp_sgd", f"{p}-{sg}-dp_rmsprop"]
+            + [f"{p}-{sg}-dp2_rmsprop-s{s}" for s in config.real_s_grid])
+
+
+def _real_eval_keys(config: Config) -> list[str]:
+    if config.real_data is None:
+        return []
+    sg, p = sigma_tag(config.sigma), REAL_PREFIX
+    return [f"{p}-np-{m}" for m in REAL_NONPRIVATE] + [f"{p}-{sg}-{m}" for m in REAL_PRIVATE]
+
+
 DIAGNOSTIC = ("dp_sgd", "dp2_rmsprop")
 
 
@@ -376,64 +491,102 @@ def _eval_keys(config: Config) -> list[str]:
     keys += [f"{sg}-dp2_rmsprop-s{s}-h" for s in config.s_grid]
     keys += _sweep_keys(config)
     keys += [f"stab-{m}" for m in STABILITY]
+    keys += [f"loss-{sg}-{m}" for m in HEADLINE]
+    keys += _real_eval_keys(config)
     return keys
 
 
 def cell_labels(config: Config) -> list[str]:
     """Every cell label in index order (cell ``i`` is seeded with ``spawn_key=(i,)``)."""
     tune = ([f"np-{m}" for m in NONPRIVATE] + _main_keys(config) + _sweep_keys(config)
-            + [f"clip-{m}" for m in DIAGNOSTIC])
+            + [f"clip-{m}" for m in DIAGNOSTIC] + _real_tune_keys(config))
     return [f"tune-{k}" for k in tune] + _eval_keys(config)
+
+
+def _final_probe(res, name) -> np.ndarray:
+    """The final record of probe ``name`` per trial (non-finite → NaN)."""
+    return np.asarray(res.records[name], dtype=float)[-1]
+
+
+def accuracy_scores(res) -> np.ndarray:
+    """The tuning score of a private cell under the paper's rule: ``−`` the final training
+    accuracy per trial (lower is better, as :func:`experiments.tuning.select` wants); a trial
+    whose loss diverged scores ``+inf``."""
+    acc = _final_probe(res, "train_accuracy")
+    loss = np.asarray(res.loss, dtype=float)[-1]
+    return np.where(np.isfinite(loss) & np.isfinite(acc), -acc, np.inf)
 
 
 # ------------------------------------------------------------------------------------------------
 # The experiment
 
+TEST_METRICS = ("loss", "test_loss", "test_accuracy")
+
+RULE_NOTE = ("private cells (σ ≥ 0, the clip- diagnostic and the real data included): the paper's "
+             "rule — the highest mean final training accuracy over the tuning trials (scores "
+             "saved as −accuracy); the loss rule's choices (lowest mean final training loss) in "
+             "notes['selection_loss'], evaluated for Fig. 4's methods in the loss- cells; "
+             "non-private cells (np-*): each trial's mean training loss over the recorded steps "
+             "of the second half (t ≥ T/2); DP² variants: then the delay s with the best chosen "
+             "score (the smaller s on a tie)")
+
 
 def run(config: Config, cache) -> dict:
     """Tune every method, then evaluate the chosen settings; ``{label: Result}`` (see module doc)."""
-    problem = dpsim.problems.logistic_regression(
-        config.n, config.d, density=config.density, zipf=config.zipf, signal=config.signal,
-        reg=config.reg, col_scale=config.col_scale, seed=config.data_seed)
+    prob = make_problem(config)
+    real = real_problem(config)
     labels = cell_labels(config)
     index = {lab: i for i, lab in enumerate(labels)}
     T, b = config.steps, config.batch_size
-    common = dict(steps=T, batch_size=b, sampling=config.sampling, **cache.simulate_options)
     sg0 = sigma_tag(config.sigma)
     reps = config.tune_trials
     eps0 = config.eps_grid[0]
+    options = dict(cache.simulate_options)  # read here: a cell's compute must not capture the cache
+    cache.note("premise", dp2_data.premise_numbers(prob))
+    cache.note("problem", {k: v for k, v in prob.config.items() if k != "data_sha256"})
+    if real is not None:
+        cache.note("premise_real", dp2_data.premise_numbers(real))
+        cache.note("problem_real", {k: v for k, v in real.config.items() if k != "data_sha256"})
 
     lr2_grid = config.dp2_lr2_grid or config.lr_adaptive_grid
-    tail_every = max(1, T // config.tune_records)
 
     # -- the tuning plan: key -> (optimizer name, grid of per-trial values, fixed hyperparameters)
-    def tune_cell(key, opt_name, grid, fixed, tail):
+    def tune_cell(key, opt_name, grid, fixed, tail, on, steps):
         hp = tuning.fold(grid, reps, scalars=True)
         R = len(tuning.points(grid)) * reps
+        every = max(1, steps // config.tune_records) if tail else steps
 
         def compute(seed):
             opt = dpsim.optimizers.get(opt_name, **fixed, **hp)
-            return dpsim.simulate(problem, opt, trials=R, seed=seed,
-                                  record_every=tail_every if tail else T, metrics=("loss",), **common)
+            return dpsim.simulate(on, opt, steps=steps, batch_size=b, sampling=config.sampling,
+                                  trials=R, seed=seed, record_every=every, metrics=("loss",),
+                                  probes=dp2_data.train_accuracy_probe(on), **options)
 
         return Cell(f"tune-{key}", index[f"tune-{key}"], compute)
 
     chosen: dict[str, dict] = {}     # key -> the full setting run by the evaluation cell
+    chosen_loss: dict[str, dict] = {}
     selections: dict[str, tuning.Selection] = {}
+    selections_loss: dict[str, tuning.Selection] = {}
 
-    def tune(items, desc, tail=()):
+    def tune(items, desc, tail=(), on=prob, steps=T):
         """``items``: [(key, opt_name, grid, fixed)]; runs the cells (at once), records the
-        choices.  ``tail``: the keys whose trials are scored by their mean training loss over the
-        recorded steps of the second half of the run (:func:`tail_losses`) instead of the final
-        loss alone."""
-        res = cache.run([tune_cell(*it, it[0] in tail) for it in items], desc=desc)
+        choices.  ``tail``: the (non-private) keys scored by their mean training loss over the
+        second half (:func:`tail_losses`); the others by the paper's rule (training accuracy),
+        with the loss rule's choice kept beside."""
+        res = cache.run([tune_cell(*it, it[0] in tail, on, steps) for it in items], desc=desc)
         for key, opt_name, grid, fixed in items:
             r = res[f"tune-{key}"]
-            sel = selections[key] = tuning.select(tail_losses(r) if key in tail else r, grid, reps)
+            if key in tail:
+                sel = selections[key] = tuning.select(tail_losses(r), grid, reps)
+            else:
+                sel = selections[key] = tuning.select(accuracy_scores(r), grid, reps)
+                sl = selections_loss[key] = tuning.select(r, grid, reps)
+                chosen_loss[key] = {"optimizer": opt_name, **fixed, **sl.point}
             chosen[key] = {"optimizer": opt_name, **fixed, **sel.point}
 
     # Non-private (Fig. 2) and DP-SGD at the main σ (its clip is DP²'s SGD-phase clip), in one
-    # batch: nothing of one depends on the other, and DP-SGD's cell alone would leave a worker idle
+    # batch: nothing of one depends on the other
     sig = float(config.sigma)
     nonprivate = [
         ("np-sgd", "sgd", {"lr": config.lr_sgd_grid}, {}),
@@ -477,20 +630,23 @@ def run(config: Config, cache) -> dict:
                    "public_fraction": config.public_fraction}))
     tune(items, f"dp2_logistic: tune at σ={sig:g}")
 
-    def best_over_s(method, s_values):
-        losses = {s: selections[f"{sg0}-{method}-s{s}"].score for s in s_values}
-        s_best = min(losses, key=lambda s: (losses[s], s))
-        return s_best, chosen[f"{sg0}-{method}-s{s_best}"]
+    def best_over_s(method, s_values, sels, chosen_):
+        scores = {s: sels[f"{sg0}-{method}-s{s}"].score for s in s_values}
+        s_best = min(scores, key=lambda s: (scores[s], s))
+        return s_best, chosen_[f"{sg0}-{method}-s{s_best}"]
 
     best, s_at_edge = {}, []
     for m, svals in (("dp2_rmsprop", config.s_grid), ("dp2_extra_query", config.s_variants),
                      ("dp2_noise_first", config.s_variants), ("dp2_adagrad", config.s_variants)):
-        s_best, hp = best_over_s(m, svals)
+        s_best, hp = best_over_s(m, svals, selections, chosen)
         best[m] = hp
         if len(svals) > 1 and s_best in (min(svals), max(svals)):
             s_at_edge.append(f"{sg0}-{m}")
     for m in ("dp_sgd", "dp_rmsprop", "dp_adagrad", "adadps"):
         best[m] = chosen[f"{sg0}-{m}"]
+    best_loss = {m: chosen_loss[f"{sg0}-{m}"] for m in ("dp_sgd", "dp_rmsprop")}
+    s_loss, best_loss["dp2_rmsprop"] = best_over_s("dp2_rmsprop", config.s_grid, selections_loss,
+                                                   chosen_loss)
 
     # ε sweep: re-tune the learning rates at each other σ
     items = []
@@ -511,45 +667,76 @@ def run(config: Config, cache) -> dict:
             fixed = {k: v for k, v in base.items() if k not in grid}
             fixed["noise_multiplier"] = float(sw)
             items.append((f"{tg}-{m}", opt_name, grid, fixed))
-    if items:
-        tune(items, "dp2_logistic: tune the ε sweep")
+    # Diagnostic: the same clipping without noise (σ = 0), tuned the same way.  DP² keeps s, C₁,
+    # C₂ and ε_a and re-tunes both step sizes — its SGD-phase η over DP-SGD's grid, as DP-SGD's
+    # η is re-tuned (the comparison of review §2 kept DP²'s σ = 1 value, 100× below DP-SGD's).
+    d2 = {k: v for k, v in best["dp2_rmsprop"].items() if k not in ("optimizer", "lr", "lr2")}
+    items += [("clip-dp_sgd", "dp_sgd", {"lr": config.lr_sgd_grid}, {"clip": c1, "noise_multiplier": 0.0}),
+              ("clip-dp2_rmsprop", "dp2_rmsprop", {"lr": config.lr_sgd_grid, "lr2": lr2_grid},
+               {**d2, "noise_multiplier": 0.0})]
+    tune(items, "dp2_logistic: tune the ε sweep and the no-noise diagnostic")
 
-    # Diagnostic: the same clipping without noise (σ = 0), tuned the same way (DP² keeps s, C1 and
-    # its SGD-phase lr; lr2, C₂ and ε_a re-tuned)
-    diag_grid = {k: v for k, v in dp2_grid.items() if k != "lr"}
-    d2 = {k: v for k, v in best["dp2_rmsprop"].items() if k not in diag_grid}
-    tune([("clip-dp_sgd", "dp_sgd", {"lr": config.lr_sgd_grid}, {"clip": c1, "noise_multiplier": 0.0}),
-          ("clip-dp2_rmsprop", "dp2_rmsprop", diag_grid,
-           {**{k: v for k, v in d2.items() if k != "optimizer"}, "noise_multiplier": 0.0})],
-         "dp2_logistic: tune the no-noise diagnostic")
+    # Real data: non-private and DP-SGD, then DP-RMSProp and DP² (DP²'s C₁ = DP-SGD's)
+    real_best = {}
+    if real is not None:
+        p, Tr = REAL_PREFIX, config.real_steps
+        np_real = [(f"{p}-np-sgd", "sgd", {"lr": config.lr_sgd_grid}, {}),
+                   (f"{p}-np-rmsprop", "rmsprop", {"lr": config.lr_adaptive_grid},
+                    {"eps": eps0, "beta": config.beta})]
+        tune(np_real + [(f"{p}-{sg0}-dp_sgd", "dp_sgd",
+                         {"lr": config.lr_sgd_grid, "clip": config.clip_grid}, {"noise_multiplier": sig})],
+             f"dp2_logistic: tune on {config.real_data} (non-private, DP-SGD)",
+             tail={it[0] for it in np_real}, on=real, steps=Tr)
+        c1r = chosen[f"{p}-{sg0}-dp_sgd"]["clip"]
+        items = [(f"{p}-{sg0}-dp_rmsprop", "dp_rmsprop",
+                  {"lr": config.lr_adaptive_grid, "clip": config.clip_grid, "eps": config.eps_grid},
+                  {"noise_multiplier": sig, "beta": config.beta})]
+        items += [(f"{p}-{sg0}-dp2_rmsprop-s{s}", "dp2_rmsprop", dp2_grid,
+                   {"s1": s, "clip": c1r, "noise_multiplier": sig, "beta": config.beta})
+                  for s in config.real_s_grid]
+        tune(items, f"dp2_logistic: tune on {config.real_data} (DP-RMSProp, DP²)", on=real, steps=Tr)
+        scores = {s: selections[f"{p}-{sg0}-dp2_rmsprop-s{s}"].score for s in config.real_s_grid}
+        s_real = min(scores, key=lambda s: (scores[s], s))
+        real_best = {f"{p}-np-{m}": chosen[f"{p}-np-{m}"] for m in REAL_NONPRIVATE}
+        real_best[f"{p}-{sg0}-dp_sgd"] = chosen[f"{p}-{sg0}-dp_sgd"]
+        real_best[f"{p}-{sg0}-dp_rmsprop"] = chosen[f"{p}-{sg0}-dp_rmsprop"]
+        real_best[f"{p}-{sg0}-dp2_rmsprop"] = chosen[f"{p}-{sg0}-dp2_rmsprop-s{s_real}"]
+        if len(config.real_s_grid) > 1 and s_real in (min(config.real_s_grid), max(config.real_s_grid)):
+            s_at_edge.append(f"{p}-{sg0}-dp2_rmsprop")
 
-    tuning.record(cache, selections, note="DP² variants: then the delay s with the lowest chosen "
-                                          "score (the smaller s on a tie); the non-private cells "
-                                          "(np-*) are scored on each trial's mean training loss "
-                                          "over the recorded steps of the second half of the run "
-                                          "(t ≥ T/2), not the final point alone (a fair measure "
-                                          "for the delayed schedule's sawtooth)")
+    tuning.record(cache, selections, note=RULE_NOTE)
+    cache.note("selection_loss", {k: v.to_json() for k, v in selections_loss.items()})
     cache.note("delta", delta_for(config.n))
+    cache.note("delta_real", delta_for(real.n) if real is not None else None)
     cache.note("chosen", chosen)
+    cache.note("chosen_loss", {f"loss-{sg0}-{m}": hp for m, hp in best_loss.items()})
     cache.note("chosen_s", {m: int(best[m]["s1"]) for m in best if "s1" in best[m]})
+    cache.note("chosen_s_loss", {"dp2_rmsprop": int(s_loss)})
+    if real is not None:
+        cache.note("chosen_s_real", {"dp2_rmsprop": int(s_real)})
     cache.note("s_at_grid_edge", s_at_edge)
 
     # -- evaluation cells
-    def eval_cell(key, hp, meta):
+    def eval_cell(key, hp, meta, *, on=prob, steps=T, every=config.record_every):
         hp = dict(hp)
         opt_name = hp.pop("optimizer")
         trials = config.np_trials if not meta["private"] and config.np_trials else config.trials
+        if meta["h"] and config.h_trials:
+            trials = config.h_trials
 
         def compute(seed):
             if meta["h"]:
                 s = int(hp.pop("s1"))
-                tr = _delay.record_h_traces(problem, s, steps=T, batch_size=b, trials=trials,
+                # the traces alone (h needs no loss: the loss of every step on every training
+                # row was 90% of such a cell's cost)
+                tr = _delay.record_h_traces(on, s, steps=steps, batch_size=b, trials=trials,
                                             seed=seed, optimizer=opt_name, sampling=config.sampling,
-                                            metrics=("loss",), **hp)
+                                            metrics=(), **hp)
                 return tr.result
             opt = dpsim.optimizers.get(opt_name, **hp)
-            return dpsim.simulate(problem, opt, trials=trials, seed=seed,
-                                  record_every=config.record_every, metrics=("loss",), **common)
+            return dpsim.simulate(on, opt, steps=steps, batch_size=b, sampling=config.sampling,
+                                  trials=trials, seed=seed, record_every=every,
+                                  metrics=TEST_METRICS, **options)
 
         return Cell(key, index[key], compute, meta)
 
@@ -567,22 +754,32 @@ def run(config: Config, cache) -> dict:
             "dp2_rmsprop": best["dp2_rmsprop"]}
     per_epoch = max(1, round(config.n / b))
     for m in STABILITY:
-        cells.append(stability_cell(f"stab-{m}", index[f"stab-{m}"], problem, stab[m],
+        cells.append(stability_cell(f"stab-{m}", index[f"stab-{m}"], prob, stab[m],
                                     cell_meta(m, sig if m != "rmsprop" else None, stability=True),
                                     steps=T, batch_size=b, trials=config.stability_trials,
-                                    every=per_epoch, sampling=config.sampling,
-                                    options=cache.simulate_options))
+                                    every=per_epoch, sampling=config.sampling, options=options))
+    cells += [eval_cell(f"loss-{sg0}-{m}", best_loss[m], cell_meta(m, sig, rule="loss"))
+              for m in HEADLINE]
+    if real is not None:
+        every_r = max(1, config.real_steps // 20)
+        for key, hp in real_best.items():
+            m = hp["optimizer"]
+            cells.append(eval_cell(key, hp, cell_meta(m, None if "-np-" in key else sig,
+                                                      dataset=config.real_data),
+                                   on=real, steps=config.real_steps, every=every_r))
     return cache.run(cells, desc="dp2_logistic: evaluate")
 
 
 EXPERIMENT = Experiment(
     name="dp2_logistic",
-    title="DP² (delayed preconditioners) vs DP-SGD, DP-RMSProp, ablations and AdaDPS on sparse "
-          "logistic regression ([DP2])",
+    title="DP² (delayed preconditioners) vs DP-SGD, DP-RMSProp, ablations and AdaDPS on a "
+          "balanced bag-of-words sentiment task and on real tweets ([DP2])",
     presets=PRESETS,
     run=run,
     figures=("fig_dp2_premise", "fig_dp2_stability", "fig_dp2_delayed_vs_plain", "fig_dp2_h_of_s",
              "fig_dp2_curves", "fig_dp2_eps_sweep", "fig_dp2_effect_of_s", "fig_dp2_ablations",
-             "fig_dp2_adagrad", "fig_dp2_adagrad_eps_sweep", "fig_dp2_adadps"),
+             "fig_dp2_adagrad", "fig_dp2_adagrad_eps_sweep", "fig_dp2_adadps",
+             "fig_dp2_real_text"),
     module=__name__,
+    numerics=2,
 )

@@ -17,14 +17,18 @@ from pathlib import Path
 from typing import Mapping
 
 from . import style
-from .dp2_common import (finish, METHOD_STYLE, better, equivalent, finals, load, main_rows,
+from dpsim.analysis import stats
+
+from .dp2_common import (METRIC_NOTE, finish, METHOD_STYLE, accs, compare, load, main_rows,
                          table_figure, table_lines)
 
 NAME = "fig_dp2_adadps"
 CLAIM = ("DP²-RMSProp, without auxiliary data, performs comparably to AdaDPS-RMSProp, which "
          "estimates its preconditioner from 1% public data ([DP2] §5.2, Table 1).")
 METHODS = ("dp_sgd", "dp_rmsprop", "adadps", "dp2_rmsprop")
-MARGIN = 0.25
+#: "Comparable": held-out accuracies within this many points (absolute; the paper's Table 1 has
+#: DP² 0.815 against AdaDPS 0.826 on IMDB, "comparable").
+MARGIN = 0.02
 
 
 def _rows(entries):
@@ -35,27 +39,36 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
     sig, rows = _rows(load(results))
     return table_figure(rows, name=NAME, title=f"DP² vs methods with public data ([DP2] Table 1), "
                                                f"σ = {sig:g}", out_dir=out_dir,
-                        note="AdaDPS: ε of the private part")
+                        note="AdaDPS: ε of the private part", results=results)
 
 
 def evaluate(results: Mapping[str, object]) -> dict:
-    """'Comparable': holds when the Welch 95% CI of (DP² − AdaDPS)/AdaDPS final excess loss lies
-    within ±25% or DP² is significantly better; does not hold when DP² is worse by more than the
-    margin (CI entirely above +25%); else inconclusive.  When DP² is better only because AdaDPS
-    itself is significantly worse than DP-SGD or DP-RMSProp, the comparison says nothing about DP²
-    and the verdict is inconclusive."""
+    """'Comparable' on the paper's metric: holds when the Welch 95% CI of the held-out accuracy
+    difference DP² − AdaDPS lies within ±``MARGIN`` (2 points) or DP² is significantly better;
+    does not hold when DP² is worse by more than the margin (CI entirely below −2 points); else
+    inconclusive.  When DP² is better only because AdaDPS itself is significantly worse than DP-SGD
+    or DP-RMSProp, the comparison says nothing about DP² and the verdict is inconclusive.  The
+    grid-edge rule counts every edge on both sides (a comparability can flip either way)."""
     entries = load(results)
     sig, rows = _rows(entries)
     by = {e.method: e for e in rows}
-    lines = table_lines(rows, f"Final excess training loss F(w_T) − F* at σ = {sig:g} (mean ± 95% CI "
-                              "over trials); each method at its own tuned hyperparameters; AdaDPS uses "
-                              "a 1% public split.")
-    d2, ad = finals(by["dp2_rmsprop"].res), finals(by["adadps"].res)
-    eq, txt = equivalent(d2, ad, MARGIN)
-    bt, txt2 = better(d2, ad)
+    lines = table_lines(rows, f"Final values at σ = {sig:g} (mean ± 95% CI over trials); each method "
+                              "at its own tuned hyperparameters; AdaDPS uses a 1% public split. "
+                              + METRIC_NOTE)
+    d2, ad = by["dp2_rmsprop"].res, by["adadps"].res
+    bt, txt2 = compare(d2, ad)
+    a2, aa = accs(d2), accs(ad)
+    if a2 is not None and aa is not None:
+        d, lo, hi = stats.diff_ci(a2, aa)
+        eq = True if (-MARGIN < lo and hi < MARGIN) else (False if (hi < -MARGIN or lo > MARGIN) else None)
+        txt = (f"accuracy difference {100 * d:+.1f} points, 95% CI [{100 * lo:+.1f}, {100 * hi:+.1f}] "
+               f"(comparable: inside ±{100 * MARGIN:g})")
+        worse_by_margin = hi < -MARGIN
+    else:
+        eq, txt, worse_by_margin = None, "held-out accuracy not recorded", False
     if eq or bt:
         holds = True
-    elif eq is False and bt is False:
+    elif worse_by_margin:
         holds = False
     else:
         holds = None
@@ -63,18 +76,16 @@ def evaluate(results: Mapping[str, object]) -> dict:
     ref_fails = False
     for m in ("dp_sgd", "dp_rmsprop"):
         if m in by:
-            v, t = better(ad, finals(by[m].res))
+            v, t = compare(ad, by[m].res)
             notes.append(f"AdaDPS vs {METHOD_STYLE[m][0]}: {t}")
             ref_fails |= v is False
     if ref_fails and holds is True and bt:
         holds = None
         notes.append("inconclusive rather than 'holds': the reference itself fails here — AdaDPS is "
-                     "significantly worse than the non-adaptive baseline (its preconditioner, from the "
-                     "mean gradient of a 1% public split, is ≈ ε_a on every feature the split does "
-                     "not contain — most of them at this size — so preconditioned per-example "
-                     "gradients are huge and clipping removes most of their signal), so 'DP² "
-                     "matches AdaDPS' says nothing about DP²")
-    return finish(results, entries, CLAIM, holds, rows, lines, notes)
+                     "significantly worse than a baseline without public data, so 'DP² matches "
+                     "AdaDPS' says nothing about DP²")
+    return finish(results, entries, CLAIM, holds, [by["dp2_rmsprop"], by["adadps"]], lines, notes,
+                  symmetric=True)
 
 
 def main(argv=None) -> int:

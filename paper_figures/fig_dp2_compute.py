@@ -5,10 +5,12 @@ App. C.4, Fig. 9 (right): a 4× larger batch at the same number of iterations, w
 multiplier raised to keep ε about the same, improves the privacy/utility trade-off of every
 method, and DP²'s absolute improvement over DP-SGD and DP-RMSProp stays about the same.
 
-Panel (a): final excess training loss (mean, 95% CI) against the ε each run spent, one colour per
-method, solid at 1× and dashed at 4×; the legend gives every method's tuned values per ε.  Panel
-(b): DP²'s gain over the better baseline (``min(baseline means) − DP² mean``, Welch 95% CI) against
-ε at each factor.  Reads only saved results.  Standalone::
+Panel (a): final held-out accuracy (the paper's metric; mean, 95% CI) against the ε each run
+spent, one colour per method, solid at 1× and dashed at 4×; the legend gives every method's tuned
+values per ε.  Panel (b): the final excess training loss, with the class-prior excess (dotted).
+Panel (c): DP²'s gain in held-out accuracy over the better baseline (Welch 95% CI) against ε at
+each factor.  Premises P1–P4 (:mod:`paper_figures.dp2_common`) gate the verdict.  Reads only saved
+results.  Standalone::
 
     python -m dpsim.paper_figures.fig_dp2_compute results/dp2_compute/quick/<key> [OUT_DIR]
 """
@@ -28,7 +30,9 @@ from dpsim.experiments import verdicts
 from dpsim.experiments.pipeline import Saved
 
 from . import style
-from .dp2_common import METHOD_STYLE, ci_text, delta_of, eps_of, finals, plain_log_ticks, problem_text
+from .dp2_common import (METHOD_STYLE, acc_text, accs, ci_text, delta_of, dp_sgd_below_prior,
+                         eps_of, finals, plain_log_ticks, premise_checks, premise_lines,
+                         premise_ok, prior_excess, prior_line, problem_text)
 
 NAME = "fig_dp2_compute"
 #: Part (B) holds when the 95% CI of DP²'s gain ratio (4× over 1×) lies inside [1/FACTOR, FACTOR]
@@ -45,11 +49,14 @@ _HP = (("lr", "η"), ("lr2", "η₂"), ("s1", "s"))
 
 def load(results) -> tuple[Saved, dict]:
     """``(saved, {(method, factor, target ε): Result})`` from the saved cells' metadata
-    (:func:`experiments.dp2_compute.cell_meta`); ``ValueError`` naming what is missing."""
+    (:func:`experiments.dp2_compute.cell_meta`); the non-private premise runs are left out (see
+    :func:`nonprivate`); ``ValueError`` naming what is missing."""
     saved = Saved.of(results)
     runs = {}
     for label in saved:
         m = saved.meta(label)
+        if m.get("private") is False:
+            continue
         runs[(m["method"], int(m["factor"]), float(m["epsilon"]))] = saved.result(label)
     factors = sorted({k for _, k, _ in runs})
     eps = sorted({e for _, _, e in runs})
@@ -58,6 +65,20 @@ def load(results) -> tuple[Saved, dict]:
         raise ValueError(f"{NAME}: need every method at factor 1 and another factor at every ε; "
                          f"missing {missing}, factors {factors}")
     return saved, runs
+
+
+def nonprivate(results) -> dict:
+    """``{method: Result}`` of the non-private premise runs (``np-sgd``, ``np-rmsprop``)."""
+    saved = Saved.of(results)
+    return {saved.meta(lab)["method"]: saved.result(lab) for lab in saved
+            if saved.meta(lab).get("private") is False}
+
+
+def values(res):
+    """The verdict's metric as "lower is better": minus the final held-out accuracy (the paper's
+    metric) when recorded, else the final excess training loss."""
+    a = accs(res)
+    return -a if a is not None else finals(res)
 
 
 def _axes(runs):
@@ -91,10 +112,12 @@ def _sigma(res) -> float:
 
 
 def gain(runs, k, e):
-    """DP²'s gain at factor ``k`` and target ε: the better baseline (lower mean final loss) minus
-    DP², ``(baseline method, gain, its variance, Welch degrees of freedom, (difference, lo, hi))``."""
-    base = min(BASELINES, key=lambda m: float(np.mean(finals(runs[(m, k, e)]))))
-    a, b = finals(runs[(base, k, e)]), finals(runs[("dp2_rmsprop", k, e)])
+    """DP²'s gain at factor ``k`` and target ε on :func:`values` (held-out accuracy points): the
+    better baseline minus DP² in "lower is better" units, i.e. DP²'s accuracy minus the better
+    baseline's, ``(baseline method, gain, its variance, Welch degrees of freedom, (difference,
+    lo, hi))``."""
+    base = min(BASELINES, key=lambda m: float(np.mean(values(runs[(m, k, e)]))))
+    a, b = values(runs[(base, k, e)]), values(runs[("dp2_rmsprop", k, e)])
     va, vb = np.var(a, ddof=1) / a.size, np.var(b, ddof=1) / b.size
     dof = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1)) if va + vb > 0 else math.inf
     return base, float(np.mean(a) - np.mean(b)), float(va + vb), float(dof), stats.diff_ci(a, b)
@@ -105,57 +128,72 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
     factors, eps_t = _axes(runs)
     dashes = {k: "-" if k == 1 else ("--" if i == 1 else ":") for i, k in enumerate(factors)}
     b0 = int(runs[(METHODS[0], 1, eps_t[0])].config["batch_size"])
+    with_acc = all(accs(r) is not None for r in runs.values())
+    prior = prior_excess(results)
+    panels = [("acc", accs)] if with_acc else []
+    panels.append(("loss", finals))
     with style.context():
-        fig, axes = style.figure(1, 2, width=3.7, height=4.4)
-        ax = axes[0][0]
-        lows, highs = [], []
-        for j, m in enumerate(METHODS):
-            name, color, _, marker = METHOD_STYLE[m]
-            for i, k in enumerate(factors):
-                xs = np.array([eps_of(runs[(m, k, e)]) for e in eps_t])
-                mh = [stats.mean_ci(finals(runs[(m, k, e)])) for e in eps_t]
-                mean = np.array([x[0] for x in mh])
-                half = np.array([x[1] for x in mh])
-                x = xs * (1.0 + 0.025 * (j - 1) + 0.01 * i)  # keep overlapping bars apart
-                ax.errorbar(x, mean, yerr=half, color=color, marker=marker, ls=dashes[k],
-                            capsize=2, ms=4,
-                            label=f"{name} ({k}×, b={k * b0}): {_hp_values(runs, m, k, eps_t)}")
-                lows += list(mean - half)
-                highs += list(mean + half)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        pos = [v for v in lows if np.isfinite(v) and v > 0]
-        top = [v for v in highs if np.isfinite(v)]
-        if pos and top:
-            ax.set_ylim(min(pos) / 1.15, max(top) * 1.15)
-        plain_log_ticks(ax.yaxis)
-        _eps_ticks(ax, runs, eps_t)
-        ax.set_xlabel(f"ε (δ = {style.fmt_float(delta_of(runs[(METHODS[0], 1, eps_t[0])]))})")
-        ax.set_ylabel(r"final excess training loss $F(w_T) - F^\star$")
-        ax.set_title("(a) trade-off; solid 1×, dashed 4×", fontsize=8)
+        fig, axes = style.figure(1, len(panels) + 1, width=3.4, height=4.4)
+        for p_i, (kind, get_) in enumerate(panels):
+            ax = axes[0][p_i]
+            lows, highs = [], []
+            for j, m in enumerate(METHODS):
+                name, color, _, marker = METHOD_STYLE[m]
+                for i, k in enumerate(factors):
+                    xs = np.array([eps_of(runs[(m, k, e)]) for e in eps_t])
+                    mh = [stats.mean_ci(get_(runs[(m, k, e)])) for e in eps_t]
+                    mean = np.array([x[0] for x in mh])
+                    half = np.array([x[1] for x in mh])
+                    x = xs * (1.0 + 0.025 * (j - 1) + 0.01 * i)  # keep overlapping bars apart
+                    ax.errorbar(x, mean, yerr=half, color=color, marker=marker, ls=dashes[k],
+                                capsize=2, ms=4,
+                                label=f"{name} ({k}×, b={k * b0}): {_hp_values(runs, m, k, eps_t)}")
+                    lows += list(mean - half)
+                    highs += list(mean + half)
+            ax.set_xscale("log")
+            _eps_ticks(ax, runs, eps_t)
+            ax.set_xlabel(f"ε (δ = {style.fmt_float(delta_of(runs[(METHODS[0], 1, eps_t[0])]))})")
+            if kind == "loss":
+                prior_line(ax, prior, label=False)
+                if prior is not None:
+                    highs.append(prior)
+                ax.set_yscale("log")
+                pos = [v for v in lows if np.isfinite(v) and v > 0]
+                top = [v for v in highs if np.isfinite(v)]
+                if pos and top:
+                    ax.set_ylim(min(pos) / 1.15, max(top) * 1.15)
+                plain_log_ticks(ax.yaxis)
+                ax.set_ylabel(r"final excess training loss $F(w_T) - F^\star$")
+                ax.set_title(f"({'ab'[p_i]}) training loss; dotted: class prior", fontsize=8)
+            else:
+                from matplotlib.ticker import FuncFormatter
 
-        ax2 = axes[0][1]
+                ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{100 * v:.0f}%"))
+                ax.set_ylabel("final held-out accuracy")
+                ax.set_title("(a) the paper's metric; solid 1×, dashed 4×", fontsize=8)
+        ax2 = axes[0][len(panels)]
         for i, k in enumerate(factors):
             g = [gain(runs, k, e) for e in eps_t]
             xs = np.array([eps_of(runs[("dp2_rmsprop", k, e)]) for e in eps_t]) * (1 + 0.04 * i)
-            mean = np.array([x[1] for x in g])
-            lo = np.array([x[4][1] for x in g])
-            hi = np.array([x[4][2] for x in g])
+            scale = 100.0 if with_acc else 1.0
+            mean = scale * np.array([x[1] for x in g])
+            lo = scale * np.array([x[4][1] for x in g])
+            hi = scale * np.array([x[4][2] for x in g])
             ax2.errorbar(xs, mean, yerr=[mean - lo, hi - mean], color=METHOD_STYLE["dp2_rmsprop"][1],
                          ls=dashes[k], marker="D", capsize=2, ms=4, label=f"{k}× (b={k * b0})")
         ax2.axhline(0.0, color=style.BASELINE_COLOR, lw=0.8)
         ax2.set_xscale("log")
         _eps_ticks(ax2, runs, eps_t)
         ax2.set_xlabel("ε")
-        ax2.set_ylabel("DP²'s gain: better baseline − DP²")
-        ax2.set_title("(b) DP²'s gain, 95% CI", fontsize=8)
+        ax2.set_ylabel("DP² − better baseline" + (" (accuracy points)" if with_acc else " (loss)"))
+        ax2.set_title(f"({'abc'[len(panels)]}) DP²'s gain, 95% CI", fontsize=8)
         ax2.legend(loc="best", fontsize=6.5)
-        handles, labels = ax.get_legend_handles_labels()
+        handles, labels = axes[0][0].get_legend_handles_labels()
         # one column per factor (entries were added method by method, factor by factor)
         order = [j * len(factors) + i for i in range(len(factors)) for j in range(len(METHODS))]
         fig.legend([handles[o] for o in order], [labels[o] for o in order],
                    loc="outside lower center", ncol=len(factors), fontsize=6,
-                   title="tuned values per ε (ascending); fixed from dp2_logistic's tuning: "
+                   title="tuned values per ε (ascending); fixed: "
                          + _fixed_text(runs[("dp2_rmsprop", 1, eps_t[0])]),
                    title_fontsize=6.5)
         sig = ", ".join(f"{k}×: " + "/".join(f"{_sigma(runs[(METHODS[0], k, e)]):.3g}"
@@ -184,28 +222,34 @@ def _cat_text(cat) -> str:
 
 
 def evaluate(results: Mapping[str, object]) -> dict:
-    """Two parts, each per target ε:
+    """Two parts, each per target ε, on the paper's metric (:func:`values`: the held-out accuracy;
+    the training excess loss is tabulated beside it):
 
-    (A) every method improves at 4×: Welch 95% CI of ``mean(loss at k) − mean(loss at 1×)`` below
-    0 for each method and each other factor ``k`` (holds when all are, does not hold when any is
-    above 0, else inconclusive);
+    (A) every method improves at 4×: Welch 95% CI of the accuracy difference (k× − 1×) above 0
+    for each method and each other factor ``k`` (holds when all are, does not hold when any is
+    below 0, else inconclusive);
 
-    (B) DP²'s gain ``g_k`` (the better baseline's mean final excess loss minus DP²'s) at ``k`` is
-    within a factor :data:`FACTOR` of its gain at 1×: Fieller's 95% CI of ``g_k / g_1`` (t
-    quantile at the smaller Welch degrees of freedom of the two gains) inside
-    ``[1/FACTOR, FACTOR]`` holds, entirely outside does not hold, else inconclusive.  Premise of
-    (B) at an ε: DP² beats the better baseline at 1× (Welch CI of ``g_1`` above 0); without it there
-    is no improvement to keep, and that ε does not test (B).
+    (B) DP²'s gain ``g_k`` (its accuracy minus the better baseline's) at ``k`` is within a factor
+    :data:`FACTOR` of its gain at 1×: Fieller's 95% CI of ``g_k / g_1`` (t quantile at the smaller
+    Welch degrees of freedom of the two gains) inside ``[1/FACTOR, FACTOR]`` holds, entirely
+    outside does not hold, else inconclusive.  Premise of (B) at an ε: DP² beats the better
+    baseline at 1× (Welch CI of ``g_1`` above 0); without it there is no improvement to keep, and
+    that ε does not test (B).
 
-    The claim: does not hold when either part does not; "setting does not test the claim" when
-    (B) is tested at no ε; holds when both hold; else inconclusive.  A tuned value on a grid edge
-    (any method, any factor, any ε) downgrades holds / does not hold to inconclusive."""
+    Premises P1–P4 (:mod:`paper_figures.dp2_common`; P4 per ε, on DP-SGD at 1×: an ε where it
+    fails tests neither part): any of P1–P3 not met, or no ε tested → "setting does not test the
+    claim".  The claim: does not hold when either part does not; "setting does not test the
+    claim" when (B) is tested at no ε; holds when both hold; else inconclusive.  Grid edges:
+    a "does not hold" from (A) alone is downgraded only by edges of the 4× runs (the claimed
+    winners); every other verdict by any edge (equivalence (B) can flip from either side)."""
     saved, runs = load(results)
     factors, eps_t = _axes(runs)
     others = [k for k in factors if k != 1]
     delta = delta_of(runs[(METHODS[0], 1, eps_t[0])])
-    lines = ["Final excess training loss F(w_T) − F* (mean ± 95% CI over fresh evaluation trials); "
-             "each method tuned at every (factor, ε); σ calibrated by the accountant so that each "
+    prior = prior_excess(results)
+    lines = ["Final held-out accuracy (the paper's metric) / final excess training loss F(w_T) − F* "
+             "(mean ± 95% CI over fresh evaluation trials); each method tuned at every (factor, ε) "
+             "by the paper's rule (training accuracy); σ calibrated by the accountant so that each "
              f"factor meets the target ε at δ = {style.fmt_float(delta)}.", "",
              "| factor | batch | target ε | σ | ε spent | DP-SGD | DP-RMSProp | DP² | "
              "tuned (η; DP²: η, η₂, s) |", "|---|---|---|---|---|---|---|---|---|"]
@@ -215,7 +259,8 @@ def evaluate(results: Mapping[str, object]) -> dict:
             tuned = "; ".join(_hp_text(runs[(m, k, e)]) for m in METHODS)
             lines.append(f"| {k}× | {r0.config['batch_size']} | {e:g} | {_sigma(r0):.4g} | "
                          f"{max(eps_of(runs[(m, k, e)]) for m in METHODS):.3g} | "
-                         + " | ".join(ci_text(finals(runs[(m, k, e)])) for m in METHODS)
+                         + " | ".join(f"{acc_text(accs(runs[(m, k, e)]))} / "
+                                      f"{ci_text(finals(runs[(m, k, e)]))}" for m in METHODS)
                          + f" | {tuned} |")
     # the noise each step adds to the mean clipped gradient, σC/(k·b), relative to 1× (C is shared)
     ratios_noise = []
@@ -228,28 +273,38 @@ def evaluate(results: Mapping[str, object]) -> dict:
               + "/".join(f"{k}×" for k in others) + " relative to 1×: " + ", ".join(ratios_noise)
               + " (the larger batch helps only where amplification by subsampling is sublinear "
                 "in q; the sampling noise of the gradient also falls by 1/√k)."]
+    # premises: P1–P3 once, P4 per ε (DP-SGD at 1×)
+    np_runs = nonprivate(results)
+    checks = premise_checks(saved.notes.get("premise"), np_sgd=np_runs.get("sgd"),
+                            np_rms=np_runs.get("rmsprop"), dp_sgd=None)[:3]
+    p4 = {e: dp_sgd_below_prior(runs[("dp_sgd", 1, e)], prior) for e in eps_t}
+    tested = [e for e in eps_t if p4[e]["ok"]]
+    lines += [""] + premise_lines(checks + [dict(p4[e], name=f"P4 (ε = {e:g})") for e in eps_t])
+    unit, fmt = (100.0, "{:+.1f}") if all(accs(r) is not None for r in runs.values()) else (1.0, "{:+.4f}")
     # (A)
     cats_a, lines_a = [], []
     for k in others:
-        for e in eps_t:
+        for e in tested:
             parts = []
             for m in METHODS:
-                d, lo, hi = stats.diff_ci(finals(runs[(m, k, e)]), finals(runs[(m, 1, e)]))
-                rel = d / float(np.mean(finals(runs[(m, 1, e)])))
-                cat = verdicts.from_interval(lo, hi, claim="below")
+                d, lo, hi = stats.diff_ci(values(runs[(m, k, e)]), values(runs[(m, 1, e)]))
+                d, lo, hi = -d, -hi, -lo  # improvement, in the metric's own direction
+                cat = verdicts.from_interval(lo, hi, claim="above")
                 cats_a.append(cat)
-                parts.append(f"{METHOD_STYLE[m][0]} {d:+.4f} ({rel:+.0%}), 95% CI [{lo:+.4f}, "
-                             f"{hi:+.4f}] — {_cat_text(cat)}")
+                parts.append(f"{METHOD_STYLE[m][0]} {fmt.format(unit * d)}, 95% CI "
+                             f"[{fmt.format(unit * lo)}, {fmt.format(unit * hi)}] — {_cat_text(cat)}")
             lines_a.append(f"- ε = {e:g}, {k}× − 1×: " + "; ".join(parts))
-    cat_a = style.combine(cats_a)
+    cat_a = style.combine(cats_a) if cats_a else verdicts.UNTESTED
     # (B)
     cats_b, lines_b, ratios = [], [], []
     for k in others:
-        for e in eps_t:
+        for e in tested:
             b1, g1, v1, df1, (_, lo1, hi1) = gain(runs, 1, e)
             bk, gk, vk, dfk, (_, lok, hik) = gain(runs, k, e)
-            head = (f"- ε = {e:g}: gain at 1× (vs {METHOD_STYLE[b1][0]}) {g1:+.4f} [{lo1:+.4f}, "
-                    f"{hi1:+.4f}], at {k}× (vs {METHOD_STYLE[bk][0]}) {gk:+.4f} [{lok:+.4f}, {hik:+.4f}]")
+            head = (f"- ε = {e:g}: gain at 1× (vs {METHOD_STYLE[b1][0]}) {fmt.format(unit * g1)} "
+                    f"[{fmt.format(unit * lo1)}, {fmt.format(unit * hi1)}], at {k}× (vs "
+                    f"{METHOD_STYLE[bk][0]}) {fmt.format(unit * gk)} [{fmt.format(unit * lok)}, "
+                    f"{fmt.format(unit * hik)}]")
             if not lo1 > 0:
                 lines_b.append(head + " — premise fails (DP² not significantly better at 1×): "
                                "this ε does not test (B).")
@@ -268,7 +323,9 @@ def evaluate(results: Mapping[str, object]) -> dict:
             lines_b.append(head + f"; ratio {k}×/1× = {r:.2f}, 95% CI [{rlo:.2f}, {rhi:.2f}] "
                            f"(similar: inside [{1 / FACTOR:g}, {FACTOR:g}]) — {_cat_text(cat)}.")
     cat_b = style.combine(cats_b) if cats_b else verdicts.UNTESTED
-    if verdicts.FAILS in (cat_a, cat_b):
+    if not premise_ok(checks) or not tested:
+        category = verdicts.UNTESTED
+    elif verdicts.FAILS in (cat_a, cat_b):
         category = verdicts.FAILS
     elif cat_b == verdicts.UNTESTED:
         category = verdicts.UNTESTED
@@ -276,16 +333,23 @@ def evaluate(results: Mapping[str, object]) -> dict:
         category = verdicts.HOLDS
     else:
         category = verdicts.INCONCLUSIVE
+    what = "held-out accuracy points" if unit == 100.0 else "excess loss"
     lines += ["", f"**(A) every method improves at {'/'.join(f'{k}×' for k in others)}** "
-              f"(difference of mean final excess loss, Welch 95% CI): {cat_a}.", *lines_a,
+              f"(difference of means in {what}, Welch 95% CI; tested ε only): {cat_a}.", *lines_a,
               "", f"**(B) DP²'s gain over the better baseline stays within a factor {FACTOR:g}** "
               f"(Fieller 95% CI of the ratio): {cat_b}.", *lines_b]
     edges = saved.notes.get("edges", {})
-    at_edge = {}
+    win, lose = {}, {}
     for label, axes_ in edges.items():
+        k = int(label.split("-")[0][1:]) if label.startswith("x") else 1
         for ax_name, v in axes_.items():
-            at_edge[f"{label}.{ax_name}"] = v
-    category, edge_note = verdicts.downgrade_for_edge(category, at_edge)
+            (win if k != 1 else lose)[f"{label}.{ax_name}"] = v
+    at_edge = {**win, **lose}
+    if category == verdicts.FAILS and cat_a == verdicts.FAILS and cat_b != verdicts.FAILS:
+        category, edge_note = verdicts.downgrade_for_edge(category, winner_edges=win,
+                                                          loser_edges=lose)
+    else:
+        category, edge_note = verdicts.downgrade_for_edge(category, at_edge)
     lines += ["", "**Grid edges** of the tuned values compared here: "
               + (", ".join(f"{k}={style.fmt_float(float(v))}" for k, v in at_edge.items())
                  if at_edge else "none (every tuned value is interior to its grid)") + "."]
@@ -294,8 +358,12 @@ def evaluate(results: Mapping[str, object]) -> dict:
              f"{'/'.join(f'{k}×' for k in others)}: {cat_a}",
              "(B) " + ("gain ratio " + ", ".join(f"{r:.2f} [{lo:.2f}, {hi:.2f}] at ε={e:g}"
                                                  for e, r, lo, hi in ratios) + f": {cat_b}"
-                       if ratios else "DP² beats the better baseline significantly at 1× at no ε, "
-                                      "so no gain to keep: not tested")]
+                       if ratios else "DP² beats the better baseline significantly at 1× at no "
+                                      "tested ε, so no gain to keep: not tested")]
+    if not premise_ok(checks):
+        notes.insert(0, "a premise fails (see the table): the setting does not test the claim")
+    elif not tested:
+        notes.insert(0, "DP-SGD is not below the class prior at any ε (P4): not tested")
     if edge_note:
         notes.append(edge_note)
     return style.finding(CLAIM, lines, category, "; ".join(notes) + ".")

@@ -84,7 +84,7 @@ def evaluate(results: Mapping[str, object]) -> dict:
     if "sgd" in by:
         _, t2 = better(p, tail_means(by["sgd"].res))
         notes.append(f"plain RMSProp vs SGD, second-half average: {t2}")
-    return finish(results, entries, CLAIM, holds, rows, lines, notes)
+    return finish(results, entries, CLAIM, holds, rows, lines, notes, symmetric=True)
 
 
 def main(argv=None) -> int:

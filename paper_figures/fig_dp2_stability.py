@@ -120,7 +120,8 @@ def evaluate(results: Mapping[str, object]) -> dict:
              f"DP² delayed vs DP-RMSProp noisy preconditioner change: {txt}"]
     parts = [part1, part2]
     holds = False if any(p is False for p in parts) else (True if all(parts) else None)
-    return finish(results, entries, CLAIM, holds, rows, lines, notes, premise_applies=False)
+    return finish(results, entries, CLAIM, holds, rows, lines, notes, premise_applies=False,
+                  symmetric=True)
 
 
 def main(argv=None) -> int:

@@ -39,7 +39,7 @@ def test_cells_and_tuning_are_saved(tiny):
     assert sorted(m["cells"]) == sorted(labels)
     assert all(m["cells"][lab]["index"] == i for i, lab in enumerate(labels))
     assert set(paths) == {f"{X.tag(k, e)}-{meth}" for k in CFG.factors for e in CFG.epsilons
-                          for meth in X.METHODS}
+                          for meth in X.METHODS} | {f"np-{m}" for m in X.NONPRIVATE}
     notes = m["notes"]
     assert notes["delta"] == dp2_logistic.delta_for(CFG.n)
     sel = notes["selection"]
@@ -47,15 +47,19 @@ def test_cells_and_tuning_are_saved(tiny):
     for s in sel.values():  # every grid point scored on tune_trials trials
         assert s["reps"] == CFG.tune_trials and len(s["scores"]) == len(tuning.points(s["grid"]))
     saved = pipeline.Saved(paths)
+    assert set(notes["premise"]) >= {"majority", "wstar_test_accuracy", "prior_excess"}
     for label in paths:
         res, meta = saved.result(label), saved.meta(label)
+        assert res.test_accuracy is not None, label  # the paper's metric
+        if not meta.get("private", True):
+            continue
         hp = res.config["hyperparameters"]
         for k, v in notes["chosen"][label].items():
             if k != "optimizer":
                 assert hp[k] == pytest.approx(v), (label, k)
         assert res.config["optimizer"] == meta["method"] == notes["chosen"][label]["optimizer"]
         assert res.trials == CFG.trials and res.config["steps"] == CFG.steps
-        assert res.config["problem"]["col_scale"] == CFG.col_scale == 1.0  # dp2_logistic tiny's
+        assert res.config["problem"]["generator"] == "dp2_data.bag_of_words"  # dp2_logistic tiny's
         t = X.tag(meta["factor"], meta["epsilon"])
         assert hp["noise_multiplier"] == notes["sigma"][t] == meta["sigma"]
         assert hp["clip"] == CFG.clip
@@ -71,6 +75,9 @@ def test_4x_cells_sample_4b_at_the_same_steps(tiny):
     root = paths[next(iter(paths))].parent
     for label, cell in cache.manifest["cells"].items():
         res = dpsim.load(root / cell["file"])
+        if "np-" in label:  # the non-private premise runs: batch b
+            assert res.config["batch_size"] == CFG.batch_size
+            continue
         k = int(label.split("-")[1 if label.startswith("tune-") else 0][1:])
         assert k in CFG.factors
         assert res.config["batch_size"] == k * CFG.batch_size, label
@@ -101,12 +108,13 @@ def test_sigma_at_4x_spends_the_same_epsilon(tiny):
 
 
 def test_figure_and_verdict(tiny):
-    _, paths, entries, figs, tmp = tiny
+    cache, paths, entries, figs, tmp = tiny
     assert [e["figure"] for e in entries] == ["fig_dp2_compute"]
     e = entries[0]
     assert (tmp / "out" / "fig_dp2_compute.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert e["category"] in verdicts.CATEGORIES and e["claim"] == F.CLAIM
-    for part in ("(A) every method improves", "(B) DP²'s gain", "Grid edges", "| 4× |"):
+    for part in ("(A) every method improves", "(B) DP²'s gain", "Grid edges", "| 4× |",
+                 "| P3 |", "| P4 (ε = "):
         assert part in e["measured"], part
     assert F.evaluate(pipeline.Saved(paths))["measured"] == e["measured"]
     (name, fig), = figs
@@ -114,13 +122,20 @@ def test_figure_and_verdict(tiny):
     legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
     assert len(legend) == len(X.METHODS) * len(CFG.factors)
     assert all("η=" in t for t in legend)
+    prior = cache.manifest["notes"]["premise"]["prior_excess"]  # the class-prior line
+    assert any(prior in set(np.ravel(line.get_ydata())) for ax in fig.axes for line in ax.get_lines())
+    assert any("accuracy" in ax.get_ylabel() for ax in fig.axes)
 
 
-def _with_finals(monkeypatch, saved, values):
-    """Replace the final losses the figure reads by ``values[(method, k, ε)]`` (arrays)."""
+def _with_values(monkeypatch, saved, values):
+    """Replace the verdict's metric (:func:`F.values`, lower is better) by ``values[(method, k,
+    ε)]`` (arrays), and let every premise hold."""
     runs = F.load(saved)[1]
     ident = {id(r): key for key, r in runs.items()}
-    monkeypatch.setattr(F, "finals", lambda res: values[ident[id(res)]])
+    monkeypatch.setattr(F, "values", lambda res: values[ident[id(res)]])
+    monkeypatch.setattr(F, "premise_ok", lambda checks: True)
+    monkeypatch.setattr(F, "dp_sgd_below_prior", lambda res, prior: {
+        "name": "P4", "requirement": "", "measured": "", "ok": True})
 
 
 def _no_edges(saved):
@@ -129,9 +144,11 @@ def _no_edges(saved):
 
 
 def test_verdict_rule_on_constructed_numbers(tiny, monkeypatch):
-    """Every method 30% better at 4× and DP²'s gain the same → holds; DP²'s gain ten times larger
+    """Every method better at 4× and DP²'s gain the same → holds; DP²'s gain ten times larger
     at 4× → does not hold; one method worse at 4× → does not hold; DP² no better than the
-    baselines at 1× → the setting does not test (B); a tuned value on a grid edge → inconclusive."""
+    baselines at 1× → the setting does not test (B); a tuned value on a grid edge of a 4× run
+    → inconclusive; an edge of a 1× run does not undo a failure of (A) alone (4×, the claimed
+    winner of (A), could only get better)."""
     _, paths, _, _, _ = tiny
     saved = _no_edges(pipeline.Saved(paths))
     rng = np.random.default_rng(0)
@@ -147,21 +164,41 @@ def test_verdict_rule_on_constructed_numbers(tiny, monkeypatch):
                     out[(m, k, e)] = level + 1e-3 * rng.standard_normal(n)
         return out
 
-    _with_finals(monkeypatch, saved, values(0.1, 0.1))
+    _with_values(monkeypatch, saved, values(0.1, 0.1))
     assert F.evaluate(saved)["category"] == verdicts.HOLDS
-    _with_finals(monkeypatch, saved, values(0.05, 0.5))
+    _with_values(monkeypatch, saved, values(0.05, 0.5))
     assert F.evaluate(saved)["category"] == verdicts.FAILS
-    _with_finals(monkeypatch, saved, values(0.1, 0.1, worse=("dp_sgd", 4)))
+    _with_values(monkeypatch, saved, values(0.1, 0.1, worse=("dp_sgd", 4)))
     assert F.evaluate(saved)["category"] == verdicts.FAILS
-    _with_finals(monkeypatch, saved, values(0.0, 0.1))
+    _with_values(monkeypatch, saved, values(0.0, 0.1))
     out = F.evaluate(saved)
     assert out["category"] == verdicts.UNTESTED and "premise fails" in out["measured"]
-    edged = pipeline.Saved({lab: saved[lab] for lab in saved},
-                           {**saved.manifest, "notes": {**saved.notes,
-                                                        "edges": {"x4-e1-dp_sgd": {"lr": 10.0}}}})
-    _with_finals(monkeypatch, edged, values(0.1, 0.1))
-    out = F.evaluate(edged)
+
+    def edged(edges, vals):
+        ed = pipeline.Saved({lab: saved[lab] for lab in saved},
+                            {**saved.manifest, "notes": {**saved.notes, "edges": edges}})
+        _with_values(monkeypatch, ed, vals)
+        return F.evaluate(ed)
+
+    out = edged({"x4-e1-dp_sgd": {"lr": 10.0}}, values(0.1, 0.1))
     assert out["category"] == verdicts.INCONCLUSIVE and "x4-e1-dp_sgd.lr=10" in out["verdict"]
+    # (A) fails (DP-SGD worse at 4×) and (B) holds: an edge of a 1× run cannot flip it
+    worse = values(0.1, 0.1, worse=("dp_sgd", 4))
+    assert edged({"x1-e1-dp_sgd": {"lr": 10.0}}, worse)["category"] == verdicts.FAILS
+    assert edged({"x4-e1-dp_sgd": {"lr": 10.0}}, worse)["category"] == verdicts.INCONCLUSIVE
+
+
+def test_premises_gate_the_verdict(tiny):
+    """At the tiny scale the run's own premises decide: a premise not met gives "setting does not
+    test the claim"; the premise table is printed either way."""
+    _, paths, _, _, _ = tiny
+    saved = pipeline.Saved(paths)
+    out = F.evaluate(saved)
+    assert "| P1 |" in out["measured"] and "| P2 |" in out["measured"]
+    failing = pipeline.Saved({lab: saved[lab] for lab in saved}, {
+        **saved.manifest, "notes": {**saved.notes, "premise": {**saved.notes["premise"],
+                                                               "majority": 0.9}}})
+    assert F.evaluate(failing)["category"] == verdicts.UNTESTED
 
 
 def test_presets_are_consistent():
@@ -181,5 +218,5 @@ def test_presets_are_consistent():
         X.Config(**{**CFG.__dict__, "factors": (1, 100)})
     with pytest.raises(ValueError, match="epsilons"):
         X.Config(**{**CFG.__dict__, "epsilons": (1.0, math.inf)})
-    with pytest.raises(ValueError, match="col_scale=-1"):
-        X.Config(**{**CFG.__dict__, "col_scale": -1.0})
+    with pytest.raises(ValueError, match="reg=-1"):
+        X.Config(**{**CFG.__dict__, "reg": -1.0})
