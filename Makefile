@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: all install test figures full gallery gallery-status bench mutation clean
+.PHONY: all install test figures full gallery gallery-status bench gpu-check mutation clean
 
 all: figures
 
@@ -55,6 +55,24 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_variants.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_memory.py
 	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_correlated.py
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_overhead.py
+
+# A GPU machine checked in minutes: the CuPy tests and workload W on the GPU against the CPU, the
+# numbers in $(GPU_CHECK_JSON) (benchmarks/gpu_check.py; without CuPy or a CUDA device it says so
+# in one line and fails).  CuPy missing: the gpu-cuda12 or gpu-cuda13 extra is installed first,
+# chosen by the CUDA version of the driver that nvidia-smi reports.
+GPU_CHECK_JSON ?= gpu-check.json
+
+gpu-check: $(STAMP)
+	@if ! $(PY) -c "import cupy" >/dev/null 2>&1; then \
+	  cuda=$$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\).*/\1/p' | head -n 1); \
+	  if [ -n "$$cuda" ]; then \
+	    extra=gpu-cuda12; if [ "$$cuda" -ge 13 ]; then extra=gpu-cuda13; fi; \
+	    echo "gpu-check: CuPy missing; driver CUDA $$cuda: pip install -e .[$$extra]"; \
+	    $(PY) -m pip install --quiet -e ".[$$extra]" || exit 1; \
+	  fi; \
+	fi
+	OMP_NUM_THREADS=1 $(PY) benchmarks/gpu_check.py --json $(GPU_CHECK_JSON)
 
 # Mutation testing of the bounds modules of analysis/ (a sample of mutants; see tools/mutation.py)
 mutation: $(STAMP)

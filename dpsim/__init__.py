@@ -16,14 +16,49 @@ Layers (each imports only those below it): ``backend``, ``sampling``, ``_validat
 
 __version__ = "0.1.0"
 
+import copyreg as _copyreg
 import importlib as _importlib
+import sys as _sys
+import types as _types
 
 from .engine import simulate  # noqa: E402
 from .results import Result, load  # noqa: E402
-# ``dpsim.calibrate`` and ``dpsim.audit`` are the functions (their modules stay importable as
-# ``dpsim.calibrate``/``dpsim.audit`` through ``sys.modules``: ``from dpsim.audit import GradientTable``).
-from .calibrate import calibrate  # noqa: E402
-from .audit import audit  # noqa: E402
+
+# Everything else is imported on first use (PEP 562 ``__getattr__`` below), so that ``import
+# dpsim`` loads only the engine and Numba: the optimizers, problems, accounting (dp_accounting,
+# SciPy's stats/signal/optimize), xarray and tqdm come with the first call that needs them
+# (issue 32; ``tests/test_overhead.py``).
+#
+# ``dpsim.calibrate`` and ``dpsim.audit`` are the functions; their modules stay importable as
+# ``dpsim.calibrate``/``dpsim.audit`` through ``sys.modules`` (``from dpsim.audit import
+# GradientTable``).  Importing a submodule makes the import system set it as an attribute of
+# the package, which would replace the function by its module: :class:`_Package` keeps the
+# function.
+_FUNCTION_MODULES = ("calibrate", "audit")
+
+
+class _Package(_types.ModuleType):
+    """The ``dpsim`` module's type: a submodule named like one of the package's functions
+    (:data:`_FUNCTION_MODULES`) is not set over that function when it is imported."""
+
+    def __setattr__(self, name, value):
+        if name in _FUNCTION_MODULES and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+def _import_package(name):
+    return _importlib.import_module(name)
+
+
+def _reduce_package(module):
+    """Pickle the package by reference, as pickle-by-reference libraries do a plain module
+    (cloudpickle looks modules up by their exact type, so it needs this for :class:`_Package`)."""
+    return _import_package, (module.__name__,)
+
+
+_copyreg.pickle(_Package, _reduce_package)
+_sys.modules[__name__].__class__ = _Package
 
 _SUBMODULES = ("problems", "optimizers", "privacy", "accounting", "backend", "transforms", "sampling",
                "engine", "results", "cli", "datasets", "plot")
@@ -37,7 +72,15 @@ __all__ = ["simulate", "load", "Result", "calibrate", "audit", "compare", "__ver
            *_SUBMODULES]
 
 
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
+
+
 def __getattr__(name):
+    if name in _FUNCTION_MODULES:
+        obj = getattr(_importlib.import_module(f".{name}", __name__), name)
+        globals()[name] = obj
+        return obj
     if name in _SUBMODULES:
         mod = _importlib.import_module(f".{name}", __name__)
         globals()[name] = mod

@@ -1,4 +1,5 @@
-"""The validation module of the core: hyperparameters, integers and names.
+"""The validation module of the core: hyperparameters, integers and names, and the run arguments
+:func:`dpsim.simulate` checks before its loop (seed, init, probes and their outputs, allocations).
 
 A *hyperparameter* is a Python float (shared by every trial) or a read-only float64 NumPy array of
 shape ``(R,)`` (one value per trial: a grid folded into the trial axis).  :func:`hyper` turns a
@@ -21,7 +22,8 @@ import re
 import numpy as np
 
 __all__ = ["hyper", "product", "negated", "readonly", "positive_int", "choice", "is_zero", "any_inf",
-           "any_positive"]
+           "any_positive", "check_seed", "check_init", "check_probes", "check_probe_output",
+           "check_allocation"]
 
 _INTERVAL = re.compile(r"^\s*([\[(])\s*(-inf|[-+0-9.e]+)\s*,\s*(inf|[-+0-9.e]+)\s*([\])])\s*$")
 
@@ -49,7 +51,7 @@ def hyper(name: str, value, interval: str = "(-inf, inf)"):
     names the value and the allowed range.
     """
     lo, lo_closed, hi, hi_closed = _parse(interval)
-    if isinstance(value, (bool, np.bool_)):
+    if value is None or isinstance(value, (bool, np.bool_)):  # (NumPy would read None as NaN)
         raise ValueError(f"{name} must be a number in {interval}, got {name}={value!r}")
     if isinstance(value, (int, float, np.integer, np.floating)):
         arr = None
@@ -117,3 +119,109 @@ def choice(name: str, value, allowed) -> str:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {name}={value!r}")
     return value
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Run arguments that dpsim.simulate checks before its loop (one line naming the value)
+
+
+def check_seed(seed) -> None:
+    """``seed`` must be a non-negative integer (Python or NumPy; not a bool) or a
+    ``numpy.random.SeedSequence``: NumPy's own messages for ``-1``, ``1.5`` or ``'abc'`` do not
+    name the argument."""
+    if isinstance(seed, np.random.SeedSequence):
+        return
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer or a numpy.random.SeedSequence, "
+                         f"got seed={seed!r}")
+
+
+def check_init(init, trials: int, d: int) -> None:
+    """``init``: ``None``, or finite numbers of shape ``(d,)`` or ``(trials, d)``.  A NaN or
+    infinite start would run every trial to NaN and still report an ε."""
+    if init is None:
+        return
+    try:
+        w0 = np.asarray(init, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"init must be numbers of shape ({d},) or ({trials}, {d}), "
+                         f"got init={_short(init)}") from None
+    if w0.shape not in ((d,), (trials, d)):
+        raise ValueError(f"init must have shape ({d},) or ({trials}, {d}), got {w0.shape}")
+    if not np.all(np.isfinite(w0)):
+        bad = float(w0[~np.isfinite(w0)].ravel()[0])
+        raise ValueError(f"init must be finite, got a value {bad!r} in init={_short(init)}")
+
+
+def check_probes(probes) -> dict:
+    """``probes``: ``None`` or a mapping ``name (str) -> f(state, params, ctx)``; returns it as a
+    dict (one line naming the first bad entry otherwise)."""
+    if probes is None:
+        return {}
+    if not hasattr(probes, "items"):
+        raise ValueError(f"probes must be a dict name -> f(state, params, ctx), got "
+                         f"probes={_short(probes)}")
+    out = {}
+    for name, fn in probes.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"probe names must be non-empty strings, got {name!r}")
+        if not callable(fn):
+            raise ValueError(f"probe {name!r} must be a function f(state, params, ctx) -> (R,), "
+                             f"got {_short(fn)}")
+        out[name] = fn
+    return out
+
+
+def check_probe_output(name: str, value, trials: int) -> np.ndarray:
+    """A probe's result as a host ``(trials,)`` float array; one line naming the probe when it
+    returns another shape or something that is not numbers (instead of NumPy's broadcast error)."""
+    try:
+        if value is None or isinstance(value, (str, bytes)):
+            raise TypeError
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"probe {name!r} must return {trials} numbers (one per trial), got "
+                         f"{_short(value)}") from None
+    if arr.shape == ():
+        arr = np.full(trials, float(arr))
+    if arr.shape != (trials,):
+        raise ValueError(f"probe {name!r} must return shape ({trials},) (one value per trial), "
+                         f"got shape {arr.shape}")
+    return arr
+
+
+def check_allocation(what: str, shape, itemsize: int = 8, *, limit_bytes: float | None = None) -> None:
+    """Refuse, before allocating, an array larger than the machine's physical memory (or
+    ``limit_bytes``): one line naming ``what``, its shape and the size, instead of NumPy's
+    ``MemoryError`` (or an out-of-memory kill)."""
+    n = 1
+    for s in shape:
+        n *= int(s)
+    size = float(n) * int(itemsize)
+    limit = _physical_memory() if limit_bytes is None else float(limit_bytes)
+    if limit and size > limit:
+        raise ValueError(f"{what} of shape {tuple(int(s) for s in shape)} needs {_bytes(size)}, "
+                         f"more than this machine's {_bytes(limit)} of memory; use fewer trials or "
+                         f"a smaller problem")
+
+
+def _physical_memory() -> float:
+    import os
+
+    try:
+        return float(os.sysconf("SC_PAGE_SIZE")) * float(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - non-POSIX
+        return 0.0
+
+
+def _bytes(x: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if x < 1024 or unit == "PiB":
+            return f"{x:.3g} {unit}"
+        x /= 1024
+    return f"{x:.3g} PiB"  # pragma: no cover
+
+
+def _short(value, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."

@@ -86,6 +86,22 @@ sampling           accountant      what is computed
                                    returned rather than a wrong one.
 =================  ==============  =======================================================
 
+**Add/remove with the rate fixed in advance.**  The Poisson (and cyclic Poisson) ε is an
+add/remove guarantee in which the sampling rate ``q = b/n`` is fixed before the data are seen: the
+neighbour one example shorter is sampled at the same ``q``.  A neighbour sampled at its own
+``b/(n − 1)`` is another mechanism; at ``b = n − 1`` its rate is 1 and the claim fails (exact
+one-step ε 17.6 against 4.37 at n = 100, σ = 1), so :func:`dpsim.sampling.check_sampling` refuses
+that case (docs/privacy-claims.md).  Every ε says what it does not cover
+(:data:`EPSILON_SCOPE`): tuning on the same private data, and the diagnostics a run records.
+
+**Limits.**  Where an accountant cannot give its usual answer it returns another valid upper
+bound and says so (:class:`AccountingNote`, :func:`collect_notes`): PLD that cannot refine (grid
+limit, or no two intervals agreeing) returns the smaller of its value and the RDP bound; a δ below
+``PLD_TAIL_MASS × steps`` is accounted by RDP; a single unamplified Gaussian beyond the PLD grid
+gets its exact closed form; a calibration uses the RDP bound of a σ the PLD grid cannot afford.
+δ below :data:`MIN_DELTA` and finite noise multipliers outside :data:`NOISE_RANGE` are one-line
+errors; ``cyclic_poisson:<k>`` with ``k·q > 1`` is refused.
+
 **Numerical settings.**
 
 * RDP orders (:data:`RDP_ORDERS`): a superset of ``dp_accounting``'s ``DEFAULT_RDP_ORDERS`` —
@@ -149,13 +165,15 @@ import logging
 import math
 import numbers
 from fractions import Fraction
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:  # pragma: no cover - annotations only; the library is imported on first use
+    import dp_accounting
+
+import contextvars
+import warnings
 
 import numpy as np
-import dp_accounting
-from dp_accounting import dp_event as _ev
-from dp_accounting.pld import pld_privacy_accountant as _pld
-from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 
 from .sampling import CYCLIC, cyclic_rate, parse_sampling
 
@@ -169,6 +187,13 @@ __all__ = [
     "PLD_INTERVALS",
     "PLD_RTOL",
     "UnsupportedAccountingError",
+    "AccountingNote",
+    "collect_notes",
+    "check_release_noise",
+    "check_cyclic_rate",
+    "EPSILON_SCOPE",
+    "MIN_DELTA",
+    "NOISE_RANGE",
     "AccountingTooExpensiveError",
     "PLD_MAX_POINTS",
     "solve_noise_multiplier",
@@ -184,11 +209,56 @@ __all__ = [
 
 ACCOUNTANTS = ("pld", "rdp")
 SAMPLERS = ("poisson", "fixed", "replacement")
-#: The neighbouring relation behind the ε of each sampler (module docstring).
-ADJACENCY = {"poisson": "add/remove one example", "fixed": "replace one example (n public)",
+#: The neighbouring relation behind the ε of each sampler (module docstring, "Add/remove with
+#: the rate fixed in advance").  Under Poisson sampling the rate ``q = b/n`` is fixed before the data are seen: the
+#: neighbour one example shorter is sampled at the same ``q`` (not at ``b/(n − 1)``).
+ADJACENCY = {"poisson": "add/remove one example, with the sampling rate q = b/n fixed in advance",
+             "fixed": "replace one example (n public)",
              "replacement": "none (no accountant supports with-replacement sampling)"}
 
-_NeighborRel = dp_accounting.NeighboringRelation
+#: What a printed ε covers and what it does not (every ε dpsim prints says so).
+EPSILON_SCOPE = ("ε covers one run of this configuration; it does not cover hyperparameter tuning "
+                 "on the same private data, nor the recorded diagnostics (losses, gradient norms, "
+                 "probes, batch sizes), which read the private data without noise")
+#: :data:`EPSILON_SCOPE` in a few words, for one-line summaries.
+EPSILON_SCOPE_SHORT = "not covered: tuning on this data, recorded diagnostics"
+
+#: Smallest δ accepted: below it an (ε, δ) statement says nothing a user can act on, and the
+#: accountants' arithmetic degenerates (PLD's truncated tails, ``log δ`` underflow).
+MIN_DELTA = 1e-50
+#: Finite noise multipliers (``σ_eff`` of a step, or of a whole-run release) outside this range
+#: overflow the accountants' arithmetic; σ = 0 (not private) and σ = ∞ (no release) are exact.
+NOISE_RANGE = (1e-100, 1e100)
+#: dp_accounting's PLD drops about this much tail mass per composition: a δ below
+#: ``PLD_TAIL_MASS × steps`` is not resolved by it (the RDP accountant is used, with a note).
+PLD_TAIL_MASS = 1e-15
+
+
+class AccountingNote(UserWarning):
+    """A note on how an ε was computed, when an accountant reached one of its limits and the
+    value returned is another valid bound (e.g. the RDP accountant's where PLD could not refine).
+    The text says which bound and why; the CLI and :meth:`dpsim.Result.privacy_report` show it."""
+
+
+
+class _Lib:
+    """``dp_accounting``, imported on first use (``import dpsim`` does not import it: about 1–2 s
+    of its own imports, SciPy's signal and stats modules among them).  ``_lib.ev``,
+    ``_lib.pld``, ``_lib.rdp``, ``_lib.rel`` are ``dp_accounting.dp_event``, the PLD and RDP
+    accountant modules and ``NeighboringRelation``."""
+
+    def __getattr__(self, name):
+        import dp_accounting
+        from dp_accounting import dp_event
+        from dp_accounting.pld import pld_privacy_accountant
+        from dp_accounting.rdp import rdp_privacy_accountant
+
+        self.ev, self.pld, self.rdp = dp_event, pld_privacy_accountant, rdp_privacy_accountant
+        self.rel = dp_accounting.NeighboringRelation
+        return object.__getattribute__(self, name)
+
+
+_lib = _Lib()
 
 
 def _sampling(sampling) -> tuple[str, int | None]:
@@ -203,10 +273,11 @@ def _sampling(sampling) -> tuple[str, int | None]:
 
 def adjacency(sampling) -> str:
     """The neighbouring relation behind the ε of ``sampling`` (:data:`ADJACENCY`; cyclic Poisson
-    sampling is add/remove with the groups fixed by a public rule)."""
+    sampling is add/remove with the groups and the rate fixed in advance by a public rule)."""
     kind, k = _sampling(sampling)
     if kind == CYCLIC:
-        return f"add/remove one example (in one of {k} fixed groups)"
+        return (f"add/remove one example, with its group (one of {k}, fixed in advance) and the "
+                f"sampling rate fixed in advance")
     return ADJACENCY[kind]
 
 
@@ -215,9 +286,14 @@ def _grid(*parts) -> tuple[float, ...]:
     return tuple(float(a) for a in arr)
 
 
+#: ``dp_accounting.rdp.rdp_privacy_accountant.DEFAULT_RDP_ORDERS`` (0.4–0.6), written out so that
+#: ``import dpsim`` does not import the library (``tests/test_accounting.py`` checks it is the same).
+LIBRARY_DEFAULT_RDP_ORDERS: tuple[float, ...] = tuple(
+    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024])
+
 #: Orders for ``accountant="rdp"`` with Poisson sampling (a superset of the library default).
 RDP_ORDERS: tuple[float, ...] = _grid(
-    _rdp.DEFAULT_RDP_ORDERS,
+    LIBRARY_DEFAULT_RDP_ORDERS,
     1 + np.arange(1, 10) / 100,             # 1.01 .. 1.09
     1.1 + np.arange(0, 218) * 0.05,         # 1.10 .. 11.95
     12 + np.arange(0, 208) * 0.25,          # 12 .. 63.75
@@ -271,7 +347,34 @@ def _check_noise(x, name="noise_multiplier") -> float:
 def _check_delta(delta) -> float:
     if not _is_real(delta) or not (0.0 < float(delta) < 1.0):
         raise ValueError(f"delta must be in (0, 1), got delta={delta!r}")
+    if float(delta) < MIN_DELTA:
+        raise ValueError(f"delta={delta!r} is below {MIN_DELTA:g}: an (epsilon, delta) guarantee "
+                         f"there is not computed reliably and means nothing more than at 1e-12; use "
+                         f"a delta well below 1/n, e.g. 1e-5 .. 1e-12")
     return float(delta)
+
+
+def _check_noise_range(sig: float, name: str = "noise_multiplier") -> None:
+    """A finite positive σ outside :data:`NOISE_RANGE` is refused (one line naming it)."""
+    lo, hi = NOISE_RANGE
+    if 0.0 < sig < lo or hi < sig < math.inf:
+        raise ValueError(f"{name}={sig!r} is outside [{lo:g}, {hi:g}], where the accountants "
+                         f"compute epsilon without overflow (noise_multiplier=0: not private; "
+                         f"inf: nothing released)")
+
+
+def check_release_noise(events) -> None:
+    """Refuse, before a run, Gaussian releases whose noise multiplier the accountants cannot
+    handle (:data:`NOISE_RANGE`), so that a run never ends in an accounting overflow.
+
+    ``events``: an optimizer's declared events (:attr:`dpsim.optimizers.Optimizer.events`);
+    per-trial multipliers are checked one by one.  Cheap: no ε is computed."""
+    from .privacy import events as ev
+
+    for e in events:
+        if isinstance(e, (ev.GaussianRelease, ev.CorrelatedRelease)):
+            for s in np.atleast_1d(np.asarray(e.noise_multiplier, dtype=float)):
+                _check_noise_range(float(s))
 
 
 def _check_rate(q) -> float:
@@ -363,17 +466,17 @@ def _event(key, q: float, sampling: str, unamplified: float = math.inf) -> dp_ac
     events = []
     if math.isfinite(unamplified):  # a whole-run Gaussian mechanism (correlated noise, DP-MF)
         s = unamplified if sampling == "poisson" else unamplified / 2.0
-        events.append(_ev.GaussianDpEvent(s))
+        events.append(_lib.ev.GaussianDpEvent(s))
     for s, count in key:
         if sampling == "poisson":
-            ev = _ev.PoissonSampledDpEvent(q, _ev.GaussianDpEvent(s))
+            ev = _lib.ev.PoissonSampledDpEvent(q, _lib.ev.GaussianDpEvent(s))
         else:  # "fixed": replace-one sensitivity is 2C, so the library's multiplier is σ/2
             b, n = _wor_fraction(q)
-            ev = _ev.SampledWithoutReplacementDpEvent(n, b, _ev.GaussianDpEvent(s / 2.0))
-        events.append(_ev.SelfComposedDpEvent(ev, count))
+            ev = _lib.ev.SampledWithoutReplacementDpEvent(n, b, _lib.ev.GaussianDpEvent(s / 2.0))
+        events.append(_lib.ev.SelfComposedDpEvent(ev, count))
     if not events:
-        return _ev.NoOpDpEvent()
-    return events[0] if len(events) == 1 else _ev.ComposedDpEvent(events)
+        return _lib.ev.NoOpDpEvent()
+    return events[0] if len(events) == 1 else _lib.ev.ComposedDpEvent(events)
 
 
 def make_event(releases, sample_rate, *, sampling="poisson") -> dp_accounting.DpEvent:
@@ -423,10 +526,10 @@ class _quiet_absl:
         return False
 
 
-def _rdp_accountant(sampling: str) -> _rdp.RdpAccountant:
+def _rdp_accountant(sampling: str):
     if sampling == "poisson":
-        return _rdp.RdpAccountant(RDP_ORDERS, _NeighborRel.ADD_OR_REMOVE_ONE)
-    return _rdp.RdpAccountant(RDP_ORDERS_FIXED, _NeighborRel.REPLACE_ONE)
+        return _lib.rdp.RdpAccountant(RDP_ORDERS, _lib.rel.ADD_OR_REMOVE_ONE)
+    return _lib.rdp.RdpAccountant(RDP_ORDERS_FIXED, _lib.rel.REPLACE_ONE)
 
 
 def _compose(acc, event):
@@ -475,7 +578,10 @@ def _pld_points(key, q: float, unamplified: float) -> float:
     return 1.5 * total
 
 
-def _pld_epsilon(event, delta: float, points: float = 0.0, describe=None) -> float:
+def _pld_epsilon(event, delta: float, points: float = 0.0, describe=None) -> tuple[float, str]:
+    """``(ε, why)``: the PLD ε refined through :data:`PLD_INTERVALS`, and ``""`` when it converged
+    to :data:`PLD_RTOL`, else why not (the grid limit stopped the refinement, or the finest
+    interval was reached without two values agreeing)."""
     prev = None
     eps = math.inf
     spent = 0.0
@@ -488,33 +594,152 @@ def _pld_epsilon(event, delta: float, points: float = 0.0, describe=None) -> flo
                     f"{PLD_MAX_POINTS:.3g}: about 10 s and 1 GiB) for {describe()}; the noise "
                     f"multiplier is too small or the steps too many for PLD: use "
                     f"accountant='rdp' (fast, an upper bound)")
-            break  # the coarser value already computed is a valid upper bound
-        acc = _pld.PLDAccountant(_NeighborRel.ADD_OR_REMOVE_ONE, value_discretization_interval=h)
+            # the coarser value already computed is a valid upper bound, but not refined
+            return eps, (f"the PLD grid limit ({PLD_MAX_POINTS:.3g} points) stopped its refinement "
+                         f"at interval {PLD_INTERVALS[i - 1]:.3g}")
+        acc = _lib.pld.PLDAccountant(_lib.rel.ADD_OR_REMOVE_ONE, value_discretization_interval=h)
         eps = float(_compose(acc, event).get_epsilon(delta))
         if prev is not None and abs(prev - eps) <= PLD_RTOL * eps + 1e-12:
-            break
+            return eps, ""
         prev = eps
-    return eps
+    return eps, (f"the PLD value did not settle to {PLD_RTOL:g} relative by its finest interval "
+                 f"{PLD_INTERVALS[-1]:g}")
+
+
+def _gaussian_epsilon(sigma: float, delta: float) -> float:
+    """Exact ε at ``delta`` of one Gaussian mechanism with sensitivity 1 and noise σ (Balle & Wang,
+    "Improving the Gaussian Mechanism for Differential Privacy", ICML 2018, Thm. 8):
+    ``δ(ε) = Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ)``, solved for ε (log-space, no overflow)."""
+    from scipy.optimize import brentq
+    from scipy.special import log_ndtr
+
+    a = 1.0 / (2.0 * sigma)
+
+    def log_gap(e):  # log δ(ε) − log δ, decreasing in ε
+        lp = log_ndtr(a - e * sigma)
+        lq = e + log_ndtr(-a - e * sigma)
+        if lq >= lp:
+            return -math.inf
+        return lp + math.log1p(-math.exp(lq - lp)) - math.log(delta)
+
+    if log_gap(0.0) <= 0:
+        return 0.0
+    hi = 1.0
+    while log_gap(hi) > 0:
+        hi *= 2.0
+    return float(brentq(log_gap, 0.0, hi, xtol=1e-12, rtol=1e-12))
 
 
 @functools.lru_cache(maxsize=4096)
-def _epsilon_key(key, q: float, delta: float, accountant: str, sampling: str,
-                 unamplified: float = math.inf) -> float:
+def _epsilon_noted(key, q: float, delta: float, accountant: str, sampling: str,
+                   unamplified: float = math.inf) -> tuple[float, str]:
+    """``(ε, note)``; ``note`` is ``""`` unless an accountant limit made another valid bound the
+    answer (:class:`AccountingNote`)."""
     if unamplified == 0.0:
-        return math.inf
+        return math.inf, ""
     if not key and not math.isfinite(unamplified):
-        return 0.0
+        return 0.0, ""
     if any(s == 0.0 for s, _ in key):
-        return math.inf
+        return math.inf, ""
     event = _event(key, q, sampling, unamplified)
     with _quiet_absl():
-        if accountant == "pld":
-            def describe():
-                sig = ", ".join(f"noise_multiplier={s:.4g} for {c} steps" for s, c in key)
-                un = f", unamplified noise_multiplier={unamplified:.4g}" if math.isfinite(unamplified) else ""
-                return f"{sig}{un} at sample_rate={q:g}"
-            return _pld_epsilon(event, delta, _pld_points(key, q, unamplified), describe)
-        return float(_compose(_rdp_accountant(sampling), event).get_epsilon(delta))
+        if accountant != "pld":
+            return float(_compose(_rdp_accountant(sampling), event).get_epsilon(delta)), ""
+
+        def rdp():
+            return float(_compose(_rdp_accountant(sampling), event).get_epsilon(delta))
+
+        compositions = sum(c for _, c in key) + (1 if math.isfinite(unamplified) else 0)
+        if delta < PLD_TAIL_MASS * compositions:
+            e = rdp()
+            return e, (f"delta={delta:g} is below what the PLD accountant resolves over "
+                       f"{compositions} compositions (it drops about {PLD_TAIL_MASS:g} of tail mass "
+                       f"each): epsilon {e:.6g} is the RDP accountant's bound")
+
+        def describe():
+            sig = [f"noise_multiplier={s:.4g} for {c} steps" for s, c in key]
+            if math.isfinite(unamplified):
+                sig.append(f"a whole-run (unamplified) Gaussian release with noise_multiplier="
+                           f"{unamplified:.4g}")
+            return ", ".join(sig) + (f" at sample_rate={q:g}" if key else "")
+
+        try:
+            eps, why = _pld_epsilon(event, delta, _pld_points(key, q, unamplified), describe)
+        except AccountingTooExpensiveError:
+            if key:
+                raise
+            # one Gaussian mechanism for the whole run (unamplified correlated noise): exact
+            s = unamplified if sampling == "poisson" else unamplified / 2.0
+            e = _gaussian_epsilon(s, delta)
+            return e, (f"one Gaussian mechanism (noise_multiplier={s:.4g}) is beyond the PLD grid "
+                       f"limit: epsilon {e:.6g} is its exact value (Balle & Wang 2018)")
+        if not why and math.isfinite(eps):
+            return eps, ""
+        r = rdp()
+        best = min(eps, r)
+        which = "the RDP accountant's" if r < eps else "the PLD value"
+        return best, (f"{why}: epsilon {best:.6g} is {which}, the smaller of PLD {eps:.6g} and "
+                      f"RDP {r:.6g} (both are upper bounds)")
+
+
+#: Set while a calibration evaluates a σ that the PLD accountant refuses (grid too large): the
+#: ``"pld"`` ε is then the RDP accountant's (a valid upper bound), so the search can go on.
+_RDP_FOR_PLD: contextvars.ContextVar = contextvars.ContextVar("dpsim_rdp_for_pld", default=False)
+#: Set while a calibration evaluates candidate σ's: their notes are not warned one by one, and a
+#: σ whose PLD grid cannot be refined even once within the limit (seconds for an unrefined value)
+#: is bounded by RDP instead (:func:`_epsilon_key`, :func:`_solve_eval`).
+_QUIET_NOTES: contextvars.ContextVar = contextvars.ContextVar("dpsim_quiet_notes", default=False)
+#: A list collecting the notes instead of warning them (:func:`collect_notes`).
+_NOTES: contextvars.ContextVar = contextvars.ContextVar("dpsim_accounting_notes", default=None)
+
+
+class collect_notes:
+    """Collect, instead of warning, the :class:`AccountingNote` texts of the ε computed inside
+    the block (thread- and task-safe: a context variable, not the warnings filters)::
+
+        with accounting.collect_notes() as notes:
+            eps = accounting.epsilon(50, 1e-4, 10**6, 1e-5)
+        notes   # ['the PLD value did not settle ...: epsilon 0.00514 is the RDP accountant's ...']
+    """
+
+    def __enter__(self) -> list:
+        self._list: list = []
+        self._token = _NOTES.set(self._list)
+        return self._list
+
+    def __exit__(self, *exc):
+        _NOTES.reset(self._token)
+        return False
+
+
+def _note(text: str, stacklevel: int) -> None:
+    if _QUIET_NOTES.get():
+        return
+    sink = _NOTES.get()
+    if sink is not None:
+        if text not in sink:
+            sink.append(text)
+        return
+    warnings.warn(text, AccountingNote, stacklevel=stacklevel + 1)
+
+
+def _epsilon_key(key, q: float, delta: float, accountant: str, sampling: str,
+                 unamplified: float = math.inf) -> float:
+    """ε of merged step types (cached in :func:`_epsilon_noted`); an :class:`AccountingNote`
+    warning carries the note, if any.  Refuses noise multipliers outside :data:`NOISE_RANGE`."""
+    for s, _ in key:
+        _check_noise_range(s)
+    _check_noise_range(unamplified, "noise_multiplier (whole-run, unamplified)")
+    if accountant == "pld" and _RDP_FOR_PLD.get():
+        accountant = "rdp"
+    elif accountant == "pld" and _QUIET_NOTES.get() and key:  # inside a calibration
+        pts = _pld_points(key, q, unamplified)
+        if pts / PLD_INTERVALS[0] + pts / PLD_INTERVALS[1] > PLD_MAX_POINTS:
+            raise AccountingTooExpensiveError("a PLD grid that cannot be refined within the limit")
+    eps, note = _epsilon_noted(key, q, delta, accountant, sampling, unamplified)
+    if note:
+        _note(note, stacklevel=3)
+    return eps
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,17 +791,36 @@ def epsilon(noise_multiplier, sample_rate, steps, delta, *, accountant="pld",
     r = _check_releases_per_step(releases_per_step)
     _check_options(accountant, sampling)
     q, steps, sampling = _per_example(q, steps, sampling)
-    key = _normalize([((sigma,) * r, steps)])
+    # r equal releases on one batch are one release with σ/√r (effective_noise_multiplier's own
+    # expression, so the same float and cache key as epsilon_from_releases), without an r-tuple
+    key = _normalize([(_equal_releases(sigma, r), steps)])
     return _epsilon_key(key, q, d, accountant, sampling, math.inf)  # same cache key as epsilon_from_releases
+
+
+def _equal_releases(sigma: float, r: int) -> tuple:
+    """``(σ_eff,)`` of ``r`` equal releases with σ: ``σ/√r`` (0 and ∞ stay as they are)."""
+    if r == 1 or sigma == 0.0 or math.isinf(sigma):
+        return (sigma,)
+    return (sigma / math.sqrt(r),)
 
 
 def _per_example(q: float, steps: int, sampling):
     """What one example sees: cyclic Poisson sampling with ``k`` groups is ``⌈steps/k⌉`` Poisson
-    steps at rate ``min(1, k·q)``; the other samplers are unchanged."""
+    steps at rate ``k·q`` (at most 1); the other samplers are unchanged."""
     kind, k = _sampling(sampling)
     if kind != CYCLIC:
         return q, steps, sampling
+    check_cyclic_rate(q, k)
     return cyclic_rate(q, k), -(-steps // k), "poisson"
+
+
+def check_cyclic_rate(q: float, k: int) -> None:
+    """Refuse cyclic Poisson sampling whose groups cannot supply the nominal batch: ``k·q > 1``
+    (the sampler needs ``b·k ≤ n``; :func:`dpsim.sampling.check_sampling`)."""
+    if k * q > 1.0 + 1e-12:
+        raise ValueError(f"sampling='cyclic_poisson:{k}' at sample_rate={q:g} is impossible: "
+                         f"each of the {k} groups would need a rate k*sample_rate = {k * q:g} > 1 "
+                         f"(batch_size*k must be <= n); use k <= {max(1, int(1.0 / q + 1e-9))}")
 
 
 def _check_releases_per_step(r) -> int:
@@ -613,13 +857,18 @@ def noise_multiplier(epsilon, delta, sample_rate, steps, *, accountant="pld",
     q, steps, sampling = _per_example(q, steps, sampling)
     if steps == 0:
         return 0.0
-    return math.sqrt(r) * _calibrate(float(epsilon), d, q, steps, accountant, sampling)
+    sigma, notes = _calibrate(float(epsilon), d, q, steps, accountant, sampling)
+    for text in notes:
+        _note(text, stacklevel=2)
+    return math.sqrt(r) * sigma
 
 
 @functools.lru_cache(maxsize=1024)
 def _calibrate(target: float, delta: float, q: float, steps: int, accountant: str,
-               sampling: str) -> float:
+               sampling: str) -> tuple[float, tuple[str, ...]]:
     def eps_at(s: float) -> float:
+        # (a σ whose PLD grid cannot be refined even once within the limit is bounded by RDP:
+        # _epsilon_key inside a calibration, then _solve_eval; noted if it is the answer)
         return _epsilon_key(((s, steps),), q, delta, accountant, sampling, math.inf)
 
     def describe() -> str:
@@ -633,35 +882,53 @@ def _calibrate(target: float, delta: float, q: float, steps: int, accountant: st
         event_for = lambda s: _event(((s, steps),), q, sampling)  # noqa: E731
 
         def eps_coarse(s: float) -> float:
-            if _pld_points(((s, steps),), q, math.inf) / PLD_INTERVALS[0] > PLD_MAX_POINTS:
+            if _RDP_FOR_PLD.get():  # a σ the PLD accountant refuses (see _solve_eval)
+                return _epsilon_key(((s, steps),), q, delta, "rdp", sampling, math.inf)
+            # a coarse grid of more than a quarter of the limit (seconds each) only places the
+            # bracket: the RDP bound does that at once (_solve_eval), the refined phase decides
+            if _pld_points(((s, steps),), q, math.inf) / PLD_INTERVALS[0] > PLD_MAX_POINTS / 4:
                 raise AccountingTooExpensiveError(f"noise_multiplier={s:g}")
-            a = _pld.PLDAccountant(_NeighborRel.ADD_OR_REMOVE_ONE,
+            a = _lib.pld.PLDAccountant(_lib.rel.ADD_OR_REMOVE_ONE,
                                    value_discretization_interval=PLD_INTERVALS[0])
             return float(_compose(a, event_for(s)).get_epsilon(delta))
 
         try:
-            guess = _solve(eps_coarse, target, guess, factor, 1e-3, describe)
+            guess = _solve(eps_coarse, target, guess, factor, 1e-3, describe, note=False)
             factor = 1.01
         except _Unattainable:
             # the coarse grid cannot resolve a tiny ε (it bounds ε below by about its interval):
             # bracket with the refined ε instead
             guess, factor = 1.0, 2.0
+    notes: list = []
     try:
-        return _solve(eps_at, target, guess, factor, _SIGMA_RTOL, describe)
+        sigma = _solve(eps_at, target, guess, factor, _SIGMA_RTOL, describe, sink=notes)
     except _Unattainable as exc:
         raise ValueError(str(exc)) from None
+    return sigma, tuple(notes)
 
 
 class _Unattainable(ValueError):
     pass
 
 
-def _solve_eval(eps_at, s: float) -> float:
-    """ε at σ, with a PLD computation too large to run counted as ε = ∞ (σ too small)."""
+def _solve_eval(eps_at, s: float, bounded_by_rdp: set | None = None) -> float:
+    """ε at σ.  Where the PLD accountant refuses σ (grid too large: σ small, ε large), ε is the
+    RDP accountant's, a valid upper bound that is cheap at every σ, so the search goes on below
+    the PLD's reach instead of stopping at its edge (``bounded_by_rdp`` collects those σ); a ε
+    that still cannot be computed counts as ∞ (σ too small)."""
     try:
         return eps_at(s)
     except AccountingTooExpensiveError:
-        return math.inf
+        token = _RDP_FOR_PLD.set(True)
+        try:
+            value = eps_at(s)
+        except (AccountingTooExpensiveError, OverflowError, ZeroDivisionError):
+            return math.inf
+        finally:
+            _RDP_FOR_PLD.reset(token)
+        if bounded_by_rdp is not None:
+            bounded_by_rdp.add(s)
+        return value
 
 
 def solve_noise_multiplier(eps_at, target: float, *, describe=lambda: "", rtol: float = _SIGMA_RTOL) -> float:
@@ -680,22 +947,45 @@ def solve_noise_multiplier(eps_at, target: float, *, describe=lambda: "", rtol: 
         raise ValueError(str(exc)) from None
 
 
-def _solve(eps_at, target: float, guess: float, factor: float, rtol: float, describe) -> float:
+def _solve(eps_at, target: float, guess: float, factor: float, rtol: float, describe,
+           note: bool = True, sink: list | None = None) -> float:
     """Smallest σ (to relative ``rtol``) with ``eps_at(σ) <= target``; ``eps_at`` decreasing.
 
     Brackets geometrically from ``guess`` (the step factor squares each time), then runs Brent's
     method on log σ, then bisects until ``σ_hi/σ_lo <= 1 + rtol``; returns ``σ_hi``, which always
-    satisfies the target.
+    satisfies the target.  ``note``: warn (:class:`AccountingNote`) when σ_hi's ε is the RDP
+    accountant's because PLD refused it (:func:`_solve_eval`); with ``sink`` the note is appended
+    there instead.
     """
-    from scipy.optimize import brentq
-
     values: dict[float, float] = {}
+    by_rdp: set = set()
 
     def ev(s: float) -> float:
         if s not in values:
-            with _quiet_absl():
-                values[s] = _solve_eval(eps_at, s)
+            token = _QUIET_NOTES.set(True)
+            try:
+                with _quiet_absl():
+                    values[s] = _solve_eval(eps_at, s, by_rdp)
+            finally:
+                _QUIET_NOTES.reset(token)
         return values[s]
+
+    hi = _bracket_and_refine(ev, target, guess, factor, rtol, describe)
+    if note and hi in by_rdp:
+        text = (f"noise_multiplier={hi:.6g} for epsilon={target:g} lies where the PLD accountant "
+                f"exceeds its grid limit: its epsilon ({ev(hi):.6g}) is the RDP accountant's bound, "
+                f"so it meets the target, possibly with a slightly larger noise multiplier than "
+                f"the PLD one ({describe()})")
+        if sink is not None:
+            sink.append(text)
+        else:
+            _note(text, stacklevel=4)
+    return hi
+
+
+def _bracket_and_refine(ev, target: float, guess: float, factor: float, rtol: float, describe):
+    """The search of :func:`_solve` on the memoized ``ev``."""
+    from scipy.optimize import brentq
 
     lo, hi = None, None  # ε(lo) > target >= ε(hi)
     s = guess
@@ -970,8 +1260,7 @@ def _group_patterns(step_mat: np.ndarray, k: int) -> list:
     for g in range(min(k, step_mat.shape[0])):
         sub = step_mat[g::k]
         if sub.shape[1]:
-            pats, counts = np.unique(sub, axis=0, return_counts=True)
-            out.append({tuple(bool(a) for a in p): int(c) for p, c in zip(pats, counts)})
+            out.append(_row_counts(sub))
         else:
             out.append({})
     distinct = []
@@ -1011,7 +1300,26 @@ def _step_patterns(step_mat: np.ndarray) -> dict:
     types ``[[σ's of the releases on the step], count]``."""
     if not step_mat.shape[0] or not step_mat.shape[1]:
         return {}
-    pats, counts = np.unique(step_mat, axis=0, return_counts=True)
+    return _row_counts(step_mat)
+
+
+def _row_counts(mat: np.ndarray) -> dict:
+    """``{row as a tuple of bools: count}`` of a boolean matrix.  A uniform schedule (every row
+    the same: every release on every step, the common case) is counted in one vectorized
+    comparison instead of ``np.unique``'s sort of the rows (O(T log T): 36 ms at T = 1e5)."""
+    first = mat[0]
+    if bool(np.all(mat == first)):
+        return {tuple(bool(a) for a in first): int(mat.shape[0])}
+    r = mat.shape[1]
+    if r <= 20:
+        # each row as an integer, its first column the most significant bit: ascending codes are
+        # np.unique(mat, axis=0)'s lexicographic order of the rows (the same dict, bit for bit),
+        # counted in O(T) by bincount instead of a sort of the rows
+        codes = mat.astype(np.int64) @ (np.int64(1) << np.arange(r - 1, -1, -1, dtype=np.int64))
+        counts = np.bincount(codes, minlength=1 << r)
+        return {tuple(bool((int(c) >> (r - 1 - j)) & 1) for j in range(r)): int(counts[c])
+                for c in np.flatnonzero(counts)}
+    pats, counts = np.unique(mat, axis=0, return_counts=True)
     return {tuple(bool(a) for a in p): int(c) for p, c in zip(pats, counts)}
 
 

@@ -7,8 +7,11 @@
 **What it does.**  Two neighbouring datasets, ``D₀`` (the canary row zeroed, i.e. removed: with the
 nominal-b averaging a zero-gradient example changes nothing, and the sample rate ``b/n`` is the
 same) and ``D₁`` (the canary present), are each run for ``trials`` independent trials in one
-:func:`dpsim.simulate` call.  A scalar statistic of every trial's output (default: the final
-parameters projected on the canary direction, ``−⟨w_T, canary⟩``) is thresholded: on the first
+:func:`dpsim.simulate` call.  A scalar statistic of every trial's output is thresholded (default:
+built from what the optimizer releases, per privatizer shape, :data:`STATISTICS`: the final
+parameters along the canary, ``−⟨w_T, canary⟩``, where the release enters them linearly; the
+releases read back from each step and the AdaGrad accumulator for PASAN/PAGAN and noisy AdaGrad,
+whose normalized first step keeps only a sign — docs/privacy-claims.md): on the first
 half of the trials the threshold and the direction with the largest lower bound are chosen; on the
 other half the counts ``k₀/m`` (D₀ above the threshold) and ``k₁/m`` (D₁ above it) give one-sided
 Clopper–Pearson bounds ``p₀ ≤ p₀⁺`` and ``p₁ ≥ p₁⁻`` (each at level ``1 − α/2``) and
@@ -33,11 +36,15 @@ nonlinear in the sum, e.g. a square).  Pass ``table=`` for your own (row ``canar
 canary; it is zeroed in ``D₀``).
 
 Cost: two simulations of ``trials`` trials of ``steps`` steps on an ``(n, d)`` table.  With
-``trials`` per dataset the bound cannot certify much more than ``log(trials/2)``.
+``trials`` per dataset the bound cannot certify more than :func:`certifiable_max` (about
+``log(trials/2)``).  The claimed ε is stated with its neighbouring relation (add/remove with the
+sampling rate fixed in advance, under Poisson sampling) in ``config["privacy"]``; the audit's
+neighbours keep ``n`` fixed (the canary row is zeroed), which is that relation.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass
 from typing import Callable
@@ -45,11 +52,13 @@ from typing import Callable
 import numpy as np
 
 from . import optimizers as _optimizers
+from ._validate import check_allocation, check_seed
 from .engine import simulate
 from .problems import Problem
 
 __all__ = ["GradientTable", "canary_table", "AuditReport", "audit", "clopper_pearson",
-           "threshold_lower_bound"]
+           "threshold_lower_bound", "certifiable_max", "trials_to_certify", "default_statistic",
+           "default_rows", "privatizer_shape", "STATISTICS", "RELEASE_PROBE"]
 
 
 class GradientTable(Problem):
@@ -71,8 +80,12 @@ class GradientTable(Problem):
             raise ValueError(f"table must be an (n, d) array with n, d >= 1, got shape {G.shape}")
         if not np.all(np.isfinite(G)):
             raise ValueError("table must be finite")
+        # the table's hash is part of the config, so a checkpoint (dpsim.checkpoint) or a cache
+        # keyed by the config never mistakes one table for another of the same shape
+        digest = hashlib.sha256(f"{G.shape}".encode() + np.ascontiguousarray(G).tobytes()).hexdigest()
         super().__init__(name=name, n=G.shape[0], d=G.shape[1],
-                         config={"name": name, "n": int(G.shape[0]), "d": int(G.shape[1])})
+                         config={"name": name, "n": int(G.shape[0]), "d": int(G.shape[1]),
+                                 "data_sha256": digest})
         self.G = G
         self._mean = G.mean(axis=0)
 
@@ -140,6 +153,32 @@ def _eps_bounds(k1, k0, m, delta, level):
         p0_hi = np.where(k0 == m, 1.0, beta.ppf(level, k0 + 1, m - k0))
         out = np.log((p1_lo - delta) / p0_hi)
     return np.where(p1_lo - delta > 0, out, -np.inf)
+
+
+def certifiable_max(trials: int, delta: float, confidence: float = 0.95) -> float:
+    """The largest ε an audit with ``trials`` per dataset can certify (every certifying trial of
+    ``D₁`` above the threshold, none of ``D₀``): a claim at or above it cannot be refuted by that
+    audit, whatever the mechanism does."""
+    m = int(trials) - int(trials) // 2
+    level = 1 - (1 - confidence) / 2
+    return max(_eps_bound(m, 0, m, delta, level), 0.0)
+
+
+def trials_to_certify(epsilon: float, delta: float, confidence: float = 0.95) -> int:
+    """The fewest trials per dataset whose :func:`certifiable_max` exceeds ``epsilon``."""
+    t = 4
+    while certifiable_max(t, delta, confidence) <= epsilon:
+        t *= 2
+        if t > 10 ** 12:
+            return t
+    lo, hi = t // 2, t
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if certifiable_max(mid, delta, confidence) > epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def _count_above(x, t):
@@ -212,6 +251,7 @@ class AuditReport:
     k_out: int  # trials of the other dataset above the threshold (second half)
     m: int  # trials per dataset in the second half
     config: dict
+    statistic: str = ""  # which statistic was thresholded: a key of STATISTICS, or "user (name)"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -221,7 +261,30 @@ class AuditReport:
         return (f"audit of {self.optimizer}: epsilon >= {self.epsilon_lower:.4g} "
                 f"({self.confidence:.0%} Clopper-Pearson, delta={self.delta:g}) vs claimed "
                 f"{self.epsilon_claimed:.4g}: {verdict} [{self.direction}, {self.k_in}/{self.m} vs "
-                f"{self.k_out}/{self.m}]")
+                f"{self.k_out}/{self.m}; statistic {self.statistic or 'n/a'}]")
+
+
+# ---------------------------------------------------------------------------------------------
+# the default statistic: read what the optimizer releases, per privatizer shape
+
+#: Name of the probe through which the default statistic of a normalized-step optimizer reads its
+#: releases (:func:`default_statistic`).
+RELEASE_PROBE = "_audit_release"
+
+#: The default statistic of each privatizer shape (:func:`default_statistic`), for reports/docs.
+STATISTICS = {
+    "linear": "-<w_T, u>: the final parameters along the canary direction u (the release enters "
+              "the parameters linearly on the first step: DP-SGD, momentum, RMSProp/Adam, DP2, IME, "
+              "public-data and DP-MF variants)",
+    "normalized": "sum over steps of <g_t, u>, each release g_t read back from the step and the "
+                  "AdaGrad accumulator: g_t = -sign(dw_t)*sqrt(dv_t) per coordinate (PAGAN), "
+                  "-dw_t/|dw_t|*sqrt(dv_t) (PASAN); the step alone keeps only a sign",
+    "gradient_and_squares": "sum over steps of the likelihood-ratio weighting of both releases, "
+                            "(1-rho)<g_t, u>/C + rho<s_t, u*u/|u*u|>/C2: the squares release s_t = "
+                            "dv_t (the accumulator's increment) and the gradient release g_t = "
+                            "-dw_t*(sqrt(max(v_t, 0)) + eps)/lr (exact when k = d; else s_t alone) "
+                            "(noisy AdaGrad)",
+}
 
 
 def _default_statistic(direction):
@@ -230,7 +293,96 @@ def _default_statistic(direction):
     return stat
 
 
-def audit(optimizer, *, trials: int = 100_000, n: int = 4, batch_size: int = 1, steps: int = 1,
+def privatizer_shape(optimizer, d: int) -> str:
+    """Which default statistic applies to ``optimizer`` (a key of :data:`STATISTICS`), from the
+    types of its initial state: an ellipsoid privatizer feeding an AdaGrad accumulator
+    (``"normalized"``: PASAN, PAGAN), the two releases of noisy AdaGrad
+    (``"gradient_and_squares"``), else ``"linear"``."""
+    from .optimizers.noisy_adagrad import NoisyMomentState
+    from .privacy.ellipsoid import EllipsoidState
+    from .transforms.preconditioners import PreconditionState
+
+    try:
+        state = optimizer.transform.init(np.zeros((1, int(d))))
+    except Exception:  # noqa: BLE001 - a chain whose init needs more than zeros: the plain statistic
+        return "linear"
+    if not isinstance(state, dict):
+        return "linear"
+    priv, pre = state.get("privatizer"), state.get("preconditioner")
+    if isinstance(pre, PreconditionState):
+        if isinstance(priv, EllipsoidState):
+            return "normalized"
+        hp = optimizer.hyperparameters
+        if isinstance(priv, NoisyMomentState) and all(
+                k in hp for k in ("lr", "eps", "clip", "clip2", "precond_share", "k")):
+            return "gradient_and_squares"
+    return "linear"
+
+
+def _release_probe(shape: str, u: np.ndarray, hyperparameters: dict):
+    """A probe (with ``probe_state``, so a checkpointed run keeps it) that returns, at every
+    record, the running sum over steps of the statistic of each step's releases (``STATISTICS``);
+    the audit records every step."""
+    from .backend import to_numpy
+    from .transforms import lookup
+
+    mem: dict = {}
+    u = np.asarray(u, dtype=float)
+    uu = u * u
+    uu = uu / np.linalg.norm(uu)
+    hp = hyperparameters
+
+    def col(name, R):  # a hyperparameter as a (R, 1) column (per-trial lists allowed)
+        return np.broadcast_to(np.asarray(hp[name], dtype=float).reshape(-1, 1), (R, 1))
+
+    def probe(state, params, ctx):
+        w = np.array(to_numpy(params), dtype=float)
+        v = np.array(to_numpy(lookup(state, "preconditioner").v), dtype=float)
+        R = w.shape[0]
+        if "w" not in mem:  # the initial record: nothing released yet
+            mem.update(w=w, v=v, total=np.zeros(R))
+            return mem["total"].copy()
+        dw, dv = w - mem["w"], v - mem["v"]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if shape == "normalized":
+                mag = np.sqrt(np.maximum(dv, 0.0))
+                if v.shape[1] == 1:  # PASAN: one accumulator of |g|^2, the step along -g
+                    nrm = np.sqrt(np.sum(dw * dw, axis=1, keepdims=True))
+                    g = -dw / np.where(nrm > 0, nrm, 1.0) * mag
+                else:  # PAGAN: per coordinate
+                    g = -np.sign(dw) * mag
+                t = g @ u
+            else:  # gradient_and_squares (noisy AdaGrad)
+                rho, C, C2 = col("precond_share", R), col("clip", R), col("clip2", R)
+                t = (rho / C2)[:, 0] * (dv @ uu)
+                if int(np.max(hp["k"])) == w.shape[1]:  # H = sqrt(max(v, 0)) exactly (V V^T = I)
+                    lr, eps = col("lr", R), col("eps", R)
+                    g = np.where(lr > 0, -dw * (np.sqrt(np.maximum(v, 0.0)) + eps) / lr, 0.0)
+                    t = t + ((1.0 - rho) / C)[:, 0] * (g @ u)
+        mem["total"] = mem["total"] + np.nan_to_num(t, nan=0.0)
+        mem["w"], mem["v"] = w, v
+        return mem["total"].copy()
+
+    probe.probe_state = mem
+    return probe
+
+
+def default_statistic(optimizer, direction, d: int):
+    """``(statistic, probes, shape)``: the audit's default statistic for ``optimizer``, built from
+    what it releases (:data:`STATISTICS`, chosen by :func:`privatizer_shape`).  ``probes`` are
+    the probes it needs (recorded at every step); ``statistic(result) -> (trials,)``."""
+    shape = privatizer_shape(optimizer, d)
+    if shape == "linear":
+        return _default_statistic(direction), {}, shape
+    probe = _release_probe(shape, direction, dict(optimizer.hyperparameters))
+
+    def stat(res):
+        return np.asarray(res.records[RELEASE_PROBE][-1], dtype=float)
+
+    return stat, {RELEASE_PROBE: probe}, shape
+
+
+def audit(optimizer, *, trials: int = 100_000, n: int | None = None, batch_size: int = 1, steps: int = 1,
           delta: float = 1e-5, sampling: str = "poisson", accountant: str = "pld",
           table=None, canary_index: int | None = None, others: str = "zero", d: int = 1,
           statistic: Callable | None = None, probes: dict | None = None,
@@ -239,12 +391,17 @@ def audit(optimizer, *, trials: int = 100_000, n: int = 4, batch_size: int = 1, 
     with ``hyperparameters``) with a canary threshold test (module docstring).
 
     ``trials`` per dataset (half choose the threshold, half certify); ``n``, ``d``, ``others``:
-    the built-in table (:func:`canary_table`), or ``table`` ``(n, d)`` with the canary in row
+    the built-in table (:func:`canary_table`; ``n`` default 4 private rows, plus the smallest
+    public split the optimizer's ``public_fraction`` allows, :func:`default_rows`), or ``table`` ``(n, d)`` with the canary in row
     ``canary_index`` (default the last); ``batch_size``, ``steps``, ``sampling``: the simulated
     run (the claimed ε is that run's ε at ``delta`` with ``accountant``; per-trial ε: the largest);
-    ``statistic(result) -> (trials,)`` a scalar per trial (default ``−⟨w_T, canary⟩``; any
+    ``statistic(result) -> (trials,)`` a scalar per trial (default: built from what the optimizer
+    releases, per privatizer shape, :func:`default_statistic` — ``−⟨w_T, canary⟩`` for releases
+    that enter the parameters linearly, the releases read back from the step and the AdaGrad
+    accumulator for PASAN/PAGAN and noisy AdaGrad, whose first step keeps only a sign; any
     function of the run's outputs is valid: probes passed in ``probes`` are recorded and readable
-    as ``result.records[name][-1]``); ``confidence`` of the Clopper–Pearson bound.
+    as ``result.records[name][-1]``); ``confidence`` of the Clopper–Pearson bound; ``seed`` a
+    non-negative integer.
     """
     if isinstance(optimizer, str):
         optimizer = _optimizers.get(optimizer, **hyperparameters)
@@ -255,8 +412,16 @@ def audit(optimizer, *, trials: int = 100_000, n: int = 4, batch_size: int = 1, 
         raise ValueError(f"optimizer must be an Optimizer or a registered name, got optimizer={optimizer!r}")
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 4:
         raise ValueError(f"trials must be an integer >= 4, got trials={trials!r}")
+    check_seed(seed)
+    # about 16 (trials, d) float arrays live at once (parameters, state, noise, records, both runs)
+    check_allocation("the audit's per-trial arrays", (16 * int(trials), max(int(d), 1)))
+    if not (isinstance(confidence, (int, float)) and not isinstance(confidence, bool)
+            and 0 < confidence < 1):
+        raise ValueError(f"confidence must be in (0, 1), got confidence={confidence!r}")
+    if statistic is not None and not callable(statistic):
+        raise ValueError(f"statistic must be a function of the result, got statistic={statistic!r}")
     if table is None:
-        table = canary_table(n, d, others=others)
+        table = canary_table(default_rows(optimizer) if n is None else n, d, others=others)
     table = np.array(table, dtype=np.float64)
     if table.ndim != 2:
         raise ValueError(f"table must be an (n, d) array, got shape {table.shape}")
@@ -272,25 +437,53 @@ def audit(optimizer, *, trials: int = 100_000, n: int = 4, batch_size: int = 1, 
     t0 = t1.copy()
     t0[ci] = 0.0
     direction = canary / np.linalg.norm(canary)
-    stat = statistic or _default_statistic(direction)
+    record_every = max(steps, 1) if isinstance(steps, (int, np.integer)) else steps
+    if statistic is None:
+        stat, extra, shape = default_statistic(optimizer, direction, table.shape[1])
+        if extra:  # the releases are read step by step
+            probes = {**(probes or {}), **extra}
+            record_every = 1
+        key, described = shape, STATISTICS[shape]
+    else:
+        name = getattr(statistic, "__name__", type(statistic).__name__)
+        stat, key, described = statistic, f"user ({name})", f"the user's statistic {name}"
     kw = dict(steps=steps, batch_size=batch_size, trials=int(trials), sampling=sampling, seed=seed,
-              record_every=max(steps, 1), metrics=(), probes=probes)
+              record_every=record_every, metrics=(), probes=probes)
     # The same seed for both runs: the mechanism (its public split, if any) is the same random
     # function of the data; the two runs are coupled trial by trial, which leaves each dataset's
     # count binomial (the Clopper–Pearson bounds are marginal, combined by a union bound).
     r1 = simulate(GradientTable(t1, name="canary_in"), optimizer, **kw)
+    if statistic is None and RELEASE_PROBE in (probes or {}):  # a fresh probe memory per run
+        stat, extra, _ = default_statistic(optimizer, direction, table.shape[1])
+        kw["probes"] = {**kw["probes"], **extra}
     r0 = simulate(GradientTable(t0, name="canary_out"), optimizer, **kw)
     claimed = r1.epsilon(delta, accountant=accountant)
     claimed = float(np.max(claimed))
     s0, s1 = np.asarray(stat(r0), dtype=float), np.asarray(stat(r1), dtype=float)
     eps, det = threshold_lower_bound(s0, s1, delta, confidence=confidence)
     config = {"trials": int(trials), "n": int(table.shape[0]), "d": int(table.shape[1]),
+              "epsilon_certifiable_max": certifiable_max(int(trials), delta, confidence),
               "batch_size": batch_size, "steps": steps, "sampling": sampling,
               "accountant": accountant, "seed": seed, "hyperparameters": dict(optimizer.hyperparameters),
-              "privacy": r1.privacy}
+              "privacy": r1.privacy, "statistic": described}
     return AuditReport(optimizer=optimizer.name or "(unnamed)", epsilon_lower=float(eps),
                        epsilon_claimed=claimed, delta=float(delta), confidence=float(confidence),
-                       consistent=bool(eps <= claimed), config=config, **det)
+                       consistent=bool(eps <= claimed), config=config, statistic=key, **det)
+
+
+def default_rows(optimizer, private: int = 4) -> int:
+    """Rows of the built-in table: ``private`` (4), or for an optimizer with a public split the
+    smallest ``n`` whose split (:func:`dpsim.sampling.public_count`) holds at least one public
+    row and leaves ``private`` private ones (e.g. 5 at ``public_fraction=0.25``, 51 at 0.01)."""
+    frac = optimizer.public_fraction
+    if not frac:
+        return private
+    n = private + 1
+    while True:
+        pub = int(round(frac * n))
+        if pub >= 1 and n - pub >= private:
+            return n
+        n += 1
 
 
 def _move_row(table, *, canary_index, to):

@@ -34,7 +34,7 @@ import math
 from . import accounting
 from . import optimizers as _optimizers
 from .privacy.events import NonPrivate, TcdpBudget
-from .sampling import public_count
+from .sampling import check_sampling, public_count
 
 __all__ = ["calibrate", "epsilon_for", "sample_rate_for"]
 
@@ -49,14 +49,18 @@ def _check_int(name, value, lo):
     return value
 
 
-def sample_rate_for(optimizer, batch_size: int, n: int) -> float:
+def sample_rate_for(optimizer, batch_size: int, n: int, sampling: str | None = None) -> float:
     """The sample rate ``b / n_private`` the engine accounts with (a public split, when the optimizer
-    has one, is carved out of the ``n`` examples first)."""
+    has one, is carved out of the ``n`` examples first).  With ``sampling``, the sampler is checked
+    against the private examples as :func:`dpsim.simulate` checks it
+    (:func:`dpsim.sampling.check_sampling`: e.g. Poisson with ``b = n − 1`` is refused)."""
     n = _check_int("n", n, 1)
     batch_size = _check_int("batch_size", batch_size, 1)
     n_priv = n - public_count(optimizer.public_fraction, n)  # the engine's own rule
     if batch_size > n_priv:
         raise ValueError(f"batch_size={batch_size} exceeds the {n_priv} private examples (n={n})")
+    if sampling is not None:
+        check_sampling(sampling, n_priv, batch_size)
     return batch_size / n_priv
 
 
@@ -65,7 +69,7 @@ def epsilon_for(optimizer, *, delta, steps, batch_size, n, sampling="poisson", a
     ``sampling`` at rate ``batch_size / n``, without simulating; a float (the largest over
     per-trial values).  Refuses a ctCDP budget, whose spend depends on the run."""
     steps = _check_int("steps", steps, 0)
-    q = sample_rate_for(optimizer, batch_size, n)
+    q = sample_rate_for(optimizer, batch_size, n, sampling)
     events = optimizer.events
     if any(isinstance(e, TcdpBudget) for e in events):
         raise ValueError(f"optimizer {optimizer.name!r} declares a ctCDP budget: its spend depends on "
@@ -115,7 +119,7 @@ def calibrate(optimizer, *, epsilon, delta, steps, batch_size, n, sampling="pois
     accounting._check_options(accountant, sampling)  # (ctCDP converts its own budget)
     if "noise_multiplier" not in hp:
         raise ValueError(f"optimizer {name!r} has no noise_multiplier hyperparameter to calibrate")
-    sample_rate_for(optimizer, batch_size, n)  # validates batch_size and n up front
+    sample_rate_for(optimizer, batch_size, n, sampling)  # validates batch_size, n, sampling up front
 
     def build(sigma):
         return _optimizers.get(name, **{**hp, "noise_multiplier": float(sigma)})

@@ -19,7 +19,10 @@ every registered optimizer).  A run that wrote at least one checkpoint also writ
 so calling it again returns at once; a checkpoint whose fingerprint does not match is ignored
 (with a warning) and overwritten.
 
-The fingerprint hashes what the run's numbers depend on: the problem's config, the optimizer's
+The fingerprint hashes what the run's numbers depend on: the problem's config and, unless the
+config determines them (a registered factory's sizes and seed, or :func:`dpsim.problems.from_data`'s
+``data_sha256``), a content hash of the problem's data (:func:`problem_identity`: every array,
+sparse matrix, number and string the problem keeps, its features and labels), the optimizer's
 name and hyperparameters (per-trial arrays by their bytes), steps, batch size, trials, seed,
 sampling, backend, dtype, record steps, metrics, probe names, the initial point and dpsim's
 version.  Two different chains registered under one name with equal hyperparameters are not told
@@ -56,7 +59,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["checkpoints", "Checkpoint", "FORMAT", "DEFAULT_EVERY"]
+__all__ = ["checkpoints", "Checkpoint", "FORMAT", "DEFAULT_EVERY", "problem_identity",
+           "problem_data_hash"]
 
 #: Version of the checkpoint file layout; a file of another format is ignored.
 FORMAT = 1
@@ -170,6 +174,99 @@ def restore_probe_states(probes: dict, saved: dict) -> None:
                 target.update(state)
 
 
+#: Attributes of a :class:`~dpsim.problems.Problem` that are not its data (caches, backend views,
+#: the array namespace); every other attribute enters :func:`problem_data_hash`.
+_NOT_DATA = frozenset({"_host", "_views", "_optimum", "xp", "backend_name", "dtype"})
+
+
+def _digest(h, obj, seen: set, depth: int = 0) -> None:
+    """Feed ``obj`` into the hash ``h``: arrays by dtype, shape and bytes; sparse matrices by
+    their structure and values; numbers and strings by ``repr``; containers and plain objects
+    recursively (functions, modules and classes are skipped: they are code, not data)."""
+    import types
+
+    if id(obj) in seen or depth > 8:
+        return
+    if isinstance(obj, np.ndarray):
+        a = np.ascontiguousarray(obj)
+        h.update(f"array{a.dtype.str}{a.shape};".encode())
+        h.update(a.tobytes() if a.dtype != object else repr(a.tolist()).encode())
+        return
+    if hasattr(obj, "tocsr") and hasattr(obj, "nnz"):  # scipy.sparse
+        m = obj.tocsr()
+        h.update(f"sparse{m.dtype.str}{m.shape};".encode())
+        for part in (m.indptr, m.indices, m.data):
+            h.update(np.ascontiguousarray(part).tobytes())
+        return
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes, np.generic)):
+        h.update(f"{type(obj).__name__}:{obj!r};".encode())
+        return
+    if isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                        types.ModuleType, type)):
+        return
+    seen.add(id(obj))
+    if isinstance(obj, dict):
+        for k in sorted(obj, key=repr):
+            h.update(f"key:{k!r};".encode())
+            _digest(h, obj[k], seen, depth + 1)
+        return
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = sorted(obj, key=repr) if isinstance(obj, (set, frozenset)) else obj
+        h.update(f"{type(obj).__name__}[{len(items)}];".encode())
+        for v in items:
+            _digest(h, v, seen, depth + 1)
+        return
+    state = getattr(obj, "__dict__", None)
+    if isinstance(state, dict):
+        h.update(f"object:{type(obj).__qualname__};".encode())
+        _digest(h, state, seen, depth + 1)
+        return
+    h.update(f"{type(obj).__qualname__}:{obj!r};".encode())
+
+
+def problem_data_hash(problem) -> str:
+    """SHA-256 (hex) of a problem's data: every attribute of its host copy that is not a cache or
+    a backend view (:data:`_NOT_DATA`) — its float arrays (``_float_arrays``), features and
+    labels, and any other array, sparse matrix, number or string it keeps — so two problems with
+    the same config but other data hash apart."""
+    host = getattr(problem, "_host", problem)
+    h = hashlib.sha256()
+    h.update(f"{type(host).__module__}.{type(host).__qualname__};".encode())
+    attrs = {k: v for k, v in vars(host).items() if k not in _NOT_DATA}
+    _digest(h, attrs, set())
+    for name in ("features", "labels"):  # properties a subclass may compute from elsewhere
+        try:
+            value = getattr(host, name)
+        except Exception:  # noqa: BLE001 - a property that cannot be read adds nothing
+            continue
+        if value is not None:
+            h.update(f"property:{name};".encode())
+            _digest(h, value, set())
+    return h.hexdigest()
+
+
+def problem_identity(problem) -> dict:
+    """The problem's part of a run's fingerprint: its ``config``, plus ``data_sha256`` (a content
+    hash of its data, :func:`problem_data_hash`) unless the config determines the data already —
+    it holds a ``data_sha256`` (:func:`dpsim.problems.from_data`), or the problem is one of the
+    registered factories (:func:`dpsim.problems.names`), whose data are a function of their
+    config (sizes and seed).  A user-defined :class:`~dpsim.problems.Problem` (e.g.
+    :class:`dpsim.audit.GradientTable`) whose config is only ``{name, n, d}`` is so told apart
+    from another with the same shapes and other data: the same ``checkpoint=`` path never returns
+    a result computed on other data."""
+    cfg = dict(problem.config)
+    if "data_sha256" in cfg:
+        return cfg
+    from . import problems as _problems
+
+    host = getattr(problem, "_host", problem)
+    if (type(host).__module__.startswith("dpsim.problems")
+            and cfg.get("name") in _problems.names()):
+        return cfg
+    cfg["data_sha256"] = problem_data_hash(problem)
+    return cfg
+
+
 def fingerprint(**parts) -> str:
     """SHA-256 of ``parts`` as canonical JSON (arrays by dtype, shape and the hash of their bytes)."""
     text = json.dumps(parts, sort_keys=True, default=_jsonable)
@@ -205,8 +302,12 @@ class Checkpoint:
                 return None
             path, every = scope.next_path(), scope.every
         else:
-            if not isinstance(checkpoint, (str, os.PathLike)):
+            if not isinstance(checkpoint, (str, os.PathLike)) or not os.fspath(checkpoint):
                 raise ValueError(f"checkpoint must be a file path, got checkpoint={checkpoint!r}")
+            if Path(checkpoint).is_dir():
+                raise ValueError(f"checkpoint={os.fspath(checkpoint)!r} is a directory; give a file "
+                                 "path (e.g. <dir>/run.ckpt), or use dpsim.checkpoint.checkpoints(dir) "
+                                 "for a block of runs")
             path, every = Path(checkpoint), _check_every(every)
         if compiled:
             return None

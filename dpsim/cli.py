@@ -14,7 +14,11 @@ Further commands come from the installed applications through entry points (``dp
 group ``dpsim.listings`` (zero-argument callables returning names).  The core never imports the
 applications; an entry point that fails to load is reported on one line and skipped.
 
-Bad input exits with status 2 and one line naming the bad value (no traceback).
+Bad input exits with status 2 and one line naming the bad value (no traceback).  ``dpsim run``
+prints its summary before it writes ``--out``; if the write fails (a full disk), the result is
+saved to a fallback file (the temporary folder, else the working or home folder), the summary and
+the one-line error say where, and the exit status is 2.  Every printed ε names its neighbouring
+relation and what it does not cover (``dpsim.accounting.EPSILON_SCOPE``).
 """
 
 from __future__ import annotations
@@ -120,7 +124,9 @@ def _build_parser() -> argparse.ArgumentParser:
     u.add_argument("optimizer")
     u.add_argument("--set", action="append", metavar="K=V", help="optimizer hyperparameter")
     u.add_argument("--trials", type=int, default=100_000, help="trials per dataset")
-    u.add_argument("--n", type=int, default=4, help="rows of the built-in canary table")
+    u.add_argument("--n", type=int, default=None,
+                   help="rows of the built-in canary table (default 4 private rows, plus the "
+                        "smallest public split the optimizer's public_fraction allows)")
     u.add_argument("--d", type=int, default=1)
     u.add_argument("--others", default="zero", help="zero (default) or aligned")
     u.add_argument("--batch-size", type=int, default=1)
@@ -174,9 +180,12 @@ def _validate_run(args):
             raise ValueError(f"--{name.replace('_', '-')} must be >= {lo}, got {v}")
     if args.target_epsilon is not None and not (0 < args.target_epsilon < float("inf")):
         raise ValueError(f"--target-epsilon must be a positive finite number, got {args.target_epsilon}")
-    if args.out:
+    if args.out is not None:
         from .results import SAVE_FORMATS
 
+        if not args.out.strip():
+            raise ValueError(f"--out {args.out!r} is empty: give a file name ending in "
+                             f"{' or '.join(SAVE_FORMATS)}, or leave --out out")
         out = os.path.abspath(args.out)
         parent = os.path.dirname(out)
         if os.path.isdir(out):
@@ -189,17 +198,30 @@ def _validate_run(args):
             raise ValueError(f"--out {args.out!r}: directory {parent!r} does not exist")
         if not os.access(parent, os.W_OK):
             raise ValueError(f"--out {args.out!r}: directory {parent!r} is not writable")
+        _probe_writable(parent, args.out)
+
+
+def _probe_writable(parent: str, out: str) -> None:
+    """Create and remove a small file in ``parent``: ``os.access`` says yes to root everywhere
+    (e.g. ``/proc``), where the final write would fail after the run."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".dpsim-write-test-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--out {out!r}: cannot create a file in directory {parent!r} "
+                         f"({exc.strerror or exc})") from None
 
 
 def _cmd_run(args) -> int:
-    import numpy as np
-
-    from . import optimizers, problems, simulate
+    from . import accounting, optimizers, problems, simulate
     from .memory import check_memory
 
     _validate_run(args)
     prob = problems.get(args.problem, **_kv(args.problem_arg, "--problem-arg"))
     opt = optimizers.get(args.optimizer, **_kv(args.set, "--set"))
+    accounting.check_release_noise(opt.events)  # a σ the accountants overflow on: before the run
     target = {} if args.target_epsilon is None else dict(target_epsilon=args.target_epsilon,
                                                            target_delta=args.delta)
     # refuse a run that cannot fit before simulating (one line, exit 2; nothing is written)
@@ -209,8 +231,27 @@ def _cmd_run(args) -> int:
                    seed=args.seed, sampling=args.sampling, backend=args.backend,
                    record_every=args.record_every, progress=not args.no_progress,
                    accountant=args.accountant, **target)
-    if args.out:  # save before anything else can fail
-        _save(res, args.out)
+    # The summary comes first: whatever fails afterwards (the ε, the --out file), it is printed.
+    eps_error = _print_run_summary(res, opt, prob, args)
+    save_error = None
+    if args.out is not None:
+        save_error = _save_or_fallback(res, args.out)
+        if save_error is None:
+            print(f"  saved to {args.out}")
+    sys.stdout.flush()
+    errors = [e for e in (save_error, eps_error) if e]
+    if errors:
+        raise ValueError("; ".join(errors))
+    return 0
+
+
+def _print_run_summary(res, opt, prob, args) -> str | None:
+    """Print the run's summary (final loss, divergence, ε with its relation and scope); returns
+    the reason ε could not be computed, if so (the rest is printed anyway)."""
+    import numpy as np
+
+    from . import accounting
+
     final = res.loss[-1]
     bad = res.diverged  # non-finite trials and finite blow-ups (dpsim.results.DIVERGENCE_FACTOR)
     ok = ~bad & np.isfinite(final)
@@ -231,12 +272,20 @@ def _cmd_run(args) -> int:
         print(f"  excess loss     {np.mean(ex):.6g} ± {np.std(ex):.2g}")
     if bad.any():
         print(f"  diverged        {_diverged_text(res, bad)}")
-    rep = res.privacy_report(args.delta, accountant=args.accountant)
+    try:
+        rep = res.privacy_report(args.delta, accountant=args.accountant)
+    except (ValueError, ArithmeticError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"  epsilon         not computable at delta={args.delta:g}: {reason}")
+        return reason
     eps = rep["epsilon"]
     eps_txt = "inf (not private)" if np.all(np.isinf(eps)) else (
         f"{eps:.4g}" if np.ndim(eps) == 0 else f"{np.min(eps):.4g} .. {np.max(eps):.4g} (per trial)")
     print(f"  epsilon         {eps_txt} at delta={args.delta:g} (accountant {rep['accountant']}, "
           f"adjacency {rep['adjacency']}, sampling {rep['sampling']})")
+    print(f"  epsilon scope   {accounting.EPSILON_SCOPE}")
+    if rep.get("accountant_note"):
+        print(f"  accountant note {rep['accountant_note']}")
     part = rep.get("participation") or {}
     if part.get("scheme") == "cyclic Poisson":
         print(f"  participation   {part['groups']} fixed groups, rate {part['rate']:.4g} per step, "
@@ -244,9 +293,37 @@ def _cmd_run(args) -> int:
     if rep.get("correlated"):  # DP-MF: say whether amplification by sampling was used
         labels = [e["accounting"] for e in res.privacy.get("events", []) if "accounting" in e]
         print(f"  DP-MF noise     accounted {rep['correlated'].upper()}: {'; '.join(labels)}")
-    if args.out:
-        print(f"  saved to {args.out}")
-    return 0
+    return None
+
+
+def _save_or_fallback(res, path) -> str | None:
+    """Save ``res`` to ``path``; if that fails, save it to a fallback file (the temporary
+    folder, else the working or the home folder) and return the one-line error that says where
+    it went.  ``None`` when ``path`` was written."""
+    import os
+    import tempfile
+    import time
+
+    try:
+        _save(res, path)
+        return None
+    except (ValueError, OSError) as exc:
+        reason = str(exc)
+    suffix = os.path.splitext(path)[1].lower()
+    name = f"dpsim-run-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}{suffix}"
+    tried = []
+    for folder in (tempfile.gettempdir(), os.getcwd(), os.path.expanduser("~")):
+        fallback = os.path.join(folder, name)
+        if fallback in tried:
+            continue
+        tried.append(fallback)
+        try:
+            _save(res, fallback)
+        except (ValueError, OSError):
+            continue
+        print(f"  saved to {fallback} (--out {path!r} could not be written)")
+        return f"{reason}; the finished result was saved to {fallback} instead"
+    return f"{reason}; the fallback files {', '.join(tried)} could not be written either"
 
 
 def _diverged_text(res, bad) -> str:
@@ -283,21 +360,31 @@ def _cmd_account(args) -> int:
     from . import accounting
 
     if args.epsilon is not None:
-        sigma = accounting.noise_multiplier(args.epsilon, args.delta, args.sample_rate, args.steps,
-                                            accountant=args.accountant, sampling=args.sampling,
-                                            releases_per_step=args.releases_per_step)
+        with accounting.collect_notes() as notes:
+            sigma = accounting.noise_multiplier(args.epsilon, args.delta, args.sample_rate,
+                                                args.steps, accountant=args.accountant,
+                                                sampling=args.sampling,
+                                                releases_per_step=args.releases_per_step)
         print(f"noise_multiplier = {sigma:.6g} (epsilon={args.epsilon:g}, delta={args.delta:g}, "
               f"accountant={args.accountant}, sampling={args.sampling}, "
+              f"adjacency={accounting.adjacency(args.sampling)}, "
               f"sample_rate={args.sample_rate:g}, steps={args.steps}, "
               f"releases_per_step={args.releases_per_step})")
+        for note in notes:
+            print(f"note: {note}")
+        print(f"scope: {accounting.EPSILON_SCOPE}")
         return 0
-    eps = accounting.epsilon(args.noise_multiplier, args.sample_rate, args.steps, args.delta,
-                             accountant=args.accountant, releases_per_step=args.releases_per_step,
-                             sampling=args.sampling)
+    with accounting.collect_notes() as notes:
+        eps = accounting.epsilon(args.noise_multiplier, args.sample_rate, args.steps, args.delta,
+                                 accountant=args.accountant,
+                                 releases_per_step=args.releases_per_step, sampling=args.sampling)
     print(f"epsilon = {eps:.6g} (delta={args.delta:g}, accountant={args.accountant}, "
           f"sampling={args.sampling}, adjacency={accounting.adjacency(args.sampling)}, "
           f"noise_multiplier={args.noise_multiplier:g}, sample_rate={args.sample_rate:g}, "
           f"steps={args.steps})")
+    for note in notes:
+        print(f"note: {note}")
+    print(f"scope: {accounting.EPSILON_SCOPE}")
     return 0
 
 
@@ -309,6 +396,10 @@ def _cmd_audit(args) -> int:
                 accountant=args.accountant, delta=args.delta, seed=args.seed,
                 **_kv(args.set, "--set"))
     print(rep)
+    from .accounting import EPSILON_SCOPE
+
+    print(f"claimed epsilon: adjacency {rep.config['privacy'].get('adjacency', 'n/a')}; "
+          f"{EPSILON_SCOPE}")
     return 0 if rep.consistent else 1
 
 

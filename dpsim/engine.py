@@ -12,23 +12,22 @@ noise sees exactly the batches of its non-private base for the same seed.
 from __future__ import annotations
 
 import functools
-import platform
 import time
-from importlib.metadata import PackageNotFoundError, version
 from typing import Callable
 
-import numba
 import numpy as np
-import scipy
 
-from . import accounting, optimizers
 from ._jit_notice import announce_compiles
 from .backend import Backend, to_numpy
-from .checkpoint import DEFAULT_EVERY, Checkpoint, probe_states, restore_probe_states
-from .problems import Problem
+from ._validate import check_allocation, check_init, check_probe_output, check_probes, check_seed
+from .checkpoint import (DEFAULT_EVERY, Checkpoint, probe_states, problem_identity,
+                         restore_probe_states)
 from .results import METRICS, Result
 from .sampling import Sampler, check_sampling, public_count
-from .transforms.base import Batch, StepContext
+
+# The layers above the foundation (problems, transforms, accounting, optimizers) are imported
+# by the first call of :func:`simulate`, not by ``import dpsim`` (issue 32: ``import dpsim``
+# stays well under a second; ``tests/test_overhead.py``).
 
 __all__ = ["simulate", "check_metrics"]
 
@@ -38,9 +37,17 @@ __all__ = ["simulate", "check_metrics"]
 FUSED_RELEASE = True
 
 
-def _versions() -> dict:
-    """Versions of dpsim (its installed metadata: the engine sits below the package ``__init__``)
-    and of the libraries a result depends on."""
+@functools.lru_cache(maxsize=None)
+def _version_items() -> tuple:
+    """The versions behind :func:`_versions`, looked up once per process: none of them changes
+    while the process runs, and ``importlib.metadata.version`` reads and parses the installed
+    metadata files on every call (~0.4 ms each, most of ``simulate``'s own overhead before)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    import numba
+    import scipy
+
     out = {"python": platform.python_version(), "numpy": np.__version__,
            "scipy": scipy.__version__, "numba": numba.__version__}
     for key, dist in (("dpsim", "dpsim"), ("dp_accounting", "dp-accounting")):
@@ -48,7 +55,13 @@ def _versions() -> dict:
             out[key] = version(dist)
         except PackageNotFoundError:  # pragma: no cover - running from an uninstalled checkout
             out[key] = "unknown"
-    return out
+    return tuple(out.items())
+
+
+def _versions() -> dict:
+    """Versions of dpsim (its installed metadata: the engine sits below the package ``__init__``)
+    and of the libraries a result depends on (a fresh dict; computed once per process)."""
+    return dict(_version_items())
 
 
 def _streams(seed):
@@ -76,15 +89,72 @@ def public_split(n: int, public_fraction: float, seed) -> np.ndarray:
     return _split(_streams(seed)[2], n, n_public)[0]
 
 
-def _record_steps(steps: int, record_every: int | None) -> np.ndarray:
+#: The default record schedule (``record_every=None``) takes about this many records ...
+DEFAULT_RECORDS = 100
+#: ... whenever one record is at most this many multiply-adds (``R·rows·d̄``: every trial's pass
+#: over the rows the recorded metrics read, ``d̄`` the mean number of nonzero features per row):
+#: such a record costs milliseconds, so the small runs (every test and experiment) keep it.
+RECORD_SMALL_WORK = 2**24
+#: Above that, the default records together may do the work of the steps, ``T·R·(b·d̄ + d)``
+#: (the batch's rows and the d noise draws of each trial), or this many multiply-adds, whichever
+#: is larger, and no more (issue 32: the ~100 records made workload W 15x slower than its loop).
+RECORD_FLOOR_WORK = 2**27
+
+
+def _record_count(steps: int, every: int) -> int:
+    """Number of records of :func:`_record_steps` (``0, every, 2·every, …`` and ``steps``)."""
+    return steps // every + 1 + (steps % every != 0)
+
+
+def default_record_every(steps: int, *, rows: int, d: int, nnz: float | None = None,
+                         batch_size: int = 1, trials: int = 1) -> int:
+    """The record interval :func:`simulate` takes for ``record_every=None`` (a deterministic
+    function of the sizes, never of timings, so a run's schedule is part of its configuration).
+
+    ``rows``: the examples one record reads for each trial (``n`` with the full-data metrics
+    ``loss``/``grad_norm_sq``, plus the held-out rows with ``test_loss``/``test_accuracy``; 0
+    when it reads none); ``nnz``: mean nonzero features per row (default ``d``, dense).
+
+    * ``max(1, T // 100)`` (about :data:`DEFAULT_RECORDS` records) when one record is at most
+      :data:`RECORD_SMALL_WORK` multiply-adds ``R·rows·nnz``;
+    * else the records are spaced evenly so that their total work ``K·R·rows·nnz`` stays within
+      ``max(T·R·(b·nnz + d), RECORD_FLOOR_WORK)`` — a step reads ``b`` rows and draws ``d``
+      normals per trial — with at least the records at step 0 and step T, never more than the
+      first rule gives.
+    """
+    every = max(1, steps // DEFAULT_RECORDS)
+    nnz = float(d if nnz is None else nnz)
+    one = float(trials) * float(rows) * nnz  # floats: no overflow, no int64 casts
+    if steps < 2 or one <= RECORD_SMALL_WORK:
+        return every
+    budget = max(float(steps) * float(trials) * (batch_size * nnz + d), float(RECORD_FLOOR_WORK))
+    k = int(budget // one)  # records within the budget
+    if k >= _record_count(steps, every):
+        return every
+    return max(every, -(-steps // (max(2, k) - 1)))  # ceil(T / (k - 1)): at most k records
+
+
+def _record_steps(steps: int, record_every: int | None, default_every=None) -> np.ndarray:
     if record_every is None:
-        record_every = max(1, steps // 100)
+        record_every = max(1, steps // DEFAULT_RECORDS) if default_every is None else default_every
     if isinstance(record_every, bool) or not isinstance(record_every, (int, np.integer)) or record_every < 1:
         raise ValueError(f"record_every must be a positive integer, got record_every={record_every!r}")
     rec = np.arange(0, steps + 1, record_every, dtype=np.int64)
     if rec[-1] != steps:
         rec = np.append(rec, steps)
     return rec
+
+
+def _record_rows_and_nnz(problem, metrics) -> tuple[int, float]:
+    """(rows a record reads per trial, mean nonzeros per row) for :func:`default_record_every`."""
+    rows = problem.n if ("loss" in metrics or "grad_norm_sq" in metrics) else 0
+    if any(m in HELDOUT_METRICS for m in metrics):
+        rows += int(getattr(problem, "n_test", 0) or 0)
+    X = problem.features
+    nnz = problem.d
+    if X is not None and getattr(X, "nnz", None) is not None and X.shape[0]:
+        nnz = X.nnz / X.shape[0]  # scipy.sparse features
+    return rows, nnz
 
 
 class _ProgressBar:
@@ -135,8 +205,17 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     backend : ``"numpy"`` or ``"cupy"`` (``"array_api_strict"`` for testing); ``"numpy:blocked"``
         draws the noise in fixed blocks on several threads, the next step's ahead (another
         random stream than ``"numpy"``'s, the same for every thread count; :mod:`dpsim.backend`).
-    record_every : record metrics every this many steps (default: about 100 records), always
-        including step 0 and step T.
+    record_every : record metrics every this many steps, always including step 0 and step T.
+        Default (``None``): ``max(1, T // 100)``, about 100 records, unless one record is large.
+        A record of ``loss``/``grad_norm_sq`` is a pass over all n examples for every trial, about
+        ``R·n·d̄`` multiply-adds (``d̄`` the mean nonzero features per example; the held-out rows
+        add theirs); a step costs about ``R·(b·d̄ + d)``.  When one record exceeds 2²⁴ (~17 M)
+        multiply-adds, the default records are spaced evenly so that together they do no more
+        than the steps' work ``T·R·(b·d̄ + d)`` (or 2²⁷, whichever is larger), with at least the
+        records at 0 and T: at workload W (n = 25 000, d = 10⁴ at 1 %, b = 64, R = 64) that is
+        records at 0 and T only for T ≤ 457, every 250 steps at T = 500, instead of 100 records
+        that took 15x the loop.  Small runs keep about 100 (:func:`default_record_every`; the
+        rule is a function of the sizes only, so a run's schedule never depends on the machine).
     progress : show a progress bar (tqdm; appears only for runs longer than about a second).
     dtype : ``"float64"`` (default) or ``"float32"``.
     init : optional ``(d,)`` or ``(R, d)`` initial parameters (default zeros).
@@ -185,6 +264,10 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     Every record holds the full objective ``F(w)``, the excess ``F(w) − F*`` (when the problem
     knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.
     """
+    from . import accounting, optimizers  # the upper layers, loaded by the first call
+    from .problems import Problem
+    from .transforms.base import Batch, StepContext
+
     if isinstance(optimizer, str):
         optimizer = optimizers.get(optimizer)
     if not isinstance(optimizer, optimizers.Optimizer):
@@ -195,6 +278,8 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         raise ValueError(f"steps must be a non-negative integer, got steps={steps!r}")
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise ValueError(f"trials must be a positive integer, got trials={trials!r}")
+    check_seed(seed)
+    check_allocation("the (trials, d) parameters", (trials, problem.d), 4 if dtype == "float32" else 8)
     public_fraction = optimizer.public_fraction
     n_public = _n_public(public_fraction, problem.n)
     check_sampling(sampling, problem.n - n_public, batch_size)
@@ -213,14 +298,20 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         calibration = {"target_epsilon": float(target_epsilon), "target_delta": float(target_delta),
                        "accountant": accountant,
                        "noise_multiplier": optimizer.hyperparameters.get("noise_multiplier")}
+    accounting.check_release_noise(optimizer.events)
     n_hp = optimizer.trial_count()
     if n_hp is not None and n_hp != trials:
         raise ValueError(
             f"per-trial hyperparameters have {n_hp} values but trials={trials}"
         )
     steps, trials, batch_size = int(steps), int(trials), int(batch_size)
-    rec_steps = _record_steps(steps, record_every)
     metrics = check_metrics(metrics, problem)
+    default_every = None
+    if record_every is None:
+        rows, nnz = _record_rows_and_nnz(problem, metrics)
+        default_every = default_record_every(steps, rows=rows, d=problem.d, nnz=nnz,
+                                             batch_size=batch_size, trials=trials)
+    rec_steps = _record_steps(steps, record_every, default_every)
     want_loss, want_grad = "loss" in metrics, "grad_norm_sq" in metrics
     heldout = [m for m in HELDOUT_METRICS if m in metrics]
 
@@ -241,6 +332,7 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     ctx.donate_state = True  # the loop keeps only the state that update returns (buffer donation)
 
     d = prob.d
+    check_init(init, trials, d)
     if init is None:
         params = xp.zeros((trials, d), dtype=be.float_dtype)
     else:
@@ -256,9 +348,10 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     tx = optimizer.transform
     state = tx.init(params)
     all_probes = dict(optimizer.probes)
-    all_probes.update(probes or {})
+    all_probes.update(check_probes(probes))
 
-    opt = prob.optimum
+    # The optimum (a solve on the first call for a GLM: ~1 s at workload W) only when recorded.
+    opt = prob.optimum if want_loss or "dist_to_opt" in metrics else None
     w_star = be.asarray(opt[0])[None, :] if opt is not None else None
     f_star = float(opt[1]) if opt is not None else None
 
@@ -285,7 +378,7 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         for m in heldout:  # on the host problem, in float64 (Problem.heldout_loss)
             rec[m][k] = (prob.heldout_loss if m == "test_loss" else prob.heldout_accuracy)(params)
         for name, fn in all_probes.items():
-            prec[name][k] = to_numpy(fn(state, params, ctx))
+            prec[name][k] = check_probe_output(name, to_numpy(fn(state, params, ctx)), trials)
 
     bar = _ProgressBar(steps, f"{optimizer.name} on {prob.name}") if progress else None
     fused_plan = None
@@ -304,7 +397,7 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
             fused_plan = None
 
     def run_identity():  # what the run's numbers depend on (the checkpoint's fingerprint)
-        return dict(problem=dict(problem.config), optimizer=optimizer.name,
+        return dict(problem=problem_identity(problem), optimizer=optimizer.name,
                     hyperparameters=dict(optimizer.hyperparameters), steps=steps,
                     batch_size=batch_size, trials=trials, seed=_seed_config(seed),
                     sampling=sampling, backend=backend, dtype=dtype, record_steps=rec_steps,
@@ -482,7 +575,7 @@ def _row_sq_norms(xp, a, center=None):
     computes on the whole array: a reduction along a row never involves other rows, so the
     blocks give the same numbers (``tests/test_engine.py``)."""
     R, d = a.shape
-    itemsize = 4 if "float32" in str(a.dtype) else 8
+    itemsize = getattr(a.dtype, "itemsize", None) or (4 if "float32" in str(a.dtype) else 8)
     rows = max(1, RECORD_ROW_BYTES // max(1, d * itemsize))
     out = []
     for lo in range(0, R, rows):

@@ -17,6 +17,7 @@ import json
 import numbers
 import os
 import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,12 +179,25 @@ class Result:
 
     def privacy_report(self, delta: float, *, accountant: str | None = None) -> dict:
         """``{"epsilon", "delta", "accountant", "adjacency", "sampling", "participation",
-        "correlated", "private", "note"}``: ε with what it means (the accountant that computed it,
-        the neighbouring relation, the sampler and the participation it implies, and — for
-        correlated noise (DP-MF) — ``"amplified"``/``"unamplified"``/``"mixed"``, else ``None``).
-        A ctCDP run reports its own conversion ([L2P] Thm A.1) as the accountant."""
+        "correlated", "private", "note", "scope", "accountant_note"}``: ε with what it means (the
+        accountant that computed it, the neighbouring relation, the sampler and the participation
+        it implies, and — for correlated noise (DP-MF) — ``"amplified"``/``"unamplified"``/
+        ``"mixed"``, else ``None``).  A ctCDP run reports its own conversion ([L2P] Thm A.1) as the
+        accountant.
+
+        ``scope`` says what ε does not cover (:data:`dpsim.accounting.EPSILON_SCOPE`):
+        hyperparameter tuning on the same private data, and the diagnostics this result records
+        from the private data without noise (losses, gradient norms, probes, mean batch sizes).
+        ``adjacency`` for Poisson sampling is add/remove *with the sampling rate fixed in advance*
+        (the neighbour one example shorter is sampled at the same ``b/n``).  ``accountant_note``
+        is ``""`` unless the accountant hit one of its limits and another valid bound is the
+        answer (:class:`dpsim.accounting.AccountingNote`; e.g. PLD could not refine and the RDP
+        bound was smaller)."""
+        from . import accounting
+
         acc = accountant or self.privacy.get("accountant", "pld")
-        eps = self.epsilon(delta, accountant=acc)
+        with accounting.collect_notes() as notes:
+            eps = self.epsilon(delta, accountant=acc)
         kind = self.privacy.get("kind")
         return {"epsilon": eps, "delta": float(delta),
                 "accountant": "tcdp (L2P Thm A.1)" if kind == "ctcdp" else acc,
@@ -191,7 +205,8 @@ class Result:
                 "sampling": self.privacy.get("sampling", self.config.get("sampling")),
                 "participation": self.privacy.get("participation"),
                 "correlated": self.privacy.get("correlated_accounting"),
-                "private": bool(self.privacy.get("private")), "note": self.privacy.get("note", "")}
+                "private": bool(self.privacy.get("private")), "note": self.privacy.get("note", ""),
+                "scope": accounting.EPSILON_SCOPE, "accountant_note": "; ".join(notes)}
 
     # -- summaries -------------------------------------------------------------------------------
 
@@ -283,6 +298,7 @@ class Result:
             if len(shown) < len(series):
                 rows.append(("...", f"{len(series) - len(shown)} more (see to_dataframe())", True))
         rows.append(("privacy", self._epsilon_text(), False))
+        rows.append(("ε scope", self._scope_text(), True))
         n_bad = int(bad.sum())
         text = f"{n_bad} of {_trials(R)}"
         if n_bad:
@@ -308,11 +324,21 @@ class Result:
         val = f"{float(eps):.4g}" if eps.ndim == 0 else f"{eps.min():.4g} .. {eps.max():.4g} (per trial)"
         return f"ε = {val} {where}, accountant {rep['accountant']}"
 
+    def _scope_text(self) -> str:
+        """The neighbouring relation and what ε leaves out, on one line (:meth:`privacy_report`)."""
+        from .accounting import EPSILON_SCOPE_SHORT
+
+        adj = self.privacy.get("adjacency") or self.privacy.get("adjacency_note")
+        if not adj and self.privacy.get("kind") == "ctcdp":
+            adj = "replace one example (ctCDP)"
+        return _clip(f"{adj or 'n/a'}; {EPSILON_SCOPE_SHORT}", 140)
+
     def __repr__(self) -> str:
         """A summary of at most 20 lines: optimizer, problem, hyperparameters, steps / batch size /
         trials / engine, the final mean of each recorded metric and probe (over the trials not
-        :attr:`diverged`, finite values only), ε at :meth:`report_delta`'s δ, the diverged count
-        and the wall time.  No arrays."""
+        :attr:`diverged`, finite values only), ε at :meth:`report_delta`'s δ with its neighbouring
+        relation and what it does not cover (tuning on the private data, the recorded
+        diagnostics), the diverged count and the wall time.  No arrays."""
         rows = self._summary_rows()
         width = max(len(label) + 2 * ind for label, _, ind in rows)
         lines = ["dpsim.Result"]
@@ -596,8 +622,12 @@ def load(path) -> Result:
         if str(path) in str(exc):
             raise
         raise ValueError(f"{path} is not a readable dpsim result file ({_why(exc)})") from None
+    except MemoryError:
+        raise
     except (OSError, EOFError, KeyError, TypeError, AttributeError, IndexError,
-            json.JSONDecodeError, zipfile.BadZipFile) as exc:
+            json.JSONDecodeError, zipfile.BadZipFile, zlib.error, Exception) as exc:
+        # any failure to decode (a bit-flipped archive raises zlib.error, a truncated member
+        # EOFError, a foreign one anything): one line naming the file
         raise ValueError(f"{path} is not a readable dpsim result file ({_why(exc)})") from None
 
 
@@ -642,6 +672,10 @@ def _load_npz(path) -> Result:
         if not isinstance(meta, dict):
             raise ValueError(f"{path} is not a dpsim result file (its __meta__ is not a mapping)")
         _check_format(path, meta.get("format"))
+        missing = [k for k in ("steps", "loss", "params") if k not in z.files]
+        if missing or not isinstance(meta.get("config"), dict) or not isinstance(meta.get("privacy"), dict):
+            raise ValueError(f"{path} is not a complete dpsim result file (missing "
+                             f"{', '.join(missing) or 'its config or privacy record'})")
         get = lambda k: np.array(z[k]) if k in z.files else None  # noqa: E731
         records = {k[len("probe__"):]: np.array(z[k]) for k in z.files if k.startswith("probe__")}
         return Result(steps=get("steps"), loss=get("loss"), excess_loss=get("excess_loss"),

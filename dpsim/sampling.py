@@ -41,6 +41,7 @@ SAMPLINGS = ("poisson", "fixed", "replacement")
 CYCLIC = "cyclic_poisson"
 
 __all__ = ["SAMPLINGS", "CYCLIC", "BatchIndices", "Sampler", "check_sampling", "parse_sampling",
+           "check_rate_fixed_in_advance",
            "cyclic_rate", "public_count"]
 
 _CYCLIC_RE = re.compile(r"cyclic_poisson:(\d+)")
@@ -93,6 +94,7 @@ def check_sampling(sampling: str, n: int, batch_size) -> None:
         raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
     if batch_size > n:
         raise ValueError(f"batch_size={batch_size} is larger than the data (n={n})")
+    check_rate_fixed_in_advance(sampling, n, batch_size)
     if k is not None:
         if k > n:
             raise ValueError(f"sampling={sampling!r} asks for k={k} groups but there are only n={n} "
@@ -102,6 +104,37 @@ def check_sampling(sampling: str, n: int, batch_size) -> None:
                              f"batch_size*k = {batch_size * k} <= n = {n} (each of the k groups of "
                              f"about n/k examples must supply an expected batch of batch_size); "
                              f"use k <= {n // batch_size}")
+
+
+def check_rate_fixed_in_advance(sampling: str, n: int, batch_size: int) -> None:
+    """Refuse Poisson-type sampling at the size where the neighbour's own rate reaches 1
+    (docs/privacy-claims.md, "The neighbouring relation").
+
+    The accountant's add/remove ε holds with the rate ``q = b/n`` fixed in advance: the neighbour
+    one example shorter is sampled at the same ``q``.  Recomputing the rate from the neighbour's
+    own size, ``b/(n − 1)``, is another mechanism, which the claim does not cover: at
+    ``b = n − 1`` that rate is exactly 1, every other example is in every batch of the neighbour,
+    and the batch size alone tells the two apart (n = 100, σ = 1: exact one-step ε 17.6 against
+    4.37 claimed; ``tests/test_adjacency.py``).  So ``poisson`` with ``batch_size = n − 1`` is
+    refused, as is ``cyclic_poisson:<k>`` with ``k·batch_size = n − 1`` (its group rate reaches 1
+    the same way).  ``batch_size = n`` (rate 1: every example in every batch, under either
+    reading) is exact and accepted.  Below ``n − 1`` the fixed-rate claim holds and is what dpsim
+    states; the recomputed reading is not claimed there either (with the other examples pointing
+    against the canary it fails at ``b = n − 2`` too: 7.1 against 4.35 at n = 100, σ = 1)."""
+    kind, k = parse_sampling(sampling)
+    if kind not in ("poisson", CYCLIC) or n < 2:
+        return
+    groups = k or 1
+    if groups * batch_size == n - 1:
+        what = (f"batch_size={batch_size}" if groups == 1
+                else f"batch_size*k = {batch_size}*{groups} = {batch_size * groups}")
+        raise ValueError(
+            f"sampling={sampling!r} with {what} = n - 1 (n={n}) is refused: the add/remove epsilon "
+            f"holds with the rate b/n fixed in advance, but a neighbour one example shorter sampled "
+            f"at its own rate b/(n-1) = 1 is told apart by the batch size alone (at n=100, "
+            f"sigma=1: exact epsilon 17.6 vs 4.37 claimed); use a batch size with "
+            f"{'' if groups == 1 else 'k*'}batch_size <= n - 2, or {'' if groups == 1 else 'k*'}"
+            f"batch_size = n (rate 1, exact)")
 
 
 class Sampler:

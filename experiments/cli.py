@@ -58,22 +58,102 @@ def register(subparsers) -> None:
 
 def _handle(args) -> int:
     """Reproduce the named experiments (every one with ``--all``); an unknown name, scale,
-    backend or worker count raises ``KeyError``/``ValueError`` naming it before any work."""
+    backend or worker count, a results or figure folder that cannot be written, or a scheduler
+    that cannot be reached raises ``KeyError``/``ValueError`` naming it before any work.  A
+    write that fails during the run (a full disk) ends in one line too: every cell finished
+    before it is kept, and a rerun resumes from there."""
     if not args.all and not args.names:
         raise ValueError("reproduce needs experiment names or --all")
     kw = {"scale": args.scale, "out_dir": args.out, "force": args.force}
-    if getattr(args, "results", None) is not None:
-        kw["results_dir"] = args.results
-    if getattr(args, "scheduler", None) is not None:
-        kw["workers"], kw["scheduler"] = None, args.scheduler
+    results = getattr(args, "results", None)
+    if results is not None:
+        kw["results_dir"] = results
+        check_writable_folder(results, "--results")
+    if args.out is not None:
+        check_writable_folder(args.out, "--out")
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler is not None:
+        check_scheduler(scheduler, timeout=2.0, only_refused=True)
+        kw["workers"], kw["scheduler"] = None, scheduler
     elif getattr(args, "workers", None) is not None:
         kw["workers"] = _positive_int(args.workers)
     else:
         kw["workers"] = None  # every core
     if getattr(args, "backend", "numpy") != "numpy":
         kw["backend"] = args.backend
-    reproduce(names() if args.all else args.names, **kw)
+    try:
+        reproduce(names() if args.all else args.names, **kw)
+    except OSError as exc:  # e.g. a disk that fills up during the run: nothing finished is lost
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if scheduler is not None and ("connect" in text.lower() or isinstance(exc, TimeoutError)):
+            raise ValueError(f"--scheduler {scheduler!r}: cannot connect ({text}); is the Dask "
+                             f"scheduler running there?") from None
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        raise ValueError(f"reproduce stopped: {exc.strerror or exc}{where}; the cells finished "
+                         f"before are kept in the results folder and a rerun resumes from them") from None
     return 0
+
+
+def check_writable_folder(path, option: str) -> None:
+    """``path`` is a folder that exists or can be made, and a file can be created in it (checked
+    by creating and removing one: ``os.access`` answers yes to root everywhere, e.g. ``/proc``);
+    else one ``ValueError`` naming the option and the folder."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{option} must be a folder, got the file {str(folder)!r}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".dpsim-write-test-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{option} {os.fspath(path)!r}: cannot write there "
+                         f"({exc.strerror or exc})") from None
+
+
+def check_scheduler_address(address: str) -> tuple | None:
+    """``(host, port)`` of a Dask scheduler address ``tcp://host:port`` (or ``host:port``,
+    ``tls://``), ``None`` for another protocol (left to Dask); one ``ValueError`` naming a
+    malformed address.  Nothing is contacted (:func:`check_scheduler` connects)."""
+    from urllib.parse import urlsplit
+
+    text = str(address).strip()
+    parts = urlsplit(text if "://" in text else f"tcp://{text}")
+    if parts.scheme not in ("tcp", "tls"):
+        return
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise ValueError(f"--scheduler {address!r} is not an address like tcp://host:8786")
+    return host, port
+
+
+def check_scheduler(address: str, timeout: float = 5.0, only_refused: bool = False) -> None:
+    """:func:`check_scheduler_address`, then a TCP connection to it: one ``ValueError`` naming the
+    address when it refuses or does not answer within ``timeout`` seconds (instead of Dask's
+    traceback after its own 30 s timeout).  ``only_refused``: only an explicit refusal (nothing
+    listens on that port) is an error here; a host that does not answer is left to Dask's own
+    timeout (whose error ``reproduce`` turns into one line as well)."""
+    import socket
+
+    where = check_scheduler_address(address)
+    if where is None:
+        return
+    host, port = where
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        if only_refused and not isinstance(exc, ConnectionRefusedError):
+            return
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(f"--scheduler {address!r}: cannot connect to {host}:{port} ({reason}); "
+                         f"is the Dask scheduler running there?") from None
 
 
 def register_cache(subparsers) -> None:
@@ -98,6 +178,8 @@ def _handle_cache(args) -> int:
     root = Path(args.results)
     if root.exists() and not root.is_dir():
         raise ValueError(f"--results must be a folder, got the file {str(root)!r}")
+    if not root.exists():
+        raise ValueError(f"--results {str(root)!r} does not exist: nothing to prune")
     gone = prune(root, {name: get(name) for name in names()}, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"
     for p in gone:

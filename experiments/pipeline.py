@@ -1134,7 +1134,11 @@ class Cache:
         self.reused: list[str] = []
         self.used: dict[str, dict] = {}   # label -> table rows of every cell of this run
         self._indices: dict[int, str] = {}
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # one line naming the results folder, not a traceback
+            raise ValueError(f"cannot create the results folder {str(self.root)!r} "
+                             f"({exc.strerror or exc}); pass a writable --results") from None
         self.manifest: dict = {}
         self._stamp = None  # (inode, size, mtime) of the manifest this cache wrote last
         self._text = _ManifestText()
@@ -1801,6 +1805,8 @@ def write_report(out_dir: Path, entries: Mapping[str, dict], order: Sequence[str
         "tests, what was measured here, and whether the claim holds at this scale. Figures read only",
         "the saved results under the listed results folder.",
         "",
+        EPSILON_SCOPE_NOTE,
+        "",
         "| experiment | scale | verdicts (holds / does not hold / inconclusive / setting does not test the claim / out of scope) |",
         "|---|---|---|",
     ]
@@ -1823,6 +1829,9 @@ def write_report(out_dir: Path, entries: Mapping[str, dict], order: Sequence[str
             f"from the cache, {cells['computed']} computed; generated {e['generated']}.",
             "",
         ]
+        tuned = _tuning_note(e)
+        if tuned:
+            lines += [tuned, ""]
         for f in e["figures"]:
             png = next((x for x in f["files"] if x.endswith(".png")), None)
             others = [x for x in f["files"] if x != png]
@@ -1844,6 +1853,34 @@ def write_report(out_dir: Path, entries: Mapping[str, dict], order: Sequence[str
     path = out_dir / "REPORT.md"
     _atomic_write_text(path, "\n".join(lines).rstrip() + "\n")
     return path
+
+
+#: What every ε of the report covers (issue 33): said once above the table, and beside the ε of
+#: every experiment that tunes on the private data (:func:`_tuning_note`).
+EPSILON_SCOPE_NOTE = (
+    "**What ε covers.** Every ε in this report (in the tables, axes and texts of the figures) is "
+    "the privacy of one training run of one configuration, under add/remove adjacency with the "
+    "sampling rate fixed in advance (replace-one where a figure says so). It does not cover "
+    "hyperparameter tuning on the same private data (the sections of experiments that tune say "
+    "so), nor the diagnostics recorded from the private data without noise (losses, gradient "
+    "norms, probes, batch sizes).")
+
+
+def _tuning_note(entry: Mapping) -> str:
+    """The line said beside the ε of an experiment that tuned on its private data (its manifest
+    holds tuning selections, :mod:`experiments.tuning`); ``""`` when it did not, or when its
+    results folder is gone."""
+    try:
+        manifest = json.loads((Path(entry["results_dir"]) / _MANIFEST).read_text())
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    selections = (manifest.get("notes") or {}).get("selection") or {}
+    if not selections:
+        return ""
+    return (f"**ε and tuning.** This experiment chooses hyperparameters on the same private data "
+            f"({len(selections)} tuning choice{'s' if len(selections) != 1 else ''}, saved with the "
+            f"results): every ε in this section is that of the selected run alone and does not "
+            f"include the privacy cost of the tuning.")
 
 
 def _holds_text(h) -> str:

@@ -284,7 +284,7 @@ def problem_text(res) -> str:
     pc = res.config["problem"]
     run = f"b={res.config['batch_size']}, T={res.config['steps']}"
     if pc.get("generator") == "dp2_data.bag_of_words":
-        return (f"bag of words, n={pc['n']} (+{pc['n_test']} held out), {pc['words']} words "
+        return (f"bag of words, n={pc['n']} (+{pc['n_test']} held out), {pc['words']} words\n"
                 f"(Zipf {pc['zipf']:g}), ~{pc['words_per_doc']:g} per document; {run}")
     if pc.get("generator") == "dp2_data.real_text":
         return f"{pc.get('dataset', 'real text')}, n={pc['n']} (+{pc['n_test']} held out), d={pc['d']}; {run}"
@@ -298,11 +298,17 @@ def trials_text(entries) -> str:
     return "/".join(str(r) for r in sorted({e.res.trials for e in entries}))
 
 
-def plain_log_ticks(axis, subs=(1.0, 2.0, 3.0, 5.0)):
-    """Log axis with ticks at ``subs`` × 10^k (default 1, 2, 3, 5) labelled as plain numbers (no
-    overlapping minor labels)."""
+def plain_log_ticks(axis, subs=None):
+    """Log axis with ticks at ``subs`` × 10^k labelled as plain numbers (no overlapping minor
+    labels); by default 1 when the axis spans two decades or more, 1 and 3 from one decade, else 1,
+    2, 3, 5 (more would crowd a short panel)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+    if subs is None:
+        axis.axes.autoscale_view()  # the data limits, unless set explicitly before
+        lo, hi = axis.get_view_interval()
+        span = np.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+        subs = (1.0,) if span >= 2.0 else (1.0, 3.0) if span >= 1.0 else (1.0, 2.0, 3.0, 5.0)
     axis.set_major_locator(LogLocator(base=10, subs=subs))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())

@@ -339,10 +339,10 @@ def test_noise_multiplier_releases_per_step_and_edges():
 def test_calls_are_cached():
     args = (1.3, 0.02, 77, 1e-5)
     acc.epsilon(*args)
-    before = acc._epsilon_key.cache_info().hits
+    before = acc._epsilon_noted.cache_info().hits
     acc.epsilon(*args)
     acc.epsilon_from_releases([((1.3,), 77)], 0.02, 1e-5)
-    assert acc._epsilon_key.cache_info().hits == before + 2
+    assert acc._epsilon_noted.cache_info().hits == before + 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -510,3 +510,40 @@ def test_record_and_epsilon_of_many_trials_equal_the_one_trial_runs():
         assert eps[i] == one.epsilon(1e-5)
     assert eps[0] == eps[2] and len(set(eps.tolist())) == 3
     assert acc.epsilon_of_record(many.privacy, 1e-5).tolist() == eps.tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# Import cost and the step schedule (issue 32)
+
+
+def test_import_dpsim_does_not_import_dp_accounting():
+    import subprocess
+    import sys
+
+    code = ("import sys, dpsim; dpsim.accounting; "
+            "print(int('dp_accounting' in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr
+    # and the first ε imports it
+    code = "import sys, dpsim; dpsim.accounting.epsilon(1, .1, 3, 1e-5); print(int('dp_accounting' in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "1", out.stderr
+
+
+def test_the_written_out_library_orders_are_the_library_s():
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    assert acc.LIBRARY_DEFAULT_RDP_ORDERS == tuple(rdp_privacy_accountant.DEFAULT_RDP_ORDERS)
+    assert set(np.round(rdp_privacy_accountant.DEFAULT_RDP_ORDERS, 10)) <= set(acc.RDP_ORDERS)
+
+
+def test_step_schedules_are_counted_as_np_unique_counts_them():
+    """The uniform schedule (one comparison) and the bit-coded count (bincount) give the dict
+    np.unique(axis=0) gave, in its order: the records and ε are unchanged bit for bit."""
+    rng = np.random.default_rng(0)
+    for r in (1, 2, 3, 5, 8):
+        for T in (1, 7, 1000):
+            for m in (rng.random((T, r)) < 0.5, np.ones((T, r), bool), np.zeros((T, r), bool)):
+                pats, counts = np.unique(m, axis=0, return_counts=True)
+                ref = {tuple(bool(a) for a in p): int(c) for p, c in zip(pats, counts)}
+                assert list(acc._row_counts(m).items()) == list(ref.items())

@@ -304,3 +304,84 @@ def test_a_checkpoint_written_before_probe_memories_were_saved(logreg, tmp_path,
         monkeypatch.undo()
         assert_same_result(want, got)
         assert len(draws) == (5 if resumed else 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fingerprint holds the problem's data (issue 33, Build 4)
+
+
+class _Table(problems.Problem):
+    """A user-defined problem whose config says only its name and shapes (the review's case)."""
+
+    _float_arrays = ("G",)
+
+    def __init__(self, G):
+        G = np.asarray(G, dtype=float)
+        super().__init__(name="my_table", n=G.shape[0], d=G.shape[1],
+                         config={"name": "my_table", "n": G.shape[0], "d": G.shape[1]})
+        self.G = G
+
+    def loss(self, w):
+        return w @ self.G.mean(axis=0)
+
+    def per_example_grads(self, w, idx):
+        return self.G[idx]
+
+
+def test_problem_identity_hashes_user_data_and_trusts_configs_that_fix_it():
+    rng = np.random.default_rng(0)
+    A, B = rng.normal(size=(20, 3)), rng.normal(size=(20, 3))
+    ia, ib, ia2 = (ckpt.problem_identity(_Table(x)) for x in (A, B, A.copy()))
+    assert ia["name"] == ib["name"] and ia["n"] == ib["n"]
+    assert ia["data_sha256"] != ib["data_sha256"] and ia == ia2
+    # a view on another dtype hashes its host's data
+    assert ckpt.problem_identity(_Table(A).on(dpsim.backend.Backend("numpy", dtype="float32"))) == ia
+    # the data of a problem built from a seed are its config; from_data carries its own hash
+    lr = problems.logistic_regression(50, 3, seed=4)
+    assert ckpt.problem_identity(lr) == lr.config
+    fd = problems.from_data(A, np.sign(A[:, 0]), loss="logistic")
+    assert ckpt.problem_identity(fd) == fd.config and "data_sha256" in fd.config
+    # every attribute that is data counts, not only the arrays listed in _float_arrays
+    t1, t2 = _Table(A), _Table(A)
+    t2.offset = 1.0
+    assert ckpt.problem_data_hash(t1) != ckpt.problem_data_hash(t2)
+
+
+def test_an_audit_in_a_checkpoint_block_is_not_returned_for_another_table(tmp_path):
+    """The review's case: the same block, two tables of one shape: two different results."""
+    T1 = np.zeros((4, 1))
+    T1[-1, 0] = 1e3
+    T2 = np.zeros((4, 1))
+    T2[-1, 0] = 1e-3   # a tiny canary: nothing to detect
+    kw = dict(trials=2_000, seed=0, noise_multiplier=0.5)
+    fresh1, fresh2 = dpsim.audit("dp_sgd", table=T1, **kw), dpsim.audit("dp_sgd", table=T2, **kw)
+    assert fresh1.epsilon_lower > fresh2.epsilon_lower
+    with ckpt.checkpoints(tmp_path / "a", every=0):
+        first = dpsim.audit("dp_sgd", table=T1, **kw)
+    with ckpt.checkpoints(tmp_path / "a", every=0), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "written by another run": overwritten
+        second = dpsim.audit("dp_sgd", table=T2, **kw)
+    assert first.epsilon_lower == fresh1.epsilon_lower
+    assert second.epsilon_lower == fresh2.epsilon_lower
+
+
+def test_one_checkpoint_path_two_datasets_two_results(tmp_path):
+    """Same ``checkpoint=`` path, same shapes, other data: the second call computes its own
+    result.  Needs the engine to fingerprint ``checkpoint.problem_identity(problem)``."""
+    rng = np.random.default_rng(1)
+    A, B = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
+    opt = optimizers.get("dp_sgd", noise_multiplier=1.0, lr=0.1)
+    kw = dict(steps=6, batch_size=5, trials=2, seed=3, fast=False, checkpoint_every=0.0)
+    ref_a = dpsim.simulate(_Table(A), opt, steps=6, batch_size=5, trials=2, seed=3, fast=False)
+    ref_b = dpsim.simulate(_Table(B), opt, steps=6, batch_size=5, trials=2, seed=3, fast=False)
+    path = tmp_path / "run.ckpt"
+    got_a = dpsim.simulate(_Table(A), opt, checkpoint=path, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got_b = dpsim.simulate(_Table(B), opt, checkpoint=path, **kw)
+    assert_same_result(got_a, ref_a)
+    assert not np.array_equal(ref_a.params, ref_b.params)
+    assert not np.array_equal(got_b.params, ref_a.params), (
+        "dataset A's result came back for dataset B: the engine's run_identity must fingerprint "
+        "dpsim.checkpoint.problem_identity(problem), not dict(problem.config)")
+    assert_same_result(got_b, ref_b)

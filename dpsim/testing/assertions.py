@@ -211,16 +211,26 @@ def assert_privacy_holds(optimizer, *, trials: int = 20_000, alpha: float = 0.05
     probability at most ``alpha`` (its confidence is ``1 − alpha``), so when the claimed ε is
     correct the assertion fails with probability at most ``alpha`` (the false-alarm rate).  A
     failure proves, at that confidence, that the declared privacy does not hold (a mis-declared
-    noise multiplier or sensitivity).  A pass proves nothing about tightness.  ``trials`` (per
+    noise multiplier or sensitivity).  A pass proves nothing about tightness; a ``trials`` too small
+    for the audit to certify anything above the claim is refused (``ValueError`` naming the trials
+    needed), rather than passed vacuously.  The audit's default statistic reads what the optimizer
+    releases (:data:`dpsim.audit.STATISTICS`: PASAN/PAGAN and noisy AdaGrad included).  ``trials`` (per
     dataset) is scaled by ``--dpsim-trials``; other keywords go to :func:`dpsim.audit.audit`
     (``n``, ``batch_size``, ``steps``, ``sampling``, ``table``, ``others``, ``statistic``, and the
     hyperparameters when ``optimizer`` is a name).  Returns the :class:`~dpsim.audit.AuditReport`.
     """
-    from ..audit import audit
+    from ..audit import audit, certifiable_max, trials_to_certify
 
     a = _check_alpha(alpha)
     R = scaled_trials(trials, minimum=4)
     rep = audit(optimizer, trials=R, delta=delta, seed=seed, confidence=1.0 - a, **audit_kwargs)
+    top = certifiable_max(R, delta, 1.0 - a)
+    if rep.consistent and top <= rep.epsilon_claimed:
+        need = trials_to_certify(rep.epsilon_claimed, delta, 1.0 - a)
+        raise ValueError(
+            f"trials={R} cannot test the claim: an audit of {R} trials certifies at most "
+            f"epsilon={top:.4g}, not above the claimed {rep.epsilon_claimed:.4g}, so it would pass "
+            f"whatever the privacy; use trials >= {need}")
     if not rep.consistent:
         raise BoundViolation(
             f"privacy violated: {rep.optimizer} claims epsilon={rep.epsilon_claimed:.6g} at "

@@ -154,7 +154,10 @@ def hyperparameter(spec, window=None, *, name: str = "value"):
         return _windowed(spec, window, name)
     if isinstance(spec, _hyper.Real):
         lo, hi = spec.typical
-        return _real(lo, hi, log=spec.log)
+        draws = _real(lo, hi, log=spec.log)
+        # a window from 0 draws values down to 1e-308; below 1e-100 they are read as 0 (the
+        # accountants refuse a noise multiplier in (0, 1e-100): dpsim.accounting.check_release_noise)
+        return draws.map(_flush_tiny) if lo == 0 and not spec.log else draws
     if isinstance(spec, _hyper.PositiveInt):
         return st.integers(*spec.typical)
     if isinstance(spec, (_hyper.Choice, _hyper.Noise)):
@@ -169,6 +172,11 @@ def hyperparameter(spec, window=None, *, name: str = "value"):
     if isinstance(spec, _hyper.Opaque):
         return st.sampled_from(spec.examples) if spec.examples else None
     raise TypeError(f"no strategy for hyperparameter spec {spec!r}")
+
+
+def _flush_tiny(x: float) -> float:
+    """``x``, or ``0.0`` when ``0 < |x| < 1e-100``."""
+    return 0.0 if 0.0 < abs(x) < 1e-100 else x
 
 
 def _windowed(spec, window, name):
@@ -528,6 +536,8 @@ def simulations(problems=None, optimizers=None, *, max_steps: int = 8, max_trial
         n_private = problem.n - (int(round(opt.public_fraction * problem.n)) if opt.public_fraction else 0)
         b = draw(st.integers(1, max(1, min(max_batch, n_private))))
         sampling = draw(st.sampled_from(["poisson", "fixed", "replacement"]))
+        if sampling == "poisson" and n_private > 1 and b == n_private - 1:
+            b = n_private  # Poisson at b = n - 1 is refused (dpsim.sampling.check_sampling)
         return Simulation(problem, opt, steps, b, trials, seed, sampling)
 
     return draw()
