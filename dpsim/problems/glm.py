@@ -9,6 +9,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
+from .._validate import check_allocation
 from . import _glm_kernels as _K
 from ._solvers import _lad_optimum, _logistic_1d_newton, _logistic_newton, _ridge_optimum
 from .base import Box, Problem, _is_scalar, _pos_int, _real, _seed, _stable_sigmoid
@@ -36,6 +37,17 @@ def _scales(scales, d):
             f"scales must be 'power', 'ones' or an array of d={d} positive finite numbers, got scales={scales!r}"
         )
     return s, [float(v) for v in s]
+
+
+def _check_feature_memory(n, d, density=1.0):
+    """Refuse, before drawing it, a feature matrix larger than this machine's memory (one line
+    naming n and d): dense ``(n, d)`` float64, or about ``density·n·d`` CSR entries (value and
+    column index)."""
+    if density >= 1.0:
+        check_allocation(f"the features (n={n}, d={d})", (n, d), 8)
+    else:
+        check_allocation(f"the sparse features (n={n}, d={d}, density={density:g})",
+                         (n, max(1, math.ceil(density * d))), 16)
 
 
 def _clip_per_trial(clip, R):
@@ -423,6 +435,7 @@ def least_squares(n, d, *, condition=10.0, noise=0.1, rotate=True, seed=0) -> Pr
     generalized-linear family used throughout dpsim.
     """
     n, d = _pos_int("n", n), _pos_int("d", d)
+    _check_feature_memory(n, d)
     condition = _real("condition", condition, lo=1.0)
     noise = _real("noise", noise, lo=0.0)
     if not isinstance(rotate, bool):
@@ -546,6 +559,7 @@ def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, co
     ``d``) to ``||grad F|| < 1e-10``, lazily on first access of ``.optimum``.
     """
     n, d = _pos_int("n", n), _pos_int("d", d)
+    _check_feature_memory(n, d, _real("density", density, lo=0.0, lo_open=True, hi=1.0))
     density = _real("density", density, lo=0.0, lo_open=True, hi=1.0)
     reg = _real("reg", reg, lo=0.0)
     zipf = _real("zipf", zipf, lo=0.0)
@@ -598,6 +612,7 @@ def absolute_regression(n, d, *, scales="power", tau=0.01, domain="box", seed=0)
     empirical optimum (with the constraint) comes from a linear program (HiGHS).
     """
     n, d = _pos_int("n", n), _pos_int("d", d)
+    _check_feature_memory(n, d)
     sig, scales_cfg = _scales(scales, d)
     tau = _real("tau", tau, lo=0.0)
     if domain not in ("box", None):
@@ -644,6 +659,7 @@ def linear_box(n, d, *, scales="power", bias=0.1, seed=0) -> Problem:
     Gradients do not depend on ``x``: ``grad f(x; z_i) = -z_i``.  ``project`` clips to the box.
     """
     n, d = _pos_int("n", n), _pos_int("d", d)
+    _check_feature_memory(n, d)
     sig, scales_cfg = _scales(scales, d)
     bias = _real("bias", bias, lo=0.0, hi=1.0)
     seed = _seed(seed)
