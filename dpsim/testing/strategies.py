@@ -206,7 +206,8 @@ def _windowed(spec, window, name):
         log = log or (inner.log and lo > 0)
         if log and lo <= 0:
             raise ValueError(f"a log-scale window of {name} needs lo > 0, got {window!r}")
-        return _real(lo, hi, log=log)
+        draws = _real(lo, hi, log=log)
+        return draws.map(_flush_tiny) if lo == 0 and not log else draws
     spec.validate(name, window)
     return st.just(window)
 
