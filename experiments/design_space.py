@@ -402,6 +402,23 @@ def pessimistic_problem(d: int, b: int, clip: float, radius: float = 10.0):
 # probes
 
 
+def _neg_compute(prob, config, sim):
+    """The compute of a negative-fraction cell on ``prob`` (optimistic or pessimistic instance):
+    corrected DP-Adam at a negligible step, the fraction of negative v̂ − Φ recorded by a probe."""
+
+    def compute(seed):
+        opt = dpsim.optimizers.get("dp_adam_corrected", lr=1e-6, beta2=config.neg_beta2,
+                                   clip=config.neg_clip, noise_multiplier=config.neg_noise_multiplier)
+        return dpsim.simulate(prob, opt, steps=config.neg_steps, batch_size=config.neg_batch_size,
+                              trials=config.neg_trials, seed=seed, sampling="fixed",
+                              record_every=config.neg_record_every, metrics=("loss",),
+                              probes={"neg_fraction": _neg_probe(
+                                  config.neg_noise_multiplier, config.neg_clip,
+                                  config.neg_batch_size, config.neg_beta2)},
+                              **sim)
+    return compute
+
+
 def _neg_probe(sigma, clip, batch_size, beta2):
     phi = (sigma * clip / batch_size) ** 2
 
@@ -486,18 +503,7 @@ def run(config: Config, cache) -> dict:
         prob = dpsim.problems.linear_box(config.neg_batch_size * 2, int(d), scales="ones", bias=1.0,
                                          seed=config.data_seed)
 
-        def compute(seed, prob=prob):
-            opt = dpsim.optimizers.get("dp_adam_corrected", lr=1e-6, beta2=config.neg_beta2,
-                                       clip=config.neg_clip,
-                                       noise_multiplier=config.neg_noise_multiplier)
-            return dpsim.simulate(prob, opt, steps=config.neg_steps,
-                                  batch_size=config.neg_batch_size, trials=config.neg_trials,
-                                  seed=seed, sampling="fixed", record_every=config.neg_record_every,
-                                  metrics=("loss",),
-                                  probes={"neg_fraction": _neg_probe(
-                                      config.neg_noise_multiplier, config.neg_clip,
-                                      config.neg_batch_size, config.neg_beta2)},
-                                  **sim)
+        compute = _neg_compute(prob, config, sim)
         tune_cells.append((f"neg-d{int(d)}", compute,
                            {"part": "neg", "d": int(d), "regime": "optimistic"}))
 
@@ -603,18 +609,7 @@ def run(config: Config, cache) -> dict:
     for j, d in enumerate(pessimistic_dims(config)):
         prob = pessimistic_problem(d, config.neg_batch_size, config.neg_clip)
 
-        def compute(seed, prob=prob):
-            opt = dpsim.optimizers.get("dp_adam_corrected", lr=1e-6, beta2=config.neg_beta2,
-                                       clip=config.neg_clip,
-                                       noise_multiplier=config.neg_noise_multiplier)
-            return dpsim.simulate(prob, opt, steps=config.neg_steps,
-                                  batch_size=config.neg_batch_size, trials=config.neg_trials,
-                                  seed=seed, sampling="fixed", record_every=config.neg_record_every,
-                                  metrics=("loss",),
-                                  probes={"neg_fraction": _neg_probe(
-                                      config.neg_noise_multiplier, config.neg_clip,
-                                      config.neg_batch_size, config.neg_beta2)},
-                                  **sim)
+        compute = _neg_compute(prob, config, sim)
         pess_cells.append(Cell(f"neg-pess-d{int(d)}", first + j, compute,
                                {"part": "neg", "d": int(d), "regime": "pessimistic"}))
     if pess_cells:
