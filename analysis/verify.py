@@ -109,9 +109,11 @@ def run(scale: str = "quick", out_dir=None, *, seed: int = 0, only=None, echo=pr
         (out / "verify.md").write_text(text)
         (out / "verify.json").write_text(json.dumps([r.to_dict() for r in rows], indent=2, default=str))
     n_fail = sum(r.verdict == "fail" for r in rows)
-    counts = {k: sum(r.verdict == k for r in rows) for k in ("pass", "sanity", "reported")}
+    counts = {k: sum(r.verdict == k for r in rows)
+              for k in ("pass", "sanity", "reported", "vacuous", "not covered")}
     echo(f"{len(rows)} rows: {counts['pass']} pass, {counts['sanity']} sanity, "
-         f"{counts['reported']} reported, {n_fail} fail")
+         f"{counts['reported']} reported, {counts['vacuous']} vacuous, "
+         f"{counts['not covered']} not covered, {n_fail} fail")
     return 1 if n_fail else 0
 
 

@@ -177,3 +177,23 @@ def test_no_check_hard_codes_a_verdict():
             if pattern.search(line):
                 offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not offenders, offenders
+
+
+def test_vacuous_relabels_only_a_holding_loose_row():
+    loose = base.upper("x", "s", "f", 10.0, 1.0)
+    assert loose.verdict == "sanity"
+    v = base.vacuous(loose, search="a grid of 3 values of c", best_ratio=10.0)
+    assert v.verdict == "vacuous" and "searched a grid of 3 values of c" in v.detail
+    assert "10" in v.detail
+    tight = base.upper("x", "s", "f", 1.5, 1.0)
+    assert base.vacuous(tight, search="s", best_ratio=1.5).verdict == "pass"
+    broken = base.upper("x", "s", "f", 0.5, 1.0)
+    assert base.vacuous(broken, search="s", best_ratio=0.5).verdict == "fail"
+
+
+def test_not_covered_rows_need_a_reason():
+    r = base.not_covered("l2p_thm_b1", "[L2P] Thm B.1", "l2p", reason="no projector instance")
+    assert r.verdict == "not covered" and r.detail == "no projector instance"
+    assert r.strengthened() is None
+    with pytest.raises(ValueError):
+        base.not_covered("x", "s", "f", reason="")

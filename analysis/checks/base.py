@@ -15,6 +15,11 @@ Verdicts (the row's *kind*), always computed from the numbers:
 * ``"sanity"``: the bound holds but the instance is too loose to catch a factor 2 (the row says why);
 * ``"reported"``: a paper disagrees with itself or with the numbers, and the numbers show the
   disagreement the code documents; if they stop showing it, the row fails;
+* ``"vacuous"``: a headline theorem whose admissible parameter space was searched (the search is
+  printed in the row) and no instance brings the simulated quantity within a factor 2 of the bound:
+  the row says the best ratio found and where; the bound still must hold there, else "fail";
+* ``"not covered"``: a result of the five papers that dpsim does not check, with the reason (so no
+  result is missing silently); such a row has no numbers;
 * ``"fail"``: the bound is violated, a printed number is not reproduced, or a documented
   disagreement no longer reproduces.
 
@@ -32,9 +37,10 @@ from decimal import Decimal
 from typing import Callable
 
 __all__ = ["CheckResult", "check", "registered", "verdict", "VERDICTS", "upper", "lower", "equal",
-           "predicate", "printed", "disagreement", "printed_tolerance", "agrees_as_printed"]
+           "predicate", "printed", "disagreement", "printed_tolerance", "agrees_as_printed", "vacuous",
+           "not_covered"]
 
-VERDICTS = ("pass", "sanity", "reported", "fail")
+VERDICTS = ("pass", "sanity", "reported", "vacuous", "not covered", "fail")
 
 
 @dataclass
@@ -223,3 +229,28 @@ def disagreement(check_, source, family, bound, estimate, *, observed: bool, ci=
     return CheckResult(check=check_, source=source, family=family, bound=float(bound),
                        estimate=float(estimate), ci=ci, relation=relation,
                        verdict="reported" if observed else "fail", detail=detail)
+
+
+def vacuous(row: CheckResult, *, search: str, best_ratio: float) -> CheckResult:
+    """Re-label a holding row of a headline theorem as ``"vacuous"``: the admissible parameter
+    space was searched as ``search`` describes (what was varied, over which ranges, how many
+    instances) and the smallest ratio bound/quantity found was ``best_ratio`` (≥ 2, so no
+    instance could catch a factor-2 error).  ``row`` is the row at that best instance, built by
+    :func:`upper`/:func:`lower`/...; a row that fails stays ``"fail"``, and a row tight enough
+    to be a ``"pass"`` stays ``"pass"`` (the label is computed, never asserted)."""
+    if row.verdict != "sanity":
+        return row
+    row.verdict = "vacuous"
+    note = f"Vacuous: searched {search}; the tightest instance found has bound/quantity {best_ratio:.3g}."
+    row.detail = (row.detail + " " if row.detail else "") + note
+    return row
+
+
+def not_covered(check_, source, family, *, reason: str) -> CheckResult:
+    """A row for a result of the papers that dpsim does not check, and why (``reason``); its
+    numbers are NaN and it has no scalable bound."""
+    if not reason:
+        raise ValueError("not_covered needs a reason")
+    return CheckResult(check=check_, source=source, family=family, bound=math.nan,
+                       estimate=math.nan, relation="not checked", verdict="not covered",
+                       detail=reason)
