@@ -239,7 +239,9 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         :mod:`dpsim.fused` when it covers this (problem, optimizer, backend, dtype), else the
         general chain engine; ``True``: the fused kernel or a ``ValueError`` saying why not;
         ``False``: always the general engine (the reference).  Both draw the same batches and
-        the same noise and agree to rounding; ``config["engine"]`` says which ran.  In the
+        the same noise and give the same numbers to the last bit; ``config["engine"]`` names the
+        path that ran: ``"block"`` (the small-d kernel), ``"release"`` (the fused per-step
+        release below) or ``"chain"`` (``transform.update`` step by step).  In the
         general engine, a chain that its optimizer function *described*
         (:mod:`dpsim.transforms._fused_release`: DP-SGD(M), DP-RMSProp/AdaGrad/Adam/AdamBC, the
         DP² family and their non-private forms, scale-then-privatize DP-Adam, AdaDPS; i.i.d.
@@ -483,6 +485,9 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     if bar is not None:
         bar.close()
     wall = wall_before + time.perf_counter() - t0
+    # the path that ran: the small-d block kernel, the fused per-step release, or the chain
+    engine_name = "block" if fused_plan is not None else ("release" if fused_step is not None
+                                                           else "chain")
 
     config = {
         "problem": dict(problem.config),
@@ -497,7 +502,7 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         "backend": backend,
         "dtype": dtype,
         "record_every": int(rec_steps[1] - rec_steps[0]) if K > 1 else None,
-        "engine": "fused" if fused_plan is not None else "chain",
+        "engine": engine_name,
         "versions": _versions(),
     }
     if calibration is not None:

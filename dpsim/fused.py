@@ -34,9 +34,11 @@ follows the engine's order of operations (dense GLM clipped sums reproduce
 :func:`dpsim.problems._glm_kernels._dense_trial` on four-lane vectors with the same summation
 order: margins four examples at a time, squared-link clip factors on vectors, the scatter with
 its per-column partial sums in registers, each element receiving the same products in the same
-order; other problems call the engine's kernels), so the two agree to the last bit on dense GLMs
-and to rounding elsewhere (``tests/test_fused.py``: ≤ 1e-10 relative on every record; bit-for-bit
-tests for the dense GLM with every sampler).  The chain state is rebuilt with the engine's own
+order; other problems call the engine's kernels) and constants the chain computes (Adam's
+``1 − βᵗ`` by :func:`dpsim.transforms.preconditioners.bias_correction`, see
+:func:`_bias_corrections`), so the two agree to the last bit (``tests/test_fused.py`` asserts
+equality of every record, the parameters and the privacy record, for every optimizer, problem
+and sampler it covers).  The chain state is rebuilt with the engine's own
 state types at record steps and at the end, so probes and the privacy record (the declared events,
 the sampler, q, T) are computed by the same code as in the engine: privacy accounting is unchanged.
 
@@ -74,6 +76,7 @@ from .privacy import _ellipsoid as _E
 from .problems import Ball, Box
 from .sampling import CYCLIC, cyclic_rate
 from .problems import _glm_kernels as _K
+from .transforms import preconditioners as _PRE
 from .transforms.base import Batch
 from .problems import glm as _glm
 from .problems.glm import _LINKS
@@ -1001,8 +1004,8 @@ def _make_run_steps(ok):
     @numba.njit(cache=True)
     def run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nrng, noisy,
                   pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
-                  b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, eps, phi, floor,
-                  use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, S, g,
+                  b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, cor1, cor2, eps, phi,
+                  floor, use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, S, g,
                   vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, per_norm, frac, pv, uu):
         """Steps ``t0 + 1 … t0 + K`` of the engine loop, batches and noise included, in place on
         ``W`` (params), ``A``, ``Bst`` (optimizer state: momentum trace | Adam m, v | DP² v, G |
@@ -1130,8 +1133,8 @@ def _make_run_steps(ok):
                 if ok == ADAM:
                     b1 = beta1[r]
                     b2 = beta2[r]
-                    c1 = 1.0 - b1 ** cnt
-                    c2 = 1.0 - b2 ** cnt
+                    c1 = cor1[k, r]  # 1 − β1ᵗ, 1 − β2ᵗ: the chain's values (see _bias_corrections)
+                    c2 = cor2[k, r]
                 for j in range(d):
                     if noisy:
                         x = z[j] * sd + out[r, j]
@@ -1348,6 +1351,30 @@ def plan(problem, optimizer, *, trials, backend="numpy", dtype="float64"):
 # state ↔ arrays
 
 
+def _bias_corrections(P, count, K, R):
+    """Adam's divisors ``1 − β1ᵗ`` and ``1 − β2ᵗ`` for the block's steps ``t = count + 1 …
+    count + K``, as ``(K, R)`` arrays computed by the chain's own expression
+    (:func:`dpsim.transforms.preconditioners.bias_correction`) on the chain's operands (a Python
+    float, or the per-trial ``(R, 1)`` column ``ctx.hp`` makes): the kernel reads them instead of
+    raising β to a power itself, so its Adam is the chain's to the last bit.  ``(1, 1)`` dummies
+    for the other optimizers."""
+    if P.ok != ADAM:
+        return _DUMMY_COR, _DUMMY_COR
+    hp = P.optimizer.hyperparameters
+    out = []
+    for name in ("beta1", "beta2"):
+        beta = hp[name]
+        beta = beta if isinstance(beta, float) else np.asarray(beta, dtype=np.float64).reshape(-1, 1)
+        c = np.empty((K, R))
+        for k in range(K):
+            c[k] = np.reshape(_PRE.bias_correction(beta, count + k + 1), -1)
+        out.append(c)
+    return out[0], out[1]
+
+
+_DUMMY_COR = np.zeros((1, 1))
+
+
 def _state_arrays(P, state, params):
     """``(A, Bst, count)`` kernel arrays from the chain state (copies)."""
     R, d = params.shape
@@ -1517,11 +1544,12 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
             n_arg = s_arg if nrng is srng else _BG.state_of(nrng)
         else:
             s_arg, n_arg = srng, nrng
+        cor1, cor2 = _bias_corrections(P, count, K, R)
         try:
             count = _run_steps(P.ok)(t, K, sk, s_arg, n_all, p_all, kcyc, sampler.step, pidx, bsum, n_arg,
                                P.noisy, P.pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
                                b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta,
-                               P.beta1, P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1,
+                               P.beta1, P.beta2, cor1, cor2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1,
                                P.s2, P.rule, P.bias, W, A, Bst, count, out, S, g,
                                vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, P.per_norm,
                                P.frac, pv, uu)

@@ -122,8 +122,9 @@ _OLD_FORMATS = ("dpsim-experiment-cache-1",)
 #: cell produces (an update rule, a sampler, the noise stream, a kernel's summation order, the
 #: tuning rule...).  Comments, docs, refactors and new features leave it alone, and so leave every
 #: cached result valid.  Part of every cache key (:func:`numerics_version`).
-DPSIM_NUMERICS = 2
+DPSIM_NUMERICS = 3
 # 2: the O(R·b) Floyd sampler (batch-index stream floyd-v1) and the GLM paths of PAGAN/AdaDPS/PDP-SGD.
+# 3: the small-d block kernel takes Adam's 1 − βᵗ from the chain's expression (last-bit changes).
 
 #: Backends an experiment can run on (``dpsim.simulate(backend=...)``).
 BACKENDS = ("numpy", "cupy")

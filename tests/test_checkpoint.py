@@ -62,7 +62,7 @@ def assert_same_result(a, b):
     for k in a.records:
         np.testing.assert_array_equal(a.records[k], b.records[k], err_msg=k)
     assert a.privacy == b.privacy
-    assert a.config["engine"] == b.config["engine"] == "chain"
+    assert a.config["engine"] == b.config["engine"] != "block"  # checkpoints: the step loop
 
 
 def _killed_and_resumed(prob, opt, path, kills, monkeypatch, **kw):
@@ -189,7 +189,7 @@ def test_calls_in_a_block_are_numbered(logreg, tmp_path):
         dpsim.simulate(logreg, "dp_sgd", fast=False, **kw)
         fused = dpsim.simulate(logreg, "dp_sgd", **kw)
         dpsim.simulate(logreg, "dp_adam", fast=False, **kw)
-    assert fused.config["engine"] == "fused"
+    assert fused.config["engine"] == "block"
     assert scope.calls == 3
     assert sorted(p.name for p in (tmp_path / "cell").iterdir()) == [
         "call-0000.ckpt", "call-0000.json", "call-0002.ckpt", "call-0002.json"]

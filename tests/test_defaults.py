@@ -163,7 +163,7 @@ def test_auto_small_d_kernel_matches_the_chain(hp):
     kw = dict(steps=23, batch_size=12, trials=R, seed=7, record_every=5)
     a = dpsim.simulate(prob, opt, fast=False, **kw)
     b = dpsim.simulate(prob, opt, fast=True, **kw)
-    assert a.config["engine"] == "chain" and b.config["engine"] == "fused"
+    assert a.config["engine"] in ("chain", "release") and b.config["engine"] == "block"
     np.testing.assert_allclose(b.params, a.params, rtol=0,
                                atol=1e-10 * max(1.0, float(np.abs(a.params).max())))
     np.testing.assert_allclose(b.loss, a.loss, rtol=0, atol=1e-10 * max(1.0, float(np.abs(a.loss).max())))
@@ -187,7 +187,7 @@ def test_small_d_kernel_floor_is_the_resolved_number(monkeypatch):
     prob = problems.least_squares(200, 5, seed=0)
     res = dpsim.simulate(prob, optimizers.get("dp_adam_bc", **PER_TRIAL), steps=5, batch_size=12,
                          trials=R, seed=7, fast=True)
-    assert res.config["engine"] == "fused" and seen
+    assert res.config["engine"] == "block" and seen
     np.testing.assert_array_equal(seen[-1], _resolved(PER_TRIAL["noise_multiplier"], PER_TRIAL["clip"], 12))
 
 

@@ -38,7 +38,7 @@ from ..transforms import _fused_release as _fr
 from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import (AdamState, MomentInputs, _adam_moments_element, adagrad,
-                                          precondition, rmsprop, scale_by_adam)
+                                          bias_correction, precondition, rmsprop, scale_by_adam)
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
 from .adaptive import _adam, _beta, _eps, noise_variance
@@ -287,7 +287,7 @@ def _adam_moments(beta1, beta2, eps) -> GradientTransformation:
         out = np.empty_like(u.g)
         _adam_moments_kernel(u.g, u.sq, state.m, state.v, m_out, v_out, out, _column(b1),
                              _column(1.0 - b1), _column(b2), _column(1.0 - b2),
-                             _column(1.0 - b1 ** t), _column(1.0 - b2 ** t),
+                             _column(bias_correction(b1, t)), _column(bias_correction(b2, t)),
                              _column(e if add_eps else 0.0), add_eps)
         return out, AdamState(m=m_out, v=v_out, count=t)
 

@@ -65,6 +65,7 @@ from .. import _bitgen
 from .._validate import is_zero
 from ..privacy import _ellipsoid as _E
 from ..problems import _glm_kernels as _K
+from . import preconditioners as _P
 from .preconditioners import _adam_element, _adam_moments_element
 
 __all__ = ["Release", "Post", "Delayed", "Prepared", "Ellipsoid", "Ime", "describe", "spec_of", "FusedStep", "plan"]
@@ -1084,8 +1085,8 @@ class FusedStep:
             t = st.count + 1
             e = ctx.hp(sp.eps)
             add_eps = not (isinstance(e, float) and e == 0.0)
-            ent.update({H_1: b1, H_2: 1.0 - b1, H_3: b2, H_4: 1.0 - b2, H_5: 1.0 - b1 ** t,
-                        H_6: 1.0 - b2 ** t, H_9: e if add_eps else 0.0})
+            ent.update({H_1: b1, H_2: 1.0 - b1, H_3: b2, H_4: 1.0 - b2, H_5: _P.bias_correction(b1, t),
+                        H_6: _P.bias_correction(b2, t), H_9: e if add_eps else 0.0})
             H = _table(W.dtype, R, ent)
         else:
             if self.A is None or st.v is not self.A:
@@ -1188,8 +1189,8 @@ class FusedStep:
         e = ctx.hp(sp.eps)
         add_eps = not (isinstance(e, float) and e == 0.0)
         ent = self._base(sp.release, sp.neglr, ctx, dt)
-        ent.update({H_1: b1, H_2: 1.0 - b1, H_3: b2, H_4: 1.0 - b2, H_5: 1.0 - b1 ** t,
-                    H_6: 1.0 - b2 ** t, H_7: ph, H_8: fl, H_9: e if add_eps else 0.0})
+        ent.update({H_1: b1, H_2: 1.0 - b1, H_3: b2, H_4: 1.0 - b2, H_5: _P.bias_correction(b1, t),
+                    H_6: _P.bias_correction(b2, t), H_7: ph, H_8: fl, H_9: e if add_eps else 0.0})
         H = _table(dt, R, ent)
         self._release(sp.release, W, idx, mask, ctx, s, H, op, self.A, self.B, None,
                       use_phi=sp.phi is not None, add_eps=add_eps, U=s, z=z)

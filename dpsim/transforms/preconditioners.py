@@ -39,7 +39,7 @@ from .base import GradientTransformation
 
 __all__ = ["MomentInputs", "ema", "Preconditioner", "adagrad", "rmsprop", "yogi", "by_rule", "RULES",
            "PreconditionState", "precondition", "scale_by_precondition", "AdamState", "scale_by_adam",
-           "adam_v_hat", "DelayedState", "accumulate", "apply_delayed", "refresh"]
+           "adam_v_hat", "bias_correction", "DelayedState", "accumulate", "apply_delayed", "refresh"]
 
 RULES = ("adagrad", "rmsprop", "yogi")
 
@@ -178,10 +178,22 @@ class AdamState(NamedTuple):
     count: int  # number of updates so far (t)
 
 
+def bias_correction(beta, t):
+    """Adam's bias-correction divisor ``1 − βᵗ`` ([ADAM] Alg. 1; ALGORITHMS §1), the one
+    expression every path uses.
+
+    ``beta`` is a Python float (Python's ``float ** int``) or a per-trial ``(R, 1)`` column as
+    ``ctx.hp`` gives it (NumPy's ``power``).  The compiled paths receive this function's values
+    rather than raising ``β`` to ``t`` themselves: Numba's ``float ** int`` is a product of
+    squarings and differs from Python's and NumPy's ``pow`` in the last bit for about half of the
+    ``(β, t)`` pairs, which would break the bit-for-bit contract with the chain."""
+    return 1.0 - beta ** t
+
+
 def adam_v_hat(adam_state: AdamState, beta2):
     """Bias-corrected second moment ``v̂ = v / (1 − β2^count)`` of an :class:`AdamState`
     (``beta2`` a float or a per-trial column, e.g. ``ctx.hp(beta2)``)."""
-    return adam_state.v / (1.0 - beta2 ** adam_state.count)
+    return adam_state.v / bias_correction(beta2, adam_state.count)
 
 
 def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> GradientTransformation:
@@ -220,7 +232,7 @@ def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> 
         g, sq = _split(u)
         m = ema(state.m, g, b1)
         v = ema(state.v, sq, b2)
-        m_hat = m / (1.0 - b1 ** t)
+        m_hat = m / bias_correction(b1, t)
         v_hat = adam_v_hat(AdamState(m, v, t), b2)
         if phi is not None:
             v_hat = xp.maximum(v_hat - ph, fl)
@@ -255,7 +267,7 @@ def _adam_fused(g, state, t, b1, b2, ph, fl, e, add_eps, donate):
     are overwritten in place; otherwise new arrays hold them (the old state stays valid)."""
     dt = g.dtype
     one_b1, one_b2 = 1.0 - b1, 1.0 - b2
-    c1, c2 = 1.0 - b1 ** t, 1.0 - b2 ** t
+    c1, c2 = bias_correction(b1, t), bias_correction(b2, t)
     use_phi = ph is not None
     m_out = state.m if donate else np.empty_like(state.m)
     v_out = state.v if donate else np.empty_like(state.v)
