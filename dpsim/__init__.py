@@ -34,7 +34,7 @@ from .results import Result, load  # noqa: E402
 # GradientTable``).  Importing a submodule makes the import system set it as an attribute of
 # the package, which would replace the function by its module: :class:`_Package` keeps the
 # function.
-_FUNCTION_MODULES = ("calibrate", "audit")
+_FUNCTION_MODULES = ("calibrate", "audit", "explain")
 
 
 class _Package(_types.ModuleType):
@@ -68,7 +68,7 @@ _SUBMODULES = ("problems", "optimizers", "privacy", "accounting", "backend", "tr
 _API_GROUP = "dpsim.api"
 _APPLICATION_NAMES = ("compare",)
 
-__all__ = ["simulate", "load", "Result", "calibrate", "audit", "compare", "__version__",
+__all__ = ["simulate", "load", "Result", "calibrate", "audit", "explain", "compare", "__version__",
            *_SUBMODULES]
 
 

@@ -182,6 +182,40 @@ class _ProgressBar:
             self.bar.close()
 
 
+def block_plan(prob, optimizer, *, trials, backend, dtype, fast, checkpoint):
+    """``(plan, None)`` when the run takes the small-d block kernel (:func:`dpsim.fused.plan`),
+    else ``(None, reason)``: the one decision :func:`simulate` and :func:`dpsim.explain` read.
+    ``fast=True`` with a checkpoint is refused here."""
+    if fast is not None and not isinstance(fast, bool):
+        raise ValueError(f"fast must be None, True or False, got fast={fast!r}")
+    if fast and checkpoint is not None:
+        raise ValueError("fast=True runs the whole loop in one compiled kernel, which cannot "
+                         f"be checkpointed; drop fast or checkpoint={checkpoint!r}")
+    if fast is False:
+        return None, "fast=False asks for the general engine"
+    if checkpoint is not None:
+        return None, "a checkpointed run takes the step loop (the block kernel cannot be checkpointed)"
+    from . import fused
+
+    p = fused.plan(prob, optimizer, trials=trials, backend=backend, dtype=dtype)
+    return (None, p) if isinstance(p, str) else (p, None)
+
+
+def release_plan(prob, tx, be, *, public_idx, steps):
+    """``(step, None)`` when the general engine takes each step as one fused release
+    (:mod:`dpsim.transforms._fused_release`), else ``(None, reason)``."""
+    if not FUSED_RELEASE:
+        return None, "dpsim.engine.FUSED_RELEASE is False"
+    if steps == 0:
+        return None, "steps=0: there is no step to take"
+    from .transforms import _fused_release
+
+    reason = _fused_release.why_not(tx, be, public_idx=public_idx)
+    if reason is not None:
+        return None, reason
+    return _fused_release.plan(prob, tx, be, public_idx=public_idx), None
+
+
 def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1, seed=0,
              sampling: str = "poisson", backend: str = "numpy", record_every: int | None = None,
              progress: bool = False, dtype: str = "float64", init=None,
@@ -383,20 +417,10 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
             prec[name][k] = check_probe_output(name, to_numpy(fn(state, params, ctx)), trials)
 
     bar = _ProgressBar(steps, f"{optimizer.name} on {prob.name}") if progress else None
-    fused_plan = None
-    if fast is not None and not isinstance(fast, bool):
-        raise ValueError(f"fast must be None, True or False, got fast={fast!r}")
-    if fast and checkpoint is not None:
-        raise ValueError("fast=True runs the whole loop in one compiled kernel, which cannot "
-                         f"be checkpointed; drop fast or checkpoint={checkpoint!r}")
-    if fast is not False and checkpoint is None:
-        from . import fused
-
-        fused_plan = fused.plan(prob, optimizer, trials=trials, backend=backend, dtype=dtype)
-        if isinstance(fused_plan, str):
-            if fast:
-                raise ValueError(f"fast=True, but this run has no fused kernel: {fused_plan}")
-            fused_plan = None
+    fused_plan, block_reason = block_plan(prob, optimizer, trials=trials, backend=backend,
+                                          dtype=dtype, fast=fast, checkpoint=checkpoint)
+    if fast and fused_plan is None:
+        raise ValueError(f"fast=True, but this run has no fused kernel: {block_reason}")
 
     def run_identity():  # what the run's numbers depend on (the checkpoint's fingerprint)
         return dict(problem=problem_identity(problem), optimizer=optimizer.name,
@@ -442,6 +466,8 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
                  "probe_states": probe_states(all_probes),
                  "wall": wall_before + time.perf_counter() - t0})
     if fused_plan is not None:
+        from . import fused
+
         params, state = fused.run(fused_plan, params=params, state=state, steps=steps,
                                   rec_steps=rec_steps, record=record, sampler=sampler,
                                   private_idx=private_idx, backend=be, ctx=ctx,
@@ -450,10 +476,8 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     rec_list = rec_steps.tolist()  # Python ints: the per-step comparison stays cheap
     has_domain = prob.has_domain
     fused_step = None
-    if fused_plan is None and FUSED_RELEASE and steps > 0:
-        from .transforms import _fused_release
-
-        fused_step = _fused_release.plan(prob, tx, be, public_idx=public_idx)
+    if fused_plan is None:
+        fused_step, _ = release_plan(prob, tx, be, public_idx=public_idx, steps=steps)
     t = t_start
     for t in range(t_start + 1, steps + 1 if fused_plan is None else 0):
         ctx.t = t

@@ -21,18 +21,25 @@ the module as ``importlib.import_module("dpsim.optimizers.noisy_adagrad")``).
 """
 
 from . import adaptive, baselines, ctcdp, design_space, dp2, ime, noisy_adagrad, pasan_pagan, public
-from . import _hyper
+from . import _hyper, _registry
 from ._registry import Optimizer, get, hyperparameters, names, optimizer, register
-from .adaptive import adagrad, adam, dp_adagrad, dp_adam, dp_adam_bc, dp_rmsprop, rmsprop, yogi
-from .baselines import dp_sgd, dp_sgdm, momentum, sgd
-from .ctcdp import dp_sgd_ctcdp
-from .design_space import (dp_adam_corrected, dp_adam_ime, dp_adam_ime_free, dp_adam_noiseless_v,
-                           dp_adam_stp, dp_adam_stp_noiseless_v)
-from .ime import ime_adagrad, ime_adagrad_free
-from .dp2 import delayed_rmsprop, dp2_adagrad, dp2_extra_query, dp2_noise_first, dp2_rmsprop, dp2_yogi
-from .noisy_adagrad import noisy_adagrad
-from .pasan_pagan import pagan, pasan
-from .public import adadps, pdp_sgd
 
-__all__ = ["Optimizer", "get", "hyperparameters", "names", "optimizer", "register", "adaptive", "baselines", "ctcdp",
-           "design_space", "dp2", "ime", "pasan_pagan", "public"] + names()
+# Every registered optimizer function is an attribute of this package, read from the registry (no
+# hand-kept list): the families above registered theirs when imported.  A function named like its
+# module (``noisy_adagrad``) replaces the module attribute, as documented above.
+globals().update({_name: _registry._REGISTRY[_name] for _name in names()})
+
+_MODULES = ["adaptive", "baselines", "ctcdp", "design_space", "dp2", "ime", "pasan_pagan", "public"]
+__all__ = ["Optimizer", "get", "hyperparameters", "names", "optimizer", "register", *_MODULES,
+           *names()]
+
+
+def __getattr__(name):
+    """An optimizer registered after this package was imported (a user's ``@register``)."""
+    if name in _registry._REGISTRY:
+        return _registry._REGISTRY[name]
+    raise AttributeError(f"module 'dpsim.optimizers' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(names()))

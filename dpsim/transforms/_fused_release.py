@@ -777,19 +777,35 @@ _RULE_OP = {"sgd": OP_SGD, "momentum": OP_MOMENTUM, "rmsprop": OP_RMSPROP, "adag
             "adam": OP_ADAM}
 
 
+def why_not(tx, backend, *, public_idx=None) -> str | None:
+    """Why the transform ``tx`` cannot take the fused release on ``backend``, in one sentence, or
+    ``None`` when it can (what :func:`plan` and :func:`dpsim.explain` both read).
+    ``public_idx``: the run's public split; only a :class:`Prepared` chain (which reads it) runs
+    fused with one, and it always has one."""
+    spec = spec_of(tx)
+    if spec is None:
+        return ("its chain carries no description for the fused release (an optimizer function "
+                "describes its chain with dpsim.transforms._fused_release.describe; a chain built "
+                "by hand has none)")
+    if public_idx is not None and not isinstance(spec, Prepared):
+        return "the run has a public split, and only a public-data (Prepared) description reads one"
+    if public_idx is None and isinstance(spec, Prepared):
+        return "its description prepares public data, and the run has no public split"
+    if _correlated(spec) and not isinstance(spec, (Post, Ime)):
+        return (f"its {type(spec).__name__} description draws correlated noise, which the fused "
+                "release takes only for post-processing and IME descriptions")
+    if backend.name != "numpy":  # either noise layout (dpsim.backend.NOISE_LAYOUTS) is handled
+        return f"backend {backend.name!r}: the fused release runs on NumPy only"
+    return None
+
+
 def plan(problem, tx, backend, *, public_idx=None):
     """A :class:`FusedStep` for the transform ``tx`` on ``problem`` (a backend view), or ``None``
-    when ``tx`` has no description or the run is not on NumPy (its stream or its blocked noise
-    layout).  ``public_idx``: the run's public split; only a :class:`Prepared` chain (which reads
-    it) runs fused with one, and it always has one."""
-    spec = spec_of(tx)
-    if spec is None or (public_idx is not None) != isinstance(spec, Prepared):
+    when :func:`why_not` gives a reason (no description, a public split it does not read,
+    correlated noise it does not take, a backend other than NumPy)."""
+    if why_not(tx, backend, public_idx=public_idx) is not None:
         return None
-    if _correlated(spec) and not isinstance(spec, (Post, Ime)):
-        return None
-    if backend.name != "numpy":  # either noise layout (dpsim.backend.NOISE_LAYOUTS) is handled
-        return None
-    return FusedStep(spec, problem, tx, public_idx)
+    return FusedStep(spec_of(tx), problem, tx, public_idx)
 
 
 def _correlated(spec) -> bool:
