@@ -275,17 +275,11 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         ``False``: always the general engine (the reference).  Both draw the same batches and
         the same noise and give the same numbers to the last bit; ``config["engine"]`` names the
         path that ran: ``"block"`` (the small-d kernel), ``"release"`` (the fused per-step
-        release below) or ``"chain"`` (``transform.update`` step by step).  In the
-        general engine, a chain that its optimizer function *described*
-        (:mod:`dpsim.transforms._fused_release`: DP-SGD(M), DP-RMSProp/AdaGrad/Adam/AdamBC, the
-        DP² family and their non-private forms, scale-then-privatize DP-Adam, AdaDPS; i.i.d.
-        noise, or correlated noise on DP-SGD(M), the post-processing DP-RMSProp/AdaGrad/Adam
-        rules, scale-then-privatize DP-Adam, the IME rules and the noiseless-v oracles, whose step
-        noise is then drawn through the privatizer's own noise source first;
-        ``backend="numpy"`` or ``"numpy:blocked"``) takes each step as one fused pass per
-        trial — clipped sum, noise, recursion and update — with the
-        chain's random stream and operations, so bit for bit the result of
-        ``transform.update`` (``dpsim.engine.FUSED_RELEASE = False``), without its ``(R, d)``
+        release below) or ``"chain"`` (``transform.update`` step by step).  On the
+        release path (``backend="numpy"`` or ``"numpy:blocked"``) each step is one fused pass
+        per trial — clipped sum, noise, recursion and update — with the chain's random stream
+        and operations, so bit for bit the result of ``transform.update``
+        (``dpsim.engine.FUSED_RELEASE = False`` turns it off), without its ``(R, d)``
         temporaries; ``params`` and the state's arrays are then updated in place, so a probe
         that keeps them past its record must copy them.
     checkpoint : a file path: every ``checkpoint_every`` seconds (default 600) the step loop

@@ -42,18 +42,16 @@ and sampler it covers).  The chain state is rebuilt with the engine's own
 state types at record steps and at the end, so probes and the privacy record (the declared events,
 the sampler, q, T) are computed by the same code as in the engine: privacy accounting is unchanged.
 
-Recognized optimizers (the registry name, checked against a rebuild from the recorded
-hyperparameters: same piece names, same declared event types and noise multipliers, same probes;
-``noise="gaussian"`` only): ``sgd``, ``momentum``, ``dp_sgd``, ``dp_sgdm``, ``adam``, ``dp_adam``,
-``dp_adam_bc``, ``dp2_rmsprop``, ``dp2_adagrad``, ``dp2_yogi``, ``pasan``, ``pagan`` (their
-first step runs through the engine's own transform, which sets up the ellipsoid and the noise
-scale; GLM rows are projected by the engine's kernel, :mod:`dpsim.privacy._ellipsoid`, except on
-the ℓ2 ball (identity scaling), where :func:`_ball_dense_trial` computes the engine's closed form with the
-examples in vector lanes, bit for bit).  Problems: dense GLMs
-(``least_squares``, ``logistic_regression(density=1)``, ``absolute_regression``,
-``linear_box``, ``sparse_logistic_1d``), ``random_quadratic``, ``quadratic_2d``; domains none,
-box or ball.  Samplers: all four.  Backend ``numpy``, ``float64``.  :func:`plan` says why
-anything else is not.
+Recognized optimizers: :data:`SUPPORTED_OPTIMIZERS`, checked against a rebuild from the recorded
+hyperparameters (same piece names, declared event types and noise multipliers, probes;
+``noise="gaussian"`` only); which registered optimizer takes this path on which problem is the
+generated table docs/fast-paths.md, and :func:`dpsim.explain` answers for any run.  PASAN and PAGAN
+take their first step through the engine's own transform (it sets up the ellipsoid and the noise
+scale); GLM rows are projected by the engine's kernel (:mod:`dpsim.privacy._ellipsoid`), except on
+the ℓ2 ball (identity scaling), where :func:`_ball_dense_trial` computes the engine's closed form
+with the examples in vector lanes.  Problems: dense GLMs, ``random_quadratic``, ``quadratic_2d``;
+domains none, box or ball; all four samplers; backend ``numpy``, ``float64``.  :func:`plan` says
+why anything else is not.
 """
 
 from __future__ import annotations
