@@ -76,14 +76,7 @@ from .sampling import CYCLIC, cyclic_rate
 from .problems import _glm_kernels as _K
 from .transforms import preconditioners as _PRE
 from .transforms.base import Batch
-from .problems import glm as _glm
-from .problems.glm import _LINKS
-from .problems.quadratic import _NoisyQuadratic, _RandomQuadratic
-
-#: Exact problem classes whose per-example gradients the kernel reproduces (a subclass may
-#: override them, so it goes to the engine).
-_GLM_TYPES = (_glm._GLMProblem, _glm._LeastSquares, _glm._Logistic, _glm._AbsoluteRegression,
-              _glm._LinearBox, _glm._SparseLogistic1D)
+from .problems.base import GLMView, NoisyQuadraticView, QuadraticView
 
 __all__ = ["plan", "FusedPlan", "SUPPORTED_OPTIMIZERS"]
 
@@ -1261,17 +1254,19 @@ def plan(problem, optimizer, *, trials, backend="numpy", dtype="float64"):
         return f"correlated noise ({hp['noise']!r}) has no fused kernel"
     R = trials
     P = FusedPlan(problem, optimizer, R)
-    # -- problem
-    if type(problem) in _GLM_TYPES:
-        if problem.sparse:
+    # -- problem: only through its kernel view (Problem.kernel_view)
+    view = P.view = problem.kernel_view()
+    if isinstance(view, GLMView):
+        if view.sparse:
             return "sparse GLM features have no fused kernel (the engine's CSR kernel is used)"
         P.pk = P_GLM
-    elif type(problem) is _RandomQuadratic:
+    elif isinstance(view, QuadraticView):
         P.pk = P_RQUAD
-    elif type(problem) is _NoisyQuadratic:
+    elif isinstance(view, NoisyQuadraticView):
         P.pk = P_NQUAD
     else:
-        return f"problem {problem.name!r} has no fused kernel"
+        return (f"problem {problem.name!r} has no kernel view (only the built-in GLMs and "
+                "quadratics, not subclasses, have one)")
     dom = problem.domain
     if dom is None:
         P.dk, P.drad = D_NONE, 0.0
@@ -1507,19 +1502,19 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     vals, cols, ptr, dense_d = e1, ie1, ie1, 0
     Wq, Yq, h, xi, qreg = e3, e2, e1, e2, 0.0
     rn2 = xmax = e1
+    view = P.view
     if P.pk == P_GLM:
-        X, y = np.ascontiguousarray(prob.X, dtype=np.float64), prob.y
+        X, y = view.X, view.y
         rn2 = _row_sq_norms(X)
         if P.ok == ELLIPSOID:
             xmax = _row_abs_max(X)
-        link, reg = _LINKS.index(prob.link), float(prob.reg)
+        link, reg = view.link, view.reg
         if P.ok == ELLIPSOID:  # the row layout of dpsim.privacy._ellipsoid.glm_projected_sum
             vals, cols, dense_d = X.reshape(-1), np.arange(d, dtype=np.int64), d
     elif P.pk == P_RQUAD:
-        Wq, Yq = np.ascontiguousarray(prob.W), np.ascontiguousarray(prob.Y)
-        qreg = 2.0 * prob.reg / prob.n
+        Wq, Yq, qreg = view.W, view.Y, view.reg_grad
     else:
-        h, xi = np.ascontiguousarray(prob.h), np.ascontiguousarray(prob.xi)
+        h, xi = view.h, view.xi
     out = np.empty((R, d))
     S = np.ones((R, d))
     g = np.empty(d)

@@ -82,3 +82,27 @@ def test_registered_names_are_attributes_and_star_importable():
         assert callable(ns[name])
     assert optimizers.noisy_adagrad(lr=0.1).name == "noisy_adagrad"  # the function, not the module
     np.testing.assert_equal(sorted(set(optimizers.names()) - set(optimizers.__all__)), [])
+
+
+def test_kernel_views_are_what_the_block_kernel_reads():
+    from dpsim.problems.base import GLMView, NoisyQuadraticView, QuadraticView
+    from dpsim.problems.glm import _LeastSquares
+
+    ls = problems.least_squares(50, 4, seed=0)
+    v = ls.kernel_view()
+    assert isinstance(v, GLMView) and not v.sparse and v.X is ls.X and v.link == 0
+    np.testing.assert_array_equal(v.row_sq_norms, np.einsum("ij,ij->i", ls.X, ls.X))
+    sp = problems.logistic_regression(60, 30, density=0.2, seed=0).kernel_view()
+    assert sp.sparse and sp.link == 1 and sp.indptr.shape == (61,)
+    assert isinstance(problems.random_quadratic(20, 3, seed=0).kernel_view(), QuadraticView)
+    assert isinstance(problems.quadratic_2d(1.0, 4.0, n=30).kernel_view(), NoisyQuadraticView)
+
+    class Mine(_LeastSquares):  # may override its gradients: no view, no block kernel
+        pass
+
+    mine = Mine.__new__(Mine)
+    mine.__dict__.update(ls.__dict__)
+    mine._host = mine
+    assert mine.kernel_view() is None
+    e = dpsim.explain(mine, "dp_sgd")
+    assert e.engine != "block" and "kernel view" in e.block

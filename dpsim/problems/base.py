@@ -8,6 +8,7 @@ import copy
 import math
 import numbers
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -149,6 +150,47 @@ class Ball:
 # =============================================================================================
 
 
+class GLMView(NamedTuple):
+    """What a compiled kernel may read of a built-in generalized linear model
+    (:meth:`Problem.kernel_view`): ``f_i(w) = l(x_i·w, y_i) + (reg/2)||w||²``.
+
+    ``X``: dense ``(n, d)`` C-contiguous float64 features (``None`` when sparse); ``data``,
+    ``indices``, ``indptr``: the CSR arrays when sparse (``None`` when dense); ``y``: ``(n,)``
+    labels; ``link``: the kernel code of ``l`` (:mod:`dpsim.problems._glm_kernels`: 0 squared,
+    1 logistic, 2 absolute, 3 linear); ``reg``; ``row_sq_norms``: ``(n,)`` ``||x_i||²``."""
+
+    X: Any
+    data: Any
+    indices: Any
+    indptr: Any
+    y: Any
+    link: int
+    reg: float
+    row_sq_norms: Any
+
+    @property
+    def sparse(self) -> bool:
+        return self.X is None
+
+
+class QuadraticView(NamedTuple):
+    """What a compiled kernel may read of ``random_quadratic``:
+    ``f_i(w) = ||W_i w − Y_i||² + (reg/n)||w||²`` (``W`` ``(m, k, d)``, ``Y`` ``(m, k)``;
+    ``reg_grad = 2·reg/n`` is the coefficient of ``w`` in a per-example gradient)."""
+
+    W: Any
+    Y: Any
+    reg_grad: float
+
+
+class NoisyQuadraticView(NamedTuple):
+    """What a compiled kernel may read of ``quadratic_2d``: ``∇f_i(w) = h ⊙ w + ξ_i``
+    (``h`` ``(d,)``, ``xi`` ``(n, d)``)."""
+
+    h: Any
+    xi: Any
+
+
 class Problem:
     """Finite-sum objective ``F(w) = (1/n) sum_i f(x_i; w)`` over ``w in R^d`` (see package doc).
 
@@ -256,6 +298,16 @@ class Problem:
         return host._optimum
 
     def _compute_optimum(self):
+        return None
+
+    # -- kernel view --------------------------------------------------------------------------
+    def kernel_view(self):
+        """What compiled kernels may read of this problem (host arrays, float64), or ``None``.
+
+        A :class:`GLMView`, :class:`QuadraticView` or :class:`NoisyQuadraticView` for the
+        built-in problems whose per-example gradients the kernels reproduce; ``None`` for any
+        other problem, including a subclass of a built-in one (it may override its gradients),
+        which then runs on the general engine.  The fast paths read problems only through this."""
         return None
 
     # -- held-out split -----------------------------------------------------------------------

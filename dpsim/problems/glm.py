@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from .._validate import check_allocation
 from . import _glm_kernels as _K
 from ._solvers import _lad_optimum, _logistic_1d_newton, _logistic_newton, _ridge_optimum
-from .base import Box, Problem, _is_scalar, _pos_int, _real, _seed, _stable_sigmoid
+from .base import GLMView, Box, Problem, _is_scalar, _pos_int, _real, _seed, _stable_sigmoid
 
 
 # =============================================================================================
@@ -116,6 +116,19 @@ class _GLMProblem(Problem):
         self.y = np.ascontiguousarray(y, dtype=np.float64)
         # mean feature vector, used by the linear loss (F(w) = -w . xbar)
         self._xbar = np.asarray(X.mean(axis=0)).reshape(d) if link == "linear" else None
+
+    def kernel_view(self):
+        """:class:`~dpsim.problems.base.GLMView` of the host data for the built-in GLM classes
+        (exact types: a subclass may override its gradients and gets ``None``)."""
+        if type(self) not in _KERNEL_TYPES:
+            return None
+        host = self._host
+        if host.sparse:
+            X = host.X
+            return GLMView(None, X.data, X.indices, X.indptr, host.y, _LINKS.index(host.link),
+                           float(host.reg), host._rn2)
+        return GLMView(host.X, None, None, None, host.y, _LINKS.index(host.link), float(host.reg),
+                       host._rn2)
 
     def _move_arrays(self, view, backend):
         super()._move_arrays(view, backend)
@@ -734,3 +747,9 @@ def sparse_logistic_1d(n=1000, *, zero_fraction=0.9, w_star=1.0, seed=0) -> Prob
                           config=config)
     p.w_star = w_star
     return p
+
+
+#: The GLM classes whose per-example gradients the compiled kernels reproduce
+#: (:meth:`_GLMProblem.kernel_view`).
+_KERNEL_TYPES = (_GLMProblem, _LeastSquares, _Logistic, _AbsoluteRegression, _LinearBox,
+                 _SparseLogistic1D)

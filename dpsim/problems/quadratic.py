@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Problem, _pos_int, _real, _seed
+from .base import NoisyQuadraticView, Problem, QuadraticView, _pos_int, _real, _seed
 
 
 # =============================================================================================
@@ -21,6 +21,14 @@ class _RandomQuadratic(Problem):
         self.W, self.Y, self.k = W, Y, k
         self._Wflat = W.reshape(m * k, d)
         self._Yflat = Y.reshape(m * k)
+
+    def kernel_view(self):
+        """:class:`~dpsim.problems.base.QuadraticView` of the host data (this exact class only)."""
+        if type(self) is not _RandomQuadratic:
+            return None
+        host = self._host
+        return QuadraticView(np.ascontiguousarray(host.W), np.ascontiguousarray(host.Y),
+                             2.0 * host.reg / host.n)
 
     def _residuals_all(self, w):  # (m*k, R)
         return self._Wflat @ w.T - self.xp.expand_dims(self._Yflat, axis=1)
@@ -86,6 +94,14 @@ class _NoisyQuadratic(Problem):
         super().__init__(name="quadratic_2d", n=n, d=d, config=config)
         self.h, self.xi = h, xi
         self.xibar = xi.mean(axis=0)  # zero up to rounding (xi is centred)
+
+    def kernel_view(self):
+        """:class:`~dpsim.problems.base.NoisyQuadraticView` of the host data (this exact class
+        only)."""
+        if type(self) is not _NoisyQuadratic:
+            return None
+        host = self._host
+        return NoisyQuadraticView(np.ascontiguousarray(host.h), np.ascontiguousarray(host.xi))
 
     def loss(self, w):
         xp = self.xp
