@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -985,6 +986,98 @@ def _scratch(cap, bd):
             np.empty(cap), np.empty(cap), np.empty(cap), np.empty(cap))
 
 
+class Draws(NamedTuple):
+    """The sampler's side of a block: its kind code, the ``n`` (per cyclic group) and ``q`` it
+    draws with, the number of cyclic groups, the private rows (empty: all), Σ batch sizes."""
+
+    sk: int
+    n_all: Any
+    p_all: Any
+    kcyc: int
+    private_idx: Any
+    bsum: Any
+
+
+class ProblemArgs(NamedTuple):
+    """The problem as the kernel reads it (from :meth:`dpsim.problems.Problem.kernel_view`;
+    dummies of the right types for the other kinds) and the domain's code and radius."""
+
+    pk: int
+    X: Any
+    rn2: Any
+    xmax: Any
+    y: Any
+    link: int
+    reg: float
+    Wq: Any
+    Yq: Any
+    h: Any
+    xi: Any
+    qreg: float
+    dk: int
+    drad: float
+    vals: Any
+    cols: Any
+    ptr: Any
+    dense_d: int
+
+
+class Hyper(NamedTuple):
+    """Per-trial hyperparameters ``(R,)`` and the optimizer's static switches."""
+
+    b: int
+    noisy: bool
+    neglr: Any
+    neglr2: Any
+    clip: Any
+    clip2: Any
+    std: Any
+    std2: Any
+    beta: Any
+    beta1: Any
+    beta2: Any
+    eps: Any
+    phi: Any
+    floor: Any
+    use_phi: bool
+    eps_zero: bool
+    s1: int
+    s2: int
+    rule: int
+    bias: Any
+    per_norm: bool
+
+
+class BlockState(NamedTuple):
+    """Parameters ``W`` and the optimizer's two state arrays (updated in place)."""
+
+    W: Any
+    A: Any
+    Bst: Any
+
+
+class EllipsoidArgs(NamedTuple):
+    """PASAN/PAGAN's ellipsoid (from the privatizer's state) and the projected fractions."""
+
+    Amat: Any
+    SA: Any
+    ISA: Any
+    arow: Any
+    const_a: Any
+    ens: Any
+    frac: Any
+
+
+class Scratch(NamedTuple):
+    """Work arrays the block reuses (no allocation per step)."""
+
+    out: Any
+    S: Any
+    g: Any
+    pv: Any
+    uu: Any
+
+
 def _make_run_steps(ok):
     """The step loop of :func:`run` for the optimizer kind ``ok`` (``SGD``, ``MOMENTUM``,
     ``ADAM``, ``DP2`` or ``ELLIPSOID``), which the compiled loop holds as a constant: each kind
@@ -993,11 +1086,7 @@ def _make_run_steps(ok):
     kind).  Numba caches each kind's loop under the hash of its closure, i.e. of ``ok``."""
 
     @numba.njit(cache=True)
-    def run_steps(t0, K, sk, srng, n_all, p_all, kcyc, step0, private_idx, bsum, nrng, noisy,
-                  pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad,
-                  b, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, cor1, cor2, eps, phi,
-                  floor, use_phi, eps_zero, s1, s2, rule, bias, W, A, Bst, count, out, S, g,
-                  vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, per_norm, frac, pv, uu):
+    def run_steps(t0, K, step0, count, srng, nrng, cor1, cor2, dr, pr, hy, st, el, sc):
         """Steps ``t0 + 1 … t0 + K`` of the engine loop, batches and noise included, in place on
         ``W`` (params), ``A``, ``Bst`` (optimizer state: momentum trace | Adam m, v | DP² v, G |
         PASAN/PAGAN v) and ``bsum`` (Σ batch sizes); returns the Adam count after the block.
@@ -1010,7 +1099,19 @@ def _make_run_steps(ok):
         ``Generator`` objects themselves (Numba's compiled methods); both produce NumPy's streams bit
         for bit (``tests/test_bitgen.py``, ``tests/test_fused.py``), so this is the engine's run.  The
         binomial set-up (NumPy's ``binomial_t`` and BTPE's table of ratios) is computed once per
-        ``(n, p)``.  Step-major: at each step every trial takes its step (the draws are step-major)."""
+        ``(n, p)``.  Step-major: at each step every trial takes its step (the draws are step-major).
+
+        Arguments besides the step numbers, the Adam count, the two generators and Adam's
+        ``(K, R)`` bias corrections come as NamedTuples: :class:`Draws`, :class:`ProblemArgs`,
+        :class:`Hyper`, :class:`BlockState`, :class:`EllipsoidArgs`, :class:`Scratch`."""
+        sk, n_all, p_all, kcyc, private_idx, bsum = dr
+        (pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, dk, drad, vals, cols, ptr,
+         dense_d) = pr
+        (b, noisy, neglr, neglr2, clip, clip2, std, std2, beta, beta1, beta2, eps, phi, floor,
+         use_phi, eps_zero, s1, s2, rule, bias, per_norm) = hy
+        W, A, Bst = st
+        Amat, SA, ISA, arow, const_a, ens, frac = el
+        out, S, g, pv, uu = sc
         R, d = W.shape
         fb = float(b)
         # b a power of two: x / b and x · (1/b) are the same number (both the exact x·2^-k rounded
@@ -1527,6 +1628,15 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     inline = _inline_rng(srng, nrng)
     bsum = np.zeros(R)
     per_step = R * (d + b)
+    draws = Draws(sk, n_all, p_all, kcyc, pidx, bsum)
+    prob_args = ProblemArgs(P.pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
+                            vals, cols, ptr, dense_d)
+    hyper_args = Hyper(b, P.noisy, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta,
+                       P.beta1, P.beta2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1, P.s2,
+                       P.rule, P.bias, P.per_norm)
+    arrays = BlockState(W, A, Bst)
+    ell = EllipsoidArgs(Amat, SA, ISA, arow, const_a, ens, P.frac)
+    scratch = Scratch(out, S, g, pv, uu)
     while t < steps:
         stop = int(rec_steps[next_rec]) if next_rec < K_rec else steps
         # a block ends at the next record step, or earlier after BLOCK_ELEMENTS trial-numbers
@@ -1539,13 +1649,8 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
             s_arg, n_arg = srng, nrng
         cor1, cor2 = _bias_corrections(P, count, K, R)
         try:
-            count = _run_steps(P.ok)(t, K, sk, s_arg, n_all, p_all, kcyc, sampler.step, pidx, bsum, n_arg,
-                               P.noisy, P.pk, X, rn2, xmax, y, link, reg, Wq, Yq, h, xi, qreg, P.dk, P.drad,
-                               b, P.neglr, P.neglr2, P.clip, P.clip2, P.std, P.std2, P.beta,
-                               P.beta1, P.beta2, cor1, cor2, P.eps, P.phi, P.floor, P.use_phi, P.eps_zero, P.s1,
-                               P.s2, P.rule, P.bias, W, A, Bst, count, out, S, g,
-                               vals, cols, ptr, dense_d, Amat, SA, ISA, arow, const_a, ens, P.per_norm,
-                               P.frac, pv, uu)
+            count = _run_steps(P.ok)(t, K, sampler.step, count, s_arg, n_arg, cor1, cor2, draws, prob_args,
+                                     hyper_args, arrays, ell, scratch)
         finally:
             if inline:  # the generators continue exactly where NumPy's own draws would leave them
                 _BG.store_state(srng, s_arg)
