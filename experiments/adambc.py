@@ -34,6 +34,10 @@ Claims checked (figures ``paper_figures/fig_adambc_*.py``):
 * ``fig_adambc_real`` (§5 on real data): DP-AdamBC vs DP-Adam vs DP-SGD on breast_cancer, held-out
   accuracy, with its own premise (Adam ≫ SGD without privacy, on its features and in the columns'
   original units).
+* ``fig_adambc_movielens`` (§5 on real data, a regression): DP-AdamBC vs DP-Adam vs DP-SGD on
+  MovieLens-small (one-hot user + movie ridge), held-out MSE, with its own premises (the exact
+  ridge optimum beats predicting the training mean on held-out ratings; Φ above v̂^c on most
+  coordinates; Adam ≫ SGD without privacy).
 
 Design
 ------
@@ -117,6 +121,18 @@ Design
   loss and accuracy, paired seeds); non-private SGD and Adam on it and on the same rows in the
   columns' original units (``realraw``, premise only).  The coordinate-scale spread at the exact
   optimum of both is saved in ``notes["settings"]["real"]``.
+* MovieLens-small (:class:`MovieLensConfig`, :func:`movielens_problem`; issue 31 item 5): the
+  ratings as a sparse one-hot user + movie ridge regression (:func:`dpsim.datasets.movielens`:
+  training rows of unit norm, ratings centred by the training mean, 20 % held out; the quick run
+  subsamples the ratings).  Per ε, as on breast_cancer: DP-Adam, DP-AdamBC (η × γ'/Φ) and DP-SGD
+  tuned on the final training loss, then fresh paired evaluation cells recording the held-out
+  loss; frozen runs at DP-Adam's trained point (private and clean, same seed) probe the moments
+  of ``probe_coords`` uniformly drawn coordinates (:func:`movielens_coords`); non-private SGD and
+  Adam tuned and evaluated.  The held-out MSE of the trivial predictor (``w = 0``: the training
+  mean rating) and of the exact ridge optimum ``w*``, with a 95% CI over held-out ratings of their
+  difference, are saved in ``notes["settings"]["movielens"]["heldout"]``.  Cells
+  ``"movielens-eps<ε>-<slot>"`` / ``"movielens-nonprivate-<slot>"``, ``meta["problem"] =
+  "movielens"``, indexed after every other cell.
 * σ of those problems is calibrated the same way, for their own sampling rate and run length.
   All cells of the other problems come after the main problem's (``len(SLOTS)·K +
   len(NONPRIVATE_SLOTS) + …``), so adding them changed no main cell's seed.
@@ -149,7 +165,9 @@ from .pipeline import Cell, Experiment, cell_seed, require_positive_ints
 __all__ = ["Config", "RegimeConfig", "RealConfig", "PRESETS", "EXPERIMENT", "run", "SLOTS",
            "SWEEP_SLOTS", "NONPRIVATE_SLOTS", "REGIME_SLOTS", "REGIME_NONPRIVATE_SLOTS", "REAL_SLOTS",
            "REAL_NONPRIVATE_SLOTS", "PROBLEMS", "label", "labels", "moment_probes", "beta2_of",
-           "problem", "regime_problem", "regime_coords", "real_problems", "clean_adam_plus"]
+           "problem", "regime_problem", "regime_coords", "real_problems", "clean_adam_plus",
+           "MovieLensConfig", "MOVIELENS_SLOTS", "MOVIELENS_NONPRIVATE_SLOTS", "movielens_problem",
+           "movielens_coords", "movielens_heldout"]
 
 MAX_DP2_DELAYS = 3
 """At most this many DP² delays ``s`` (one tuning cell each: ``s`` is shared by a run's trials)."""
@@ -166,10 +184,11 @@ NONPRIVATE_SLOTS = ("tune-np-sgd", "tune-np-adam", "np-sgd", "np-adam",
 _PAIRED = {"adambc": "adam", "sgdm-eq3": "adam", "dpsgd": "adam", "dp2": "adam",
            "frozen-clean": "frozen-private"}
 
-PROBLEMS = ("main", "regime", "real", "realraw")
+PROBLEMS = ("main", "regime", "real", "realraw", "movielens")
 """The experiment's problems, the ``"problem"`` of every cell's metadata: ``main`` (the diagonal
 least squares of :func:`problem`), ``regime`` (the in-regime sparse problem of
-:func:`regime_problem`), ``real`` and ``realraw`` (breast_cancer, :func:`real_problems`)."""
+:func:`regime_problem`), ``real`` and ``realraw`` (breast_cancer, :func:`real_problems`) and
+``movielens`` (MovieLens-small ridge, :func:`movielens_problem`)."""
 REGIME_SLOTS = ("tune-adam", "tune-adambc", "adam", "adambc", "sgdm-eq3", "frozen-private",
                 "frozen-clean")
 """Per-ε cell slots of the in-regime problem."""
@@ -179,7 +198,12 @@ REAL_SLOTS = ("tune-adam", "tune-adambc", "tune-dpsgd", "adam", "adambc", "dpsgd
 """Per-ε cell slots of the real data set (``real`` only)."""
 REAL_NONPRIVATE_SLOTS = ("tune-np-sgd", "tune-np-adam", "np-sgd", "np-adam")
 """Non-private cells of the real data set, for both of its variants (``real``, ``realraw``)."""
-_PREFIX = {"regime": "regime-", "real": "real-", "realraw": "realraw-"}
+MOVIELENS_SLOTS = ("tune-adam", "tune-adambc", "tune-dpsgd", "adam", "adambc", "dpsgd",
+                   "frozen-private", "frozen-clean")
+"""Per-ε cell slots of MovieLens-small (the frozen runs measure its Φ/v̂^c premise)."""
+MOVIELENS_NONPRIVATE_SLOTS = ("tune-np-sgd", "tune-np-adam", "np-sgd", "np-adam")
+"""Non-private cells of MovieLens-small (its premise: Adam ≫ SGD without privacy, or not)."""
+_PREFIX = {"regime": "regime-", "real": "real-", "realraw": "realraw-", "movielens": "movielens-"}
 
 
 @dataclass(frozen=True)
@@ -273,6 +297,58 @@ class RealConfig:
 
 
 @dataclass(frozen=True)
+class MovieLensConfig:
+    """The MovieLens-small rows ([ADAMBC] §5 on real data, a regression; issue 31 item 5):
+    :func:`dpsim.datasets.movielens` with ``subsample`` ratings (``None``: all 100 004) drawn and
+    split (``test`` held out) with ``split_seed``; one-hot user and movie columns of the training
+    ratings, training rows of unit norm, ratings centred by the training mean; squared loss with
+    the ridge ``reg`` (the loader's default 1e-3).  ``d`` (users + movies seen in training) follows
+    from the data.  The frozen runs probe ``probe_coords`` coordinates (at most ``d``) for the
+    ``Φ/v̂^c`` premise; ``epsilons``: the targets run (a subset of ``Config.epsilons``; ``None``:
+    all)."""
+
+    batch_size: int
+    steps: int
+    lr_grid_adam: tuple[float, ...]         # DP-Adam η
+    lr_grid_bc: tuple[float, ...]           # DP-AdamBC η
+    gamma_ratios: tuple[float, ...]         # DP-AdamBC γ'/Φ
+    lr_grid_dpsgd: tuple[float, ...]        # DP-SGD η
+    lr_grid_np_sgd: tuple[float, ...]       # non-private SGD η
+    lr_grid_np_adam: tuple[float, ...]      # non-private Adam η
+    tune_trials: int
+    trials: int                             # evaluation and frozen trials
+    freeze_steps: int                       # frozen (lr = 0) moment runs, recorded at the end
+    probe_coords: int                       # coordinates probed (uniform sample, sorted)
+    subsample: int | None = None            # ratings used (None: all)
+    test: float = 0.2
+    split_seed: int = 0
+    reg: float = 1e-3
+    epsilons: tuple[float, ...] | None = None
+
+    def __post_init__(self):
+        require_positive_ints(self, ("batch_size", "steps", "tune_trials", "trials",
+                                     "freeze_steps", "probe_coords"))
+        if self.trials < 2:
+            raise ValueError(f"movielens trials must be >= 2 (confidence intervals), got "
+                             f"{self.trials}")
+        for name in ("lr_grid_adam", "lr_grid_bc", "gamma_ratios", "lr_grid_dpsgd",
+                     "lr_grid_np_sgd", "lr_grid_np_adam"):
+            v = getattr(self, name)
+            if not v or any((not math.isfinite(x)) or x <= 0 for x in v):
+                raise ValueError(f"movielens {name} must be a non-empty tuple of positive numbers, "
+                                 f"got {name}={v!r}")
+        if self.subsample is not None and (isinstance(self.subsample, bool)
+                                           or not isinstance(self.subsample, int)
+                                           or self.subsample < 2):
+            raise ValueError(f"movielens subsample must be None or an integer >= 2, got "
+                             f"subsample={self.subsample!r}")
+        if not (0.0 < self.test < 1.0):
+            raise ValueError(f"movielens test must be a fraction in (0, 1), got test={self.test!r}")
+        if not (math.isfinite(self.reg) and self.reg >= 0):
+            raise ValueError(f"movielens reg must be a finite number >= 0, got reg={self.reg!r}")
+
+
+@dataclass(frozen=True)
 class Config:
     """Everything the experiment's results depend on (hashed into the cache key)."""
 
@@ -318,6 +394,7 @@ class Config:
     seed: int = 0
     regime: RegimeConfig | None = None      # the in-regime problem (None: not run)
     real: RealConfig | None = None          # the real-data rows (None: not run)
+    movielens: MovieLensConfig | None = None  # the MovieLens-small rows (None: not run)
 
     def __post_init__(self):
         require_positive_ints(self,
@@ -367,7 +444,8 @@ class Config:
                              f"freeze_steps={self.freeze_steps}, freeze_record_every={self.freeze_record_every}")
         if self.batch_size > self.n:
             raise ValueError(f"batch_size must be <= n, got batch_size={self.batch_size}, n={self.n}")
-        for name, kind in (("regime", RegimeConfig), ("real", RealConfig)):
+        for name, kind in (("regime", RegimeConfig), ("real", RealConfig),
+                           ("movielens", MovieLensConfig)):
             v = getattr(self, name)
             if v is not None and not isinstance(v, kind):
                 raise ValueError(f"{name} must be a {kind.__name__} or None, got {name}={v!r}")
@@ -375,12 +453,23 @@ class Config:
                 not self.regime.epsilons or set(self.regime.epsilons) - set(self.epsilons)):
             raise ValueError(f"regime epsilons must be a non-empty subset of epsilons="
                              f"{self.epsilons!r}, got {self.regime.epsilons!r}")
+        if self.movielens is not None and self.movielens.epsilons is not None and (
+                not self.movielens.epsilons or set(self.movielens.epsilons) - set(self.epsilons)):
+            raise ValueError(f"movielens epsilons must be a non-empty subset of epsilons="
+                             f"{self.epsilons!r}, got {self.movielens.epsilons!r}")
 
     def regime_epsilons(self) -> tuple[float, ...]:
         """The ε targets of the in-regime problem (``()`` when it is not run)."""
         if self.regime is None:
             return ()
         want = self.regime.epsilons
+        return tuple(e for e in self.epsilons if want is None or e in want)
+
+    def movielens_epsilons(self) -> tuple[float, ...]:
+        """The ε targets of the MovieLens-small rows (``()`` when they are not run)."""
+        if self.movielens is None:
+            return ()
+        want = self.movielens.epsilons
         return tuple(e for e in self.epsilons if want is None or e in want)
 
     @property
@@ -433,6 +522,27 @@ _REAL_FULL = RealConfig(batch_size=32, steps=1000, lr_grid_adam=_grid(-3, 0),
                         lr_grid_bc=_grid(-3, 0), gamma_ratios=(1e-3, 1e-2, 1e-1, 1.0),
                         lr_grid_dpsgd=_grid(-2, 1), lr_grid_np_sgd=_grid(-1, 2),
                         lr_grid_np_adam=_grid(-3, 0), tune_trials=6, trials=100)
+# MovieLens-small (issue 31 item 5): the one-hot user + movie ridge of dpsim.datasets.movielens
+# (reg = 1e-3, the loader's default), B = 256.  Quick: 10 000 of the 100 004 ratings (8 000 training
+# rows, 2 000 held out, d = 3 790 users + movies), T = 1000 (32 epochs); σ ≈ 3.9 at ε = 1 and 0.91
+# at ε = 8.  ~2.1e5 trial-steps at 20–60 µs (d = 3 790): ~11 CPU-s of cells, plus ~3 s for the two
+# σ calibrations and ~1.5 s for the data, its exact optimum and the held-out premise (measured on
+# the loaded 2-core machine).
+_ML_QUICK = MovieLensConfig(batch_size=256, steps=1000, lr_grid_adam=(0.001, 0.003, 0.01),
+                            lr_grid_bc=(0.001, 0.003, 0.01), gamma_ratios=(0.1, 1.0, 10.0),
+                            lr_grid_dpsgd=(0.1, 0.3, 1.0, 3.0), lr_grid_np_sgd=(1.0, 3.0, 10.0),
+                            lr_grid_np_adam=(0.001, 0.003, 0.01), tune_trials=3, trials=8,
+                            freeze_steps=300, probe_coords=256, subsample=10000)
+# Full: every rating (80 003 training rows, 20 001 held out, d = 9 092), T = 3000 (~10 epochs),
+# ε ∈ {1, 3, 7}.  ~4e6 trial-steps (per ε ~1.2e6, non-private 5e5) at ~150–210 µs (private
+# Adam-family), ~125 µs (DP-SGD), 50–125 µs (non-private) per trial-step at d = 9 092, B = 256
+# (measured on the loaded 2-core machine): an estimated ~11 CPU-minutes, with σ's calibration
+# (~30 s) and the exact optimum (~7–13 s per process that builds the problem).
+_ML_FULL = MovieLensConfig(batch_size=256, steps=3000, lr_grid_adam=_grid(-4, -1),
+                           lr_grid_bc=_grid(-4, -1), gamma_ratios=(1e-2, 1e-1, 1.0, 10.0),
+                           lr_grid_dpsgd=_grid(-2, 1), lr_grid_np_sgd=_grid(-1, 2),
+                           lr_grid_np_adam=_grid(-4, -1), tune_trials=5, trials=48,
+                           freeze_steps=1000, probe_coords=512)
 
 PRESETS: dict[str, Config] = {
     # Smoke test only (seconds): no claim is expected to hold at this size.
@@ -453,7 +563,13 @@ PRESETS: dict[str, Config] = {
                    real=RealConfig(batch_size=16, steps=20, lr_grid_adam=(0.01, 0.1),
                                    lr_grid_bc=(0.01, 0.1), gamma_ratios=(0.1,),
                                    lr_grid_dpsgd=(0.3, 1.0), lr_grid_np_sgd=(0.3, 1.0),
-                                   lr_grid_np_adam=(0.01, 0.1), tune_trials=2, trials=3)),
+                                   lr_grid_np_adam=(0.01, 0.1), tune_trials=2, trials=3),
+                   movielens=MovieLensConfig(batch_size=16, steps=20, lr_grid_adam=(0.003, 0.03),
+                                             lr_grid_bc=(0.003, 0.03), gamma_ratios=(0.1,),
+                                             lr_grid_dpsgd=(0.3, 1.0), lr_grid_np_sgd=(1.0, 3.0),
+                                             lr_grid_np_adam=(0.003, 0.03), tune_trials=2,
+                                             trials=3, freeze_steps=10, probe_coords=20,
+                                             subsample=1500)),
     # A laptop (~70 CPU-seconds of simulation, 1.7e6 trial-steps; the clean Φ' cells of Fig. 2
     # right add 2.2e5 of them, ~10 s, on the chain engine).  n = 20 000, B = 256 (the paper's batch size),
     # condition 1000: non-private Adam beats tuned SGD ~10× at T = 1000.  ε = 1 and ε = 8; sweeps
@@ -468,7 +584,7 @@ PRESETS: dict[str, Config] = {
                     phi_ratios=(0.0, 0.1, 0.5, 1.0, 2.0, 10.0), adam_gamma_ratios=(0.01, 0.1, 1.0, 10.0),
                     betas1=(0.8, 0.9, 0.95, 0.98), tune_trials=3, trials=32, sweep_trials=12,
                     freeze_steps=1000, freeze_record_every=10, record_every=50,
-                    regime=_REGIME_QUICK, real=_REAL_QUICK),
+                    regime=_REGIME_QUICK, real=_REAL_QUICK, movielens=_ML_QUICK),
     # The paper's batch size B = 256, ε ∈ {1, 3, 7} and t up to 10⁴ (Tables 3–5); 6 tuning trials
     # per grid point, 100 evaluation trials (the paper: 5 runs), 32 per sweep setting.  Estimated
     # ~0.9 CPU-hours: 3.4e7 trial-steps (per-ε tuning/evaluation 1.4e7, frozen 6e6, sweeps 7.7e6,
@@ -485,7 +601,7 @@ PRESETS: dict[str, Config] = {
                    tune_trials=6, trials=100, sweep_trials=32, freeze_steps=10000,
                    freeze_record_every=50, record_every=50, clean_lr_grid=_grid(-4, 0),
                    clean_sgdm_lr_grid=(0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
-                   regime=_REGIME_FULL, real=_REAL_FULL),
+                   regime=_REGIME_FULL, real=_REAL_FULL, movielens=_ML_FULL),
 }
 
 
@@ -493,7 +609,7 @@ def label(epsilon: float | None, slot: str, problem: str = "main") -> str:
     """Cell label ``"eps<ε>-<slot>"`` (e.g. ``"eps1-adam"``); ``"nonprivate-<slot>"`` for the
     non-private slots (``epsilon`` is then ignored and may be ``None``).  Cells of the other
     problems (:data:`PROBLEMS`) carry the problem as a prefix: ``"regime-eps1-adam"``,
-    ``"real-nonprivate-np-sgd"``, ``"realraw-nonprivate-np-adam"``."""
+    ``"real-nonprivate-np-sgd"``, ``"realraw-nonprivate-np-adam"``, ``"movielens-eps1-adambc"``."""
     if problem == "main":
         if slot in NONPRIVATE_SLOTS:
             return f"nonprivate-{slot}"
@@ -515,7 +631,8 @@ def _problem_slots(problem: str) -> tuple[tuple, tuple]:
     """``(per-ε slots, non-private slots)`` of a problem other than ``main``."""
     return {"regime": (REGIME_SLOTS, REGIME_NONPRIVATE_SLOTS),
             "real": (REAL_SLOTS, REAL_NONPRIVATE_SLOTS),
-            "realraw": ((), REAL_NONPRIVATE_SLOTS)}[problem]
+            "realraw": ((), REAL_NONPRIVATE_SLOTS),
+            "movielens": (MOVIELENS_SLOTS, MOVIELENS_NONPRIVATE_SLOTS)}[problem]
 
 
 def labels(config: Config) -> list[str]:
@@ -524,11 +641,13 @@ def labels(config: Config) -> list[str]:
     out = [label(e, s) for e in config.epsilons for s in SLOTS
            if (s not in SWEEP_SLOTS or e == config.sweep_epsilon) and s not in skip]
     out += [label(None, s) for s in NONPRIVATE_SLOTS]
-    for prob, on in (("regime", config.regime), ("real", config.real), ("realraw", config.real)):
+    for prob, on in (("regime", config.regime), ("real", config.real), ("realraw", config.real),
+                     ("movielens", config.movielens)):
         if on is None:
             continue
         per_eps, nonpriv = _problem_slots(prob)
-        eps_run = config.regime_epsilons() if prob == "regime" else config.epsilons
+        eps_run = {"regime": config.regime_epsilons(),
+                   "movielens": config.movielens_epsilons()}.get(prob, config.epsilons)
         out += [label(e, s, prob) for e in eps_run for s in per_eps]
         out += [label(None, s, prob) for s in nonpriv]
     return out
@@ -600,6 +719,52 @@ def real_problems(rc: RealConfig) -> dict:
     return {"real": real, "realraw": raw}
 
 
+def movielens_problem(mc: MovieLensConfig):
+    """MovieLens-small (:class:`MovieLensConfig`) as :func:`dpsim.datasets.load` gives it: the
+    ``subsample`` ratings split with ``split_seed`` (``test`` held out), one-hot user and movie
+    columns of the training ratings divided by the largest training row norm (``√2``), ratings
+    minus the training mean, squared loss with the ridge ``reg``; the held-out rows give the
+    problem its ``test_loss`` (half the held-out MSE, no ridge term)."""
+    import dpsim.datasets as ds
+
+    return ds.load("movielens", subsample=mc.subsample, test=mc.test, seed=mc.split_seed,
+                   reg=mc.reg)
+
+
+def movielens_coords(mc: MovieLensConfig, d: int) -> list[int]:
+    """The coordinates whose moments the MovieLens frozen runs record: ``min(probe_coords, d)``
+    of the ``d`` drawn uniformly without replacement (stream ``(split_seed, 2)``), sorted — a
+    uniform sample over users and movies alike, so its quantiles estimate those over all
+    coordinates."""
+    rng = np.random.default_rng([mc.split_seed, 2])
+    return sorted(int(j) for j in rng.choice(d, size=min(mc.probe_coords, d), replace=False))
+
+
+def movielens_heldout(mc: MovieLensConfig) -> dict:
+    """Premise (a) of the MovieLens rows, from the data: can any linear model beat the trivial
+    predictor here?  The trivial predictor is ``w = 0`` (every rating predicted by the training
+    mean); ``w*`` is the exact ridge optimum on the training split.  Returns the held-out MSE of
+    each (``mse_trivial``, ``mse_wstar``; star², without the ridge term), the mean gain
+    ``mse_trivial − mse_wstar`` and the half-width ``gain_h`` of its 95% t-interval over the
+    held-out ratings (per-rating differences of squared errors), their training MSEs, the number
+    of held-out ratings ``rows`` and the share ``unseen`` of them whose user or movie has no
+    training rating (a zero block of the one-hot row)."""
+    import dpsim.datasets as ds
+    from dpsim.analysis import stats
+
+    X, y, info = ds.arrays("movielens", subsample=mc.subsample, test=mc.test, seed=mc.split_seed,
+                           reg=mc.reg)
+    Xt, yt = info["test"]
+    w = np.asarray(_movielens_cached(mc).optimum[0], dtype=np.float64)
+    e0, ew = yt ** 2, (Xt @ w - yt) ** 2
+    gain, gain_h = map(float, stats.mean_ci(e0 - ew))
+    nnz = np.diff(Xt.indptr)
+    return dict(rows=int(yt.size), mse_trivial=float(e0.mean()), mse_wstar=float(ew.mean()),
+                gain=gain, gain_h=gain_h, train_mse_trivial=float(np.mean(y ** 2)),
+                train_mse_wstar=float(np.mean((X @ w - y) ** 2)),
+                unseen=float(np.mean(nnz < 2)))
+
+
 def clean_adam_plus(lr, phi_add, *, beta1: float = 0.9, beta2: float = 0.999,
                     clip: float = 1.0) -> Optimizer:
     """Clean Adam (per-example gradients clipped to ``C``, **no noise**) with a constant ``Φ'``
@@ -663,6 +828,12 @@ def _regime_cached(rc: RegimeConfig):
 def _real_cached(rl: RealConfig) -> dict:
     """:func:`real_problems` built once per process and config."""
     return real_problems(rl)
+
+
+@functools.lru_cache(maxsize=4)
+def _movielens_cached(mc: MovieLensConfig):
+    """:func:`movielens_problem` built once per process and config."""
+    return movielens_problem(mc)
 
 
 def _scale_spread(prob) -> dict:
@@ -824,8 +995,11 @@ def run(config: Config, cache) -> dict:
     base["real"] = base["regime-np"] + len(REGIME_NONPRIVATE_SLOTS)
     base["real-np"] = base["real"] + len(REAL_SLOTS) * K
     base["realraw-np"] = base["real-np"] + len(REAL_NONPRIVATE_SLOTS)
+    base["movielens"] = base["realraw-np"] + len(REAL_NONPRIVATE_SLOTS)
+    base["movielens-np"] = base["movielens"] + len(MOVIELENS_SLOTS) * K
     x_paired = {"regime": {"adambc": "adam", "sgdm-eq3": "adam", "frozen-clean": "frozen-private"},
-                "real": {"adambc": "adam", "dpsgd": "adam"}}
+                "real": {"adambc": "adam", "dpsgd": "adam"},
+                "movielens": {"adambc": "adam", "dpsgd": "adam", "frozen-clean": "frozen-private"}}
 
     def x_index(problem_, k, slot):
         per_eps, nonpriv = _problem_slots(problem_)
@@ -846,25 +1020,33 @@ def run(config: Config, cache) -> dict:
                     lambda seed: compute(seed if fixed is None else fixed),
                     {"epsilon": float(eps), "slot": slot, "problem": problem_, **meta})
 
-    rc, rl = cfg.regime, cfg.real
+    rc, rl, ml = cfg.regime, cfg.real, cfg.movielens
+    xconf = {"regime": rc, "real": rl, "realraw": rl, "movielens": ml}
     x_probs = {}
     if rc is not None:
         x_probs["regime"] = _regime_cached(rc)
     if rl is not None:
         x_probs.update(_real_cached(rl))
+    if ml is not None:
+        x_probs["movielens"] = _movielens_cached(ml)
 
     x_n = {p_: pr.n for p_, pr in x_probs.items()}  # the closures capture these, not the data
+    x_d = {p_: pr.d for p_, pr in x_probs.items()}
 
     def x_problem(problem_):
         """The problem, built (and its exact optimum computed) once per process: the cells
         capture the frozen configs, not the data."""
-        return _regime_cached(rc) if problem_ == "regime" else _real_cached(rl)[problem_]
+        if problem_ == "regime":
+            return _regime_cached(rc)
+        if problem_ == "movielens":
+            return _movielens_cached(ml)
+        return _real_cached(rl)[problem_]
 
     def x_sim(problem_, opt, trials, seed, **kw):
         return dpsim.simulate(x_problem(problem_), opt, trials=trials, seed=seed, **kw)
 
     def x_sigma(problem_, eps):
-        xc = rc if problem_ == "regime" else rl
+        xc = xconf[problem_]
         n_ = x_n[problem_]
         key = (problem_, eps)
         if key not in sigmas:
@@ -873,20 +1055,23 @@ def run(config: Config, cache) -> dict:
         return sigmas[key]
 
     def x_phi(problem_, eps):
-        xc = rc if problem_ == "regime" else rl
+        xc = xconf[problem_]
         return float(dp_bias(x_sigma(problem_, eps), cfg.clip, xc.batch_size))
 
     ks_regime = [k for k, e in enumerate(cfg.epsilons) if e in cfg.regime_epsilons()]
-    for _p in ("regime", "real"):
+    ks_ml = [k for k, e in enumerate(cfg.epsilons) if e in cfg.movielens_epsilons()]
+    x_ks = {"regime": ks_regime, "real": list(range(K)), "movielens": ks_ml}
+    for _p in ("regime", "real", "movielens"):
         if _p in x_probs:
-            for k in (ks_regime if _p == "regime" else range(K)):
+            for k in x_ks[_p]:
                 x_sigma(_p, cfg.epsilons[k])
 
     def x_kw(problem_, what):
         """simulate options of a cell: ``what`` is "tune" (final loss only) or "eval"."""
-        xc = rc if problem_ == "regime" else rl
+        xc = xconf[problem_]
         metrics = ("loss",) if what == "tune" else (
-            ("loss", "test_loss") if problem_ == "regime" else ("loss", "test_loss", "test_accuracy"))
+            ("loss", "test_loss") if problem_ in ("regime", "movielens")
+            else ("loss", "test_loss", "test_accuracy"))
         every = xc.steps if what == "tune" else max(1, xc.steps // 20)
         return dict(steps=xc.steps, batch_size=xc.batch_size, sampling=cfg.sampling,
                     record_every=every, metrics=metrics, **sim)
@@ -904,9 +1089,15 @@ def run(config: Config, cache) -> dict:
                            "np-sgd": {"lr": rl.lr_grid_np_sgd},
                            "np-adam": {"lr": rl.lr_grid_np_adam}}
         x_grids["realraw"] = {k: x_grids["real"][k] for k in ("np-sgd", "np-adam")}
+    if ml is not None:
+        x_grids["movielens"] = {"adam": {"lr": ml.lr_grid_adam},
+                                "adambc": {"lr": ml.lr_grid_bc, "gamma_ratio": ml.gamma_ratios},
+                                "dpsgd": {"lr": ml.lr_grid_dpsgd},
+                                "np-sgd": {"lr": ml.lr_grid_np_sgd},
+                                "np-adam": {"lr": ml.lr_grid_np_adam}}
 
     def x_reps(problem_):
-        return (rc if problem_ == "regime" else rl).tune_trials
+        return xconf[problem_].tune_trials
 
     def x_opt(problem_, method, eps, hp):
         """The optimizer of ``method`` (``adam``, ``adambc``, ``dpsgd``, ``sgdm-eq3``, ``np-sgd``,
@@ -961,6 +1152,10 @@ def run(config: Config, cache) -> dict:
         x_tune_cells += [x_tune("real", k, m) for k in range(K) for m in ("adam", "adambc", "dpsgd")]
         x_tune_cells += [x_tune(pp, None, m) for pp in ("real", "realraw")
                          for m in ("np-sgd", "np-adam")]
+    if ml is not None:
+        x_tune_cells += [x_tune("movielens", k, m) for k in ks_ml
+                         for m in ("adam", "adambc", "dpsgd")]
+        x_tune_cells += [x_tune("movielens", None, m) for m in ("np-sgd", "np-adam")]
 
     sgdm_lrs = tuning.fold(grid_clean_sgdm, cfg.tune_trials)["lr"]
     tuned = cache.run([c for k in range(K) for c in (tune_adam(k), tune_bc(k), tune_dpsgd(k))]
@@ -998,12 +1193,13 @@ def run(config: Config, cache) -> dict:
     # the in-regime problem and the real data: choices, then their evaluation cells
     x_chosen: dict = {}
     x_eval_cells = []
-    for problem_, methods in (("regime", ("adam", "adambc")), ("real", ("adam", "adambc", "dpsgd"))):
+    for problem_, methods in (("regime", ("adam", "adambc")), ("real", ("adam", "adambc", "dpsgd")),
+                              ("movielens", ("adam", "adambc", "dpsgd"))):
         if problem_ not in x_probs:
             continue
-        xc = rc if problem_ == "regime" else rl
+        xc = xconf[problem_]
         for k, eps in enumerate(cfg.epsilons):
-            if problem_ == "regime" and k not in ks_regime:
+            if k not in x_ks[problem_]:
                 continue
             for m in methods:
                 sel = tuning.select(tuned[label(eps, "tune-" + m, problem_)],
@@ -1014,10 +1210,10 @@ def run(config: Config, cache) -> dict:
             if problem_ == "regime":  # Eq. 3: DP-SGDM at the rate of the tuned DP-Adam
                 x_eval_cells.append(x_eval(problem_, k, "sgdm-eq3", x_chosen[(problem_, k, "adam")],
                                            xc.trials))
-    for problem_ in ("regime", "real", "realraw"):
+    for problem_ in ("regime", "real", "realraw", "movielens"):
         if problem_ not in x_probs:
             continue
-        xc = rc if problem_ == "regime" else rl
+        xc = xconf[problem_]
         for m in ("np-sgd", "np-adam"):
             sel = tuning.select(tuned[label(None, "tune-" + m, problem_)], x_grids[problem_][m],
                                 x_reps(problem_))
@@ -1195,23 +1391,29 @@ def run(config: Config, cache) -> dict:
 
         return cell(k, slot, compute)
 
-    def x_frozen(k, slot):
+    def x_frozen(k, slot, problem_="regime"):
         eps = cfg.epsilons[k]
-        init = evals[label(eps, "adam", "regime")].params
-        coords = regime_coords(rc)
+        init = evals[label(eps, "adam", problem_)].params
+        xc = xconf[problem_]
+        coords = (regime_coords(rc) if problem_ == "regime"
+                  else movielens_coords(ml, x_d["movielens"]))
+        d_ = x_d[problem_]
 
         def compute(seed):
-            s_ = x_sigma("regime", eps) if slot == "frozen-private" else 0.0
+            s_ = x_sigma(problem_, eps) if slot == "frozen-private" else 0.0
             opt = dpsim.optimizers.get("dp_adam", lr=0.0, eps=cfg.adam_eps, noise_multiplier=s_,
                                        **adam_hp)
-            return x_sim("regime", opt, rc.trials, seed, steps=rc.freeze_steps,
-                         batch_size=rc.batch_size, sampling=cfg.sampling, init=init,
-                         record_every=rc.freeze_steps, metrics=(),
-                         probes=moment_probes(rc.d, coords), **sim)
+            return x_sim(problem_, opt, xc.trials, seed, steps=xc.freeze_steps,
+                         batch_size=xc.batch_size, sampling=cfg.sampling, init=init,
+                         record_every=xc.freeze_steps, metrics=(),
+                         probes=moment_probes(d_, coords), **sim)
 
-        return xcell("regime", k, slot, compute, coords=len(coords))
+        return xcell(problem_, k, slot, compute, coords=len(coords))
 
     x_frozen_cells = [x_frozen(k, s) for k in ks_regime for s in ("frozen-private", "frozen-clean")]
+    if ml is not None:
+        x_frozen_cells += [x_frozen(k, s, "movielens") for k in ks_ml
+                           for s in ("frozen-private", "frozen-clean")]
     frozen_res = cache.run([frozen(k, s) for k in range(K) for s in ("frozen-private", "frozen-clean")]
                            + x_frozen_cells,
                            desc="adambc: frozen moments")
@@ -1235,10 +1437,10 @@ def run(config: Config, cache) -> dict:
     info["clean_phi"] = dict(phi_ref=phi_s, phi_ref_epsilon=float(cfg.sweep_epsilon),
                              lr={f"{r:g}": lr for r, lr in zip(cfg.clean_phi_ratios, clean_lr)},
                              sgdm_lr=ss.point["lr"])
-    for problem_ in ("regime", "real"):
+    for problem_ in ("regime", "real", "movielens"):
         if problem_ not in x_probs:
             continue
-        xc = rc if problem_ == "regime" else rl
+        xc = xconf[problem_]
         pr = x_probs[problem_]
         info[problem_] = dict(
             n=pr.n, n_test=pr.n_test, d=pr.d, batch_size=xc.batch_size, steps=xc.steps,
@@ -1247,7 +1449,7 @@ def run(config: Config, cache) -> dict:
                                 **{f"{m}_{a}": v for m in ("adam", "adambc", "dpsgd")
                                    if (problem_, k, m) in x_chosen
                                    for a, v in x_chosen[(problem_, k, m)].items()})
-                 for k, e in enumerate(cfg.epsilons) if problem_ == "real" or k in ks_regime},
+                 for k, e in enumerate(cfg.epsilons) if k in x_ks[problem_]},
             nonprivate={f"{m}_lr": x_chosen[(problem_, None, m)]["lr"] for m in ("np-sgd", "np-adam")})
         if problem_ == "regime":
             info[problem_]["probed_coords"] = len(regime_coords(rc))
@@ -1264,6 +1466,11 @@ def run(config: Config, cache) -> dict:
         info["real"]["wstar_test_accuracy"] = {
             pp: float(x_probs[pp].heldout_accuracy(x_probs[pp].optimum[0][None, :])[0])
             for pp in ("real", "realraw")}
+    if "movielens" in x_probs:
+        info["movielens"].update(
+            subsample=ml.subsample, reg=ml.reg,
+            probed_coords=len(movielens_coords(ml, x_d["movielens"])),
+            heldout=movielens_heldout(ml))
     # the sweeps' per-setting choices are reported in their figures, not as edge downgrades
     tuning.record(cache, selections, note="DP-Adam: lr; DP-AdamBC: lr x gamma', gamma' = "
                                           "gamma_ratio * Phi; DP-SGD, SGD, Adam: lr; DP2: lr x lr2 "
@@ -1283,14 +1490,14 @@ def run(config: Config, cache) -> dict:
 EXPERIMENT = Experiment(
     name="adambc",
     title="DP-Adam vs DP-AdamBC ([ADAMBC]) on ill-conditioned least squares, an in-regime sparse "
-          "problem (Φ ≫ v̂^c) and breast_cancer: premise, moments, Eq. 3, clean Adam + Φ', γ', Φ', "
+          "problem (Φ ≫ v̂^c), breast_cancer and MovieLens-small: premise, moments, Eq. 3, clean Adam + Φ', γ', Φ', "
           "DP-Adam's γ and β, Props. 3–4, final loss",
     presets=PRESETS,
     run=run,
     figures=("fig_adambc_premise", "fig_adambc_regime", "fig_adambc_moments", "fig_adambc_updates",
              "fig_adambc_vs_sgdm", "fig_adambc_clean_phi", "fig_adambc_gamma", "fig_adambc_phi_prime",
              "fig_adambc_knobs", "fig_adambc_bounds", "fig_adambc_vs_adam", "fig_adambc_vs_dp2",
-             "fig_adambc_real"),
+             "fig_adambc_real", "fig_adambc_movielens"),
     module=__name__,
     numerics=3,
 )

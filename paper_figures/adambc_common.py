@@ -24,6 +24,7 @@ PROBLEM_NAMES = {
     "regime": "in-regime sparse least squares",
     "real": "breast_cancer",
     "realraw": "breast_cancer, original units",
+    "movielens": "MovieLens-small ridge",
 }
 """Short names of the experiment's problems (``meta["problem"]``; cells without one are
 ``main``, as results written before the other problems existed)."""

@@ -32,13 +32,15 @@ def test_manifest_records_settings_and_every_cell(tiny):
     regime = (len(adambc.REGIME_SLOTS) * len(cfg.regime_epsilons())
               + len(adambc.REGIME_NONPRIVATE_SLOTS))
     real = len(adambc.REAL_SLOTS) * len(cfg.epsilons) + 2 * len(adambc.REAL_NONPRIVATE_SLOTS)
-    assert len(adambc.labels(cfg)) == main + regime + real
+    movielens = (len(adambc.MOVIELENS_SLOTS) * len(cfg.movielens_epsilons())
+                 + len(adambc.MOVIELENS_NONPRIVATE_SLOTS))
+    assert len(adambc.labels(cfg)) == main + regime + real + movielens
     indices = [m["cells"][lab]["index"] for lab in adambc.labels(cfg)]
     assert len(set(indices)) == len(indices)  # every cell its own seed
     for lab in adambc.labels(cfg):  # the metadata the figures read instead of parsing labels
         meta = m["cells"][lab]["meta"]
         assert adambc.label(meta["epsilon"], meta["slot"], meta.get("problem", "main")) == lab
-        assert ("problem" in meta) == lab.startswith(("regime-", "real-", "realraw-"))
+        assert ("problem" in meta) == lab.startswith(("regime-", "real-", "realraw-", "movielens-"))
     for slot in adambc.NONPRIVATE_SLOTS:
         assert m["cells"][adambc.label(None, slot)]["meta"]["epsilon"] is None
     for e in cfg.epsilons:
@@ -124,8 +126,16 @@ def test_config_validation():
         adambc.label(1.0, "adam", "nope")
     with pytest.raises(ValueError, match="unknown slot 'knobs' of problem 'regime'"):
         adambc.label(1.0, "knobs", "regime")
-    bare = dataclasses.replace(cfg, regime=None, real=None)  # the other problems are optional
-    assert all(not lab.startswith(("regime-", "real")) for lab in adambc.labels(bare))
+    with pytest.raises(ValueError, match="movielens lr_grid_dpsgd"):
+        dataclasses.replace(cfg.movielens, lr_grid_dpsgd=())
+    with pytest.raises(ValueError, match="movielens subsample"):
+        dataclasses.replace(cfg.movielens, subsample=1)
+    with pytest.raises(ValueError, match="movielens epsilons"):
+        dataclasses.replace(cfg, movielens=dataclasses.replace(cfg.movielens, epsilons=(7.0,)))
+    with pytest.raises(ValueError, match="movielens must be a MovieLensConfig"):
+        dataclasses.replace(cfg, movielens=cfg.real)
+    bare = dataclasses.replace(cfg, regime=None, real=None, movielens=None)  # all optional
+    assert all(not lab.startswith(("regime-", "real", "movielens")) for lab in adambc.labels(bare))
     for scale in ("tiny", "quick", "full"):
         assert adambc.EXPERIMENT.config(scale) is adambc.PRESETS[scale]
     for scale in ("quick", "full"):  # where claims count: the paper's regime needs d ≥ 1000
@@ -473,3 +483,98 @@ def test_prop3_is_judged_on_its_stated_bound(tiny, monkeypatch, stated_holds):
     a = prop3_bound(0.05, 10000, 0.4, 0.1, 256, 0.999)
     b = prop3_bound(0.05, 10000, 0.4, 0.1, 256, 0.999, nu="statement")
     assert b == pytest.approx(2 * a)
+
+
+# -- issue 31 item 5: MovieLens-small ridge ------------------------------------------------------
+
+
+def test_movielens_cells_use_their_tuned_settings_and_premises(tiny):
+    """The MovieLens rows: every ε of ``movielens_epsilons`` tuned and evaluated (DP-AdamBC and
+    DP-SGD paired with DP-Adam, the held-out loss recorded, σ calibrated for the data set's own
+    sampling rate), the frozen runs from DP-Adam's final parameters probing exactly
+    :func:`movielens_coords`, and premise (a) — the held-out MSE of ``w = 0`` and of the exact
+    ridge optimum — equal to twice the problem's own held-out loss at those points."""
+    cfg = adambc.PRESETS["tiny"]
+    ml = cfg.movielens
+    saved, m = tiny.saved(), tiny.manifest
+    info = m["notes"]["settings"]["movielens"]
+    prob = adambc.movielens_problem(ml)
+    assert (info["n"], info["n_test"], info["d"]) == (prob.n, prob.n_test, prob.d)
+    assert cfg.movielens_epsilons()
+    for e in cfg.movielens_epsilons():
+        res = {s: saved.result(adambc.label(e, s, "movielens"))
+               for s in ("adam", "adambc", "dpsgd", "frozen-private", "frozen-clean")}
+        for s in ("adam", "adambc", "dpsgd"):
+            sel = m["notes"]["selection"][adambc.label(e, s, "movielens")]["point"]
+            assert float(res[s].config["hyperparameters"]["lr"]) == sel["lr"]
+            assert res[s].test_loss is not None
+            assert res[s].epsilon(cfg.delta) == pytest.approx(e, rel=1e-3)
+        for s in ("adambc", "dpsgd"):
+            assert res[s].config["seed"] == res["adam"].config["seed"]
+        assert res["frozen-clean"].config["seed"] == res["frozen-private"].config["seed"]
+        assert res["frozen-clean"].config["hyperparameters"]["noise_multiplier"] == 0.0
+        assert float(res["adam"].config["hyperparameters"]["noise_multiplier"]) == pytest.approx(
+            info["eps"][f"{e:g}"]["noise_multiplier"])
+        from dpsim.paper_figures import adambc_common as common
+
+        assert common.probed_coords(res["frozen-private"]) == adambc.movielens_coords(ml, prob.d)
+    h = info["heldout"]
+    w = prob.optimum[0][None, :]
+    assert h["mse_wstar"] == pytest.approx(2 * float(prob.heldout_loss(w)[0]), rel=1e-9)
+    assert h["mse_trivial"] == pytest.approx(2 * float(prob.heldout_loss(0 * w)[0]), rel=1e-9)
+    assert h["gain"] == pytest.approx(h["mse_trivial"] - h["mse_wstar"], rel=1e-9)
+    assert h["gain_h"] > 0 and h["rows"] == prob.n_test and 0.0 <= h["unseen"] <= 1.0
+    for slot in ("np-sgd", "np-adam"):
+        assert saved.result(adambc.label(None, slot, "movielens")).test_loss is not None
+
+
+def test_movielens_verdict_follows_its_premises(tiny, monkeypatch):
+    """fig_adambc_movielens: premise (a) (the exact ridge optimum clearly beats the trivial
+    predictor) or (c) (Adam ≫ SGD without privacy) failing gives "setting does not test the
+    claim"; premise (b) (Φ > v̂^c on most coordinates) failing at every ε too; with every premise
+    holding the category is the comparison's (one of holds / does not hold / inconclusive).  No
+    grid edges here: the tiny grids' edges would downgrade a failed premise (c) to undecided."""
+    from dpsim.experiments import verdicts
+    from dpsim.paper_figures import adambc_common as common
+    from dpsim.paper_figures import fig_adambc_movielens as fig
+
+    saved = tiny.saved()
+    real_stats = common.regime_stats
+
+    def stats_with(median):
+        def fake(private, clean):
+            st = dict(real_stats(private, clean))
+            st.update(median_lo=median, median_hi=median, median=median)
+            return st
+        return fake
+
+    monkeypatch.setattr(common, "selection_edges", lambda results, keys: {})  # no grid edges
+    monkeypatch.setattr(fig, "_trivial", lambda info: (True, "a holds"))
+    monkeypatch.setattr(common, "adam_vs_sgd", lambda npv, **k: (True, "c holds"))
+    monkeypatch.setattr(common, "regime_stats", stats_with(10.0))
+    ok = fig.evaluate(saved)
+    assert ok["category"] in (verdicts.HOLDS, verdicts.FAILS, verdicts.INCONCLUSIVE)
+    monkeypatch.setattr(common, "regime_stats", stats_with(0.1))  # Φ < v̂^c on most coordinates
+    assert fig.evaluate(saved)["category"] == verdicts.UNTESTED
+    monkeypatch.setattr(common, "regime_stats", stats_with(10.0))
+    monkeypatch.setattr(fig, "_trivial", lambda info: (False, "a fails"))
+    out = fig.evaluate(saved)
+    assert out["category"] == verdicts.UNTESTED and "trivial predictor" in out["verdict"]
+    monkeypatch.setattr(fig, "_trivial", lambda info: (True, "a holds"))
+    monkeypatch.setattr(common, "adam_vs_sgd", lambda npv, **k: (False, "c fails"))
+    out = fig.evaluate(saved)
+    assert out["category"] == verdicts.UNTESTED and "Adam does not clearly beat SGD" in out["verdict"]
+
+
+def test_movielens_trivial_premise_rule():
+    """Premise (a) of fig_adambc_movielens reads the saved held-out numbers: holds when the gain's
+    CI lies above TRIVIAL_GAIN_MIN × MSE(0), fails when below, undecided across it."""
+    from dpsim.paper_figures import fig_adambc_movielens as fig
+
+    base = dict(rows=100, unseen=0.1, mse_trivial=1.0, train_mse_trivial=1.0, train_mse_wstar=0.5)
+    need = fig.TRIVIAL_GAIN_MIN
+    for gain, gain_h, want in ((need + 0.1, 0.05, True), (need - 0.1, 0.05, False),
+                               (need, 0.05, None)):
+        h = dict(base, mse_wstar=1.0 - gain, gain=gain, gain_h=gain_h)
+        assert fig._trivial({"heldout": h})[0] is want
+    assert fig._trivial({})[0] is None
