@@ -176,8 +176,8 @@ def check_probe_output(name: str, value, trials: int) -> np.ndarray:
     """A probe's result as a host ``(trials,)`` float array; one line naming the probe when it
     returns another shape or something that is not numbers (instead of NumPy's broadcast error)."""
     try:
-        if value is None or isinstance(value, (str, bytes)):
-            raise TypeError
+        if value is None or isinstance(value, (str, bytes)) or np.iscomplexobj(value):
+            raise TypeError  # (a complex value would lose its imaginary part with a warning)
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         raise ValueError(f"probe {name!r} must return {trials} numbers (one per trial), got "

@@ -513,7 +513,10 @@ class _DropNonConvergence(logging.Filter):
     # The library logs a warning for every RDP order whose fractional-order series does not
     # converge and then excludes that order (RDP = inf): harmless, and there can be hundreds.
     def filter(self, record: logging.LogRecord) -> bool:
-        return "failed to converge" not in str(record.msg)
+        # Likewise its note on a negative RDP value from rounding at a very large noise
+        # multiplier (σ ≳ 1e5), which it answers with ε = 0: one line per order and per call.
+        msg = str(record.msg)
+        return "failed to converge" not in msg and "Negative Renyi divergence" not in msg
 
 
 class _quiet_absl:
@@ -572,10 +575,12 @@ def _pld_points(key, q: float, unamplified: float) -> float:
     actual grid on σ ∈ [0.1, 2], q ∈ [1e-3, 1], T ∈ [100, 1e5]), times 1.5."""
     total = 0.0
     parts = list(key) + ([(unamplified, 1)] if math.isfinite(unamplified) else [])
-    for i, (s, count) in enumerate(parts):
-        W, mu, sd = _loss_moments(s, 1.0 if i >= len(key) else q)
-        total += W if count == 1 else W + count * mu + 12 * math.sqrt(count) * sd  # 1: no composition
-    return 1.5 * total
+    with np.errstate(over="ignore", invalid="ignore"):  # a tiny σ: the moments overflow
+        for i, (s, count) in enumerate(parts):
+            W, mu, sd = _loss_moments(s, 1.0 if i >= len(key) else q)
+            total += W if count == 1 else W + count * mu + 12 * math.sqrt(count) * sd  # 1: no composition
+    # an overflowed (NaN or inf) prediction is a grid beyond any limit, never "within" it
+    return 1.5 * total if math.isfinite(total) else math.inf
 
 
 def _pld_epsilon(event, delta: float, points: float = 0.0, describe=None) -> tuple[float, str]:
@@ -589,8 +594,9 @@ def _pld_epsilon(event, delta: float, points: float = 0.0, describe=None) -> tup
         spent += points / h
         if spent > PLD_MAX_POINTS:
             if i == 0:
+                need = f"about {points / h:.3g}" if math.isfinite(points) else "more than 1e308"
                 raise AccountingTooExpensiveError(
-                    f"the PLD accountant would need about {points / h:.3g} grid points (limit "
+                    f"the PLD accountant would need {need} grid points (limit "
                     f"{PLD_MAX_POINTS:.3g}: about 10 s and 1 GiB) for {describe()}; the noise "
                     f"multiplier is too small or the steps too many for PLD: use "
                     f"accountant='rdp' (fast, an upper bound)")

@@ -75,6 +75,9 @@ class GradientTable(Problem):
     _float_arrays = ("G",)
 
     def __init__(self, table, *, name: str = "gradient_table"):
+        shape = np.shape(table) if hasattr(table, "shape") else None
+        if shape is not None:  # an array of another dtype: its float64 copy could be far larger
+            check_allocation("the float64 copy of table", shape)
         G = np.array(table, dtype=np.float64)
         if G.ndim != 2 or G.shape[0] < 1 or G.shape[1] < 1:
             raise ValueError(f"table must be an (n, d) array with n, d >= 1, got shape {G.shape}")
@@ -113,6 +116,7 @@ def canary_table(n: int, d: int = 1, *, others: str = "zero", canary: float = 1e
         raise ValueError(f"others must be 'zero' or 'aligned', got others={others!r}")
     if not (isinstance(canary, (int, float)) and math.isfinite(canary) and canary != 0):
         raise ValueError(f"canary must be a finite non-zero number, got canary={canary!r}")
+    check_allocation(f"the canary table (n={n}, d={d})", (n, d))
     G = np.zeros((int(n), int(d)))
     if others == "aligned":
         G[:, 0] = 1.0

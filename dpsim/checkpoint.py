@@ -60,7 +60,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["checkpoints", "Checkpoint", "FORMAT", "DEFAULT_EVERY", "problem_identity",
-           "problem_data_hash"]
+           "problem_data_hash", "check_writable"]
 
 #: Version of the checkpoint file layout; a file of another format is ignored.
 FORMAT = 1
@@ -99,7 +99,10 @@ def checkpoints(directory, every: float = DEFAULT_EVERY):
 
     The ``k``-th call (0-based, in the order they are made, so a deterministic computation finds
     its own files again) uses ``directory/call-<k>.ckpt``; the directory is made on the first
-    write.  ``every``: seconds between two checkpoints of a run (0: after every step, for tests).
+    write.  Unlike an explicit ``checkpoint=`` path, a directory where no file can be written
+    only warns, and the runs go on without checkpoints (a Dask worker of ``dpsim reproduce`` on
+    another machine may not see the client's results folder).  ``every``: seconds between two
+    checkpoints of a run (0: after every step, for tests).
     Yields the block's record: ``calls``, ``written`` (files written) and ``resumed_wall`` (wall
     seconds of simulation restored from earlier checkpoints rather than recomputed).
 
@@ -109,6 +112,8 @@ def checkpoints(directory, every: float = DEFAULT_EVERY):
     """
     if directory is None:
         raise ValueError("checkpoints needs a directory, got directory=None")
+    if not isinstance(directory, (str, os.PathLike)) or not os.fspath(directory):
+        raise ValueError(f"checkpoints needs a directory path, got directory={directory!r}")
     scope = _Scope(Path(directory), _check_every(every))
     token = _SCOPE.set(scope)
     try:
@@ -273,6 +278,36 @@ def fingerprint(**parts) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def check_writable(path) -> None:
+    """Refuse, before the run starts, an explicit ``checkpoint=`` path where no file can be
+    written: one ``ValueError`` naming it.  Checked by creating (and removing) a file beside
+    it, since ``os.access`` answers yes to root everywhere (e.g. ``/proc``); folders missing on
+    the way are made for the test and removed again (the first save makes them for good).  A
+    write that fails later (a full disk) still only warns: the run goes on without checkpoints."""
+    path = Path(path)
+    shown = f"checkpoint={os.fspath(path)!r}"
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{shown} exists and is not a file")
+    made = []
+    try:
+        folder = path.parent
+        missing = [f for f in (folder, *folder.parents) if not f.exists()]
+        for f in reversed(missing):
+            f.mkdir()
+            made.append(f)
+        probe = folder / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.write-test"
+        with open(probe, "wb"):
+            pass
+        probe.unlink()
+    except OSError as err:
+        raise ValueError(f"{shown}: cannot write a file there ({err.strerror or err}); give a "
+                         f"writable path") from None
+    finally:
+        for f in reversed(made):
+            with contextlib.suppress(OSError):
+                f.rmdir()
+
+
 class Checkpoint:
     """One run's checkpoint file: :meth:`load` what an earlier run left, :meth:`due` and
     :meth:`save` during the loop.  Made by :meth:`for_run`."""
@@ -309,6 +344,7 @@ class Checkpoint:
                                  "path (e.g. <dir>/run.ckpt), or use dpsim.checkpoint.checkpoints(dir) "
                                  "for a block of runs")
             path, every = Path(checkpoint), _check_every(every)
+            check_writable(path)
         if compiled:
             return None
         unsaved = unsaved_probe_memory(probes or {})

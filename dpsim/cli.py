@@ -215,6 +215,8 @@ def _probe_writable(parent: str, out: str) -> None:
 
 
 def _cmd_run(args) -> int:
+    import numpy as np
+
     from . import accounting, optimizers, problems, simulate
     from .memory import check_memory
 
@@ -224,13 +226,17 @@ def _cmd_run(args) -> int:
     accounting.check_release_noise(opt.events)  # a σ the accountants overflow on: before the run
     target = {} if args.target_epsilon is None else dict(target_epsilon=args.target_epsilon,
                                                            target_delta=args.delta)
-    # refuse a run that cannot fit before simulating (one line, exit 2; nothing is written)
-    check_memory(prob, opt, trials=args.trials, batch_size=args.batch_size, steps=args.steps,
-                 sampling=args.sampling, record_every=args.record_every)
-    res = simulate(prob, opt, steps=args.steps, batch_size=args.batch_size, trials=args.trials,
-                   seed=args.seed, sampling=args.sampling, backend=args.backend,
-                   record_every=args.record_every, progress=not args.no_progress,
-                   accountant=args.accountant, **target)
+    try:
+        # refuse a run that cannot fit before simulating (one line, exit 2; nothing is written)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # as simulate
+            check_memory(prob, opt, trials=args.trials, batch_size=args.batch_size,
+                         steps=args.steps, sampling=args.sampling, record_every=args.record_every)
+        res = simulate(prob, opt, steps=args.steps, batch_size=args.batch_size, trials=args.trials,
+                       seed=args.seed, sampling=args.sampling, backend=args.backend,
+                       record_every=args.record_every, progress=not args.no_progress,
+                       accountant=args.accountant, **target)
+    except ZeroDivisionError as exc:  # a compiled step that raises on x/0 (instead of inf/NaN)
+        raise ValueError(_division_by_zero(opt, exc)) from None
     # The summary comes first: whatever fails afterwards (the ε, the --out file), it is printed.
     eps_error = _print_run_summary(res, opt, prob, args)
     save_error = None
@@ -243,6 +249,26 @@ def _cmd_run(args) -> int:
     if errors:
         raise ValueError("; ".join(errors))
     return 0
+
+
+def _division_by_zero(opt, exc) -> str:
+    """One line for a step that divided by zero, naming ``eps=0`` with ``noise_multiplier=0``
+    when the optimizer was given them (the denominator ``√v̂ + eps`` of an adaptive step is 0 on a
+    coordinate whose gradients have all been 0)."""
+    import numpy as np
+
+    hp = opt.hyperparameters
+    try:
+        eps = np.asarray(hp.get("eps", np.nan), dtype=float)
+        sigma = hp.get("noise_multiplier")
+        sigma = np.asarray(0.0 if sigma is None else sigma, dtype=float)
+        both = bool(np.any((eps == 0.0) & (sigma == 0.0)))
+    except (TypeError, ValueError):
+        both = False
+    if both:
+        return (f"eps=0 with noise_multiplier=0: {opt.name}'s update divided by zero on a "
+                f"coordinate whose gradients have all been 0 (sqrt(v) + eps = 0); use eps > 0")
+    return f"{opt.name}'s update divided by zero ({exc}); check its hyperparameters {dict(hp)}"
 
 
 def _print_run_summary(res, opt, prob, args) -> str | None:

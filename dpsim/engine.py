@@ -289,10 +289,14 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         checkpoint leaves its final state there (calling it again returns at once).  Runs the
         general engine (``fast=True`` is refused); NumPy backends only.  Without it, a call
         inside a :func:`dpsim.checkpoint.checkpoints` block is checkpointed in that block's
-        directory (as ``dpsim reproduce`` does for every cell).
+        directory (as ``dpsim reproduce`` does for every cell).  An explicit path where no file
+        can be written is refused before the run (``ValueError``); a write that fails later
+        (a full disk) warns and the run goes on without checkpoints.
 
     Every record holds the full objective ``F(w)``, the excess ``F(w) − F*`` (when the problem
-    knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.
+    knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.  NumPy's floating-point warnings
+    (overflow, 0/0) are not printed during the run: a trial that blows up stays in its own row,
+    and :attr:`Result.diverged` flags it (:attr:`Result.diverged_reason` says why).
     """
     from . import accounting, optimizers  # the upper layers, loaded by the first call
     from .problems import Problem
@@ -555,9 +559,12 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
 @functools.wraps(_simulate)
 def simulate(problem, optimizer, **kwargs) -> Result:
     # The first run of a kernel on this machine compiles it (tens of seconds): one line on stderr
-    # says so (dpsim._jit_notice; DPSIM_QUIET_COMPILE=1 silences it).
+    # says so (dpsim._jit_notice; DPSIM_QUIET_COMPILE=1 silences it).  NumPy's floating-point
+    # warnings (overflow, 0/0) are not printed: a trial that blows up is contained in its row
+    # and flagged by Result.diverged, with the reason in Result.diverged_reason.
     name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "name", "optimizer")
-    with announce_compiles(f"{name} on {getattr(problem, 'name', 'problem')}"):
+    with announce_compiles(f"{name} on {getattr(problem, 'name', 'problem')}"), \
+            np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         return _simulate(problem, optimizer, **kwargs)
 
 

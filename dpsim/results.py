@@ -49,6 +49,10 @@ SAVE_FORMATS = {".npz": "npz", ".nc": "nc"}
 #: at the optimum: the excess-loss growth ratio is then meaningless and the loss rule applies.
 _AT_OPTIMUM = 1e-12
 
+#: Added to the reason of a non-finite trial run with ``eps = 0`` and no noise.
+_ZERO_DENOMINATOR = (" (eps=0 with noise_multiplier=0: the denominator sqrt(v) + eps is 0 on a "
+                     "coordinate whose gradients have all been 0, and its update 0/0; use eps > 0)")
+
 #: Lines of the text summary given to the final metric values (the rest are fixed rows).
 _REPR_METRIC_ROWS = 9
 
@@ -138,13 +142,17 @@ class Result:
             why[new] = np.asarray(reasons, dtype=object)[new] if np.ndim(reasons) else reasons
             bad[new] = True
 
-        flag(~np.all(np.isfinite(self.params), axis=1), "non-finite final parameters")
+        zero_den = self._zero_denominator(R)
+        nonfinite = ~np.all(np.isfinite(self.params), axis=1)
+        flag(nonfinite & ~zero_den, "non-finite final parameters")
+        flag(nonfinite, "non-finite final parameters" + _ZERO_DENOMINATOR)
         has_loss = (self.loss is not None and self.loss.size > 0
                     and "loss" in self.config.get("metrics", ["loss"]))
         if not has_loss:
             return bad, why.astype(str)
         loss0, loss1 = self.loss[0], self.loss[-1]
-        flag(~np.isfinite(loss1), "non-finite final loss")
+        flag(~np.isfinite(loss1) & ~zero_den, "non-finite final loss")
+        flag(~np.isfinite(loss1), "non-finite final loss" + _ZERO_DENOMINATOR)
         finite = np.isfinite(loss0) & np.isfinite(loss1)
         scale = np.maximum(np.abs(np.where(finite, loss0, 0.0)), 1.0)
         use_excess = np.zeros(R, dtype=bool)
@@ -160,6 +168,22 @@ class Result:
              [f"loss rose by {x:.3g} (> {DIVERGENCE_FACTOR:g} x max(|first loss|, 1) = "
               f"{DIVERGENCE_FACTOR * c:.3g})" for x, c in zip(rise, scale)])
         return bad, why.astype(str)
+
+    def _zero_denominator(self, R: int) -> np.ndarray:
+        """``(R,)`` bool: the trials run with ``eps = 0`` and no noise (``noise_multiplier`` 0 or
+        absent), where an adaptive step's denominator ``√v̂ + eps`` is 0 on a coordinate whose
+        gradients have all been 0, and its update 0/0 (named in :attr:`diverged_reason`)."""
+        hp = self.config.get("hyperparameters") or {}
+        try:
+            eps = hp.get("eps")
+            if eps is None or isinstance(eps, str):
+                return np.zeros(R, dtype=bool)
+            sigma = hp.get("noise_multiplier", 0.0)
+            sigma = 0.0 if sigma is None or isinstance(sigma, str) else sigma
+            return np.broadcast_to((np.asarray(eps, dtype=float) == 0.0)
+                                   & (np.asarray(sigma, dtype=float) == 0.0), (R,))
+        except (TypeError, ValueError):
+            return np.zeros(R, dtype=bool)
 
     def epsilon(self, delta: float, *, accountant: str | None = None):
         """(ε, δ) privacy spent by the run, from the optimizer's declared privacy events and the
@@ -640,7 +664,39 @@ def _why(exc) -> str:
 
 def _load(path) -> Result:
     fmt = _load_format(path)
-    return _load_nc(path) if fmt == "nc" else _load_npz(path)
+    res = _load_nc(path) if fmt == "nc" else _load_npz(path)
+    _check_shapes(path, res)
+    return res
+
+
+def _check_shapes(path, res: Result) -> None:
+    """The arrays of a loaded result agree with what :meth:`Result.save` writes: numbers,
+    ``steps`` (K,), ``params`` (R, d), each metric and probe record (K, R), ``mean_batch_size``
+    (R,); else one ``ValueError`` naming the file and the first array that does not (a member
+    replaced or cut, which NumPy may still read as bytes or as another shape)."""
+
+    def numeric(a) -> bool:
+        return isinstance(a, np.ndarray) and a.dtype.kind in "biuf"
+
+    def bad(what, a):
+        shape = getattr(a, "shape", None)
+        kind = f"dtype {a.dtype}, shape {shape}" if isinstance(a, np.ndarray) else type(a).__name__
+        raise ValueError(f"{path} is not a consistent dpsim result file ({what} has {kind})")
+
+    if not numeric(res.steps) or res.steps.ndim != 1 or res.steps.size < 1:
+        bad("steps, expected (K,) numbers,", res.steps)
+    if not numeric(res.params) or res.params.ndim != 2:
+        bad("params, expected (R, d) numbers,", res.params)
+    K, R = res.steps.size, res.params.shape[0]
+    arrays = {m: getattr(res, m) for m in METRICS}
+    arrays.update({f"probe {name!r}": a for name, a in (res.records or {}).items()})
+    for what, a in arrays.items():
+        if (a is None and what != "loss") or (numeric(a) and a.shape == (K, R)):
+            continue
+        bad(f"{what}, expected ({K}, {R}) numbers,", a)
+    mbs = res.mean_batch_size
+    if mbs is not None and not (numeric(mbs) and mbs.shape in ((R,), ())):
+        bad(f"mean_batch_size, expected ({R},) numbers,", mbs)
 
 
 def _load_format(path) -> str:

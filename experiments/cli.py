@@ -73,7 +73,9 @@ def _handle(args) -> int:
         check_writable_folder(args.out, "--out")
     scheduler = getattr(args, "scheduler", None)
     if scheduler is not None:
-        check_scheduler(scheduler, timeout=2.0, only_refused=True)
+        # a refusal is named at once; a host that is silent or unreachable is named by the
+        # Dask connection itself, within experiments.pipeline.SCHEDULER_CONNECT_TIMEOUT
+        check_scheduler(scheduler, timeout=1.0, only_refused=True)
         kw["workers"], kw["scheduler"] = None, scheduler
     elif getattr(args, "workers", None) is not None:
         kw["workers"] = _positive_int(args.workers)
@@ -86,6 +88,8 @@ def _handle(args) -> int:
     except OSError as exc:  # e.g. a disk that fills up during the run: nothing finished is lost
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if scheduler is not None and ("connect" in text.lower() or isinstance(exc, TimeoutError)):
+            if text.startswith("cannot connect"):  # experiments.pipeline's own line
+                raise ValueError(f"--scheduler {scheduler!r}: {text}") from None
             raise ValueError(f"--scheduler {scheduler!r}: cannot connect ({text}); is the Dask "
                              f"scheduler running there?") from None
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
@@ -121,24 +125,28 @@ def check_scheduler_address(address: str) -> tuple | None:
     from urllib.parse import urlsplit
 
     text = str(address).strip()
-    parts = urlsplit(text if "://" in text else f"tcp://{text}")
-    if parts.scheme not in ("tcp", "tls"):
+    try:
+        parts = urlsplit(text if "://" in text else f"tcp://{text}")
+    except ValueError:  # e.g. an unclosed IPv6 bracket: urllib's message does not name it
+        parts = None
+    if parts is not None and parts.scheme not in ("tcp", "tls"):
         return
     try:
         host, port = parts.hostname, parts.port
-    except ValueError:
+    except (AttributeError, ValueError):
         host, port = None, None
     if not host or not port:
         raise ValueError(f"--scheduler {address!r} is not an address like tcp://host:8786")
     return host, port
 
 
-def check_scheduler(address: str, timeout: float = 5.0, only_refused: bool = False) -> None:
+def check_scheduler(address: str, timeout: float = 3.0, only_refused: bool = False) -> None:
     """:func:`check_scheduler_address`, then a TCP connection to it: one ``ValueError`` naming the
-    address when it refuses or does not answer within ``timeout`` seconds (instead of Dask's
-    traceback after its own 30 s timeout).  ``only_refused``: only an explicit refusal (nothing
-    listens on that port) is an error here; a host that does not answer is left to Dask's own
-    timeout (whose error ``reproduce`` turns into one line as well)."""
+    address when it refuses, is unreachable or does not answer within ``timeout`` seconds
+    (instead of Dask's traceback after its own 30 s timeout).  ``only_refused``: only an explicit
+    refusal (nothing listens on that port) is an error here; other failures are left to the
+    Dask connection, which gives up within :data:`experiments.pipeline.SCHEDULER_CONNECT_TIMEOUT`
+    seconds with one line naming the address as well."""
     import socket
 
     where = check_scheduler_address(address)
@@ -151,7 +159,8 @@ def check_scheduler(address: str, timeout: float = 5.0, only_refused: bool = Fal
     except OSError as exc:
         if only_refused and not isinstance(exc, ConnectionRefusedError):
             return
-        reason = exc.strerror or type(exc).__name__
+        reason = exc.strerror or (f"no answer within {timeout:g} s" if isinstance(exc, TimeoutError)
+                                  else type(exc).__name__)
         raise ValueError(f"--scheduler {address!r}: cannot connect to {host}:{port} ({reason}); "
                          f"is the Dask scheduler running there?") from None
 

@@ -114,6 +114,12 @@ _PARTIAL = "partial"  # checkpoints of the cells being computed (Cache.partial)
 #: the largest full-scale cell (DP² tuning: 480 trials × d = 10 000, a few (R, d) arrays) is
 #: about 0.2 GB and 0.3 s to write.
 CHECKPOINT_EVERY = 300.0
+
+#: Seconds a Dask client waits to connect to an existing scheduler (``--scheduler``), handshake
+#: included, before the run stops with one line naming the address (Dask's default, 30 s, bounds
+#: only the TCP connect: a silent peer held the client for ever).
+SCHEDULER_CONNECT_TIMEOUT = 5.0
+
 _FORMAT = "dpsim-experiment-cache-2"
 _OLD_FORMATS = ("dpsim-experiment-cache-1",)
 
@@ -770,6 +776,37 @@ def _preload_forkserver() -> None:
     get_mp_context().set_forkserver_preload(["distributed", "dpsim.experiments._warm"])
 
 
+def _connect_scheduler(address: str, timeout: float):
+    """A ``distributed.Client`` of the scheduler at ``address``, or one ``ConnectionError``
+    naming it after at most about ``timeout`` seconds.  Dask's own ``timeout`` bounds the TCP
+    connect only: a peer that accepts and then never answers its handshake (or answers with
+    something else than Dask's protocol) would hold ``Client()`` forever, so the client is made
+    in a daemon thread that this one stops waiting for."""
+    from distributed import Client
+
+    box: dict = {}
+
+    def connect():
+        try:
+            box["client"] = Client(address, timeout=f"{timeout:g}s")
+        except BaseException as exc:  # noqa: BLE001 - reported below, in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=connect, name="dpsim-dask-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + 2.0)
+    if thread.is_alive():
+        raise ConnectionError(f"cannot connect to the Dask scheduler at {address!r}: no Dask "
+                              f"handshake within {timeout:g} s (is a Dask scheduler listening "
+                              f"there?)")
+    if "error" in box:
+        exc = box["error"]
+        text = (str(exc).splitlines() or [""])[0] or type(exc).__name__
+        raise ConnectionError(f"cannot connect to the Dask scheduler at {address!r} "
+                              f"({type(exc).__name__}: {text})") from None
+    return box["client"]
+
+
 class DaskRunner:
     """Run cells as tasks on a ``dask.distributed`` cluster.
 
@@ -818,6 +855,7 @@ class DaskRunner:
         self.scheduler = scheduler
         self._cluster = None
         self._client = None
+        self._scheduler_error: ConnectionError | None = None
         self._lock = threading.Lock()      # one cluster, whichever thread asks first
         self._pending: set = set()         # futures not yet collected, over every thread's batch
         self._stopped: BaseException | None = None
@@ -848,7 +886,13 @@ class DaskRunner:
         from distributed import Client, LocalCluster
 
         if self.scheduler is not None:
-            return Client(self.scheduler, timeout="30s")
+            if self._scheduler_error is not None:  # the early start() already waited for it
+                raise ConnectionError(*self._scheduler_error.args)
+            try:
+                return _connect_scheduler(self.scheduler, SCHEDULER_CONNECT_TIMEOUT)
+            except ConnectionError as exc:
+                self._scheduler_error = exc
+                raise
         import dask
 
         config = dict(LOCAL_WORKER_CONFIG)

@@ -7,6 +7,7 @@ The checks that :func:`dpsim.simulate` makes before its loop are validators in
 :mod:`dpsim._validate` (and :func:`dpsim.accounting.check_release_noise`), tested here directly.
 """
 
+import importlib
 import math
 import socket
 import time
@@ -22,6 +23,7 @@ from dpsim.cli import main
 from dpsim.experiments import cli as experiments_cli
 
 LSQ = problems.least_squares(50, 3, seed=0)
+AUDIT = importlib.import_module("dpsim.audit")  # the module (``dpsim.audit`` is its function)
 
 
 def _one_line_error(fn, needle, exc=(ValueError, KeyError, TypeError)):
@@ -426,3 +428,376 @@ def test_a_disk_filling_during_reproduce_is_one_line(monkeypatch, capsys, tmp_pa
     err = _cli_exits_2(["reproduce", "dp2_compute", "--scale", "tiny", "--results", str(tmp_path)],
                        "No space left on device", capsys)
     assert "kept" in err and "rerun" in err
+
+
+# =============================================================================================
+# A fresh set per class: other values of the same kinds, end to end through the public calls
+# (not only the validators), so that each test stands for its class rather than one case.
+
+RUN = ["run", "--problem", "least_squares", "--problem-arg", "n=50", "--problem-arg", "d=3",
+       "--optimizer", "dp_sgd", "--steps", "2", "--batch-size", "5", "--no-progress"]
+
+
+def _sim(**kw):
+    base = dict(steps=2, batch_size=5, trials=2)
+    base.update(kw)
+    opt = base.pop("optimizer", "dp_sgd")
+    return dpsim.simulate(LSQ, opt, **base)
+
+
+@pytest.mark.parametrize("seed", [-7, math.nan, b"1", np.float64(2.0), [1, -2], 3 + 0j])
+def test_fresh_seeds_through_simulate(seed):
+    _one_line_error(lambda: _sim(seed=seed), f"seed={seed!r}")
+
+
+def test_fresh_seeds_elsewhere(capsys):
+    _one_line_error(lambda: dpsim.audit("dp_sgd", trials=100, seed=None), "seed=None")
+    _one_line_error(lambda: problems.least_squares(50, 3, seed=-3), "seed=-3")
+    _one_line_error(lambda: problems.logistic_regression(50, 3, seed="x"), "seed='x'")
+    _cli_exits_2(RUN + ["--seed", "-5"], "--seed must be >= 0, got -5", capsys)
+
+
+@pytest.mark.parametrize("probes,needle", [
+    ({"x": None}, "probe 'x' must be a function"),
+    ([("x", _probe)], "probes must be a dict"),
+    ({"p": lambda s, w, c: w[:, :1]}, "probe 'p' must return shape (2,) (one value per trial), got shape (2, 1)"),
+    ({"p": lambda s, w, c: w[:, 0] * 1j}, "probe 'p' must return 2 numbers"),  # not cast with a warning
+    ({"p": lambda s, w, c: {"a": 1}}, "probe 'p' must return 2 numbers"),
+])
+def test_fresh_probe_specs_through_simulate(probes, needle):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ComplexWarning on the way
+        _one_line_error(lambda: _sim(probes=probes), needle)
+
+
+@pytest.mark.parametrize("metrics,needle", [
+    (("Loss",), "unknown metric 'Loss'"), (None, "metrics=None"), ([3], "unknown metric 3"),
+    (("test_loss",), "need a held-out split"),
+])
+def test_fresh_metric_specs(metrics, needle):
+    _one_line_error(lambda: _sim(metrics=metrics), needle)
+
+
+@pytest.mark.parametrize("init,needle", [
+    (np.zeros((2, 4)), "init must have shape (3,) or (2, 3), got (2, 4)"),
+    ([1.0, math.nan, 2.0], "init must be finite, got a value nan"),
+    ([-math.inf, 0.0, 0.0], "got a value -inf"),
+    (["a", "b", "c"], "init must be numbers"),
+])
+def test_fresh_init_through_simulate(init, needle):
+    _one_line_error(lambda: _sim(init=init), needle)
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda: accounting.epsilon(3e-120, 0.01, 100, 1e-5), "noise_multiplier=3e-120 is outside"),
+    (lambda: accounting.epsilon(7e250, 0.01, 100, 1e-5, accountant="rdp"), "noise_multiplier=7e+250"),
+    (lambda: accounting.epsilon(1e-101, 0.01, 100, 1e-5, accountant="rdp", sampling="fixed"),
+     "noise_multiplier=1e-101"),
+    (lambda: accounting.epsilon_from_releases([((1e130,), 5)], 0.1, 1e-5), "noise_multiplier=1e+130"),
+    (lambda: _sim(optimizer=optimizers.get("dp_sgd", noise_multiplier=1e-250)), "noise_multiplier=1e-250"),
+    (lambda: _sim(optimizer=optimizers.get("dp_sgd", noise_multiplier=[1.0, 1e160])), "noise_multiplier=1e+160"),
+    (lambda: accounting.epsilon(1.0, 0.01, 100, 1e-51), "delta=1e-51 is below"),
+    (lambda: accounting.noise_multiplier(1e9, 1e-5, 0.01, 1000), "so large that"),
+    (lambda: dpsim.calibrate("dp_sgd", epsilon=1e300, delta=1e-5, steps=100, batch_size=5, n=500),
+     "so large that"),
+])
+def test_fresh_accountant_overflows(call, needle):
+    _one_line_error(call, needle)
+
+
+def test_the_edges_of_the_noise_range_answer_or_refuse_in_one_line(caplog):
+    """σ = 1e-100 and 1e100, the ends of accounting.NOISE_RANGE: an ε, or (PLD at 1e-100, whose
+    predicted grid overflowed to NaN and passed the size check) a one-line refusal in seconds,
+    with neither NumPy's overflow warnings nor dp_accounting's log lines."""
+    import logging
+    import warnings
+
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        _one_line_error(lambda: accounting.epsilon(1e-100, 0.01, 100, 1e-5),
+                        "grid points", exc=accounting.AccountingTooExpensiveError)
+        _one_line_error(lambda: accounting.epsilon(1e-80, 0.5, 10, 1e-5), "accountant='rdp'")
+        assert math.isfinite(accounting.epsilon(1e-100, 0.01, 100, 1e-5, accountant="rdp"))
+        assert accounting.epsilon(1e100, 0.01, 100, 1e-5) == 0.0
+    assert time.perf_counter() - t < 15.0
+    with caplog.at_level(logging.WARNING, logger="absl"):
+        assert accounting.epsilon(1e6, 0.01, 100, 1e-5, accountant="rdp") == 0.0
+    assert not [r for r in caplog.records if r.name == "absl"], caplog.records[:2]
+
+
+def test_fresh_corrupt_result_files(saved, tmp_path):
+    import io
+
+    def npy(a):
+        buf = io.BytesIO()
+        np.save(buf, a)
+        return buf.getvalue()
+
+    def rewrite(name, replace):
+        p = tmp_path / f"{name}.npz"
+        with zipfile.ZipFile(saved) as z, zipfile.ZipFile(p, "w") as out:
+            for member in z.namelist():
+                data = replace.get(member, z.read(member))
+                if data is not None:
+                    out.writestr(member, data)
+        return p
+
+    cases = {
+        "garbage_member": ({"loss.npy": b"garbage"}, "loss, expected (5, 2) numbers"),
+        "loss_shape": ({"loss.npy": npy(np.zeros(7))}, "shape (7,)"),
+        "params_3d": ({"params.npy": npy(np.zeros((2, 3, 1)))}, "params, expected (R, d)"),
+        "steps_text": ({"steps.npy": npy(np.array(list("abcde")))}, "steps, expected (K,)"),
+        "batch_sizes": ({"mean_batch_size.npy": npy(np.zeros(9))}, "mean_batch_size"),
+        "meta_text": ({"__meta__.npy": npy(np.array("{not json"))}, "JSONDecodeError"),
+        "meta_list": ({"__meta__.npy": npy(np.array("[1, 2]"))}, "is not a mapping"),
+        "no_meta": ({"__meta__.npy": None}, "no __meta__ entry"),
+    }
+    for name, (replace, needle) in cases.items():
+        p = rewrite(name, replace)
+        msg = _one_line_error(lambda: dpsim.load(p), needle)
+        assert str(p) in msg
+    folder = tmp_path / "dir.npz"
+    folder.mkdir()
+    _one_line_error(lambda: dpsim.load(folder), "Is a directory")
+    swapped = tmp_path / "swapped.nc"
+    swapped.write_bytes(saved.read_bytes())
+    _one_line_error(lambda: dpsim.load(swapped), str(swapped))
+    _one_line_error(lambda: dpsim.load(None), "None is not a readable dpsim result file")
+
+
+@pytest.mark.parametrize("fn,needle", [
+    (lambda: accounting.epsilon(1.0, 0.01, 100, 1e-5, sampling="cyclic_poisson:0"), "'cyclic_poisson:0'"),
+    (lambda: accounting.epsilon(1.0, 0.01, 100, 1e-5, sampling="cyclic_poisson:-2"), "'cyclic_poisson:-2'"),
+    (lambda: accounting.epsilon(1.0, 0.01, 100, 1e-5, sampling="cyclic_poisson:1.5"), "'cyclic_poisson:1.5'"),
+    (lambda: accounting.epsilon(1.0, 0.4, 100, 1e-5, sampling="cyclic_poisson:3"), "use k <= 2"),
+    (lambda: accounting.epsilon(1.0, 0.01, 100, 1e-5, sampling="cyclic_poisson:101", accountant="rdp"),
+     "use k <= 100"),
+    (lambda: dpsim.calibrate("dp_sgd", epsilon=1, delta=1e-5, steps=10, batch_size=5, n=50,
+                             sampling="cyclic_poisson:20"), "use k <= 10"),
+    (lambda: _sim(sampling="cyclic_poisson:11"), "use k <= 10"),
+    (lambda: _sim(sampling="cyclic_poisson:0"), "'cyclic_poisson:0'"),
+])
+def test_fresh_impossible_cyclic_groups(fn, needle):
+    _one_line_error(fn, needle)
+
+
+def test_fresh_cyclic_group_on_the_cli(capsys):
+    _cli_exits_2(RUN + ["--sampling", "cyclic_poisson:11"], "cyclic_poisson:11", capsys)
+    _cli_exits_2(["account", "--noise-multiplier", "1", "--sample-rate", "0.4", "--steps", "10",
+                  "--delta", "1e-5", "--sampling", "cyclic_poisson:3"], "cyclic_poisson:3", capsys)
+
+
+@pytest.mark.parametrize("address", ["tcp://127.0.0.1:99999", "tcp://:8786", "127.0.0.1:", "tcp://[::1"])
+def test_fresh_malformed_scheduler_addresses(address):
+    _one_line_error(lambda: experiments_cli.check_scheduler_address(address), "is not an address")
+
+
+def test_a_scheduler_host_that_does_not_answer_fails_fast(monkeypatch):
+    """A host that drops the connection attempt (here simulated: socket's timeout) or is
+    unreachable is named at once, not left to Dask's 30 s timeout."""
+    import errno
+
+    def timeout(addr, timeout=None):
+        raise TimeoutError("timed out")
+
+    def unreachable(addr, timeout=None):
+        raise OSError(errno.EHOSTUNREACH, "No route to host")
+
+    monkeypatch.setattr(socket, "create_connection", timeout)
+    _one_line_error(lambda: experiments_cli.check_scheduler("tcp://192.0.2.1:8786"),
+                    "cannot connect to 192.0.2.1:8786 (no answer within 3 s)")
+    monkeypatch.setattr(socket, "create_connection", unreachable)
+    _one_line_error(lambda: experiments_cli.check_scheduler("tcp://192.0.2.1:8786"),
+                    "(No route to host)")
+
+
+def _server(mode):
+    """A TCP server on 127.0.0.1 that accepts and then says nothing ('silent') or sends bytes
+    that are not Dask's protocol ('garbage'); returns (port, stop)."""
+    import threading
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    conns, stop = [], threading.Event()
+
+    def serve():
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            conns.append(c)
+            if mode == "garbage":
+                try:
+                    c.sendall(b"\xff" * 64 + b"HTTP/1.1 200 OK\r\n\r\n" * 8)
+                except OSError:
+                    pass
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+
+    def close():
+        stop.set()
+        th.join(2)
+        for c in conns:
+            c.close()
+        srv.close()
+
+    return srv.getsockname()[1], close
+
+
+@pytest.mark.parametrize("mode", ["silent", "garbage"])
+def test_a_peer_that_is_not_a_dask_scheduler_is_one_line_in_seconds(mode):
+    """Dask's own timeout bounds only the TCP connect: a peer that accepts and then never
+    answers the handshake held Client() for ever, and one that sends other bytes ended in a
+    MemoryError ('Unable to allocate 3 EiB') read as 'out of memory; use fewer trials'."""
+    pytest.importorskip("distributed")
+    pipeline = importlib.import_module("dpsim.experiments.pipeline")  # the CLI's copy
+
+    port, close = _server(mode)
+    try:
+        t = time.perf_counter()
+        with pytest.raises(ConnectionError) as info:
+            pipeline._connect_scheduler(f"tcp://127.0.0.1:{port}", 1.0)
+        msg = str(info.value)
+        assert f"'tcp://127.0.0.1:{port}'" in msg and "\n" not in msg
+        assert time.perf_counter() - t < 10.0
+    finally:
+        close()
+
+
+@pytest.mark.parametrize("where,needle", [
+    ("/proc/dpsim_sub/x.ckpt", "cannot write a file there"),
+    ("/dev/null", "exists and is not a file"),
+    ("FILE/run.ckpt", "cannot write a file there (Not a directory)"),
+    ("", "checkpoint must be a file path"),
+    (5, "checkpoint must be a file path"),
+])
+def test_unwritable_checkpoints_are_refused_before_the_run(where, needle, tmp_path, monkeypatch):
+    from dpsim import sampling
+
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    if isinstance(where, str) and where.startswith("FILE"):
+        where = where.replace("FILE", str(blocker))
+
+    def no_draws(self):
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(sampling.Sampler, "draw", no_draws)
+    _one_line_error(lambda: _sim(fast=False, checkpoint=where), needle)
+
+
+def test_a_writable_checkpoint_path_leaves_no_probe_behind(tmp_path):
+    """The write test makes and removes its folders and file; the run then makes its own."""
+    from dpsim.checkpoint import check_writable
+
+    check_writable(tmp_path / "a" / "b" / "run.ckpt")
+    assert list(tmp_path.iterdir()) == []
+    _sim(fast=False, checkpoint=tmp_path / "a" / "b" / "run.ckpt", checkpoint_every=0)
+    assert (tmp_path / "a" / "b" / "run.ckpt").is_file()
+
+
+def test_fresh_unwritable_folders_on_the_cli(tmp_path, capsys):
+    afile = tmp_path / "f"
+    afile.write_text("x")
+    _cli_exits_2(["reproduce", "dp2_compute", "--scale", "tiny", "--out", "/proc/dpsim_figs"],
+                 "--out '/proc/dpsim_figs': cannot write there", capsys)
+    _cli_exits_2(["cache", "prune", "--results", str(afile)], "must be a folder", capsys)
+    _cli_exits_2(RUN + ["--out", str(tmp_path)], "is a directory", capsys)
+    _cli_exits_2(RUN + ["--out", str(afile / "x.npz")], "does not exist", capsys)
+
+
+@pytest.mark.parametrize("call,needle", [
+    (lambda: _sim(trials=10 ** 12), "the (trials, d) parameters of shape (1000000000000, 3)"),
+    (lambda: problems.least_squares(10 ** 8, 10 ** 5), "needs"),
+    (lambda: problems.logistic_regression(10 ** 7, 10 ** 7, density=0.5), "sparse features"),
+    (lambda: dpsim.audit("dp_sgd", trials=10 ** 6, table=np.ones((2, 10 ** 6))), "more than this machine"),
+    (lambda: AUDIT.canary_table(10 ** 6, 10 ** 6), "the canary table (n=1000000, d=1000000)"),
+    (lambda: AUDIT.GradientTable(np.broadcast_to(np.float32(0), (10 ** 5, 10 ** 6))),
+     "the float64 copy of table"),
+])
+def test_fresh_huge_allocations(call, needle):
+    _one_line_error(call, needle)
+
+
+def test_fresh_huge_allocations_elsewhere(capsys):
+    from dpsim.testing import assert_privacy_holds
+
+    _one_line_error(lambda: assert_privacy_holds("dp_sgd", trials=10 ** 10), "use fewer trials")
+    _cli_exits_2(RUN + ["--trials", str(10 ** 13)], "use at most about", capsys)
+    _cli_exits_2(["audit", "dp_sgd", "--trials", str(10 ** 12)], "use fewer trials", capsys)
+
+
+# ---------------------------------------------------------------------------------------------
+# numerical containment: blow-ups are flagged, not printed as NumPy warnings
+
+
+@pytest.mark.parametrize("opt", [optimizers.get("sgd", lr=1e30), optimizers.get("dp_sgd", lr=1e30),
+                                 optimizers.get("dp_adam", lr=[1e30, 0.01]),
+                                 optimizers.get("sgd", lr=[0.1, 1e12])])
+def test_huge_learning_rates_are_contained_without_warnings(opt):
+    import warnings
+
+    prob = problems.logistic_regression(100, 5, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # overflow RuntimeWarnings would raise here
+        for fast in (None, False):
+            res = dpsim.simulate(prob, opt, steps=20, batch_size=10, trials=2, fast=fast)
+            lr = np.broadcast_to(opt.hyperparameters["lr"], (2,))
+            np.testing.assert_array_equal(res.diverged, lr > 1e3)
+
+
+def test_eps_zero_without_noise_is_flagged_with_its_cause(capsys, monkeypatch):
+    """eps = 0 is a valid value (DP-AdamBC builds on it; dense data are fine), but with σ = 0 a
+    coordinate whose gradients have all been 0 has √v̂ + eps = 0 and its update is 0/0: those
+    trials are flagged, the reason names eps=0 and noise_multiplier=0, and nothing is printed."""
+    import warnings
+
+    # a first compile on this machine would print its notice on stderr (dpsim._jit_notice)
+    monkeypatch.setenv("DPSIM_QUIET_COMPILE", "1")
+    sparse = problems.logistic_regression(200, 50, density=0.05, seed=0)
+    for name in ("dp_adam", "dp2_rmsprop", "dp_rmsprop"):
+        opt = optimizers.get(name, eps=[0.0, 1e-8], noise_multiplier=0.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            res = dpsim.simulate(sparse, opt, steps=20, batch_size=10, trials=2)
+        assert res.diverged.tolist() == [True, False], (name, res.diverged_reason)
+        assert "eps=0 with noise_multiplier=0" in res.diverged_reason[0]
+    code = main(["run", "--problem", "logistic_regression", "--problem-arg", "n=200",
+                 "--problem-arg", "d=50", "--problem-arg", "density=0.05", "--optimizer", "dp_adam",
+                 "--set", "eps=0", "--set", "noise_multiplier=0", "--steps", "20", "--batch-size",
+                 "10", "--trials", "2", "--no-progress"])
+    out = capsys.readouterr()
+    err = out.err.strip().splitlines()
+    if code == 2:  # a compiled step that raises on 0/0: one line naming the values
+        assert len(err) == 1 and "eps=0 with noise_multiplier=0" in err[0], err
+    else:  # the step gives NaN: the run is reported, its trials flagged with the cause
+        assert code == 0 and not err, err
+        assert "eps=0 with noise_multiplier=0" in out.out
+
+
+def test_reproduce_on_a_silent_scheduler_exits_2_in_seconds(monkeypatch, capsys, tmp_path):
+    pytest.importorskip("distributed")
+    pipeline = importlib.import_module("dpsim.experiments.pipeline")  # the CLI's copy
+
+    monkeypatch.setattr(pipeline, "SCHEDULER_CONNECT_TIMEOUT", 1.0)
+    port, close = _server("silent")
+    try:
+        t = time.perf_counter()
+        code = main(["reproduce", "dp2_compute", "--scale", "tiny", "--results", str(tmp_path),
+                     "--scheduler", f"tcp://127.0.0.1:{port}"])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert time.perf_counter() - t < 30.0
+    finally:
+        close()
+    # reproduce's own note on where the cells run, then the one error line
+    assert code == 2 and err[-1].startswith("dpsim: error:"), err
+    assert [line for line in err if "error" in line or "Traceback" in line] == err[-1:], err
+    assert f"--scheduler 'tcp://127.0.0.1:{port}'" in err[-1]
+    assert "no Dask handshake within 1 s" in err[-1]

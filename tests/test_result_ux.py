@@ -54,7 +54,7 @@ def test_repr_is_short_and_names_the_run(res):
     eps = res.epsilon(1e-5)
     assert "dp_sgd" in text and "logistic_regression (n=200, d=5)" in text
     assert f"ε = {eps:.4g} at δ = 1e-05 (default δ)" in text
-    assert "20 steps, batch size 20, 3 trials" in text and "engine fused" in text
+    assert "20 steps, batch size 20, 3 trials" in text and "engine block" in text
     assert "0 of 3 trials" in text and "wall time" in text
     mean_loss = np.mean(res.loss[-1])
     assert any(line.split()[:2] == ["loss", f"{mean_loss:.6g}"] for line in lines)
