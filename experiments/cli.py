@@ -64,6 +64,9 @@ def _handle(args) -> int:
     before it is kept, and a rerun resumes from there."""
     if not args.all and not args.names:
         raise ValueError("reproduce needs experiment names or --all")
+    from dpsim._extras import require
+
+    require("matplotlib", "dpsim reproduce (its figures)")  # before any cell is computed
     kw = {"scale": args.scale, "out_dir": args.out, "force": args.force}
     results = getattr(args, "results", None)
     if results is not None:
@@ -81,6 +84,8 @@ def _handle(args) -> int:
         kw["workers"] = _positive_int(args.workers)
     else:
         kw["workers"] = None  # every core
+    if kw.get("workers") != 1:  # a Dask cluster (local or existing)
+        require("distributed", "dpsim reproduce with several workers (use --workers 1 without it)")
     if getattr(args, "backend", "numpy") != "numpy":
         kw["backend"] = args.backend
     try:

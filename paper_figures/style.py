@@ -16,7 +16,9 @@ import json
 import sys
 from pathlib import Path
 
-import matplotlib
+from dpsim._extras import require
+
+matplotlib = require("matplotlib", "dpsim's paper figures")
 
 if "matplotlib.pyplot" not in sys.modules:  # do not switch an interactive session's backend
     matplotlib.use("Agg")

@@ -34,6 +34,26 @@ def main() -> int:
         else:
             print(f"smoke: {name} ran without its extra installed")
             return 1
+    try:
+        import dpsim.testing  # noqa: F401
+    except ImportError as exc:
+        if "dpsim[testing]" not in str(exc):
+            print(f"smoke: dpsim.testing without hypothesis raised an unclear error: {exc}")
+            return 1
+    else:
+        print("smoke: dpsim.testing imported without hypothesis")
+        return 1
+    import contextlib
+    import io
+
+    from dpsim.cli import main as cli
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli(["reproduce", "dpsgd_logistic", "--scale", "tiny", "--workers", "1"])
+    if code != 2 or "dpsim[figures]" not in err.getvalue() or len(err.getvalue().splitlines()) != 1:
+        print(f"smoke: dpsim reproduce without matplotlib: exit {code}, {err.getvalue()!r}")
+        return 1
     print(f"smoke: Python {sys.version.split()[0]}, dpsim {dpsim.__version__} from {dpsim.__file__}: "
           f"dp_adam eps={eps:.3f} on the {res.config['engine']!r} path, calibrated sigma="
           f"{opt.hyperparameters['noise_multiplier']:.3f}")

@@ -13,7 +13,10 @@
 A tutorial is in ``docs/property-testing.md``.
 """
 
-from . import strategies
+from .._extras import require as _require
+
+_require("hypothesis", "dpsim.testing")
+from . import strategies  # noqa: E402
 from .assertions import (BoundViolation, assert_bound_holds, assert_distribution_matches,
                          assert_privacy_holds, scaled_trials, set_trials_scale)
 from .strategies import (BoundParams, DP2Phases, DPBudget, GradientTable, PrivacyParams, Simulation,
