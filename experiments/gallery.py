@@ -242,8 +242,9 @@ def status(results_dir, scale: str = "full", *, experiments: Sequence[str] | Non
     results_dir = Path(results_dir)
     if isinstance(scale, bool) or scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; known: {', '.join(SCALES)}")
-    if not results_dir.is_dir():
-        raise ValueError(f"results folder {str(results_dir)!r} does not exist or is not a folder")
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ValueError(f"results folder {str(results_dir)!r} is not a folder")
+    # a folder not made yet (a fresh clone before `make full`): every experiment has 0 cells
     pipeline.check_backend(backend)
     exps = [get(n) for n in (experiments if experiments is not None else registered_names())]
     report = _report_entries(Path(figures_dir)) if figures_dir is not None else None
@@ -319,8 +320,13 @@ def status(results_dir, scale: str = "full", *, experiments: Sequence[str] | Non
             "complete": all(r["complete"] for r in rows),
             # the experiments whose cells are listed up front (the others are not in these sums)
             "remaining": sum(r["remaining"] or 0 for r in rows if r["total"] is not None),
-            "eta_cpu_s": sum(r["eta_cpu_s"] or 0.0 for r in rows if r["total"] is not None),
+            # unknown (None) when an experiment with cells left has no finished cell to time
+            "eta_cpu_s": (None if any(r["eta_cpu_s"] is None and r["remaining"]
+                                      for r in rows if r["total"] is not None)
+                          else sum(r["eta_cpu_s"] or 0.0 for r in rows if r["total"] is not None)),
             "unknown_totals": [r["name"] for r in rows if r["total"] is None],
+            "unknown_eta": [r["name"] for r in rows if r["total"] is not None
+                            and r["remaining"] and r["eta_cpu_s"] is None],
         },
     }
 
@@ -375,10 +381,11 @@ def format_status(st: Mapping) -> str:
                      else f" ({_hours(t['since_last_cell_s'])} ago)")]
     known = [r["name"] for r in st["experiments"] if r["total"] is not None]
     if known:
-        lines.append(f"left in {', '.join(known)}: {t['remaining']} cells, "
-                     f"≈ {_hours(t['eta_cpu_s'])} CPU"
-                     + ("" if not t["parallelism_last_session"] else
-                        f", ≈ {_hours(t['eta_cpu_s'] / t['parallelism_last_session'])} wall")
+        eta = ("CPU unknown until " + ", ".join(t["unknown_eta"]) + " finish a cell"
+               if t["eta_cpu_s"] is None else f"≈ {_hours(t['eta_cpu_s'])} CPU"
+               + ("" if not t["parallelism_last_session"] else
+                  f", ≈ {_hours(t['eta_cpu_s'] / t['parallelism_last_session'])} wall"))
+        lines.append(f"left in {', '.join(known)}: {t['remaining']} cells, {eta}"
                      + (f"; unknown for {', '.join(t['unknown_totals'])} (no cell_labels)"
                         if t["unknown_totals"] else ""))
     for r in st["experiments"]:
