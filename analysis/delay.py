@@ -100,6 +100,14 @@ DISCREPANCIES = {
         "the rate of Eq. 18) gives α^{⌊T/s⌋+1}·…/√T, one more power of α, and R²/2 instead of R²; "
         "the noise term likewise carries α^{e(t)} instead of α^{e(t)+1}/2.  theorem2_rhs "
         "implements both (form='printed', the default, and form='proof')."),
+    "theorem2_printed_fails": (
+        "When s does not divide T the printed first term carries α^{⌊T/s⌋} where the proof's rate "
+        "at the last step carries α^{⌊(T−1)/s⌋+1}, one power more, and R² where the proof has "
+        "R²/2; with T_v = {T} (s < T < 2s) the printed first term is 2α(1 + κ/R²) times the "
+        "proof's R² term.  For α = ε well below 1/2 the statement then fails: a noiseless linear "
+        "loss on [−1, 1] started at the far corner, v = 1 − 1/T, keeps min_t F(w^t) − F* above "
+        "the printed right-hand side (the dp2_theorem2 'printed form' row computes the instance); "
+        "the proof form holds there."),
     "T_v_cardinality": (
         "Theorem 2 says |T_v| = ⌊1/2v⌋, Eq. (51) ⌈1/2v⌉; counting the 2s-blocks (the last one may "
         "be partial and ends at T) gives ⌈T/2s⌉.  The code uses the set itself."),
@@ -331,7 +339,8 @@ class HTraces:
 
 
 def record_h_traces(problem, s, *, steps, batch_size, trials, seed=0, optimizer="dp2_rmsprop",
-                    sampling="fixed", lr_schedule=None, metrics=("loss",), **hyperparameters):
+                    sampling="fixed", lr_schedule=None, metrics=("loss",), init=None,
+                    **hyperparameters):
     """Run DP² with :func:`dpsim.simulate` and record what ``h(s)`` needs at **every** step.
 
     The optimizer (``dp2_rmsprop`` by default; any ``dp2_*`` name) is built with ``s1 = s2 = s``
@@ -340,7 +349,8 @@ def record_h_traces(problem, s, *, steps, batch_size, trials, seed=0, optimizer=
     mean, ``||g^t − g^{t−1}||_1`` and ``||D^t||_1``.  ``record_every=1`` is forced (the engine would
     otherwise record only about 100 steps).  ``sampling="fixed"``: batches of exactly ``b``, as
     Algorithm 1 and Assumption 2 assume.  ``lr_schedule``: optional ``t -> factor`` multiplying the
-    update (then ``lr`` and ``lr2`` default to 1), e.g. :func:`theorem2_lr`.
+    update (then ``lr`` and ``lr2`` default to 1), e.g. :func:`theorem2_lr`.  ``init``: the
+    initial point, passed to :func:`dpsim.simulate` (default zeros).
 
     Returns :class:`HTraces` (its ``result`` holds the :class:`dpsim.Result`).
     """
@@ -360,7 +370,7 @@ def record_h_traces(problem, s, *, steps, batch_size, trials, seed=0, optimizer=
     opt = dpsim.optimizers.get(optimizer, s1=s, s2=s, **hp)
     res = dpsim.simulate(problem, _traced_optimizer(opt, lr_schedule), steps=steps,
                          batch_size=batch_size, trials=trials, seed=seed, sampling=sampling,
-                         record_every=1, metrics=tuple(metrics))
+                         record_every=1, metrics=tuple(metrics), init=init)
     return HTraces.from_result(res)
 
 
@@ -545,18 +555,19 @@ def _phase_exponent(t, s, zero_based=True):
     return np.floor(tp / (2 * s)) + np.floor((tp + s) / (2 * s))
 
 
-def theorem2_lr(t, s, alpha):
+def theorem2_lr(t, s, alpha, *, zero_based=True):
     """Learning rate of Theorem 2 ([DP2], Eq. 18): ``α^t = α^{⌊t'/2s⌋ + ⌊(t'+s)/2s⌋ + 1} / √t``.
 
-    ``t ≥ 1`` is the 1-based step; the floors are taken at Algorithm 1's 0-based index
-    ``t' = t − 1``, so the exponent (``= ⌊(t−1)/s⌋ + 1`` by Hermite's identity) grows by one
-    exactly at each phase switch, which the proof requires (see :data:`DISCREPANCIES`
-    ``["lr_exponent"]``).  Vectorized.
+    ``t ≥ 1`` is the 1-based step.  ``zero_based=True`` (default) takes the floors at Algorithm
+    1's 0-based index ``t' = t − 1``, so the exponent (``= ⌊(t−1)/s⌋ + 1`` by Hermite's identity)
+    grows by one exactly at each phase switch, which the proof requires (see
+    :data:`DISCREPANCIES` ``["lr_exponent"]``); ``zero_based=False`` is the rate as printed in
+    Theorem 2, ``t' = t`` (exponent ``⌊t/s⌋ + 1``, one step early).  Vectorized.
     """
     t = _arr("t", t, integer=True, lo=1)
     s = _arr("s", s, integer=True, lo=1)
     a = _arr("alpha", alpha, positive=True)
-    return _out(a ** (_phase_exponent(t, s) + 1.0) / np.sqrt(t))
+    return _out(a ** (_phase_exponent(t, s, zero_based=bool(zero_based)) + 1.0) / np.sqrt(t))
 
 
 def theorem2_switch_steps(T, s) -> np.ndarray:
