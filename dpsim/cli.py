@@ -446,7 +446,7 @@ def main(argv=None) -> int:
             return _cmd_audit(args)
         return int(args.handler(args))
     except (ValueError, KeyError, TypeError, NotImplementedError, ImportError) as exc:
-        # ImportError: an optional extra is missing (dpsim._extras names the install command)
+        # ImportError: an optional extra is missing (dpsim.extras names the install command)
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         sys.stderr.write(f"dpsim: error: {msg}\n".replace("\n", " ").rstrip() + "\n")
         return 2

@@ -64,7 +64,7 @@ def _handle(args) -> int:
     before it is kept, and a rerun resumes from there."""
     if not args.all and not args.names:
         raise ValueError("reproduce needs experiment names or --all")
-    from dpsim._extras import require
+    from dpsim.extras import require
 
     require("matplotlib", "dpsim reproduce (its figures)")  # before any cell is computed
     kw = {"scale": args.scale, "out_dir": args.out, "force": args.force}

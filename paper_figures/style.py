@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from dpsim._extras import require
+from dpsim.extras import require
 
 matplotlib = require("matplotlib", "dpsim's paper figures")
 

@@ -42,7 +42,7 @@ PACKAGE_DIRS = {"dpsim": "dpsim", "analysis": "dpsim.analysis", "experiments": "
 LAYERS: list[tuple[str, ...]] = [
     ("dpsim.backend", "dpsim._validate", "dpsim.sampling", "dpsim.privacy.events",
      "dpsim.privacy.mf", "dpsim.privacy.tcdp", "dpsim.privacy._ellipsoid", "dpsim._sampling_kernels",
-     "dpsim._bitgen", "dpsim._jit_notice"),
+     "dpsim._bitgen", "dpsim._jit_notice", "dpsim.extras"),
     ("dpsim.problems",),
     ("dpsim.accounting", "dpsim.transforms"),
     ("dpsim.privacy",),

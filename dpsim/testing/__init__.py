@@ -13,7 +13,7 @@
 A tutorial is in ``docs/property-testing.md``.
 """
 
-from .._extras import require as _require
+from ..extras import require as _require
 
 _require("hypothesis", "dpsim.testing")
 from . import strategies  # noqa: E402

@@ -1,5 +1,6 @@
 """Optional dependencies: the extras of ``pip install "dpsim[...]"`` and a clear error when one is
-missing.  The core (the simulator, accounting, calibration, audits) needs none of them."""
+missing (:func:`require`, public: the applications and a user's code call it).  The core (the
+simulator, accounting, calibration, audits) needs none of them."""
 
 from __future__ import annotations
 
