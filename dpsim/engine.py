@@ -31,8 +31,9 @@ from .sampling import Sampler, check_sampling, public_count
 
 __all__ = ["simulate", "check_metrics"]
 
-#: Run described chains through the fused release (:mod:`dpsim.transforms._fused_release`: the
-#: clipped sum, the noise and the update in one pass per trial, bit for bit the chain's result).
+#: Run composable and described chains through the fused release
+#: (:mod:`dpsim.transforms._fused_release`: the clipped sum, the noise and the update in one pass
+#: per trial, bit for bit the chain's result).
 #: ``False`` runs every step through ``transform.update`` (the reference; tests and A/B timings).
 FUSED_RELEASE = True
 
@@ -182,6 +183,22 @@ class _ProgressBar:
             self.bar.close()
 
 
+def resolve(problem, optimizer):
+    """The :class:`~dpsim.optimizers.Optimizer` of ``optimizer`` (an optimizer, or a registered
+    name with its defaults), after checking that ``problem`` is a :class:`~dpsim.problems.Problem`
+    (``ValueError`` naming the value otherwise)."""
+    from . import optimizers
+    from .problems import Problem
+
+    if isinstance(optimizer, str):
+        optimizer = optimizers.get(optimizer)
+    if not isinstance(optimizer, optimizers.Optimizer):
+        raise ValueError(f"optimizer must be an Optimizer or a registered name, got optimizer={optimizer!r}")
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be a dpsim.problems.Problem, got problem={problem!r}")
+    return optimizer
+
+
 def block_plan(prob, optimizer, *, trials, backend, dtype, fast, checkpoint):
     """``(plan, None)`` when the run takes the small-d block kernel (:func:`dpsim.fused.plan`),
     else ``(None, reason)``: the one decision :func:`simulate` and :func:`dpsim.explain` read.
@@ -203,7 +220,8 @@ def block_plan(prob, optimizer, *, trials, backend, dtype, fast, checkpoint):
 
 def release_plan(prob, tx, be, *, public_idx, steps):
     """``(step, None)`` when the general engine takes each step as one fused release
-    (:mod:`dpsim.transforms._fused_release`), else ``(None, reason)``."""
+    (:mod:`dpsim.transforms._fused_release`: a chain composed from its pieces' elements, or a
+    described shape), else ``(None, reason)``, the reason naming the piece that stops it."""
     if not FUSED_RELEASE:
         return None, "dpsim.engine.FUSED_RELEASE is False"
     if steps == 0:
@@ -298,16 +316,10 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     (overflow, 0/0) are not printed during the run: a trial that blows up stays in its own row,
     and :attr:`Result.diverged` flags it (:attr:`Result.diverged_reason` says why).
     """
-    from . import accounting, optimizers  # the upper layers, loaded by the first call
-    from .problems import Problem
+    from . import accounting  # the upper layers, loaded by the first call (resolve: optimizers)
     from .transforms.base import Batch, StepContext
 
-    if isinstance(optimizer, str):
-        optimizer = optimizers.get(optimizer)
-    if not isinstance(optimizer, optimizers.Optimizer):
-        raise ValueError(f"optimizer must be an Optimizer or a registered name, got optimizer={optimizer!r}")
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be a dpsim.problems.Problem, got problem={problem!r}")
+    optimizer = resolve(problem, optimizer)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"steps must be a non-negative integer, got steps={steps!r}")
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:

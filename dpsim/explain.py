@@ -7,13 +7,17 @@ A run takes one of three paths (``Result.config["engine"]`` names the one that r
     compiled call, batches and noise drawn inside it;
 ``"release"``
     the general step loop, each step one fused pass per trial (clipped sum, noise, recursion,
-    update; :mod:`dpsim.transforms._fused_release`);
+    update; :mod:`dpsim.transforms._fused_release`) — for any chain whose pieces compose (a
+    Gaussian privatizer or ``mean_gradient``, then pieces with a per-coordinate element,
+    :mod:`dpsim.transforms.elements`), whoever built it, and for the shapes described by their
+    optimizer functions (DP², AdaDPS, PAGAN/PASAN, IME);
 ``"chain"``
     the general step loop through ``transform.update``, piece by piece (the reference).
 
 All three give the same numbers to the last bit.  :func:`explain` asks the same two functions
 the engine asks (:func:`dpsim.engine.block_plan`, :func:`dpsim.engine.release_plan`), so its
-answer is the engine's decision, not a second copy of it; nothing is simulated.
+answer is the engine's decision, not a second copy of it; nothing is simulated.  Where a chain
+does not compose, the reason names the piece that stops it (e.g. a piece without an element).
 """
 
 from __future__ import annotations
@@ -89,20 +93,14 @@ def explain(problem, optimizer, **simulate_kwargs) -> Explanation:
     >>> dpsim.explain(prob, "dp_sgd").engine
     'block'
     """
-    from . import engine, optimizers
+    from . import engine
     from .backend import Backend
-    from .problems import Problem
 
     allowed = set(inspect.signature(engine._simulate).parameters) - {"problem", "optimizer"}
     unknown = sorted(set(simulate_kwargs) - allowed)
     if unknown:
         raise TypeError(f"explain() got keyword(s) simulate() does not take: {', '.join(unknown)}")
-    if isinstance(optimizer, str):
-        optimizer = optimizers.get(optimizer)
-    if not isinstance(optimizer, optimizers.Optimizer):
-        raise ValueError(f"optimizer must be an Optimizer or a registered name, got optimizer={optimizer!r}")
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be a dpsim.problems.Problem, got problem={problem!r}")
+    optimizer = engine.resolve(problem, optimizer)
     kw = simulate_kwargs
     trials = int(kw.get("trials", 1))
     backend, dtype = kw.get("backend", "numpy"), kw.get("dtype", "float64")

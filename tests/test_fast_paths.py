@@ -54,24 +54,34 @@ def test_explain_follows_the_run_arguments():
 
 
 def test_a_hand_built_chain_is_explained():
-    """docs/ARCHITECTURE.md's example chain, built by hand, runs on the chain path: explain says
-    so and why (no description) instead of a silent fallback.  (Generating the fast paths from
-    the chain's pieces, so that it runs fast too, is issue 32's remaining work.)"""
+    """docs/ARCHITECTURE.md's example chain, built by hand, takes the fused release: its pieces
+    compose (each carries its element), nothing is registered for it.  A piece without an element
+    sends the chain to the reference path, and explain names that piece."""
     from dpsim.privacy.privatizers import gaussian_privatizer
-    from dpsim.transforms import named_chain, scale, trace
+    from dpsim.transforms import GradientTransformation, named_chain, scale, trace
     from dpsim.transforms.preconditioners import precondition, rmsprop
 
-    tx = named_chain(("privatizer", gaussian_privatizer(clip=1.0, noise_multiplier=1.2)),
-                     ("preconditioner", precondition(rmsprop(beta=0.9, eps=1e-8))),
-                     ("momentum", trace(0.5)),
-                     ("lr", scale(-0.01)))
-    opt = optimizers.Optimizer(name="dp_rmsprop_momentum", hyperparameters={}, transform=tx)
+    def chain(momentum):
+        return named_chain(("privatizer", gaussian_privatizer(clip=1.0, noise_multiplier=1.2)),
+                           ("preconditioner", precondition(rmsprop(beta=0.9, eps=1e-8))),
+                           ("momentum", momentum),
+                           ("lr", scale(-0.01)))
+
     prob = problems.logistic_regression(500, 8, seed=0)
+    opt = optimizers.Optimizer(name="dp_rmsprop_momentum", hyperparameters={}, transform=chain(trace(0.5)))
     e = dpsim.explain(prob, opt)
-    assert e.engine == "chain" and "no description" in e.release
+    assert e.engine == "release" and e.release is None
     assert "no fused kernel" in e.block
     res = dpsim.simulate(prob, opt, steps=4, batch_size=25, trials=2, seed=1)
-    assert res.config["engine"] == "chain"
+    assert res.config["engine"] == "release"
+    plain = trace(0.5)  # the same update, without its element: the chain runs, and says why
+    odd = optimizers.Optimizer(name="odd", hyperparameters={},
+                               transform=chain(GradientTransformation(plain.init, plain.update)))
+    e = dpsim.explain(prob, odd)
+    assert e.engine == "chain" and "'momentum' has no element" in e.release
+    ref = dpsim.simulate(prob, odd, steps=4, batch_size=25, trials=2, seed=1)
+    assert ref.config["engine"] == "chain"
+    np.testing.assert_array_equal(ref.params, res.params)
 
 
 def test_registered_names_are_attributes_and_star_importable():

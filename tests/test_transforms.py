@@ -203,3 +203,107 @@ def test_adam_donation_updates_in_place_only_when_donated():
     _, s3 = tx.update(g, tx.init(p), p, StepContext(Backend("numpy", 0), 2, 8, 10))
     _, s4 = tx.update(g, s3, p, StepContext(Backend("numpy", 0), 2, 8, 10))
     np.testing.assert_array_equal(s2.m, s4.m)
+
+
+# ---------------------------------------------------------------------------------------------
+# elements: each per-coordinate rule written once, evaluated on arrays and on one coordinate
+
+
+def _element_pieces():
+    from dpsim.optimizers.adaptive import noise_variance
+    from dpsim.transforms import trace
+    from dpsim.transforms.preconditioners import adagrad, yogi
+
+    per = np.array([0.5, 0.9, 0.99])
+    return {"scale": scale(-0.1), "scale-per-trial": scale(np.array([-0.1, 2.0, -3.0])),
+            "trace": trace(0.9), "trace-per-trial": trace(per),
+            "rmsprop": precondition(rmsprop(0.9, 1e-8)), "rmsprop-eps0": precondition(rmsprop(per, 0.0)),
+            "adagrad": precondition(adagrad(1e-3)), "adagrad-max": precondition(adagrad(1e-3, guard="max")),
+            "yogi": precondition(yogi(per, 1e-8)), "adam": scale_by_adam(0.9, 0.999, 1e-8),
+            "adam-per-trial": scale_by_adam(per, per, np.array([1e-8, 0.0, 1e-3])),
+            "adambc": scale_by_adam(0.9, 0.999, 0.0, phi=1e-3, floor=1e-4),
+            "corrected": scale_by_adam(0.9, 0.999, 1e-8, phi=noise_variance(1.0, 1.0), floor=0.0)}
+
+
+def _coordinate_kernel(key):
+    """A loop over (R, d) applying the composed body of the structure ``key`` coordinate by
+    coordinate (dpsim.transforms._compose.body), as the fused release does."""
+    import numba
+    from numba.np.unsafe.ndarray import to_fixed_tuple
+
+    from dpsim.transforms import _compose
+
+    body, _, nk = _compose.body(key)
+
+    @numba.njit(error_model="numpy")
+    def run(G, slots, K, out):
+        for r in range(G.shape[0]):
+            k = to_fixed_tuple(K[r if K.shape[0] > 1 else 0], nk)
+            for j in range(G.shape[1]):
+                out[r, j] = body(G[r, j], slots, k, r, j)
+
+    return run
+
+
+def _bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint64 if a.dtype == np.float64 else np.uint32)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("which", list(_element_pieces()))
+def test_element_on_one_coordinate_is_the_array_rule_bit_for_bit(monkeypatch, which, dtype):
+    """Each element's rule, compiled for one coordinate and composed as the fused release composes
+    it, gives the bits of the piece's own array update — output and state — over values that
+    exercise every branch: zeros of both signs, subnormals, ±inf, NaN, negative second moments;
+    for both dtypes, scalar and per-trial constants, three steps (Adam's 1 − βᵗ changes)."""
+    from dpsim.backend import Backend
+    from dpsim.transforms import StepContext
+    from dpsim.transforms import preconditioners as P
+    from dpsim.transforms.elements import table
+
+    monkeypatch.setattr(P, "_fusable", lambda *a: False)  # Adam's array form, not its kernel
+    tx = _element_pieces()[which]
+    el = tx.element
+    ctx = StepContext(Backend("numpy", 0, dtype), 3, 8, 10)
+    rng = np.random.default_rng(7)
+    special = np.array([0.0, -0.0, 1e-310, -1e-310, np.inf, -np.inf, np.nan, 1.0, -1.0, 3e38])
+    p = np.zeros((3, 64), dtype=dtype)
+    state = tx.init(p)
+    if el.slots:
+        fill = {f: (rng.standard_normal((3, 64)) * 0.01) for f in el.slots}
+        for f in fill:
+            fill[f][0, :10] = special
+            fill[f][1, :10] = np.abs(special)
+        state = state._replace(**{f: v.astype(dtype) for f, v in fill.items()})
+    run = _coordinate_kernel(el.key)
+    for t in range(1, 4):
+        ctx.t = t
+        g = rng.standard_normal((3, 64)) * 10.0 ** rng.integers(-3, 3, size=(3, 64))
+        g[2, :10] = special
+        g = g.astype(dtype)
+        slots = tuple(np.array(getattr(state, f), dtype=dtype, order="C") for f in el.slots)
+        K = table(el.consts(state, ctx), np.dtype(dtype))
+        out = np.empty_like(g)
+        run(g, slots, K, out)
+        ref, new_state = tx.update(g, state, p, ctx)
+        assert ref.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(_bits(out), _bits(ref))
+        for f, a in zip(el.slots, slots):
+            np.testing.assert_array_equal(_bits(a), _bits(getattr(new_state, f)))
+        assert el.advance(state, slots)._replace(**{f: None for f in el.slots}) == \
+            new_state._replace(**{f: None for f in el.slots})
+        state = new_state
+
+
+def test_a_composed_kernel_is_keyed_by_its_rules_sources():
+    """The composed kernel's cache key carries a digest of the files defining its rules, so an
+    edited rule is recompiled rather than served stale from Numba's disk cache."""
+    from dpsim.transforms import _compose, base
+    from dpsim.transforms import preconditioners as P
+
+    fp = _compose.fingerprint("precondition:rmsprop|trace|scale")
+    for mod in (P, base, _compose):
+        assert _compose._file_digest(mod.__file__) in fp
+    assert fp == _compose.fingerprint("trace|precondition:rmsprop|scale")  # same files

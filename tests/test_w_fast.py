@@ -1,10 +1,12 @@
 """The fused release of the engine (dpsim.transforms._fused_release) is the chain, bit for bit.
 
-Every described optimizer runs twice with the same seed: through ``transform.update`` (the
-reference, ``dpsim.engine.FUSED_RELEASE = False``) and through the fused release; parameters,
-every record, every probe and the privacy record must be *equal* (``assert_array_equal``), on
-the three clipped-sum sources (sparse GLM rows, dense GLM rows, a problem's own clipped sum),
-every sampler, float64 and float32, scalar and per-trial hyperparameters.
+Every optimizer on that path — a chain composed from its pieces' elements, whoever built it, or
+one with a registered description — runs twice with the same seed: through ``transform.update``
+(the reference, ``dpsim.engine.FUSED_RELEASE = False``) and through the fused release;
+parameters, every record, every probe and the privacy record must be *equal*
+(``assert_array_equal``), on the three clipped-sum sources (sparse GLM rows, dense GLM rows, a
+problem's own clipped sum), every sampler, float64 and float32, scalar and per-trial
+hyperparameters.
 """
 
 import itertools
@@ -14,6 +16,7 @@ import pytest
 
 import dpsim
 from dpsim import engine, optimizers, problems
+from dpsim.transforms import _compose
 from dpsim.transforms import _fused_release as fr
 from dpsim.transforms import lookup
 
@@ -89,6 +92,7 @@ CASES = [
     ("delayed_rmsprop", {"s1": 2, "lr2": _pt(0.01, 0.1)}),
     ("dp_adam_corrected", {"eps": _pt(1e-8, 1e-3), "noise_multiplier": _pt(0.5, 2.0)}),
     ("dp_adam_corrected", {"beta1": 0.5, "clip": float("inf"), "noise_multiplier": 0.0}),
+    ("yogi", {"beta": _pt(0.5, 0.99), "eps": _pt(1e-3, 0.0)}),
 ]
 
 
@@ -102,6 +106,79 @@ def test_fused_release_is_the_chain_bit_for_bit_on_sparse_glm(probs, name, hp):
         init = np.linspace(-0.2, 0.3, probs["sparse"].d) if seed == 1 else None
         _both(probs["sparse"], opt, steps=9, batch_size=b, trials=R, seed=seed, dtype=dtype,
               sampling=sampling, record_every=3, init=init)
+
+
+def _hand_built():
+    """Chains built by hand from element pieces (none registered anywhere): docs/ARCHITECTURE.md's
+    example, ``dp_adam``'s chain under another name (per-trial hyperparameters), momentum before
+    AdaGrad, the non-private Yogi with momentum, and DP-AdamBC's rule behind a correlated-noise
+    privatizer."""
+    from dpsim.optimizers.adaptive import noise_variance
+    from dpsim.privacy.privatizers import gaussian_privatizer
+    from dpsim.transforms import mean_gradient, named_chain, scale, trace
+    from dpsim.transforms.preconditioners import adagrad, precondition, rmsprop, scale_by_adam, yogi
+
+    def opt(name, *pieces):
+        return optimizers.Optimizer(name=name, hyperparameters={}, transform=named_chain(*pieces))
+
+    return {
+        "architecture": opt("dp_rmsprop_momentum",
+                            ("privatizer", gaussian_privatizer(clip=1.0, noise_multiplier=1.2)),
+                            ("preconditioner", precondition(rmsprop(beta=0.9, eps=1e-8))),
+                            ("momentum", trace(0.5)), ("lr", scale(-0.01))),
+        "adam_twin": opt("dp_adam_twin",
+                         ("privatizer", gaussian_privatizer(_pt(0.5, 2.0), _pt(1.0, 0.0))),
+                         ("preconditioner", scale_by_adam(_pt(0.5, 0.9), _pt(0.9, 0.999), 1e-8)),
+                         ("lr", scale(-0.01))),
+        "momentum_adagrad": opt("momentum_adagrad",
+                                ("privatizer", gaussian_privatizer(2.0, 0.5)),
+                                ("momentum", trace(np.array(_pt(0.3, 0.9)))),
+                                ("preconditioner", precondition(adagrad(_pt(1e-3, 0.0)))),
+                                ("lr", scale(-0.1))),
+        "yogi_momentum": opt("yogi_momentum", ("gradient", mean_gradient()),
+                             ("preconditioner", precondition(yogi(0.9, 1e-3))),
+                             ("momentum", trace(0.5)), ("lr", scale(-0.05))),
+        "adambc_banded": opt("adambc_banded",
+                             ("privatizer", gaussian_privatizer(1.0, 1.5, noise="banded:3")),
+                             ("preconditioner", scale_by_adam(0.9, 0.999, 0.0,
+                                                              phi=noise_variance(1.0, 1.5),
+                                                              floor=1e-6)),
+                             ("lr", scale(-0.01))),
+    }
+
+
+@pytest.mark.parametrize("which", ["architecture", "adam_twin", "momentum_adagrad", "yogi_momentum",
+                                   "adambc_banded"])
+def test_hand_built_chains_take_the_fused_release_bit_for_bit(probs, which):
+    """A chain of element pieces built by hand takes the fused release (composed from its
+    pieces, nothing registered) and equals its chain bit for bit: samplers, both dtypes, both
+    noise layouts, b a power of two or not, per-trial hyperparameters, correlated noise."""
+    opt = _hand_built()[which]
+    assert isinstance(fr.spec_of(opt.transform), _compose.Composition)
+    assert dpsim.explain(probs["sparse"], opt).engine == "release"
+    for dtype, seed, sampling, b, backend in (
+            ("float64", 0, "poisson", 8, "numpy"), ("float32", 1, "fixed", 12, "numpy"),
+            ("float64", 2, "replacement", 12, "numpy:blocked"), ("float32", 3, "poisson", 8, "numpy")):
+        _both(probs["sparse"], opt, steps=9, batch_size=b, trials=R, seed=seed, dtype=dtype,
+              sampling=sampling, record_every=3, backend=backend)
+
+
+def test_hand_built_dp_adam_is_dp_adam(probs):
+    """``dp_adam``'s chain rebuilt by hand under another name is ``dp_adam``: the same path and
+    the same numbers."""
+    from dpsim.privacy.privatizers import gaussian_privatizer
+    from dpsim.transforms import named_chain, scale
+    from dpsim.transforms.preconditioners import scale_by_adam
+
+    twin = optimizers.Optimizer(name="dp_adam_twin", hyperparameters={}, transform=named_chain(
+        ("privatizer", gaussian_privatizer(1.0, 1.0)),
+        ("preconditioner", scale_by_adam(0.9, 0.999, 1e-8)), ("lr", scale(-0.01))))
+    kw = dict(steps=9, batch_size=8, trials=R, seed=5, record_every=3)
+    a = dpsim.simulate(probs["sparse"], "dp_adam", **kw)
+    b = dpsim.simulate(probs["sparse"], twin, **kw)
+    assert a.config["engine"] == b.config["engine"] == "release"
+    np.testing.assert_array_equal(a.params, b.params)
+    np.testing.assert_array_equal(a.loss, b.loss)
 
 
 @pytest.mark.parametrize("name,hp", [CASES[i] for i in (1, 4, 6, 8, 12, 14, 15)])
@@ -174,33 +251,42 @@ def test_fused_release_with_inlined_normals_is_the_chain(probs, monkeypatch, nam
     _both(big, opt, steps=4, batch_size=8, trials=R, seed=3, record_every=2)
 
 
-def test_only_described_chains_take_the_fused_release():
-    """A chain built by hand (even from the same pieces), correlated noise, a public split or
-    another namespace run through ``transform.update``."""
-    from dpsim.privacy.privatizers import gaussian_privatizer
-    from dpsim.transforms import named_chain, scale
+def test_composed_and_described_chains_take_the_fused_release():
+    """A chain whose pieces compose takes the fused release whoever built it; a piece without an
+    element, correlated noise outside the composed and IME shapes, a public split or another
+    namespace run through ``transform.update``, and ``why_not`` names the reason."""
+    from dpsim.privacy.privatizers import gaussian_privatizer, noiseless_v_privatizer
+    from dpsim.transforms import GradientTransformation, named_chain, scale, trace
 
+    numpy = dpsim.backend.Backend("numpy", seed=0)
+    prob = problems.logistic_regression(100, 10, density=0.2, seed=0)
     tx = named_chain(("privatizer", gaussian_privatizer(1.0, 1.0)), ("lr", scale(-0.1)))
-    assert fr.spec_of(tx) is None
-    # correlated noise: only the post-processing chains (and scale-then-privatize) are described (their release
-    # carries the privatizer's noise source); every other form runs the chain
+    assert isinstance(fr.spec_of(tx), _compose.Composition) and fr.spec_of(tx).key == "scale"
+    assert isinstance(fr.plan(prob, tx, numpy), fr.FusedStep)
+    # a piece without an element (here one that wraps trace's update) stops the composition
+    wrapped = trace(0.5)
+    odd = named_chain(("privatizer", gaussian_privatizer(1.0, 1.0)),
+                      ("momentum", GradientTransformation(wrapped.init, wrapped.update)),
+                      ("lr", scale(-0.1)))
+    assert fr.spec_of(odd) is None and "'momentum' has no element" in fr.why_not(odd, numpy)
+    oracle = named_chain(("privatizer", noiseless_v_privatizer(1.0, 1.0)), ("lr", scale(-0.1)))
+    assert "first piece 'privatizer'" in fr.why_not(oracle, numpy)
+    # correlated noise: a composed chain carries the privatizer's noise source (drawn on its
+    # stream state); the DP² forms, described with i.i.d. releases only, run the chain
     banded = optimizers.get("dp_sgd", noise="banded:2").transform
     assert fr.spec_of(banded).release.source is not None
-    assert isinstance(fr.plan(problems.logistic_regression(100, 10, density=0.2, seed=0), banded,
-                              dpsim.backend.Backend("numpy", seed=0)), fr.FusedStep)
+    assert isinstance(fr.plan(prob, banded, numpy), fr.FusedStep)
     assert fr.spec_of(optimizers.get("dp2_rmsprop", noise="sqrt_toeplitz").transform) is None
     assert fr.spec_of(optimizers.get("dp_adam_stp", noise="banded:3").transform).release.source is not None
     assert fr.spec_of(optimizers.get("dp_adam_ime", noise="banded:3").transform).release.source is not None
     assert fr.spec_of(optimizers.get("dp2_extra_query", noise="banded:3").transform) is None
-    prob = problems.logistic_regression(100, 10, density=0.2, seed=0)
     opt = optimizers.get("dp_sgd")
     be = dpsim.backend.Backend("array_api_strict:blocked", seed=0, threads=1)
     try:
         assert fr.plan(prob, opt.transform, be) is None
     finally:
         be.close()
-    assert fr.plan(prob, opt.transform, dpsim.backend.Backend("numpy", seed=0),
-                   public_idx=np.arange(5)) is None
+    assert fr.plan(prob, opt.transform, numpy, public_idx=np.arange(5)) is None
     ada = optimizers.get("adadps").transform  # reads a public split: fused only with one
     assert fr.plan(prob, ada, dpsim.backend.Backend("numpy", seed=0)) is None
     assert isinstance(fr.plan(prob, ada, dpsim.backend.Backend("numpy", seed=0),
@@ -230,7 +316,7 @@ def test_fused_release_with_correlated_noise_is_the_chain(probs, monkeypatch, no
     per-trial hyperparameters, σ = 0 and C = ∞, which draw nothing).  Every step ran the kernel."""
     opt = optimizers.get(name, noise=noise, **hp)
     assert fr.spec_of(opt.transform).release.source is not None
-    calls = _count_kernel_calls(monkeypatch, "_release_apply")
+    calls = _count_kernel_calls(monkeypatch, "_composed_apply")
     for dtype, seed, sampling, b, backend in (
             ("float64", 0, "poisson", 8, "numpy"), ("float32", 1, "fixed", 12, "numpy"),
             ("float64", 2, "cyclic_poisson:3", 8, "numpy:blocked")):
@@ -354,7 +440,7 @@ def test_adadps_fused_release_is_the_chain(probs, monkeypatch):
     the learning rate and the update in one kernel pass — bit for bit the chain, with scalar and
     per-trial hyperparameters, both noise layouts and every sampler; off its fast form (float32,
     dense features) every step runs the chain inside the fused step, still equal."""
-    fused = _count_calls(monkeypatch, "_release")
+    fused = _count_calls(monkeypatch, "_release_composed")
     cases = [{}, {"lr": _pt(0.05, 0.5), "clip": _pt(0.5, 2.0), "noise_multiplier": _pt(0.0, 1.5),
                   "beta": _pt(0.5, 0.99), "eps": _pt(1e-3, 1e-8)},
              {"noise_multiplier": 0.0, "public_fraction": 0.2}]

@@ -33,7 +33,7 @@ from ..transforms.preconditioners import (adam_v_hat, adagrad as adagrad_rule, p
                                           rmsprop as rmsprop_rule, scale_by_adam, yogi as yogi_rule)
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, OrNone, Real, RealOrAuto
 from ._registry import Optimizer, optimizer, register
-from .baselines import MEAN, learning_rate, post, release
+from .baselines import learning_rate
 
 __all__ = ["adagrad", "rmsprop", "yogi", "adam", "dp_adagrad", "dp_rmsprop", "dp_adam", "dp_adam_bc",
            "noise_variance", "auto_gamma_prime", "GAMMA_PRIME_RATIO", "GAMMA_PRIME_FALLBACK"]
@@ -57,20 +57,6 @@ def _gradient():
     return ("gradient", mean_gradient())
 
 
-def _beta(beta, name="beta"):
-    return hyper(name, beta, "[0, 1)")
-
-
-def _eps(eps):
-    return hyper("eps", eps, "[0, inf)")
-
-
-def _adam(beta1, beta2, eps):
-    """The validated constants of ``scale_by_adam(beta1, beta2, eps)`` for its description."""
-    return {"piece": "preconditioner", "beta1": _beta(beta1, "beta1"), "beta2": _beta(beta2, "beta2"),
-            "eps": _eps(eps)}
-
-
 def _private(clip, noise_multiplier, noise):
     return ("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise))
 
@@ -79,17 +65,16 @@ def _private(clip, noise_multiplier, noise):
 def adagrad(lr: LR = 0.1, eps: EPS = 1e-8) -> Optimizer:
     """AdaGrad: ``v ← v + g²``, ``w ← w − η g / (√v + ε)``.  Not private.  Scale: ``eps`` (1e-8)
     is relative to the gradient scale (docs/defaults.md)."""
-    tx = named_chain(_gradient(), ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
-    return optimizer(post(tx, MEAN, "adagrad", lr, piece="preconditioner", eps=_eps(eps)))
+    return optimizer(named_chain(_gradient(), ("preconditioner", precondition(adagrad_rule(eps))),
+                                 learning_rate(lr)))
 
 
 @register
 def rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
     """RMSProp: ``v ← β v + (1−β) g²``, ``w ← w − η g / (√v + ε)``.  Not private.  Scale: ``eps``
     (1e-8) is relative to the gradient scale (docs/defaults.md)."""
-    tx = named_chain(_gradient(), ("preconditioner", precondition(rmsprop_rule(beta, eps))),
-                     learning_rate(lr))
-    return optimizer(post(tx, MEAN, "rmsprop", lr, piece="preconditioner", beta=_beta(beta), eps=_eps(eps)))
+    return optimizer(named_chain(_gradient(), ("preconditioner", precondition(rmsprop_rule(beta, eps))),
+                                 learning_rate(lr)))
 
 
 @register
@@ -104,8 +89,8 @@ def yogi(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
 def adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8) -> Optimizer:
     """Adam: ``w ← w − η m̂ / (√v̂ + ε)`` (module docstring).  Not private.  Scale: ``eps`` (1e-8)
     is relative to the gradient scale (docs/defaults.md)."""
-    tx = named_chain(_gradient(), ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
-    return optimizer(post(tx, MEAN, "adam", lr, **_adam(beta1, beta2, eps)))
+    return optimizer(named_chain(_gradient(), ("preconditioner", scale_by_adam(beta1, beta2, eps)),
+                                 learning_rate(lr)))
 
 
 @register
@@ -113,10 +98,8 @@ def dp_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP = 1.0, noise_multiplier
                noise: NOISE = "gaussian") -> Optimizer:
     """DP-AdaGrad: AdaGrad on the privatized gradient ``g̃`` (post-processing).  Scale: ``eps``
     (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v`` (docs/defaults.md)."""
-    tx = named_chain(_private(clip, noise_multiplier, noise),
-                     ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
-    rel = release(clip, noise_multiplier, noise, correlated=True)
-    return optimizer(post(tx, rel, "adagrad", lr, piece="preconditioner", eps=_eps(eps)))
+    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
+                                 ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr)))
 
 
 @register
@@ -124,11 +107,9 @@ def dp_rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8, clip: CLIP = 1.
                noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
     """DP-RMSProp: RMSProp on the privatized gradient ``g̃`` (post-processing).  Scale: ``eps``
     (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v`` (docs/defaults.md)."""
-    tx = named_chain(_private(clip, noise_multiplier, noise),
-                     ("preconditioner", precondition(rmsprop_rule(beta, eps))), learning_rate(lr))
-    rel = release(clip, noise_multiplier, noise, correlated=True)
-    return optimizer(post(tx, rel, "rmsprop", lr, piece="preconditioner", beta=_beta(beta),
-                          eps=_eps(eps)))
+    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
+                                 ("preconditioner", precondition(rmsprop_rule(beta, eps))),
+                                 learning_rate(lr)))
 
 
 @register
@@ -137,10 +118,8 @@ def dp_adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e
     """DP-Adam: Adam on the privatized gradient ``g̃`` (post-processing; [DESIGN] §3.1).  Scale:
     ``eps`` (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v̂``
     (docs/defaults.md)."""
-    tx = named_chain(_private(clip, noise_multiplier, noise),
-                     ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "adam", lr,
-                          **_adam(beta1, beta2, eps)))
+    return optimizer(named_chain(_private(clip, noise_multiplier, noise),
+                                 ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr)))
 
 
 def auto_gamma_prime(phi, xp=None):
@@ -273,7 +252,5 @@ def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999,
     tx = named_chain(_private(clip, noise_multiplier, noise),
                      ("preconditioner", scale_by_adam(beta1, b2, 0.0, phi=phi, floor=gamma)),
                      learning_rate(lr))
-    tx = post(tx, release(clip, noise_multiplier, noise, correlated=True), "adam", lr,
-              **_adam(beta1, b2, 0.0), phi=phi, floor=gamma)
     return optimizer(tx,
                      probes={"frac_above_floor": _above_floor_probe(phi, gamma, b2)})

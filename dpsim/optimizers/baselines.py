@@ -31,12 +31,14 @@ def learning_rate(lr, name="lr"):
 
 
 def release(clip, noise_multiplier, noise="gaussian", *, scaled=False, correlated=False):
-    """The description (:class:`dpsim.transforms._fused_release.Release`) of
-    ``gaussian_privatizer(clip, noise_multiplier, noise=noise)``: the same validated clip and noise
-    std ``σ·C`` (``None`` with an infinite clip).  Correlated noise (DP-MF): ``None`` (no fused
-    path), unless ``correlated`` — for a :class:`~dpsim.transforms._fused_release.Post` chain
-    whose piece ``"privatizer"`` is that privatizer — when the release carries its noise source
-    (the fused step draws each step's unit noise through it, on the privatizer's own state)."""
+    """The release (:class:`dpsim.transforms.elements.Release`) of
+    ``gaussian_privatizer(clip, noise_multiplier, noise=noise)`` for a description of the fused
+    release (:class:`~dpsim.transforms._fused_release.Delayed`, ``Prepared``, ``Ime``): the same
+    validated clip and noise std ``σ·C`` (``None`` with an infinite clip).  Correlated noise
+    (DP-MF): ``None`` (no fused path), unless ``correlated`` — for an ``Ime`` description whose
+    piece ``"privatizer"`` draws through that source — when the release carries its noise source
+    (the fused step draws each step's unit noise through it, on the privatizer's own state).  A
+    chain composed from its pieces needs none of this: the privatizer exposes its release."""
     source = None
     if noise != "gaussian":
         if not correlated:
@@ -56,12 +58,6 @@ def described(tx, spec):
     return tx if spec is None else _fr.describe(tx, spec)
 
 
-def post(tx, rel, rule, lr, **kw):
-    """``tx`` described as the post-processing chain ``rel → [rule] → lr`` (:class:`_fr.Post`)."""
-    return described(tx, None if rel is None else _fr.Post(release=rel, rule=rule, neglr=neg_lr(lr),
-                                                           **kw))
-
-
 def _momentum(beta):
     return ("momentum", trace(hyper("beta", beta, "[0, 1)")))
 
@@ -69,14 +65,13 @@ def _momentum(beta):
 @register
 def sgd(lr: LR = 0.1) -> Optimizer:
     """SGD: ``w ← w − η g`` with the minibatch mean gradient ``g``.  Not private."""
-    return optimizer(post(named_chain(("gradient", mean_gradient()), learning_rate(lr)), MEAN, "sgd", lr))
+    return optimizer(named_chain(("gradient", mean_gradient()), learning_rate(lr)))
 
 
 @register
 def momentum(lr: LR = 0.1, beta: BETA = 0.9) -> Optimizer:
     """Heavy-ball momentum ([ADAMBC] §3): ``b_t = β b_{t−1} + g``, ``w ← w − η b_t``.  Not private."""
-    tx = named_chain(("gradient", mean_gradient()), _momentum(beta), learning_rate(lr))
-    return optimizer(post(tx, MEAN, "momentum", lr, piece="momentum", beta=hyper("beta", beta, "[0, 1)")))
+    return optimizer(named_chain(("gradient", mean_gradient()), _momentum(beta), learning_rate(lr)))
 
 
 @register
@@ -84,9 +79,8 @@ def dp_sgd(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise:
     """DP-SGD (Abadi et al. 2016): SGD on ``g̃ = (1/b)(Σ clip(g_i, C) + N(0, σ²C²I))``.
 
     One Gaussian release of noise multiplier σ per step."""
-    tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
-                     learning_rate(lr))
-    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "sgd", lr))
+    return optimizer(named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
+                                 learning_rate(lr)))
 
 
 @register
@@ -94,7 +88,5 @@ def dp_sgdm(lr: LR = 0.1, beta: BETA = 0.9, clip: CLIP = 1.0, noise_multiplier: 
             noise: NOISE = "gaussian") -> Optimizer:
     """DP-SGD with heavy-ball momentum on ``g̃`` ([ADAMBC] §3): ``b_t = β b_{t−1} + g̃``,
     ``w ← w − η b_t``.  One Gaussian release per step."""
-    tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
-                     _momentum(beta), learning_rate(lr))
-    rel = release(clip, noise_multiplier, noise, correlated=True)
-    return optimizer(post(tx, rel, "momentum", lr, piece="momentum", beta=hyper("beta", beta, "[0, 1)")))
+    return optimizer(named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
+                                 _momentum(beta), learning_rate(lr)))

@@ -41,8 +41,8 @@ from ..transforms.preconditioners import (AdamState, MomentInputs, _adam_moments
                                           bias_correction, precondition, rmsprop, scale_by_adam)
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
-from .adaptive import _adam, _beta, _eps, noise_variance
-from .baselines import described, learning_rate, neg_lr, post, release
+from .adaptive import noise_variance
+from .baselines import described, learning_rate, neg_lr, release
 from .ime import _ime_described
 
 #: The scale-then-privatize guard ε_s of s = 1/(√v + ε_s).
@@ -64,12 +64,9 @@ def dp_adam_corrected(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps
     Scale: where ``v̂ < Φ`` the denominator is ε alone, so the absolute ``eps=1e-8`` diverges where
     ``eps ≈ √Φ = σC/b`` works (docs/defaults.md)."""
     phi = noise_variance(clip, noise_multiplier)
-    tx = named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
-                     ("preconditioner", scale_by_adam(beta1, beta2, eps, phi=phi, floor=0.0)),
-                     learning_rate(lr))
-    # described for the fused release (DP-AdamBC's rule with an additive ε and a zero floor)
-    return optimizer(post(tx, release(clip, noise_multiplier, noise, correlated=True), "adam", lr,
-                          **_adam(beta1, beta2, eps), phi=phi, floor=0.0))
+    return optimizer(named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
+                                 ("preconditioner", scale_by_adam(beta1, beta2, eps, phi=phi, floor=0.0)),
+                                 learning_rate(lr)))
 
 
 @register
@@ -121,17 +118,8 @@ def dp_adam_stp(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS 
     preconditioner's raw ``v`` before this step, then the ``base`` rule on ``g̃``.  Scale:
     ``eps_scale`` (1e-3) is absolute; at t = 1 ``s = 1/ε_s`` multiplies gradients by 1000 before
     clipping at C (docs/defaults.md)."""
-    tx = _stp(gaussian_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
-              eps_scale)
-    # its description for the engine's fused release, from the validated values of _stp's pieces
-    if base == "adam":
-        kw = _adam(beta1, beta2, eps)
-    else:
-        kw = {"piece": "preconditioner", "eps": _eps(eps)}
-        if base == "rmsprop":
-            kw["beta"] = _beta(beta2, "beta2")
-    rel = release(clip, noise_multiplier, noise, scaled=True, correlated=True)
-    return optimizer(post(tx, rel, base, lr, stp_eps=hyper("eps_scale", eps_scale, "(0, inf)"), **kw))
+    return optimizer(_stp(gaussian_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1,
+                          beta2, eps, eps_scale))
 
 
 _ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clipped gradient, "

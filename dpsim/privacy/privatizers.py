@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from .._validate import any_inf, any_positive, hyper, is_zero, positive_int, product
 from ..transforms.base import GradientTransformation
+from ..transforms.elements import Release
 from ..transforms.preconditioners import MomentInputs
 from .events import NonPrivate
 from .noise import NoiseSource, add_noise
@@ -58,7 +59,9 @@ def gaussian_privatizer(clip, noise_multiplier, *, noise="gaussian") -> Gradient
     ``clip`` C ∈ (0, ∞] (``inf`` only with σ = 0, the non-private limit); ``noise_multiplier``
     σ ∈ [0, ∞).  Either may be per-trial.  Declares one release per step with noise multiplier σ
     (sensitivity C, noise std σC).  ``noise``: ``"gaussian"`` or correlated noise
-    (:class:`~dpsim.privacy.noise.NoiseSource`).
+    (:class:`~dpsim.privacy.noise.NoiseSource`).  Its element is the
+    :class:`~dpsim.transforms.elements.Release` ``(C, σC, source)`` that its update computes
+    (the source only for correlated noise), which the fused release reads.
     """
     clip, sigma = check_clip_sigma(clip, noise_multiplier)
     std = _noise_std(clip, sigma)
@@ -72,7 +75,9 @@ def gaussian_privatizer(clip, noise_multiplier, *, noise="gaussian") -> Gradient
         out, ns = add_noise(total, std, float(batch.batch_size), ctx, src, state.noise)
         return out, PrivatizerState(noise=ns)
 
-    return GradientTransformation(init, update, (src.event(sigma),))
+    return GradientTransformation(init, update, (src.event(sigma),),
+                                  element=Release(clip=clip, std=std,
+                                                  source=src if src.correlated else None))
 
 
 class ImeState(NamedTuple):

@@ -12,8 +12,9 @@ normals do not.  Here a *recognized* chain runs, per trial ``r``, as
                                                       problem: its own clipped sum, computed first)
     for j:  z = next normal of the run's noise Generator
             g̃ = (z·std_r + S_rj) / b
-            the piece's recursion on g̃ (momentum, RMSProp/AdaGrad, Adam, DP²'s accumulator)
-            w_rj ← w_rj + (−η_r)·direction
+            the pieces' rules on g̃ in chain order (momentum, RMSProp/AdaGrad/Yogi, Adam, the
+            learning rate; DP²'s accumulator), each on its own state
+            w_rj ← w_rj + u
 
 so ``z``, ``g̃`` and the update never exist as ``(R, d)`` arrays, and the row buffer stays in
 cache.
@@ -30,24 +31,27 @@ dtype (Numba compiles without fast-math: no reassociation, no fused multiply-add
 hyperparameters enter as the values the chain computes (``StepContext.hp``, then rounded to the
 dtype exactly as NumPy rounds a scalar operand).  The GLM trial body is the engine's own
 (:func:`dpsim.problems._glm_kernels._trial_row`), writing one row buffer instead of a row of an
-``(R, d)`` output, and Adam's element is :func:`dpsim.transforms.preconditioners._adam_element`,
-the one the chain's NumPy fast path runs.  ``tests/test_w_fast.py`` checks equality with
-``assert_array_equal`` for every recognized optimizer, several seeds, every sampler, float64 and
-float32.
+``(R, d)`` output, and each piece's recursion is the piece's own rule
+(:mod:`dpsim.transforms.elements`), the one its update evaluates on arrays.
+``tests/test_w_fast.py`` checks equality with ``assert_array_equal`` for every optimizer on this
+path, several seeds, every sampler, float64 and float32.
 
-**Recognized chains.**  An optimizer function of :mod:`dpsim.optimizers` that builds one of the
-chains below registers, with :func:`describe`, a :class:`Post` or :class:`Delayed` description
-of it made from the same validated hyperparameters, keyed by the chain's ``update`` function
-object; :func:`spec_of` finds it.  A transform built any other way (a user's chain, a changed
-piece) has no description and runs through the chain.  Covered: the post-processing chains
-``(privatizer | gradient) → [momentum | preconditioner(rmsprop, adagrad) | adam] → lr`` with
-i.i.d. Gaussian noise, DP²'s three arrangements (and its non-private form), PAGAN and PASAN
-(:class:`Ellipsoid`: the privatizer's own projected-sum kernel per trial; PASAN's ``||ĝ||²`` is
-NumPy's pairwise row sum, :func:`_row_sum`) and independent moment estimation (:class:`Ime`: two
-passes, since its two releases draw one after the other from the one stream); the run must be
-on NumPy (``backend="numpy"``, or ``"numpy:blocked"``: there the normals are the step's unit-noise
-array drawn up front by the backend's thread pool, as the chain draws it, and the kernel reads it
-instead of a Generator) without a public split.
+**Which chains.**  A chain whose pieces compose (:func:`dpsim.transforms._compose.composition`:
+a Gaussian privatizer — i.i.d. or correlated noise — or ``mean_gradient``, possibly behind
+scale-then-privatize, then pieces that carry an element: ``scale``, ``trace``,
+``precondition(adagrad | rmsprop | yogi)``, ``scale_by_adam`` with its DP corrections) runs as
+one kernel per structure (:func:`_make_composed`), whoever built it.  Other shapes are recognized
+by a description that the optimizer function registers with :func:`describe`, made from the same
+validated hyperparameters and keyed by the chain's ``update`` function object: DP²'s three
+arrangements and its non-private form (:class:`Delayed`), AdaDPS (:class:`Prepared`), PAGAN and
+PASAN (:class:`Ellipsoid`: the privatizer's own projected-sum kernel per trial; PASAN's
+``||ĝ||²`` is NumPy's pairwise row sum, :func:`_row_sum`) and independent moment estimation
+(:class:`Ime`: one pass per trial, the first release's normals drawn before it, since its two
+releases draw one after the other from the one stream).  :func:`spec_of` returns either;
+:func:`why_not` says why a chain has neither, naming the piece.  The run must be on NumPy
+(``backend="numpy"``, or ``"numpy:blocked"``: there the normals are the step's unit-noise array
+drawn up front by the backend's thread pool, as the chain draws it, and the kernel reads it
+instead of a Generator) and without a public split, except AdaDPS, which reads one.
 """
 
 from __future__ import annotations
@@ -60,64 +64,23 @@ import numba
 import numpy as np
 from numba import types
 from numba.extending import overload
+from numba.np.unsafe.ndarray import to_fixed_tuple
 
 from .. import _bitgen
 from .._validate import is_zero
 from ..privacy import _ellipsoid as _E
 from ..problems import _glm_kernels as _K
+from . import _compose
 from . import preconditioners as _P
-from .preconditioners import _adam_element, _adam_moments_element
+from .elements import Release, table
+from .preconditioners import _ADAGRAD_STEP, _adam_moments_element
 
-__all__ = ["Release", "Post", "Delayed", "Prepared", "Ellipsoid", "Ime", "describe", "spec_of", "FusedStep", "plan"]
+__all__ = ["Release", "Delayed", "Prepared", "Ellipsoid", "Ime", "describe", "spec_of", "FusedStep",
+           "plan", "why_not"]
 
 
 # ------------------------------------------------------------------------------------------------
 # descriptions
-
-
-@dataclass(frozen=True)
-class Release:
-    """One release as the chain's first piece computes it: ``clip`` (validated; ``None``: the
-    non-private mean gradient, no clipping), ``std`` = σ·C (``None`` or zero: no noise is drawn),
-    ``scaled``: the batch is scaled by DP²'s delayed ``1/(√max(v, 0) + ε)`` first.  ``source``:
-    ``None`` for i.i.d. Gaussian noise; for correlated noise (DP-MF) the privatizer's
-    :class:`~dpsim.privacy.noise.NoiseSource`, through which a :class:`Post` step draws the step's
-    unit noise ``(R, d)`` on the privatizer's own stream state (``state["privatizer"].noise``),
-    exactly as the privatizer's ``add_noise`` does; the kernel then reads it as the blocked layout's
-    noise array (an :class:`Ime` step draws both of its releases' arrays so, in the privatizer's
-    order).  Only a :class:`Post` or an :class:`Ime` is planned with one (:func:`plan`)."""
-
-    clip: Any
-    std: Any
-    scaled: bool = False
-    source: Any = None
-
-    @property
-    def noisy(self) -> bool:
-        return not (self.std is None or is_zero(self.std))
-
-
-@dataclass(frozen=True)
-class Post:
-    """``named_chain(release, [piece], ("lr", scale(neglr)))``: ``rule`` is ``"sgd"`` (no middle
-    piece), ``"momentum"`` (``trace(beta)``), ``"rmsprop"``/``"adagrad"``
-    (``precondition(<rule>(beta, eps))``) or ``"adam"`` (``scale_by_adam(beta1, beta2, eps,
-    phi=phi, floor=floor)``); ``piece`` the middle piece's state name.  ``stp_eps`` set: the
-    release is scale-then-privatize's (``scale_then_privatize(release, piece, eps_scale=stp_eps)``,
-    [DESIGN] Alg. 8): of the batch scaled by ``s = 1/(√max(v, 0) + stp_eps)`` (``v`` the piece's
-    before the step), divided by ``s`` before the rule."""
-
-    release: Release
-    rule: str
-    neglr: Any
-    piece: str | None = None
-    beta: Any = None
-    eps: Any = None
-    beta1: Any = None
-    beta2: Any = None
-    phi: Callable | None = None
-    floor: Any = None  # a value, per trial, or a function of the step context (γ' = "auto")
-    stp_eps: Any = None
 
 
 @dataclass(frozen=True)
@@ -218,11 +181,21 @@ def describe(tx, spec):
 
 
 def spec_of(tx):
-    """The description registered for ``tx`` (by its ``update`` function), else ``None``."""
+    """What the fused release runs for ``tx``: the description registered for it (by its
+    ``update`` function), else its :class:`~dpsim.transforms._compose.Composition` when its pieces
+    compose, else ``None`` (:func:`why_not` then says which piece stops it)."""
+    spec = _spec(tx)
+    return None if isinstance(spec, str) else spec
+
+
+def _spec(tx):
+    """:func:`spec_of`, with the sentence of :func:`dpsim.transforms._compose.composition` in place
+    of ``None``."""
     try:
-        return _SPECS.get(tx.update)
+        spec = _SPECS.get(tx.update)
     except TypeError:  # pragma: no cover - an update that cannot be weakly referenced
-        return None
+        spec = None
+    return spec if spec is not None else _compose.composition(tx)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -313,7 +286,7 @@ def _unscale(x, U, r, j):  # pragma: no cover - replaced by the overload in comp
 
 @overload(_unscale, inline="always")
 def _unscale_impl(x, U, r, j):
-    """``x / U[r, j]`` (scale-then-privatize's unscaled release, :class:`Post` ``stp_eps``), or
+    """``x / U[r, j]`` (scale-then-privatize's unscaled release), or
     ``x`` when ``U`` is ``None`` — chosen when the kernel is compiled, no branch in the loops."""
     if isinstance(U, types.NoneType):
         return lambda x, U, r, j: x
@@ -333,8 +306,9 @@ def _unscale_sq_impl(q, U, r, j):
     return lambda q, U, r, j: q / (U[r, j] * U[r, j])
 
 
-# op codes of the per-coordinate recursion
-OP_SGD, OP_MOMENTUM, OP_RMSPROP, OP_ADAGRAD, OP_ADAM, OP_ACC_SGD, OP_ACC, OP_DIV = range(8)
+# op codes of DP²'s steps (Delayed): the SGD phase's accumulate-and-step, the extra query's side
+# release into G, the noise-first phase's division by D
+OP_ACC_SGD, OP_ACC, OP_DIV = range(3)
 # where the clipped sum comes from
 SRC_CSR, SRC_DENSE, SRC_TOTAL = 0, 1, 2
 # rows of the hyperparameter table H (NH, R or 1), in the run's dtype: noise std, nominal b, the
@@ -359,14 +333,6 @@ def _noisy_mean(gen, like, j, noisy, sd, s, bb, recip):
     if recip:
         return x * bb
     return x / bb
-
-
-@numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def _precondition(g, v, zero, eps):
-    """``g / (√max(v, 0) + ε)``: the element of :func:`dpsim.transforms.preconditioners.precondition`
-    with the ``_add_eps`` denominator (array code there; ``max`` NaN-propagating as ``np.maximum``)."""
-    mv = v if (v > zero or v != v) else zero
-    return g / (np.sqrt(mv) + eps)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -394,90 +360,110 @@ def _inverse_root_of(v, e, dt, out):
     return np.ascontiguousarray(1.0 / (np.sqrt(np.maximum(v, 0.0)) + e), dtype=dt)
 
 
+def _composed_row(key, src, z, noisy, recip, H, slots, K, r, W, U):  # pragma: no cover
+    raise NotImplementedError  # replaced by the overload in compiled code
+
+
+@overload(_composed_row, prefer_literal=True)
+def _composed_row_impl(key, src, z, noisy, recip, H, slots, K, r, W, U):
+    """Trial ``r``'s row of the chain whose structure key is the literal ``key``
+    (:func:`dpsim.transforms._compose.body`): per coordinate the release ``g̃ = (z·σC + S)/b``
+    (:func:`_noisy_mean`; divided by ``U[r, j]`` under scale-then-privatize, :func:`_unscale`),
+    the elements in chain order on ``g̃`` (each updating its slots of ``slots``), and
+    ``w ← w + u``.  ``K``: the constants, one row per trial or one for all, in the run's dtype."""
+    if not isinstance(key, types.StringLiteral):
+        return None
+    body, _, nk = _compose.body(key.literal_value.split("#")[0])
+
+    if nk == 0:
+        def consts(K, r):
+            return ()
+    else:
+        def consts(K, r):
+            return to_fixed_tuple(K[r if K.shape[0] > 1 else 0], nk)
+    consts = numba.njit(inline="always")(consts)
+
+    def impl(key, src, z, noisy, recip, H, slots, K, r, W, U):
+        d = W.shape[1]
+        c = r if H.shape[1] > 1 else 0
+        sd = H[H_STD, c]
+        bb = H[H_B, c]
+        k = consts(K, r)
+        for j in range(d):
+            g = _unscale(_noisy_mean(z, W, j, noisy, sd, src[j], bb, recip), U, r, j)
+            W[r, j] = W[r, j] + body(g, slots, k, r, j)
+    return impl
+
+
+def _make_composed(KEY):
+    """The kernel of the structure ``KEY`` (``"<key>#<fingerprint>"``): every trial in order, its
+    clipped sum (:func:`_clipped_row`) and its row (:func:`_composed_row`).  Numba caches it on
+    disk under the hash of its closure, i.e. of ``KEY``, whose fingerprint
+    (:func:`dpsim.transforms._compose.fingerprint`) changes with the rules' source files."""
+
+    @numba.njit(cache=True, nogil=True, error_model="numpy")
+    def composed(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C, mask,
+                 want_mask, total, buf, gen, zbuf, noisy, recip, H, slots, K, U):
+        R = W.shape[0]
+        for r in range(R):
+            z = _trial_source(gen, r, zbuf, noisy)
+            src = _clipped_row(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S,
+                               want_scale, C, mask, want_mask, total, buf, r)
+            _composed_row(KEY, src, z, noisy, recip, H, slots, K, r, W, U)
+
+    return composed
+
+
+_COMPOSED: dict = {}
+
+
+def _composed_apply(key, *args):
+    """Run the kernel of the structure ``key`` (made on first use, :func:`_make_composed`) on the
+    arguments of :func:`_release_args`, then ``H``, the slots, the constants and ``U``."""
+    kernel = _COMPOSED.get(key)
+    if kernel is None:
+        kernel = _COMPOSED[key] = _make_composed(f"{key}#{_compose.fingerprint(key)}")
+    kernel(*args)
+
+
 @numba.njit(cache=True, nogil=True, error_model="numpy")
-def _apply_row(op, src, gen, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U):
-    """Noise, the recursion ``op`` and the update of trial ``r``, coordinate by coordinate, on the
+def _apply_row(op, src, gen, noisy, recip, H, r, W, B, D):
+    """Noise, DP²'s step ``op`` and the update of trial ``r``, coordinate by coordinate, on the
     clipped-sum row ``src`` (each operation as the chain's array expression, rounded once to the
     dtype: every operand is of the dtype, so Numba keeps float32 arithmetic in float32).  One loop
-    per ``op`` (a branch inside the loop costs ~30%).  ``U``: divide each noisy mean by
-    ``U[r, j]`` first (:func:`_unscale`), or ``None``."""
+    per ``op`` (a branch inside the loop costs ~30%)."""
     d = W.shape[1]
     c = r if H.shape[1] > 1 else 0
     sd = H[H_STD, c]
     bb = H[H_B, c]
     nl = H[H_NEGLR, c]
-    zero = H[H_ZERO, c]
-    h1 = H[H_1, c]
-    h2 = H[H_2, c]
-    h3 = H[H_3, c]
-    h4 = H[H_4, c]
-    h5 = H[H_5, c]
-    h6 = H[H_6, c]
-    h7 = H[H_7, c]
-    h8 = H[H_8, c]
-    h9 = H[H_9, c]
-    if op == OP_SGD:  # scale(−η), then w + u
+    if op == OP_ACC_SGD:  # DP² SGD phase: G = G + g; w + g·(−η)
         for j in range(d):
-            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
-            W[r, j] = W[r, j] + g * nl
-    elif op == OP_MOMENTUM:  # trace: b = b·β + g   (h1 = β)
-        for j in range(d):
-            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
-            m = A[r, j] * h1 + g
-            A[r, j] = m
-            W[r, j] = W[r, j] + m * nl
-    elif op == OP_RMSPROP:
-        # v = v·β + g²·(1−β) (h1 β, h2 1−β; the array twin: preconditioners.rmsprop's ema);
-        # g / (√max(v, 0) + ε)  (h3 ε)
-        for j in range(d):
-            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
-            v = A[r, j] * h1 + (g * g) * h2
-            A[r, j] = v
-            W[r, j] = W[r, j] + _precondition(g, v, zero, h3) * nl
-    elif op == OP_ADAGRAD:  # v = v + g² (twin: preconditioners.adagrad);  g / (√max(v, 0) + ε)
-        for j in range(d):
-            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
-            v = A[r, j] + g * g
-            A[r, j] = v
-            W[r, j] = W[r, j] + _precondition(g, v, zero, h3) * nl
-    elif op == OP_ADAM:  # the element of preconditioners._adam_kernel, then the lr
-        # h1 β1, h2 1−β1, h3 β2, h4 1−β2, h5 1−β1^t, h6 1−β2^t, h7 Φ, h8 floor, h9 ε
-        for j in range(d):
-            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
-            m, v, u = _adam_element(g, A[r, j], B[r, j], h1, h2, h3, h4, h5, h6, h7, h8, use_phi,
-                                    h9, add_eps)
-            A[r, j] = m
-            B[r, j] = v
-            W[r, j] = W[r, j] + u * nl
-    elif op == OP_ACC_SGD:  # DP² SGD phase: G = G + g; w + g·(−η)
-        for j in range(d):
-            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
+            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
             B[r, j] = B[r, j] + g
             W[r, j] = W[r, j] + g * nl
     elif op == OP_ACC:  # DP² extra query's side release: G = G + g
         for j in range(d):
-            B[r, j] = B[r, j] + _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
+            B[r, j] = B[r, j] + _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
     else:  # OP_DIV: DP² noise-first adaptive phase: (g / D)·(−η2)
         for j in range(d):
-            g = _unscale(_noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip), U, r, j)
+            g = _noisy_mean(gen, W, j, noisy, sd, src[j], bb, recip)
             W[r, j] = W[r, j] + (g / D[r, j]) * nl
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
 def _release_apply(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale, C,
-                   mask, want_mask, total, buf, gen, zbuf, noisy, recip, H, use_phi, add_eps, op, A,
-                   B, D, U):
-    """Every trial in order: its clipped sum (``srck``: the engine's CSR or dense GLM trial body,
-    :func:`dpsim.problems._glm_kernels._trial_row`, into ``buf``, norms not kept; or the
-    precomputed ``total[r]``), then :func:`_apply_row`.  ``gen``: the run's Generator, or the
-    step's ``(R, d)`` unit-noise array (the blocked layout; any array when ``noisy`` is false), or
-    the Generator's state array (then ``zbuf``, of length ``d``, holds each trial's normals)."""
+                   mask, want_mask, total, buf, gen, zbuf, noisy, recip, H, op, B, D):
+    """Every trial in order: its clipped sum (:func:`_clipped_row`), then :func:`_apply_row`.
+    ``gen``: the run's Generator, or the step's ``(R, d)`` unit-noise array (the blocked layout;
+    any array when ``noisy`` is false), or the Generator's state array (then ``zbuf``, of length
+    ``d``, holds each trial's normals)."""
     R = W.shape[0]
     for r in range(R):
         z = _trial_source(gen, r, zbuf, noisy)
         src = _clipped_row(srck, data, indices, indptr, rn2, X, idx, W, y, kind, lam, S, want_scale,
                            C, mask, want_mask, total, buf, r)
-        _apply_row(op, src, z, noisy, recip, H, use_phi, add_eps, r, W, A, B, D, U)
+        _apply_row(op, src, z, noisy, recip, H, r, W, B, D)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy", inline="always")
@@ -733,12 +719,12 @@ def _ime_row(G, S, W, A, B, r, H, c, bb, nl, zero, f, z, kr, recip, noisy, adam,
             B[r, j] = vj
             W[r, j] = W[r, j] + u * nl
     else:
-        e = H[H_3, c]
+        k = (H[H_3, c],)
         for j in range(d):
             q = _unscale_sq(_ime_square(S[j], bb, recip, f, noisy, z, W, j, kr), U, r, j)
-            v = A[r, j] + q
+            v, u = _ADAGRAD_STEP(G[j], q, A[r, j], k)
             A[r, j] = v
-            W[r, j] = W[r, j] + _precondition(G[j], v, zero, e) * nl
+            W[r, j] = W[r, j] + u * nl
 
 
 # ------------------------------------------------------------------------------------------------
@@ -773,27 +759,26 @@ def _table(dt, R, entries):
     return H
 
 
-_RULE_OP = {"sgd": OP_SGD, "momentum": OP_MOMENTUM, "rmsprop": OP_RMSPROP, "adagrad": OP_ADAGRAD,
-            "adam": OP_ADAM}
-
-
 def why_not(tx, backend, *, public_idx=None) -> str | None:
     """Why the transform ``tx`` cannot take the fused release on ``backend``, in one sentence, or
     ``None`` when it can (what :func:`plan` and :func:`dpsim.explain` both read).
-    ``public_idx``: the run's public split; only a :class:`Prepared` chain (which reads it) runs
-    fused with one, and it always has one."""
-    spec = spec_of(tx)
-    if spec is None:
-        return ("its chain carries no description for the fused release (an optimizer function "
-                "describes its chain with dpsim.transforms._fused_release.describe; a chain built "
-                "by hand has none)")
+
+    ``tx`` takes it when its pieces compose (:func:`dpsim.transforms._compose.composition`: a
+    Gaussian privatizer — i.i.d. or correlated noise — or ``mean_gradient``, possibly behind
+    scale-then-privatize, then pieces with elements) or when it carries a registered description
+    (:class:`Delayed`, :class:`Prepared`, :class:`Ellipsoid`, :class:`Ime`).  ``public_idx``: the
+    run's public split; only a :class:`Prepared` chain (which reads it) runs fused with one, and
+    it always has one."""
+    spec = _spec(tx)
+    if isinstance(spec, str):
+        return spec
     if public_idx is not None and not isinstance(spec, Prepared):
         return "the run has a public split, and only a public-data (Prepared) description reads one"
     if public_idx is None and isinstance(spec, Prepared):
         return "its description prepares public data, and the run has no public split"
-    if _correlated(spec) and not isinstance(spec, (Post, Ime)):
+    if _correlated(spec) and not isinstance(spec, (_compose.Composition, Ime)):
         return (f"its {type(spec).__name__} description draws correlated noise, which the fused "
-                "release takes only for post-processing and IME descriptions")
+                "release takes only for composed chains and IME descriptions")
     if backend.name != "numpy":  # either noise layout (dpsim.backend.NOISE_LAYOUTS) is handled
         return f"backend {backend.name!r}: the fused release runs on NumPy only"
     return None
@@ -801,11 +786,11 @@ def why_not(tx, backend, *, public_idx=None) -> str | None:
 
 def plan(problem, tx, backend, *, public_idx=None):
     """A :class:`FusedStep` for the transform ``tx`` on ``problem`` (a backend view), or ``None``
-    when :func:`why_not` gives a reason (no description, a public split it does not read,
-    correlated noise it does not take, a backend other than NumPy)."""
+    when :func:`why_not` gives a reason (pieces that do not compose and no description, a public
+    split it does not read, correlated noise it does not take, a backend other than NumPy)."""
     if why_not(tx, backend, public_idx=public_idx) is not None:
         return None
-    return FusedStep(spec_of(tx), problem, tx, public_idx)
+    return FusedStep(_spec(tx), problem, tx, public_idx)
 
 
 def _correlated(spec) -> bool:
@@ -815,9 +800,9 @@ def _correlated(spec) -> bool:
 
 
 class FusedStep:
-    """One engine step of a described chain (:func:`plan`): ``step(...) -> (params, state)``,
-    updating ``params`` and the state's arrays in place (the engine keeps only what ``step``
-    returns, as with ``StepContext.donate_state``)."""
+    """One engine step of a composed or described chain (:func:`plan`):
+    ``step(...) -> (params, state)``, updating ``params`` and the state's arrays in place (the
+    engine keeps only what ``step`` returns, as with ``StepContext.donate_state``)."""
 
     def __init__(self, spec, problem, tx=None, public_idx=None):
         from ..problems.glm import _GLMProblem, _LINKS  # noqa: PLC0415 - problems is below
@@ -856,6 +841,7 @@ class FusedStep:
         self._sq = None  # PASAN's row of squares
         self._ime_bufs = None  # IME's rows of g̃ and of squares
         self._z1 = None  # IME's first-release normals (R, d), when drawn before its pass
+        self._slots: dict = {}  # (piece, field) -> the state array a composed step updates
 
     # -- pieces ---------------------------------------------------------------------------------
     def _adopt(self, params, ctx):
@@ -866,16 +852,40 @@ class FusedStep:
             self.buf = np.empty(self.W.shape[1], dtype=self.W.dtype)
         return self.W
 
-    def _release(self, rel, W, idx, mask, ctx, S, H, op, A, B, D, use_phi=False, add_eps=False,
-                 U=None, z=None):
+    def _release(self, rel, W, idx, mask, ctx, S, H, op, B, D):
+        """One release of ``rel`` on the batch (scaled by ``S`` unless ``None``) and DP²'s step
+        ``op`` (one kernel call, :func:`_release_apply`)."""
+        args, z = self._release_args(rel, W, idx, mask, ctx, S)
+        _release_apply(*args, H, op, B if B is not None else self._dummy(W),
+                       D if D is not None else self._dummy(W))
+        self._store_draws(z, ctx)
+
+    def _release_composed(self, key, rel, W, idx, mask, ctx, S, slots, K, U=None, z=None):
         """One release of ``rel`` on the batch (scaled by ``S`` unless ``None``; divided by ``U``
-        unless ``None``) and the recursion ``op`` (one kernel call); ``z``: the step's unit noise
-        drawn already (:meth:`_correlated_noise`), else drawn as :meth:`_noise` says."""
+        unless ``None``), the elements of the structure ``key`` on ``slots`` with the constants
+        ``K``, and the update, in one kernel call (:func:`_composed_apply`); ``z``: the step's unit
+        noise drawn already (:meth:`_correlated_noise`), else drawn as :meth:`_noise` says."""
+        H = self._static.get(("release", id(rel)))
+        if H is None:
+            H = self._static[("release", id(rel))] = _table(W.dtype, W.shape[0],
+                                                        self._base(rel, None, ctx, W.dtype))
         args, z = self._release_args(rel, W, idx, mask, ctx, S, z)
-        _release_apply(*args, H, use_phi, add_eps, op,
-                       A if A is not None else self._dummy(W), B if B is not None else self._dummy(W),
-                       D if D is not None else self._dummy(W), U)
-        if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
+        _composed_apply(key, *args, H, slots, K, U)
+        self._store_draws(z, ctx)
+
+    def _release_step(self, rel, neglr, W, idx, mask, ctx, S):
+        """A release of ``rel`` (of the batch scaled by ``S`` unless ``None``) taken as the step
+        with the learning-rate factor ``neglr``: the structure ``"scale"``."""
+        K = self._static.get(("scale", id(neglr)))
+        if K is None:
+            K = self._static[("scale", id(neglr))] = table((ctx.hp(neglr),), W.dtype)
+        self._release_composed("scale", rel, W, idx, mask, ctx, S, (), K)
+
+    @staticmethod
+    def _store_draws(z, ctx):
+        """After a kernel that drew its normals inline on the Generator's state array ``z``, move
+        the Generator on to that state."""
+        if isinstance(z, np.ndarray) and z.dtype == np.uint64:
             _bitgen.store_state(ctx.backend._gen, z)
 
     def _release_args(self, rel, W, idx, mask, ctx, S, z=None):
@@ -949,11 +959,14 @@ class FusedStep:
         return np.zeros((1, 1), dtype=W.dtype)
 
     def _base(self, rel, neglr, ctx, dt):
-        """The table entries every release has: noise std, b, the learning-rate factor, zero."""
+        """The table entries every release has: noise std, b, the learning-rate factor (none for
+        ``neglr=None``), zero."""
         std = 0.0 if not rel.noisy else ctx.hp(rel.std)
         b = float(ctx.batch_size)
-        return {H_STD: std, H_B: 1.0 / b if self._recip(ctx) else b, H_NEGLR: ctx.hp(neglr),
-                H_ZERO: 0.0}
+        ent = {H_STD: std, H_B: 1.0 / b if self._recip(ctx) else b, H_ZERO: 0.0}
+        if neglr is not None:
+            ent[H_NEGLR] = ctx.hp(neglr)
+        return ent
 
     @staticmethod
     def _recip(ctx):
@@ -972,8 +985,8 @@ class FusedStep:
     # -- one step -------------------------------------------------------------------------------
     def step(self, params, idx, mask, state, ctx):
         W = self._adopt(params, ctx)
-        if isinstance(self.spec, Post):
-            return W, self._post(W, idx, mask, state, ctx)
+        if isinstance(self.spec, _compose.Composition):
+            return W, self._composed(W, idx, mask, state, ctx)
         if isinstance(self.spec, Prepared):
             return self._prepared(W, idx, mask, state, ctx)
         if isinstance(self.spec, Ellipsoid):
@@ -994,8 +1007,7 @@ class FusedStep:
             updates, state = self.tx.update(batch, state, W, ctx)
             return W + updates, state
         state, s = out
-        H = self._static_table("post", sp.release, sp.neglr, ctx, W.dtype, W.shape[0])
-        self._release(sp.release, W, idx, mask, ctx, s, H, OP_SGD, None, None, None)
+        self._release_step(sp.release, sp.neglr, W, idx, mask, ctx, s)
         return W, state
 
     def _ellipsoid(self, W, idx, mask, state, ctx):
@@ -1034,8 +1046,7 @@ class FusedStep:
             self._sq = np.empty(d)
         _ellipsoid_apply(*rows, W, *kb, self._total, lam, z, self._zbuf(z, W), noisy, STD,
                          self._recip(ctx), H, self.A, sp.per_norm, self._sq)
-        if isinstance(z, np.ndarray) and z.dtype == np.uint64:  # the inlined draws: move gen on
-            _bitgen.store_state(ctx.backend._gen, z)
+        self._store_draws(z, ctx)
         M = None if kb[2] is False else kb[1]
         state["privatizer"] = pst._replace(projected=_E.projected_fraction(lam, M), noise=None)
         state["preconditioner"] = PreconditionState(v=self.A)
@@ -1116,8 +1127,7 @@ class FusedStep:
         _ime_fused(*args, H1, g1, self.A, self.B if adam else self._dummy(W), z2, self._zbuf(z2, W),
                    noisy2, project, Cc, K, H, sqb, adam, add_eps, s)
         for zz in (z, z2):  # the inlined draws: move the Generator on
-            if isinstance(zz, np.ndarray) and zz.dtype == np.uint64:
-                _bitgen.store_state(ctx.backend._gen, zz)
+            self._store_draws(zz, ctx)
         if adam:
             state["preconditioner"] = AdamState(m=self.A, v=self.B, count=t)
         else:
@@ -1125,26 +1135,26 @@ class FusedStep:
         return W, state
 
     @staticmethod
-    def _draw_correlated(rel, state, field, W, ctx):
+    def _draw_correlated(rel, state, field, W, ctx, piece="privatizer"):
         """One release's unit noise ``(R, d)`` drawn through its noise source
-        (:attr:`Release.source`) on the privatizer's stream state ``state["privatizer"].<field>``,
+        (:attr:`Release.source`) on the privatizer's stream state ``state[piece].<field>``,
         which ``state`` (the step's copy) then holds moved on: the draw of
         :func:`dpsim.privacy.noise.add_noise` in the privatizer, so the same array and the same
         stream state as the chain."""
-        pst = state["privatizer"]
+        pst = state[piece]
         u, ns = rel.source.draw(getattr(pst, field), ctx, W.shape)
-        state["privatizer"] = pst._replace(**{field: ns})
+        state[piece] = pst._replace(**{field: ns})
         if not (isinstance(u, np.ndarray) and u.dtype == W.dtype and u.flags.c_contiguous):
             u = np.ascontiguousarray(u, dtype=W.dtype)  # pragma: no cover - the backend's own dtype
         return u
 
-    def _correlated_noise(self, rel, W, state, ctx):
-        """A :class:`Post` step's unit noise of a correlated release (:meth:`_draw_correlated`);
-        ``None`` for i.i.d. noise (drawn by the kernel or :meth:`_noise`) or a noiseless release
-        (the privatizer draws nothing then either)."""
+    def _correlated_noise(self, rel, W, state, ctx, piece):
+        """A composed step's unit noise of a correlated release (:meth:`_draw_correlated`, on the
+        state of the privatizer ``piece``); ``None`` for i.i.d. noise (drawn by the kernel or
+        :meth:`_noise`) or a noiseless release (the privatizer draws nothing then either)."""
         if rel.source is None or not rel.noisy:
             return None
-        return self._draw_correlated(rel, state, "noise", W, ctx)
+        return self._draw_correlated(rel, state, "noise", W, ctx, piece)
 
     def _correlated_pair(self, rel, noisy2, W, state, ctx):
         """An :class:`Ime` step's two unit-noise arrays of a correlated release, drawn as its
@@ -1156,67 +1166,52 @@ class FusedStep:
         z2 = self._draw_correlated(rel, state, "noise2", W, ctx) if noisy2 else None
         return z1, z2
 
-    def _post(self, W, idx, mask, state, ctx):
-        sp = self.spec
-        dt, R = W.dtype, W.shape[0]
-        op = _RULE_OP[sp.rule]
+    def _composed(self, W, idx, mask, state, ctx):
+        """A composed chain's step (:class:`~dpsim.transforms._compose.Composition`): its release
+        (the correlated noise drawn first, on the privatizer's stream state, as the privatizer
+        draws it; under scale-then-privatize ``s`` from the piece's ``v`` before the step), every
+        element and the update in one kernel call, on the pieces' state arrays in place; each
+        piece's state then advanced by its element (e.g. Adam's count)."""
+        comp = self.spec
+        dt = W.dtype
         state = dict(state)
-        z = self._correlated_noise(sp.release, W, state, ctx)
-        if sp.rule == "sgd":
-            H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R)
-            self._release(sp.release, W, idx, mask, ctx, None, H, op, None, None, None, z=z)
-            return state
-        from .base import TraceState  # noqa: PLC0415
-        from .preconditioners import AdamState, PreconditionState  # noqa: PLC0415
-
-        st = state[sp.piece]
-        if sp.rule == "momentum":
-            if self.A is None or st.trace is not self.A:
-                self.A = _own(st.trace, dt, ctx)
-            H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R, {H_1: ctx.hp(sp.beta)})
-            self._release(sp.release, W, idx, mask, ctx, None, H, op, self.A, None, None, z=z)
-            state[sp.piece] = TraceState(trace=self.A)
-            return state
-        if sp.rule in ("rmsprop", "adagrad"):
-            if self.A is None or st.v is not self.A:
-                self.A = _own(st.v, dt, ctx)
-            s = self._stp_scale(self.A, ctx, dt)  # from v before this step's update
-            extra = {H_3: ctx.hp(sp.eps)}
-            if sp.rule == "rmsprop":
-                b = ctx.hp(sp.beta)
-                extra.update({H_1: b, H_2: 1.0 - b})  # ema(v, g², β) = v·β + g²·(1.0 − β)
-            H = self._static_table("post", sp.release, sp.neglr, ctx, dt, R, extra)
-            self._release(sp.release, W, idx, mask, ctx, s, H, op, self.A, None, None, U=s, z=z)
-            state[sp.piece] = PreconditionState(v=self.A)
-            return state
-        # adam: the constants of dpsim.transforms.preconditioners.scale_by_adam / _adam_fused
-        if self.A is None or st.m is not self.A or st.v is not self.B:
-            self.A = _own(st.m, dt, ctx)
-            self.B = _own(st.v, dt, ctx)
-        s = self._stp_scale(self.B, ctx, dt)  # from v before this step's update
-        b1, b2 = ctx.hp(sp.beta1), ctx.hp(sp.beta2)
-        t = st.count + 1
-        ph = fl = 0.0
-        if sp.phi is not None:
-            ph = sp.phi(ctx) if callable(sp.phi) else ctx.hp(sp.phi)
-            # a callable floor is DP-AdamBC's γ' = "auto" (a function of the step's b), as in
-            # scale_by_adam
-            fl = sp.floor(ctx) if callable(sp.floor) else ctx.hp(sp.floor if sp.floor is not None else 0.0)
-        e = ctx.hp(sp.eps)
-        add_eps = not (isinstance(e, float) and e == 0.0)
-        ent = self._base(sp.release, sp.neglr, ctx, dt)
-        ent.update({H_1: b1, H_2: 1.0 - b1, H_3: b2, H_4: 1.0 - b2, H_5: _P.bias_correction(b1, t),
-                    H_6: _P.bias_correction(b2, t), H_7: ph, H_8: fl, H_9: e if add_eps else 0.0})
-        H = _table(dt, R, ent)
-        self._release(sp.release, W, idx, mask, ctx, s, H, op, self.A, self.B, None,
-                      use_phi=sp.phi is not None, add_eps=add_eps, U=s, z=z)
-        state[sp.piece] = AdamState(m=self.A, v=self.B, count=t)
+        z = self._correlated_noise(comp.release, W, state, ctx, comp.release_piece)
+        slots = []
+        for name, el in comp.pieces:
+            st = state[name]
+            for field in el.slots:
+                a = getattr(st, field)
+                own = self._slots.get((name, field))
+                if own is None or a is not own:
+                    own = _own(a, dt, ctx)
+                    if any(own is b for b in slots):  # one array in two slots: keep them apart
+                        own = np.array(a, dtype=dt, order="C", copy=True)
+                    self._slots[(name, field)] = own
+                slots.append(own)
+        s = None
+        if comp.stp_eps is not None:  # from v before this step's update
+            s = self._stp_scale(self._slots[(comp.stp_piece, "v")], ctx, dt)
+        K = self._static.get("consts")
+        if K is None:
+            consts = []
+            for name, el in comp.pieces:
+                consts.extend(el.consts(state[name], ctx))
+            K = table(consts, dt)
+            if not any(el.varying for _, el in comp.pieces):
+                self._static["consts"] = K
+        slots = tuple(slots)
+        self._release_composed(comp.key, comp.release, W, idx, mask, ctx, s, slots, K, U=s, z=z)
+        i = 0
+        for name, el in comp.pieces:
+            n = len(el.slots)
+            state[name] = el.advance(state[name], slots[i:i + n])
+            i += n
         return state
 
     def _stp_scale(self, v, ctx, dt):
         """Scale-then-privatize's ``s = 1/(√max(v, 0) + ε_s)``, the expression of
-        :func:`dpsim.transforms.combinators.scale_then_privatize`, or ``None`` for a plain
-        post-processing chain.  Float64: one pass of :func:`_inverse_root` into a buffer kept
+        :func:`dpsim.transforms.combinators.scale_then_privatize` (``ε_s`` the spec's
+        ``stp_eps``), or ``None`` for a plain post-processing chain.  Float64: one pass of :func:`_inverse_root` into a buffer kept
         across steps (recomputed each step before the kernel updates ``v`` in place; the four
         NumPy passes with their temporaries cost ~4 ms a step at R·d = 6.4·10⁵); otherwise the
         NumPy expression."""
@@ -1240,34 +1235,31 @@ class FusedStep:
             p = (ctx.t - 1) % sp.s1
             if p == 0:  # release 1 into G, refresh, step with it (η1)
                 H = self._static_table("sgd", sp.rel1, sp.neglr, ctx, dt, R)
-                self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC_SGD, None, self.B, None)
+                self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC_SGD, self.B, None)
                 q = sp.refresh(DelayedState(q.v, self.B), ctx)
                 self.B = _own(q.G, dt, ctx)
                 state["preconditioner"] = DelayedState(q.v, self.B)
                 return state
             # side release 1 into G (no step), then the preconditioned release 2 (η2)
             H = self._static_table("side", sp.rel1, sp.neglr, ctx, dt, R)
-            self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC, None, self.B, None)
-            H = self._static_table("adaptive", sp.rel2, sp.neglr2, ctx, dt, R)
-            self._release(sp.rel2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx), H, OP_SGD,
-                          None, None, None)
+            self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC, self.B, None)
+            self._release_step(sp.rel2, sp.neglr2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx))
             return state
         p = (ctx.t - 1) % (sp.s1 + sp.s2)
         if p < sp.s1:  # SGD phase: G ← G + g̃, w ← w − η1 g̃
             H = self._static_table("sgd", sp.rel1, sp.neglr, ctx, dt, R)
-            self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC_SGD, None, self.B, None)
+            self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC_SGD, self.B, None)
             return state
         if p == sp.s1:  # the switch: refresh v from G, G ← 0 (the chain's on_switch)
             q = sp.refresh(q, ctx)
             self.B = _own(q.G, dt, ctx)
             q = state["preconditioner"] = DelayedState(q.v, self.B)
-        H = self._static_table("adaptive", sp.rel2, sp.neglr2, ctx, dt, R)
         if sp.order == "noise_first":  # release, then divide by D(v)
-            self._release(sp.rel2, W, idx, mask, ctx, None, H, OP_DIV, None, None,
+            H = self._static_table("adaptive", sp.rel2, sp.neglr2, ctx, dt, R)
+            self._release(sp.rel2, W, idx, mask, ctx, None, H, OP_DIV, None,
                           self._delayed_den(q.v, ctx))
         else:  # release of the batch scaled by 1/D(v)
-            self._release(sp.rel2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx), H, OP_SGD,
-                          None, None, None)
+            self._release_step(sp.rel2, sp.neglr2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx))
         return state
 
     def _delayed_scale(self, v, ctx):

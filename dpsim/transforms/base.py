@@ -31,7 +31,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+import numba
+
 from ..privacy.events import NonPrivate, at
+from .elements import Element, Release, register
 
 __all__ = [
     "GradientTransformation",
@@ -54,13 +57,21 @@ class GradientTransformation(NamedTuple):
 
     ``privacy``: the privacy events (:mod:`dpsim.privacy.events`) the transform declares, located in
     its state by their ``path``.  ``names``: for a transform whose state is a dict of named pieces,
-    those names (empty otherwise).
+    those names (empty otherwise).  ``element``: what a compiled path may read of the piece
+    (:mod:`dpsim.transforms.elements`): an :class:`~dpsim.transforms.elements.Element` (its
+    per-coordinate rule, the one its ``update`` evaluates), a
+    :class:`~dpsim.transforms.elements.Release` (a first piece's release) or a
+    :class:`~dpsim.transforms.elements.Scaled` (scale-then-privatize's parts); ``None``: nothing,
+    the piece runs only through ``update``.  ``parts``: :func:`named_chain`'s ``(name, transform)``
+    pairs in order (``name`` ``None`` for a spliced transform with a named state).
     """
 
     init: Callable
     update: Callable
     privacy: tuple = ()
     names: tuple = ()
+    element: Any = None
+    parts: tuple = ()
 
 
 class EmptyState(NamedTuple):
@@ -257,7 +268,8 @@ def named_chain(*pieces) -> GradientTransformation:
         return grads, new
 
     privacy = tuple(e if name is None else at(e, name) for name, tx, _ in steps for e in tx.privacy)
-    return GradientTransformation(init, update, privacy, tuple(names))
+    return GradientTransformation(init, update, privacy, tuple(names),
+                                  parts=tuple((name, tx) for name, tx, _ in steps))
 
 
 def _children(state):
@@ -304,29 +316,67 @@ def mean_gradient() -> GradientTransformation:
         return batch.mean(), state
 
     return GradientTransformation(init, update, (NonPrivate("no privatizer: the minibatch mean "
-                                                            "gradient is used as is"),))
+                                                            "gradient is used as is"),),
+                                  element=Release(clip=None, std=None))
+
+
+@numba.njit(inline="always")
+def _scaled(u, factor):
+    """:func:`scale`'s rule ``u · factor``: the chain calls it on arrays (``.py_func``), the fused
+    release on one coordinate."""
+    return u * factor
+
+
+@numba.njit(inline="always")
+def _scale_element(g, k):
+    return _scaled(g, k[0])
+
+
+@numba.njit(inline="always")
+def _traced(u, b, beta):
+    """:func:`trace`'s rule ``b·β + u`` (arrays through ``.py_func``, or one coordinate)."""
+    return b * beta + u
+
+
+@numba.njit(inline="always")
+def _trace_element(g, b, k):
+    b = _traced(g, b, k[0])
+    return b, b
+
+
+_SCALE = register("scale", _scale_element, 0, 1)
+_TRACE = register("trace", _trace_element, 1, 1)
 
 
 def scale(factor) -> GradientTransformation:
-    """``u ← factor · u`` (factor scalar or per-trial)."""
+    """``u ← factor · u`` (factor scalar or per-trial).  Element ``"scale"``."""
 
     def init(params):
         return EmptyState()
 
-    def update(u, state, params, ctx):
-        return u * ctx.hp(factor), state
+    def consts(state, ctx):
+        return (ctx.hp(factor),)
 
-    return GradientTransformation(init, update)
+    def update(u, state, params, ctx):
+        return _scaled.py_func(u, *consts(state, ctx)), state
+
+    return GradientTransformation(init, update,
+                                  element=Element(_SCALE, (), consts, lambda state, arrays: state))
 
 
 def trace(beta) -> GradientTransformation:
-    """Heavy-ball momentum buffer ([ADAMBC] §3): ``b_t = β b_{t−1} + g_t``, emits ``b_t``."""
+    """Heavy-ball momentum buffer ([ADAMBC] §3): ``b_t = β b_{t−1} + g_t``, emits ``b_t``.
+    Element ``"trace"`` (slot ``trace``)."""
 
     def init(params):
         return TraceState(trace=params * 0.0)
 
+    def consts(state, ctx):
+        return (ctx.hp(beta),)
+
     def update(u, state, params, ctx):
-        b = state.trace * ctx.hp(beta) + u
+        b = _traced.py_func(u, state.trace, *consts(state, ctx))
         return b, TraceState(trace=b)
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(init, update, element=Element(
+        _TRACE, ("trace",), consts, lambda state, arrays: TraceState(trace=arrays[0])))

@@ -24,6 +24,7 @@ import numpy as np
 from .._validate import hyper, positive_int
 from ..privacy.events import at, restrict, same_release, union
 from .base import GradientTransformation
+from .elements import Scaled
 from .preconditioners import MomentInputs
 
 __all__ = ["scale_then_privatize", "alternate", "alongside"]
@@ -72,7 +73,9 @@ def scale_then_privatize(privatizer: GradientTransformation, preconditioner: Gra
 
     privacy = tuple(at(e, pname) for e in privatizer.privacy) + tuple(
         at(e, qname) for e in preconditioner.privacy)
-    return GradientTransformation(init, update, privacy, (pname, qname))
+    return GradientTransformation(init, update, privacy, (pname, qname),
+                                  element=Scaled(privatizer, preconditioner, eps_scale, unscale,
+                                                 lookahead, (pname, qname)))
 
 
 def _twins(e, f) -> bool:

@@ -25,6 +25,13 @@ Pieces:
 A piece may receive :class:`MomentInputs` instead of a plain array: then the first moment / step
 direction is ``.g`` and the second moment is fed ``.sq`` (a separately released or noiseless square
 statistic — independent moment estimation and the noiseless-preconditioner oracles of [DESIGN]).
+
+Each rule is written once, over an array namespace ``xp`` (:func:`dpsim.transforms.elements.on`):
+the pieces' updates evaluate it on arrays, and the same function compiled for one coordinate is
+the piece's element (:mod:`dpsim.transforms.elements`), which the fused release composes, and the
+body of the NumPy kernels here (Adam's one-pass step) and in the IME pass.  The constants (``1−β``,
+``1−βᵗ`` by :func:`bias_correction`, ``Φ``, the floor) are computed once per step by the piece's
+``consts`` and handed to both.
 """
 
 from __future__ import annotations
@@ -35,7 +42,9 @@ import numba
 import numpy as np
 
 from .._validate import hyper
+from . import _scalar
 from .base import GradientTransformation
+from .elements import Element, on, register, table
 
 __all__ = ["MomentInputs", "ema", "Preconditioner", "adagrad", "rmsprop", "yogi", "by_rule", "RULES",
            "PreconditionState", "precondition", "scale_by_precondition", "AdamState", "scale_by_adam",
@@ -55,22 +64,89 @@ def _split(u):
     return u, u * u
 
 
+@numba.njit(inline="always")
+def _ema(x, y, beta, one_minus_beta):
+    """``x·β + y·(1−β)`` with ``1−β`` given: the EMA's operations, on arrays (``.py_func``) or one
+    coordinate."""
+    return x * beta + y * one_minus_beta
+
+
 def ema(x, y, beta):
     """Exponential moving average ``β x + (1−β) y`` (RMSProp's v, Adam's m and v)."""
-    return x * beta + y * (1.0 - beta)
+    return _ema.py_func(x, y, beta, 1.0 - beta)
+
+
+# Each rule below is written once over an array namespace ``xp`` (dpsim.transforms.elements.on):
+# the chain evaluates it on (R, d) arrays, the fused release compiles it for one coordinate.
+# ``a`` and ``k`` are tuples of the rule's constants, computed by the Preconditioner's ``consts``.
+
+def _ema_acc(xp):
+    def acc(v, sq, a):  # RMSProp: v·β + sq·(1−β)   (a = (β, 1−β))
+        return v * a[0] + sq * a[1]
+    return acc
+
+
+def _sum_acc(xp):
+    def acc(v, sq, a):  # AdaGrad: v + sq   (a = ())
+        return v + sq
+    return acc
+
+
+def _yogi_acc(xp):
+    def acc(v, sq, a):  # Yogi: v − (1−β)·sign(v − sq)·sq   (a = (1−β,))
+        return v - a[0] * xp.sign(v - sq) * sq
+    return acc
+
+
+def _add_eps_den(xp):
+    def den(v, e):  # √max(v, 0) + ε   (e = (ε,))
+        return xp.sqrt(xp.maximum(v, 0.0)) + e[0]
+    return den
+
+
+def _max_eps_den(xp):
+    def den(v, e):  # max(√v, ε)   (e = (ε,); PAGAN)
+        return xp.maximum(xp.sqrt(v), e[0])
+    return den
+
+
+_STEPS: dict = {}
+
+
+def _step_rule(acc, den, na):
+    """The rule of :func:`precondition` over ``acc`` and ``den`` (one object per triple):
+    ``v ← acc(v, sq, k[:na])``, ``u = g / den(v, k[na:])``."""
+    rule = _STEPS.get((acc, den, na))
+    if rule is None:
+        def rule(xp):
+            a_fn, d_fn = on(acc, xp), on(den, xp)
+
+            def step(g, sq, v, k):
+                v = a_fn(v, sq, k[:na])
+                return v, g / d_fn(v, k[na:])
+            return step
+        _STEPS[(acc, den, na)] = rule
+    return rule
 
 
 class Preconditioner(NamedTuple):
     """A second-moment recursion and the denominator it gives.
 
     ``init(params) -> v``; ``square(g, xp) -> statistic`` (``g²``, or ``||g||²`` per row);
-    ``accumulate(v, sq, ctx) -> v``; ``denominator(v, ctx) -> D``.
+    ``accumulate(v, sq, ctx) -> v``; ``denominator(v, ctx) -> D``.  ``rule``: the step
+    ``(g, sq, v, k) -> (v', g / D(v'))`` written once over a namespace
+    (:func:`dpsim.transforms.elements.on`), of which ``accumulate`` and ``denominator`` evaluate the
+    parts; ``consts(ctx) -> k`` its constants (the recursion's, then the denominator's); ``key``:
+    the element key of :func:`precondition` for a per-coordinate statistic, else ``None``.
     """
 
     init: Callable
     square: Callable
     accumulate: Callable
     denominator: Callable
+    rule: Callable | None = None
+    consts: Callable | None = None
+    key: str | None = None
 
 
 def _zeros(params):
@@ -85,11 +161,41 @@ def _norm_square(g, xp):
     return xp.sum(g * g, axis=1, keepdims=True)
 
 
-def _add_eps(eps):
-    def denominator(v, ctx):
-        return ctx.xp.sqrt(ctx.xp.maximum(v, 0.0)) + ctx.hp(eps)
+def _register_element(key, rule, n_consts):
+    """Register (once) the rule of :func:`precondition`'s element ``key``: ``rule`` on one
+    coordinate fed ``g·g``, the coordinate square (:func:`_coordinate_square`)."""
+    if key not in RULE_KEYS:
+        step = on(rule, _scalar)
 
-    return denominator
+        def element(g, v, k):
+            return step(g, g * g, v, k)
+
+        RULE_KEYS[key] = register(key, numba.njit(inline="always")(element), 1, n_consts)
+
+
+#: element key -> registered rule of :func:`precondition` (:func:`_register_element`)
+RULE_KEYS: dict = {}
+
+
+def _preconditioner(name, acc, na, den, consts, per="coordinate") -> Preconditioner:
+    """A :class:`Preconditioner` from its recursion ``acc`` (``na`` constants) and denominator
+    ``den``; ``consts(ctx)`` gives the recursion's constants followed by the denominator's."""
+
+    def accumulate(v, sq, ctx):
+        return on(acc, ctx.xp)(v, sq, consts(ctx)[:na])
+
+    def denominator(v, ctx):
+        return on(den, ctx.xp)(v, consts(ctx)[na:])
+
+    rule = _step_rule(acc, den, na)
+    if per == "coordinate":
+        init, square, key = _zeros, _coordinate_square, f"precondition:{name}"
+        _register_element(key, rule, na + 1)  # every denominator has one constant, ε
+    elif per == "norm":
+        init, square, key = (lambda params: params[:, :1] * 0.0), _norm_square, None
+    else:
+        raise ValueError(f"per must be 'coordinate' or 'norm', got per={per!r}")
+    return Preconditioner(init, square, accumulate, denominator, rule, consts, key)
 
 
 def adagrad(eps=1e-8, *, guard="add", per="coordinate") -> Preconditioner:
@@ -98,29 +204,25 @@ def adagrad(eps=1e-8, *, guard="add", per="coordinate") -> Preconditioner:
     ``||g||²`` (PASAN's step size, [PAGAN] Alg. 1)."""
     if guard == "add":
         eps = hyper("eps", eps, "[0, inf)")
-        den = _add_eps(eps)
+        den, name = _add_eps_den, "adagrad"
     elif guard == "max":
         eps = hyper("eps", eps, "(0, inf)")
-
-        def den(v, ctx):
-            return ctx.xp.maximum(ctx.xp.sqrt(v), ctx.hp(eps))
+        den, name = _max_eps_den, "adagrad_max"
     else:
         raise ValueError(f"guard must be 'add' or 'max', got guard={guard!r}")
-    if per == "coordinate":
-        init, square = _zeros, _coordinate_square
-    elif per == "norm":
-        init, square = (lambda params: params[:, :1] * 0.0), _norm_square
-    else:
-        raise ValueError(f"per must be 'coordinate' or 'norm', got per={per!r}")
-    return Preconditioner(init, square, lambda v, sq, ctx: v + sq, den)
+    return _preconditioner(name, _sum_acc, 0, den, lambda ctx: (ctx.hp(eps),), per)
 
 
 def rmsprop(beta=0.9, eps=1e-8) -> Preconditioner:
     """RMSProp ``v ← β v + (1−β) g²``, ``D = √max(v, 0) + ε``."""
     beta = hyper("beta", beta, "[0, 1)")
     eps = hyper("eps", eps, "[0, inf)")
-    return Preconditioner(_zeros, _coordinate_square, lambda v, sq, ctx: ema(v, sq, ctx.hp(beta)),
-                          _add_eps(eps))
+
+    def consts(ctx):
+        b = ctx.hp(beta)
+        return (b, 1.0 - b, ctx.hp(eps))
+
+    return _preconditioner("rmsprop", _ema_acc, 2, _add_eps_den, consts)
 
 
 def yogi(beta=0.9, eps=1e-8) -> Preconditioner:
@@ -128,10 +230,15 @@ def yogi(beta=0.9, eps=1e-8) -> Preconditioner:
     beta = hyper("beta", beta, "[0, 1)")
     eps = hyper("eps", eps, "[0, inf)")
 
-    def accumulate(v, sq, ctx):
-        return v - (1.0 - ctx.hp(beta)) * ctx.xp.sign(v - sq) * sq
+    def consts(ctx):
+        return (1.0 - ctx.hp(beta), ctx.hp(eps))
 
-    return Preconditioner(_zeros, _coordinate_square, accumulate, _add_eps(eps))
+    return _preconditioner("yogi", _yogi_acc, 1, _add_eps_den, consts)
+
+
+#: AdaGrad's step ``(g, sq, v, (ε,)) -> (v + sq, g/(√max(v + sq, 0) + ε))`` on one coordinate: the
+#: rule of ``precondition(adagrad(ε))`` compiled (the fused release's IME pass feeds it ``s̃``).
+_ADAGRAD_STEP = on(_step_rule(_sum_acc, _add_eps_den, 0), _scalar)
 
 
 def by_rule(rule: str, beta=0.9, eps=1e-8) -> Preconditioner:
@@ -151,7 +258,8 @@ class PreconditionState(NamedTuple):
 
 def precondition(P: Preconditioner) -> GradientTransformation:
     """Post-processing preconditioning: ``v ← P(v, square(g))`` (or ``.sq`` of
-    :class:`MomentInputs`), emit ``g / D(v)``."""
+    :class:`MomentInputs`), emit ``g / D(v)``.  For a per-coordinate ``P`` the element
+    ``"precondition:<rule>"`` (slot ``v``) evaluates the same rule, ``P.rule``."""
 
     def init(params):
         return PreconditionState(v=P.init(params))
@@ -161,10 +269,14 @@ def precondition(P: Preconditioner) -> GradientTransformation:
             g, sq = u
         else:
             g, sq = u, P.square(u, ctx.xp)
-        v = P.accumulate(state.v, sq, ctx)
-        return g / P.denominator(v, ctx), PreconditionState(v=v)
+        v, out = on(P.rule, ctx.xp)(g, sq, state.v, P.consts(ctx))
+        return out, PreconditionState(v=v)
 
-    return GradientTransformation(init, update)
+    element = None
+    if P.key is not None:
+        element = Element(RULE_KEYS[P.key], ("v",), lambda state, ctx: P.consts(ctx),
+                          lambda state, arrays: PreconditionState(v=arrays[0]))
+    return GradientTransformation(init, update, element=element)
 
 
 def scale_by_precondition(rule: str, beta=0.9, eps=1e-8) -> GradientTransformation:
@@ -196,6 +308,52 @@ def adam_v_hat(adam_state: AdamState, beta2):
     return adam_state.v / bias_correction(beta2, adam_state.count)
 
 
+def _adam_rule(xp):
+    """Adam's step, written once (:func:`dpsim.transforms.elements.on`): ``(m', v', u)`` with
+    ``m' = ema(m, g, β1)``, ``v' = ema(v, sq, β2)``, ``m̂ = m'/(1−β1ᵗ)``, ``v̂ = v'/(1−β2ᵗ)``,
+    then ``v̂ ← max(v̂ − Φ, floor)`` (``use_phi``: [ADAMBC] Eq. 4, [DESIGN] Alg. 7) or
+    ``v̂ ← max(v̂, 0)`` (``positive``: a moment-input statistic may be negative), and
+    ``u = m̂ / (√v̂ [+ ε])`` (``add_eps``); ``max`` is ``xp.maximum`` (NaN-propagating).
+    ``k = (β1, 1−β1, β2, 1−β2, 1−β1ᵗ, 1−β2ᵗ, Φ, floor, ε)`` (:func:`scale_by_adam`'s
+    constants; ``Φ``, ``floor``, ``ε`` unused where their flag is off)."""
+    ema_ = _ema if xp is _scalar else _ema.py_func
+
+    def adam(g, sq, m, v, k, use_phi, positive, add_eps):
+        m = ema_(m, g, k[0], k[1])
+        v = ema_(v, sq, k[2], k[3])
+        m_hat = m / k[4]
+        v_hat = v / k[5]
+        if use_phi:
+            v_hat = xp.maximum(v_hat - k[6], k[7])
+        elif positive:
+            v_hat = xp.maximum(v_hat, 0.0)
+        den = xp.sqrt(v_hat)
+        if add_eps:
+            den = den + k[8]
+        return m, v, m_hat / den
+
+    return adam
+
+
+#: Adam's step on one coordinate (:func:`_adam_rule` compiled; flags as arguments).
+_ADAM = on(_adam_rule, _scalar)
+
+_ADAM_ELEMENTS: dict = {}
+
+
+def _adam_element_rule(use_phi: bool, add_eps: bool):
+    """The registered rule of :func:`scale_by_adam`'s element: :data:`_ADAM` fed ``g·g``, with
+    the flags compiled in (key ``"adam"``, ``":phi"``, ``":eps"``)."""
+    key = "adam" + (":phi" if use_phi else "") + (":eps" if add_eps else "")
+    rule = _ADAM_ELEMENTS.get(key)
+    if rule is None:
+        def element(g, m, v, k):
+            return _ADAM(g, g * g, m, v, k, use_phi, False, add_eps)
+
+        rule = _ADAM_ELEMENTS[key] = register(key, numba.njit(inline="always")(element), 2, 9)
+    return rule
+
+
 def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> GradientTransformation:
     """Adam with optional subtraction of the DP noise variance from the bias-corrected ``v̂``.
 
@@ -206,42 +364,44 @@ def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> 
     ``floor=γ', eps=0``, the corrected DP-Adam of
     [DESIGN] is ``floor=0``.  With ``MomentInputs`` the positive part ``max(v̂, 0)`` is taken
     before the square root (a noisy second-moment statistic can drive ``v`` negative).
-    ``beta1``, ``beta2`` in [0, 1); ``eps`` ≥ 0.
+    ``beta1``, ``beta2`` in [0, 1); ``eps`` ≥ 0.  The rule is :func:`_adam_rule`; the element
+    (slots ``m``, ``v``) evaluates it on the same constants (:func:`bias_correction` included).
     """
     beta1 = hyper("beta1", beta1, "[0, 1)")
     beta2 = hyper("beta2", beta2, "[0, 1)")
     eps = hyper("eps", eps, "[0, inf)")
+    use_phi = phi is not None
+    add_eps = not (isinstance(eps, float) and eps == 0.0)
 
     def init(params):
         z = params * 0.0
         return AdamState(m=z, v=z * 1.0, count=0)
 
-    def update(u, state, params, ctx):
-        xp = ctx.xp
+    def consts(state, ctx):
+        """``(β1, 1−β1, β2, 1−β2, 1−β1ᵗ, 1−β2ᵗ, Φ, floor, ε)`` of the step ``t = count + 1``."""
         b1, b2 = ctx.hp(beta1), ctx.hp(beta2)
         t = state.count + 1
-        ph = fl = None
-        if phi is not None:
+        ph = fl = 0.0
+        if use_phi:
             ph = phi(ctx) if callable(phi) else ctx.hp(phi)
             fl = floor(ctx) if callable(floor) else ctx.hp(floor if floor is not None else 0.0)
-        e = ctx.hp(eps)
-        add_eps = not (isinstance(e, float) and e == 0.0)
-        if not isinstance(u, MomentInputs) and _fusable(u, state.m, state.v):
-            return _adam_fused(u, state, t, b1, b2, ph, fl, e, add_eps,
-                               getattr(ctx, "donate_state", False))
-        g, sq = _split(u)
-        m = ema(state.m, g, b1)
-        v = ema(state.v, sq, b2)
-        m_hat = m / bias_correction(b1, t)
-        v_hat = adam_v_hat(AdamState(m, v, t), b2)
-        if phi is not None:
-            v_hat = xp.maximum(v_hat - ph, fl)
-        elif isinstance(u, MomentInputs):
-            v_hat = xp.maximum(v_hat, 0.0)
-        denom = xp.sqrt(v_hat) + e if add_eps else xp.sqrt(v_hat)
-        return m_hat / denom, AdamState(m=m, v=v, count=t)
+        return (b1, 1.0 - b1, b2, 1.0 - b2, bias_correction(b1, t), bias_correction(b2, t), ph, fl,
+                ctx.hp(eps) if add_eps else 0.0)
 
-    return GradientTransformation(init, update)
+    def update(u, state, params, ctx):
+        k = consts(state, ctx)
+        t = state.count + 1
+        if not isinstance(u, MomentInputs) and _fusable(u, state.m, state.v):
+            return _adam_fused(u, state, t, k, use_phi, add_eps, getattr(ctx, "donate_state", False))
+        g, sq = _split(u)
+        m, v, out = on(_adam_rule, ctx.xp)(g, sq, state.m, state.v, k, use_phi,
+                                           isinstance(u, MomentInputs), add_eps)
+        return out, AdamState(m=m, v=v, count=t)
+
+    element = Element(_adam_element_rule(use_phi, add_eps), ("m", "v"), consts,
+                      lambda state, arrays: AdamState(m=arrays[0], v=arrays[1], count=state.count + 1),
+                      varying=True)
+    return GradientTransformation(init, update, element=element)
 
 
 def _fusable(g, m, v) -> bool:
@@ -257,82 +417,44 @@ def _col(x, dt):
     return np.ascontiguousarray(np.asarray(x, dtype=dt).reshape(-1, 1))
 
 
-def _adam_fused(g, state, t, b1, b2, ph, fl, e, add_eps, donate):
-    """Adam's step in one pass over ``(R, d)`` (NumPy): the same operations in the same order as
-    the array expressions of :func:`scale_by_adam` (each rounded once; Numba compiles without
-    fast-math, so no fused multiply-add), hence bit-for-bit the same result
-    (``tests/test_transforms.py``) without the ~10 temporaries of size ``R·d``.
+def _adam_fused(g, state, t, k, use_phi, add_eps, donate):
+    """Adam's step in one pass over ``(R, d)`` (NumPy): :func:`_adam_rule` on each coordinate
+    (:data:`_ADAM`; each operation rounded once, Numba compiles without fast-math, so no fused
+    multiply-add), hence bit-for-bit the array form's result (``tests/test_transforms.py``)
+    without the ~10 temporaries of size ``R·d``; ``k`` the constants of :func:`scale_by_adam`.
 
     ``donate`` (``StepContext.donate_state``): the caller drops the old state, so ``m`` and ``v``
     are overwritten in place; otherwise new arrays hold them (the old state stays valid)."""
     dt = g.dtype
-    one_b1, one_b2 = 1.0 - b1, 1.0 - b2
-    c1, c2 = bias_correction(b1, t), bias_correction(b2, t)
-    use_phi = ph is not None
     m_out = state.m if donate else np.empty_like(state.m)
     v_out = state.v if donate else np.empty_like(state.v)
     out = np.empty_like(g)
-    zero = _col(0.0, dt)
-    _adam_kernel(g, state.m, state.v, m_out, v_out, out, _col(b1, dt), _col(one_b1, dt), _col(b2, dt),
-                 _col(one_b2, dt), _col(c1, dt), _col(c2, dt), _col(ph, dt) if use_phi else zero,
-                 _col(fl, dt) if use_phi else zero, use_phi, _col(e, dt) if add_eps else zero, add_eps)
+    _adam_kernel(g, state.m, state.v, m_out, v_out, out, table(k, dt), use_phi, add_eps)
     return out, AdamState(m=m_out, v=v_out, count=t)
 
 
-@numba.njit(cache=True, nogil=True, inline="always", error_model="numpy")
+@numba.njit(inline="always")
 def _adam_moments_element(g, sq, m, v, b1, ob1, b2, ob2, c1, c2, e, add_eps):
     """``(m', v', u)`` of Adam on moment inputs (``MomentInputs(g, sq)``, independent moment
-    estimation): ``m' = m·β1 + g·(1−β1)``, ``v' = v·β2 + sq·(1−β2)``,
-    ``u = (m'/(1−β1ᵗ)) / (√max(v'/(1−β2ᵗ), 0) [+ ε])`` — ``max`` NaN-propagating as
-    ``np.maximum``; each operation rounded once, in this order.  The element of
-    :func:`dpsim.optimizers.design_space._adam_moments_kernel` and of the fused release's IME pass."""
-    mj = m * b1 + g * ob1
-    vj = v * b2 + sq * ob2
-    vh = vj / c2
-    if not (vh >= 0.0 or vh != vh):
-        vh = 0.0
-    den = np.sqrt(vh)
-    if add_eps:
-        den = den + e
-    return mj, vj, (mj / c1) / den
+    estimation): :func:`_adam_rule` with ``positive`` (``max(v̂, 0)``) on one coordinate.  The
+    element of :func:`dpsim.optimizers.design_space._adam_moments_kernel` and of the fused
+    release's IME pass."""
+    return _ADAM(g, sq, m, v, (b1, ob1, b2, ob2, c1, c2, e, e, e), False, True, add_eps)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def _adam_element(g, m, v, b1, ob1, b2, ob2, c1, c2, ph, fl, use_phi, e, add_eps):
-    """Adam on one coordinate: ``(m', v', u)`` with ``m' = m·β1 + g·(1−β1)``,
-    ``v' = v·β2 + (g·g)·(1−β2)``, ``v̂ = v'/c2`` (``max(v̂ − Φ, floor)`` with ``use_phi``;
-    NaN-propagating like ``np.maximum``), ``u = (m'/c1) / (√v̂ [+ ε])`` — each operation rounded
-    once, in the order of :func:`scale_by_adam`'s array expressions.  Shared by
-    :func:`_adam_kernel` and the fused release (:mod:`dpsim.transforms._fused_release`); inlined,
-    so a division follows the caller's error model."""
-    m = m * b1 + g * ob1
-    v = v * b2 + (g * g) * ob2
-    vh = v / c2
-    if use_phi:
-        x = vh - ph
-        vh = x if (x >= fl or x != x) else fl
-    den = np.sqrt(vh)
-    if add_eps:
-        den = den + e
-    return m, v, (m / c1) / den
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def _col_at(col, r):
-    """Trial ``r``'s value of a (1, 1) or (R, 1) hyperparameter column."""
-    return col[r if col.shape[0] > 1 else 0, 0]
-
-
-@numba.njit(cache=True, nogil=True)
-def _adam_kernel(g, m, v, m_out, v_out, out, b1, ob1, b2, ob2, c1, c2, ph, fl, use_phi, e, add_eps):
-    """:func:`_adam_element` over ``(R, d)``; hyperparameters are (1, 1) or (R, 1) columns."""
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def _adam_kernel(g, m, v, m_out, v_out, out, K, use_phi, add_eps):
+    """:data:`_ADAM` over ``(R, d)``; ``K`` the constants, one row per trial or one for all.
+    ``error_model="numpy"``: ``x/0`` gives ``inf``/``NaN`` as the chain's array expressions do,
+    rather than raising (``eps = 0`` with σ = 0 on a coordinate never seen is 0/0, which the
+    run flags as diverged)."""
     R, d = g.shape
     for r in range(R):
-        b1r, ob1r, b2r, ob2r = _col_at(b1, r), _col_at(ob1, r), _col_at(b2, r), _col_at(ob2, r)
-        c1r, c2r, phr, flr, er = _col_at(c1, r), _col_at(c2, r), _col_at(ph, r), _col_at(fl, r), _col_at(e, r)
+        c = r if K.shape[0] > 1 else 0
+        k = (K[c, 0], K[c, 1], K[c, 2], K[c, 3], K[c, 4], K[c, 5], K[c, 6], K[c, 7], K[c, 8])
         for j in range(d):
-            mj, vj, u = _adam_element(g[r, j], m[r, j], v[r, j], b1r, ob1r, b2r, ob2r, c1r, c2r, phr,
-                                      flr, use_phi, er, add_eps)
+            gj = g[r, j]
+            mj, vj, u = _ADAM(gj, gj * gj, m[r, j], v[r, j], k, use_phi, False, add_eps)
             m_out[r, j] = mj
             v_out[r, j] = vj
             out[r, j] = u
