@@ -24,22 +24,29 @@ Unknown moments (§4.1):
     :func:`private_second_moment` (Algorithm 3), :func:`theorem3_guarantee` (condition (10)),
     :func:`theorem3_sample_size`, :func:`theorem3_scaling`, :func:`theorem3_bound`,
     :func:`algorithm3_epsilon` (exact privacy of Algorithm 3's noise), :func:`gaussian_moment_ratio`.
+Privacy of PASAN / PAGAN (§3, Lemma 3.1):
+    :func:`lemma31_steps`, :func:`lemma31_constant` (the largest ``c`` in ``T = c n²/b²``),
+    :func:`lemma31_epsilon` (accounted ε at a given ``c``).
 Lower bounds (§5):
     :func:`lower_bound_box` (Prop. 1 = Thm 4), :func:`lower_bound_ball` (Thm 5),
-    :func:`prop2_bound` (Prop. 2).
+    :func:`prop2_bound` (Prop. 2); the worst-case risks of concrete private mechanisms that bound
+    the same minimax quantities from above: :func:`sign_mechanism_risk` (Prop. 1, Thm 4),
+    :func:`ball_mechanism_risk` (Thm 5, Prop. 2).
 Gaussian mechanism helpers: :func:`gaussian_epsilon`, :func:`gaussian_mu` (exact (ε, δ) of a
 μ-GDP Gaussian mechanism, Balle & Wang 2018 / Dong, Roth & Su 2022).
 
 ``dpsim verify`` rows (family "[PAGAN] moments", in :mod:`dpsim.analysis.checks.pagan`)
-    ``pagan_theorem1_pasan`` / ``pagan_theorem2_pagan`` (simulated average-iterate excess
-    loss of PASAN/PAGAN with replacement sampling, ε ∈ {1, 4}, against Theorems 1/2),
-    ``pagan_alg3_theorem3`` (Algorithm 3 meets condition (10) at Theorem 3's ``n``: binomial
-    Clopper–Pearson bound on the failure frequency ≤ β), ``pagan_alg3_readings`` and
-    ``pagan_alg3_privacy`` (disagreements 1–4, "reported"), ``pagan_theorem3_pagan``
-    (Algorithm 3's σ̂ fed to PAGAN), ``pagan_example1_lemma32`` (Example 1 with exact Gaussian
-    moments, Lemma 3.2 by Monte Carlo, the Hölder comparison), ``pagan_lower_bounds``
-    (Prop. 1/Thm 4 below the best simulated private method on ``linear_box``; Thm 5 and Prop. 2
-    below the Gaussian mechanism on the ℓ2 ball), ``pagan_corollaries`` (disagreement 5).
+    ``pagan_theorem1_pasan`` / ``pagan_theorem2_pagan`` / ``pagan_theorem3_pagan`` (simulated
+    average-iterate excess loss of PASAN/PAGAN, with replacement sampling, against Theorems 1–3
+    at the tightest instance of a recorded search; "vacuous" with the search when none comes
+    within a factor 2), ``pagan_lemma31`` (one ``c`` keeps ``T = c n²/b²`` steps ``(ε, δ)``-DP
+    for every ``n`` of a grid), ``pagan_alg3_theorem3`` (Algorithm 3 meets condition (10) with
+    probability ``1 − β`` at Theorem 3's ``n``, and at ``n/2``, ``n/4``, …: Clopper–Pearson bounds),
+    ``pagan_alg3_readings`` and ``pagan_alg3_privacy`` (disagreements 1–4 and 8, "reported"),
+    ``pagan_example1_lemma32`` (Example 1 with exact Gaussian moments, Lemma 3.2 by Monte Carlo,
+    the Hölder comparison), ``pagan_lower_bounds`` (each lower bound against the exact worst-case
+    risk of a Gaussian mechanism, at the instance of a grid where the two are closest;
+    disagreement 7), ``pagan_corollaries`` (disagreement 5).
 
 Conventions
 -----------
@@ -96,10 +103,24 @@ Disagreements (reported, with what the code follows)
    (:func:`theorem3_sample_size`) and Proposition 2's second term (:func:`prop2_bound`) are read
    from garbled text; the conditions ``√d log d ≤ nε`` (Prop. 1, Thm 4) and ``√d ≤ nε`` (Thm 5)
    have their ``√`` displaced by the extraction and are read as written here.
+7. **Lower bounds read with constant 1.**  The extracted Prop. 1 and Thm 4 print no constant.
+   With constant 1 they are beaten at ``d = 2`` (where ``log^{5/2} d ≈ 0.40 < 1``) by a Gaussian
+   mechanism whose worst-case risk is computed exactly (:func:`sign_mechanism_risk`): the
+   statements can hold there only with a constant below 1.  The code evaluates constant 1; the
+   verify row ``pagan_lower_bounds`` reports the smallest ratio found, and checks ``d ≥ 3``
+   separately.
+8. **Theorem 3, the upper side of (10).**  Algorithm 3 sets ``σ̂_j = 2^{−t}``, twice the threshold
+   ``2^{−t−1}`` that ``√σ̂²_{t,j}`` just crossed.  For a ``σ_j`` just below a power of 2 (e.g.
+   ``(1 − 10⁻⁴) 2^{−k}``) whose estimate overshoots it, ``σ̂_j = 2σ_j/(1 − 10⁻⁴) > 2σ_j``; the
+   overshoot has probability near 1/2 at every ``n`` (when the truncation at ``ρ_t`` is
+   negligible, as at ``r = 1.5``), so (10) as printed fails with probability above β at
+   Theorem 3's own ``n``, though only by the factor ``1/(1 − 10⁻⁴)``.  The code follows the
+   printed algorithm; verify row ``pagan_alg3_readings`` (fourth row).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -136,6 +157,11 @@ __all__ = [
     "prop2_bound",
     "gaussian_epsilon",
     "gaussian_mu",
+    "lemma31_steps",
+    "lemma31_constant",
+    "lemma31_epsilon",
+    "sign_mechanism_risk",
+    "ball_mechanism_risk",
 ]
 
 
@@ -601,6 +627,91 @@ def geometry_comparison(sigma) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------
+# Lemma 3.1 (privacy of PASAN / PAGAN with T = c n²/b²)
+
+
+def _lemma31_curve(epsilon, delta, n, batch_size):
+    """``(orders, ε_step(α), g(α))`` for Lemma 3.1's noise ``σ = √log(1/δ)/ε`` at ``q = b/n``:
+    the Rényi curve of one Poisson-subsampled Gaussian step (add/remove;
+    :func:`dpsim.accounting.rdp_curve`) and the conversion offset of :func:`_rdp_offset`."""
+    eps, dlt = check_epsilon_delta(epsilon, delta)
+    nn = int(_pos("n", n, integer=True))
+    b = int(_pos("batch_size", batch_size, integer=True))
+    _require(b <= nn, "batch_size must not exceed n, got batch_size={b} > n={n}", b=b, n=nn)
+    orders, rdp = _step_rdp(math.sqrt(math.log(1.0 / float(dlt))) / float(eps), b / nn)
+    return orders, rdp, _rdp_offset(orders, float(dlt))
+
+
+@functools.lru_cache(maxsize=256)
+def _step_rdp(sigma: float, q: float):
+    """RDP orders and one step's Rényi divergence bounds (read-only arrays; cached, since the
+    Lemma 3.1 row asks for each curve twice)."""
+    from dpsim.accounting import rdp_curve
+
+    orders, rdp = rdp_curve([(sigma, 1)], q)
+    orders = np.array(orders, dtype=float)
+    rdp = np.array(rdp, dtype=float)
+    orders.flags.writeable = False
+    rdp.flags.writeable = False
+    return orders, rdp
+
+
+def _rdp_offset(orders, delta):
+    """``g(α) = log((α−1)/α) − (log δ + log α)/(α − 1)``: a mechanism with Rényi divergence ``ε_α``
+    at order ``α > 1`` is ``(ε_α + g(α), δ)``-DP (Canonne, Kamath & Steinke 2020, Prop. 12; the
+    conversion of ``dpsim.accounting``'s ``"rdp"`` accountant)."""
+    a = np.asarray(orders, dtype=float)
+    return np.log((a - 1.0) / a) - (math.log(delta) + np.log(a)) / (a - 1.0)
+
+
+def lemma31_steps(epsilon, delta, n, batch_size) -> int:
+    """Largest step count ``T`` at which Lemma 3.1's noise keeps PASAN/PAGAN ``(ε, δ)``-DP.
+
+    [PAGAN] Lemma 3.1: there are constants ``ε̄`` and ``c`` such that for every ``ε ≤ ε̄``,
+    Algorithms 1–2 with noise ``√log(1/δ)/(bε)`` on the mean of ``b`` clipped gradients (dpsim's
+    noise multiplier ``σ = √log(1/δ)/ε``) and ``T = c n²/b²`` steps are ``(ε, δ)``-DP.  The paper
+    gives neither constant (its proof, Appendix B.1, is not in the provided text).  This function
+    computes the largest admissible ``T`` with an RDP accountant (Mironov, Talwar & Zhang 2019):
+    ``T`` steps at rate ``q = b/n`` are ``(T ε_step(α) + g(α), δ)``-DP at every order ``α``
+    (:func:`_rdp_offset`), so the largest ``T`` is
+
+        T_max = ⌊ max_α (ε − g(α)) / ε_step(α) ⌋,
+
+    the maximum over dpsim's RDP orders with ``ε_step(α) > 0``.  Accounting: Poisson sampling at
+    rate ``b/n`` with add/remove neighbours stands in for the algorithms' uniform batches (no
+    accountant covers batches drawn with replacement, ``dpsim.accounting``); RDP is accurate at
+    any ``T`` (a PLD with a coarse grid is not at ``T ≈ 10⁵``).  Scalars only.
+    """
+    orders, rdp, g = _lemma31_curve(epsilon, delta, n, batch_size)
+    eps = float(epsilon)
+    ok = (orders > 1.0) & np.isfinite(rdp) & (rdp > 0) & (g < eps)
+    if not ok.any():
+        return 0
+    return int(math.floor(float(np.max((eps - g[ok]) / rdp[ok]))))
+
+
+def lemma31_constant(epsilon, delta, n, batch_size) -> float:
+    """Lemma 3.1's ``c`` at one ``(ε, δ, n, b)``: ``c = T_max b²/n²`` with ``T_max`` from
+    :func:`lemma31_steps`.  The lemma holds (for ``ε ≤ ε̄``) iff ``inf_n c(ε, δ, n, b) > 0``."""
+    T = lemma31_steps(epsilon, delta, n, batch_size)
+    return T * float(batch_size) ** 2 / float(n) ** 2
+
+
+def lemma31_epsilon(c, epsilon, delta, n, batch_size) -> float:
+    """Accounted ε of PASAN/PAGAN run with Lemma 3.1's noise (``σ = √log(1/δ)/ε``) for
+    ``T = ⌊c n²/b²⌋`` steps: ``min_α T ε_step(α) + g(α)`` (clipped at 0), the RDP accountant of
+    :func:`lemma31_steps`.  Lemma 3.1 claims this is ``≤ ε`` for one ``c`` and every ``n``."""
+    cc = float(_pos("c", c))
+    orders, rdp, g = _lemma31_curve(epsilon, delta, n, batch_size)
+    # ⌊c n²/b²⌋, with a relative guard so that c = T b²/n² gives back T despite rounding
+    T = math.floor(cc * float(n) ** 2 / float(batch_size) ** 2 * (1.0 + 1e-12))
+    ok = (orders > 1.0) & np.isfinite(rdp)
+    if T < 1:
+        return 0.0
+    return max(0.0, float(np.min(T * rdp[ok] + g[ok])))
+
+
+# ------------------------------------------------------------------------------------------------
 # Algorithm 3 and Theorem 3 (§4.1)
 
 
@@ -910,3 +1021,110 @@ def prop2_bound(sigma, d, n, epsilon):
     nn = _pos("n", n)
     eps = _pos("epsilon", epsilon)
     return _ret(np.minimum(s * np.sqrt(dd), dd * s / (nn * eps)))
+
+
+# ------------------------------------------------------------------------------------------------
+# Worst-case risks of concrete private mechanisms (upper bounds on the minimax risks of §5)
+
+
+def _sign_error_peak() -> tuple[float, float]:
+    """``(u*, h(u*))``: the maximizer and maximum of ``h(u) = u Φ(−u)`` on ``u ≥ 0`` (the root of
+    ``Φ(−u) = u φ(u)``, ``u* ≈ 0.7518``)."""
+    from scipy.optimize import brentq
+    from scipy.special import ndtr
+
+    def dh(u):
+        return float(ndtr(-u)) - u * math.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
+
+    u = brentq(dh, 0.1, 3.0, xtol=1e-15, rtol=1e-15)
+    return u, u * float(ndtr(-u))
+
+
+def sign_mechanism_risk(sigma, n, epsilon, delta):
+    """Worst case over the data sets of Proposition 1 of the sign error of a Gaussian mechanism.
+
+    Mechanism: ``M = z̄ + N(0, diag s²)`` with ``s_j = λ σ_j^{2/3}`` and
+    ``λ = 2 √(Σ_j σ_j^{2/3}) / (n μ)``, ``μ`` = :func:`gaussian_mu` ``(ε, δ)``.  Replacing one
+    ``z_i ∈ Z = {|z_j| ≤ σ_j}`` moves ``z̄_j`` by at most ``2σ_j/n``, so ``M`` is ``μ``-GDP, hence
+    ``(ε, δ)``-DP (replace-one, the paper's relation).  For ``z̄_j = a_j`` (any ``|a_j| ≤ σ_j`` is
+    the mean of a data set in ``Z^n``) ``E |z̄_j| 1{sign M_j ≠ sign z̄_j} = |a_j| Φ(−|a_j|/s_j)``,
+    so the supremum over data sets of the left side of [PAGAN] Prop. 1 is, coordinate by
+    coordinate,
+
+        U = Σ_j s_j h(min(σ_j/s_j, u*)),   h(u) = u Φ(−u),   u* = argmax h ≈ 0.7518.
+
+    ``U`` bounds the minimax quantity of Prop. 1 from above (this mechanism is one of the ``M``
+    the supremum ranges over); the allocation ``s_j ∝ σ_j^{2/3}`` minimizes ``Σ_j s_j`` at fixed
+    ``μ``, which gives Prop. 1's ``(Σ_j σ_j^{2/3})^{3/2}``.  ``sigma``: ``(d,)``; scalars otherwise.
+    """
+    s = _positive_vec("sigma", sigma)
+    if s.ndim != 1:
+        raise ValueError(f"sigma must have shape (d,), got shape {s.shape}")
+    nn = float(_pos("n", n))
+    mu = float(gaussian_mu(epsilon, delta))
+    s23 = s ** (2.0 / 3.0)
+    noise = 2.0 * math.sqrt(float(np.sum(s23))) / (nn * mu) * s23
+    from scipy.special import ndtr
+
+    ustar, _ = _sign_error_peak()
+    u = np.minimum(s / noise, ustar)
+    return float(np.sum(noise * u * ndtr(-u)))
+
+
+def _mean_cosine(kappa, d):
+    """``E cos∠(ẑ, z̄)`` for ``ẑ ~ N(z̄, s² I_d)`` with ``κ = ||z̄||/s`` (the mean resultant length
+    of the projected normal)::
+
+        m(κ, d) = (κ/√2) Γ((d+1)/2)/Γ(d/2 + 1) · ₁F₁(1/2; d/2 + 1; −κ²/2)
+
+    (``d = 1``: ``erf(κ/√2)``; ``d = 2``: ``√(π/2) (κ/2) e^{−κ²/4} (I₀(κ²/4) + I₁(κ²/4))``;
+    ``m → 1`` as ``κ → ∞``).  Vectorized over ``kappa``."""
+    from scipy.special import gammaln, hyp1f1
+
+    k = np.asarray(kappa, dtype=float)
+    c = math.exp(gammaln((d + 1) / 2.0) - gammaln(d / 2.0 + 1.0)) / math.sqrt(2.0)
+    return c * k * hyp1f1(0.5, d / 2.0 + 1.0, -0.5 * k * k)
+
+
+def ball_mechanism_risk(sigma, n, epsilon, delta):
+    """Worst case over the data sets of Theorem 5 of the excess loss of a Gaussian mechanism on
+    the unit ℓ2 ball.
+
+    Problem ([PAGAN] §5.2): ``f(x; S) = −xᵀz̄`` on ``X₂ = {||x||₂ ≤ 1}``, ``z_i ∈ Z =
+    {|z_j| ≤ σ_j}``, ``f(x; S) − f(x*_S; S) = ||z̄|| − xᵀz̄``.  Mechanism: ``ẑ = z̄ + N(0, s² I)``
+    with ``s = 2||σ||₂/(n μ)`` (replace-one ℓ2 sensitivity ``2||σ||₂/n``; ``μ`` =
+    :func:`gaussian_mu` ``(ε, δ)``), then ``x = ẑ/||ẑ||``.  The risk depends on ``z̄`` only through
+    ``r = ||z̄|| ∈ [0, ||σ||₂]`` (rotation invariance), and equals ``r (1 − m(r/s, d))`` with ``m``
+    of :func:`_mean_cosine`, so the supremum over data sets is
+
+        U = s · max_{0 ≤ κ ≤ ||σ||₂/s} κ (1 − m(κ, d)),
+
+    found on a geometric grid of 4001 points in ``(0, ||σ||₂/s]`` refined by bounded Brent.
+    ``U`` bounds the minimax risk of Thm 5 (and, with ``σ_j ≡ σ``, of Prop. 2) from above.
+    ``sigma``: ``(d,)``.
+    """
+    from scipy.optimize import minimize_scalar
+
+    s = _positive_vec("sigma", sigma)
+    if s.ndim != 1:
+        raise ValueError(f"sigma must have shape (d,), got shape {s.shape}")
+    d = s.size
+    nn = float(_pos("n", n))
+    mu = float(gaussian_mu(epsilon, delta))
+    norm = float(np.sqrt(np.sum(s * s)))
+    noise = 2.0 * norm / (nn * mu)
+    top = norm / noise
+
+    def risk(k):
+        return k * (1.0 - _mean_cosine(k, d))
+
+    grid = np.concatenate(([0.0], np.geomspace(min(1e-4, top), top, 4001)))
+    vals = risk(grid)
+    i = int(np.argmax(vals))
+    best = float(vals[i])
+    lo, hi = float(grid[max(i - 1, 0)]), float(grid[min(i + 1, grid.size - 1)])
+    if hi > lo:
+        res = minimize_scalar(lambda k: -float(risk(k)), bounds=(lo, hi), method="bounded",
+                              options={"xatol": 1e-12 * max(1.0, hi)})
+        best = max(best, -float(res.fun))
+    return noise * best

@@ -9,7 +9,10 @@ simulator's budget-constrained optimizer uses them) and are re-exported here unc
 :func:`rho_a`, :func:`omega_a`, :func:`omega_of_a`, :func:`tcdp_to_dp`, :func:`ctcdp_to_dp`,
 :func:`gaussian_zcdp`, :func:`subsample`, :func:`subsample_conditions`,
 :func:`norm_sq_sensitivity`, :func:`compose`, :func:`init_budget`.  This module adds the
-sinh-normal mechanism of Theorem A.2 with a numerical (quadrature) Rényi divergence.
+sinh-normal mechanism of Theorem A.2 with a numerical (quadrature) Rényi divergence, the
+subsampled-RDP bound of Wang, Balle & Kasiviswanathan used to check Lemma A.6
+(:func:`subsampled_rdp_wbk`, :func:`subsample_ratio`) and the ctCDP cost of Theorem B.1
+(:func:`theorem_b1_spend`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ __all__ = [
     "rho_a", "omega_a", "omega_of_a", "tcdp_to_dp", "ctcdp_to_dp", "gaussian_zcdp", "subsample",
     "subsample_conditions", "norm_sq_sensitivity", "compose", "init_budget", "SinhNormal",
     "sinh_normal", "sinh_normal_for_tcdp", "SUBSAMPLE_FACTOR", "MAX_RATE", "subsampled_rdp_wbk",
-    "subsample_ratio",
+    "subsample_ratio", "theorem_b1_spend",
 ]
 
 
@@ -230,3 +233,30 @@ def subsample_ratio(rho, q, alphas):
     r = [subsampled_rdp_wbk(rho, q, a) / (SUBSAMPLE_FACTOR * q * q * rho * a) for a in alphas]
     i = int(np.argmax(r))
     return float(r[i]), int(alphas[i])
+
+
+def theorem_b1_spend(noise_std, sensitivity, sample_rate, a, *, norm_noise_std=None,
+                     norm_sensitivity=None):
+    """ctCDP cost ``ρ̂ = Σ_t ρ_t`` of a model-based private gradient method stopped at step ``T``
+    ([L2P] Theorem B.1): the output ``θ_T`` is ``ρ̂``-ctCDP (with the budget's ``a``).
+
+    Each step ``t`` releases, from one uniformly random fixed-size batch at rate ``q``, the
+    clipped-gradient sum with Gaussian noise of std ``σ_t`` (``noise_std[t]``, ℓ2 sensitivity
+    ``Δ``) and, optionally, its squared norm with noise of std ``σ'`` (``norm_noise_std``,
+    sensitivity ``Δ_ns``).  Lemma A.5 makes the pair ``(Δ²/(2σ_t²) + Δ_ns²/(2σ'²))``-zCDP,
+    Lemma A.6 amplifies it to ``ρ_t = 13 q² (Δ²/(2σ_t²) + Δ_ns²/(2σ'²))`` (its conditions are
+    checked for each step), and Lemma A.4 composes: ``ρ̂ = Σ_{t≤T} ρ_t`` — the proof's
+    ``ρ_t = 13q²(1/(2σ_t²) + 1/(2σ_g²))`` with ``σ`` in units of the sensitivity.  Theorem B.1
+    claims ``ρ̂ ≤ ρ_tot`` for the loop that stops once the next step would overspend.
+
+    ``noise_std``: ``(T,)`` positive stds of the steps taken (``T = 0`` gives 0).  Returns a float.
+    """
+    s = np.asarray(noise_std, dtype=float).reshape(-1)
+    if s.size == 0:
+        return 0.0
+    inner = np.asarray(gaussian_zcdp(sensitivity, s), dtype=float)
+    if norm_noise_std is not None:
+        if norm_sensitivity is None:
+            raise ValueError("norm_noise_std needs norm_sensitivity (the squared norm's sensitivity)")
+        inner = inner + float(gaussian_zcdp(norm_sensitivity, norm_noise_std))
+    return float(compose(subsample(inner, sample_rate, a)))

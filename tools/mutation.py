@@ -52,11 +52,13 @@ ROOT = Path(__file__).resolve().parents[1]
 #: files listed for it (with -x, in this order)
 _SHARED = ["tests/test_analysis_mutants.py", "tests/test_analysis_rows.py"]
 TARGETS = {
-    "analysis/delay.py": ["tests/test_analysis_delay.py", *_SHARED],
+    "analysis/delay.py": ["tests/test_analysis_delay.py", "tests/test_analysis_dp2_wave3.py", *_SHARED],
     "analysis/concentration.py": ["tests/test_analysis_concentration.py", *_SHARED],
-    "analysis/moments.py": ["tests/test_analysis_moments.py", *_SHARED],
+    "analysis/moments.py": ["tests/test_analysis_moments.py", "tests/test_analysis_pagan_l2p_wave3.py",
+                            *_SHARED],
     "analysis/bias.py": ["tests/test_analysis_bias.py", *_SHARED],
-    "analysis/tcdp.py": ["tests/test_analysis_tcdp_checks.py", "tests/test_tcdp.py", *_SHARED],
+    "analysis/tcdp.py": ["tests/test_analysis_tcdp_checks.py", "tests/test_tcdp.py",
+                         "tests/test_analysis_pagan_l2p_wave3.py", *_SHARED],
 }
 #: every file profiled for the per-test selection (each bounds module's own files and the shared ones)
 TESTS = list(dict.fromkeys(f for fs in TARGETS.values() for f in fs))
