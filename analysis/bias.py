@@ -42,6 +42,9 @@ for scalar input; ``ValueError`` naming the value outside the assumptions):
   pessimistic regimes ([DESIGN] §4.4.1, Eqs. 2–3).
 * :func:`max_dimension` — the thresholds ``d ≲ b²/(κ'σ²)`` and ``d ≲ b/(κ'σ²)``.
 * :func:`stp_fixed_point` — scale-then-privatize steady state of ``v`` ([DESIGN] §4.3.1, App. B).
+* :func:`stp_update_noise_coefficients`, :func:`stp_update_noise_variance` — the noise in Adam's
+  updates under scale-then-privatize, isotropic and, with DP-MF, the DP-SGD prefix-sum objective
+  ([DESIGN] §4.5, reconstructed).
 
 The ``dpsim verify`` checks of these bounds (family ``"[DESIGN] bias"``) are in
 :mod:`dpsim.analysis.checks.design`.
@@ -71,6 +74,8 @@ __all__ = [
     "negative_fraction",
     "max_dimension",
     "stp_fixed_point",
+    "stp_update_noise_coefficients",
+    "stp_update_noise_variance",
     "REGIMES",
     "METHODS",
 ]
@@ -81,6 +86,26 @@ METHODS = ("exact", "saddlepoint", "gamma", "gaussian")
 # weights below this fraction of the largest one are dropped from the exact computations: the
 # dropped part of Σ w_j is below 1e-16 · (1 + β)/(1 − β)·max w ≤ 1e-13, far below any tolerance.
 _W_RTOL = 1e-16
+
+# numerical settings of the quadratures and root searches below (accuracy knobs, not formulas):
+#: Imhof's integral is split at U = _IMHOF_SPLIT / sd(Q): adaptive quadrature below, QUADPACK's
+#: Fourier rule above, and only when log ρ(U) < _IMHOF_SPLIT (else the tail is below e^-40)
+_IMHOF_SPLIT = 40.0
+#: the integrand is 0 in double precision once log ρ(u) exceeds −log(smallest subnormal) ≈ 745
+_LOG_UNDERFLOW = 745.0
+#: QUADPACK options of the Fourier-weighted tail (QAWF's cycle limit)
+_QAWF = {"limlst": 200}
+#: root brackets: the saddlepoint's starting lower end below the mean (multiplied by _GROWTH until
+#: it brackets) and its upper end above the mean as a fraction of the pole 1/(2 max a_j); log λ's
+#: bracket in the inversion of the negative fraction (upper end raised by _GROWTH until it brackets)
+_SADDLE_LO = -1.0
+_SADDLE_HI = 1.0 - 1e-15
+_LOG_LAMBDA_BRACKET = (math.log(1e-8), 0.0)
+_GROWTH = 2.0
+#: Lugannani–Rice switches to its value at the mean when x is within _AT_MEAN standard deviations
+#: of the mean, or when w or v falls below _TINY (its 1/w − 1/v cancels there)
+_AT_MEAN = 1e-6
+_TINY = 1e-7
 
 
 # ------------------------------------------------------------------------------------------------
@@ -172,9 +197,8 @@ def ema_weight_sq_sum(beta2, t=None):
     b = _arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True)
     t = _t_arr(t)
     b, t = np.broadcast_arrays(b, t)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bt = np.where(np.isinf(t), 0.0, b ** np.where(np.isinf(t), 1.0, t))
-        out = (1.0 - b) / (1.0 + b) * (1.0 + bt) / (1.0 - bt)
+    bt = b ** t  # β^∞ = 0 for 0 ≤ β < 1: the t → ∞ limit
+    out = (1.0 - b) / (1.0 + b) * (1.0 + bt) / (1.0 - bt)
     return _out(out, b.shape)
 
 
@@ -332,8 +356,7 @@ def postprocessing_bias(noise_multiplier, clip, batch_size, *, beta2=None, t=Non
     needs = raw or strategy is not None
     if not needs:  # Φ, for every t and β2 (validated, broadcast)
         b2 = np.asarray(0.0) if beta2 is None else _arr("beta2", beta2, lo=0.0, hi=1.0, hi_open=True)
-        tt = np.asarray(1.0) if t is None else _t_arr(t)
-        phi, _, _ = np.broadcast_arrays(phi, b2, tt)
+        phi, _, _ = np.broadcast_arrays(phi, b2, _t_arr(t))
         return _out(phi, phi.shape)
     if beta2 is None:
         raise ValueError("beta2 is required for raw=True and for DP-MF strategies, got beta2=None")
@@ -362,9 +385,8 @@ def postprocessing_bias(noise_multiplier, clip, batch_size, *, beta2=None, t=Non
                 pairs[key] = float(np.dot(w, sv[: key[1]]))
             factor[idx] = pairs[key]
     out = phi * factor
-    if raw:
-        with np.errstate(invalid="ignore"):
-            out = out * np.where(np.isinf(tt), 1.0, 1.0 - b2 ** np.where(np.isinf(tt), 1.0, tt))
+    if raw:  # β2^∞ = 0 for 0 ≤ β2 < 1: the factor is 1 in the large-t limit
+        out = out * (1.0 - b2 ** tt)
     return _out(out, phi.shape)
 
 
@@ -414,8 +436,6 @@ def _imhof_cdf(a: np.ndarray, lam: float, x: float = 1.0) -> float:
     rule (QAWF) on ``[U, ∞)`` after writing ``sin θ = sin φ cos(xu/2) − cos φ sin(xu/2)``."""
     from scipy.integrate import quad
 
-    a = a[a > a.max() * _W_RTOL]
-    sd = math.sqrt(2.0 * float(a @ a) * (1.0 + 2.0 * lam))
 
     def parts(u):
         au = a * u
@@ -424,19 +444,17 @@ def _imhof_cdf(a: np.ndarray, lam: float, x: float = 1.0) -> float:
         logrho = 0.25 * float(np.sum(np.log1p(au2))) + 0.5 * lam * float(np.sum(au2 / (1.0 + au2)))
         return phi, logrho
 
-    def f(u):
-        if u == 0.0:
-            return 0.5 * (float(a.sum()) * (1.0 + lam) - x)
+    def f(u):  # QUADPACK's Gauss–Kronrod nodes are interior: f is never called at u = 0
         phi, logrho = parts(u)
-        if logrho > 745.0:
+        if logrho > _LOG_UNDERFLOW:
             return 0.0
         return math.sin(phi - 0.5 * x * u) * math.exp(-logrho) / u
 
-    U = 40.0 / sd
+    U = _IMHOF_SPLIT / math.sqrt(_cumulants(a, lam)[1])  # in units of Q's standard deviation
     head, _ = quad(f, 0.0, U, limit=2000, epsabs=1e-13, epsrel=1e-10)
     _, lr = parts(U)
     tail = 0.0
-    if lr < 40.0:  # the tail can matter (few terms): Fourier-weighted quadrature
+    if lr < _IMHOF_SPLIT:  # the tail can matter (few terms): Fourier-weighted quadrature
         def fs(u):
             phi, logrho = parts(u)
             return math.sin(phi) * math.exp(-logrho) / u
@@ -445,8 +463,8 @@ def _imhof_cdf(a: np.ndarray, lam: float, x: float = 1.0) -> float:
             phi, logrho = parts(u)
             return math.cos(phi) * math.exp(-logrho) / u
 
-        t1, _ = quad(fs, U, np.inf, weight="cos", wvar=0.5 * x, limlst=200)
-        t2, _ = quad(fc, U, np.inf, weight="sin", wvar=0.5 * x, limlst=200)
+        t1, _ = quad(fs, U, np.inf, weight="cos", wvar=0.5 * x, **_QAWF)
+        t2, _ = quad(fc, U, np.inf, weight="sin", wvar=0.5 * x, **_QAWF)
         tail = t1 - t2
     p_gt = 0.5 + (head + tail) / math.pi
     return min(1.0, max(0.0, 1.0 - p_gt))
@@ -465,7 +483,6 @@ def _saddlepoint_cdf(a: np.ndarray, lam: float, x: float = 1.0) -> float:
     from scipy.optimize import brentq
     from scipy.stats import norm
 
-    a = a[a > a.max() * _W_RTOL]
     k1, k2, k3 = _cumulants(a, lam)
 
     def K(s):
@@ -480,21 +497,22 @@ def _saddlepoint_cdf(a: np.ndarray, lam: float, x: float = 1.0) -> float:
         r = 1.0 - 2.0 * a * s
         return float(np.sum(2.0 * a * a / (r * r) + 4.0 * lam * a * a / r ** 3))
 
-    if abs(x - k1) < 1e-6 * math.sqrt(k2):  # at the mean: the removable singularity
-        return 0.5 + k3 / (6.0 * math.sqrt(2.0 * math.pi) * k2 ** 1.5)
+    at_mean = 0.5 + k3 / (6.0 * math.sqrt(2.0 * math.pi) * k2 ** 1.5)  # the removable singularity
+    if abs(x - k1) < _AT_MEAN * math.sqrt(k2):
+        return at_mean
     smax = 0.5 / float(a.max())
     if x > k1:
-        lo, hi = 0.0, smax * (1.0 - 1e-15)
+        lo, hi = 0.0, smax * _SADDLE_HI
     else:
-        lo, hi = -1.0, 0.0
+        lo, hi = _SADDLE_LO, 0.0
         while K1(lo) > x:
-            lo *= 2.0
+            lo *= _GROWTH
     s = brentq(lambda s: K1(s) - x, lo, hi, xtol=1e-300, rtol=1e-15, maxiter=500)
     w2 = 2.0 * (s * x - K(s))
     w = math.copysign(math.sqrt(max(w2, 0.0)), s)
     v = s * math.sqrt(K2(s))
-    if abs(w) < 1e-7 or abs(v) < 1e-7:
-        return 0.5 + k3 / (6.0 * math.sqrt(2.0 * math.pi) * k2 ** 1.5)
+    if abs(w) < _TINY or abs(v) < _TINY:
+        return at_mean
     p = float(norm.cdf(w) + norm.pdf(w) * (1.0 / w - 1.0 / v))
     return min(1.0, max(0.0, p))
 
@@ -570,8 +588,7 @@ def negative_probability(g, phi, beta2, *, t=None, method="exact"):
     tt = _t_arr(t)
     g, p, b, tt = np.broadcast_arrays(g, p, b, tt)
     out = np.empty(g.shape)
-    with np.errstate(divide="ignore"):
-        lam = np.where(p > 0, g * g / np.where(p > 0, p, 1.0), np.inf)
+    lam = np.divide(g * g, p, out=np.full(g.shape, np.inf), where=p > 0)
     for idx in np.ndindex(g.shape):
         out[idx] = _neg_prob_scalar(float(lam[idx]), float(b[idx]), float(tt[idx]), method)
     return _out(out, g.shape)
@@ -580,11 +597,9 @@ def negative_probability(g, phi, beta2, *, t=None, method="exact"):
 def _regime_lambda(d, batch_size, noise_multiplier, regime):
     """``λ = g_j²/Φ``: optimistic ``g_j² = C²/d`` → ``b²/(σ²d)``; pessimistic ``g_j² = C²/(bd)``
     → ``b/(σ²d)`` (``C`` cancels)."""
-    with np.errstate(divide="ignore"):
-        s2 = noise_multiplier * noise_multiplier
-        if regime == "optimistic":
-            return np.where(s2 > 0, batch_size ** 2 / np.where(s2 > 0, s2, 1.0) / d, np.inf)
-        return np.where(s2 > 0, batch_size / np.where(s2 > 0, s2, 1.0) / d, np.inf)
+    num = batch_size * batch_size if regime == "optimistic" else batch_size
+    with np.errstate(divide="ignore"):  # σ = 0: λ = b^k/0 = inf (num ≥ 1)
+        return num / (noise_multiplier * noise_multiplier * d)
 
 
 def negative_fraction(d, batch_size, noise_multiplier, beta2, *, clip=1.0, regime="optimistic", t=None,
@@ -689,11 +704,11 @@ def _lambda_for_fraction(p: float, beta: float, t: float, method: str) -> float:
     from scipy.optimize import brentq
 
     f = lambda loglam: _neg_prob_scalar(math.exp(loglam), beta, t, method) - p  # noqa: E731
-    lo, hi = math.log(1e-8), math.log(1.0)
+    lo, hi = _LOG_LAMBDA_BRACKET
     if f(lo) < 0:
         raise ValueError(f"fraction={p} is above the d → ∞ limit {p + f(lo):.4g} of the negative fraction")
     while f(hi) > 0:
-        hi += 2.0
+        hi += _GROWTH
     return math.exp(brentq(f, lo, hi, xtol=1e-12, rtol=1e-10))
 
 
@@ -749,3 +764,60 @@ def stp_fixed_point(second_moment, noise_multiplier, clip, batch_size, *, eps_sc
         return _out(hi, m.shape)
     lo = (m + phi * e * e) / (1.0 - phi)
     return _out(lo, m.shape), _out(hi, m.shape)
+
+
+# ------------------------------------------------------------------------------------------------
+# scale-then-privatize and correlated noise ([DESIGN] §4.5)
+# ------------------------------------------------------------------------------------------------
+def stp_update_noise_coefficients(beta2, phi, steps):
+    """Per-step multiplier ``c_t`` of the isotropic release noise in Adam's update under
+    scale-then-privatize, ``t = 1..steps`` — the same in every coordinate.
+
+    Source: [DESIGN] §4.5 (the formulas were lost in extraction; **reconstructed** from its text:
+    under scale-then-privatize the noise "added to each update" is roughly isotropic, its
+    per-coordinate coefficient "approaches" a constant as ``t`` grows, so a DP-MF strategy can be
+    chosen offline as for DP-SGD).
+
+    Derivation (Adam with ``β1 = 0`` and bias correction, one coordinate, clipping inactive, the
+    stability constants negligible).  The release is ``g̃_t = ḡ_t + √Φ u_t (√v_{t−1} + ε_s)``
+    with unit noise ``u_t`` (i.i.d. ``N(0, 1)`` or DP-MF's ``sens(M)(M⁻¹Z)_t``), so the noise part
+    of the update ``−η g̃_t/√v̂_t`` is ``−η√Φ u_t r_t`` with
+    ``r_t = √v_{t−1}/√v̂_t = √((1 − β2^t) v_{t−1}/v_t)``.  Since ``v_t = β2 v_{t−1} + (1−β2) g̃_t²``,
+    ``r_t ≤ √((1 − β2^t)/β2)`` whatever the data, and ``v_{t−1}/v_t`` moves by ``O(1 − β2)`` per
+    step.  Replacing ``v`` by its mean ``E v_t = v*(1 − ρ^t)``, ``ρ = β2 + (1 − β2)Φ`` (the
+    recursion of :func:`stp_fixed_point` with ``ε_s = 0``, from ``v_0 = 0``) gives
+
+        c_t² = (1 − β2^t)(1 − ρ^{t−1})/(1 − ρ^t),
+
+    which depends neither on the coordinate nor on its gradient scale and tends to 1.  (DP-Adam
+    via post-processing has the coefficient ``1/√v̂_t ≈ 1/√(m_j + Φ)`` instead: it differs across
+    coordinates by their second moments ``m_j``.)  Assumptions: ``0 < β2 < 1``, ``0 ≤ Φ < 1``
+    (a steady state exists), ``steps ≥ 1`` integer.  Returns an array of shape ``(steps,)``.
+    """
+    b = float(_arr("beta2", beta2, lo=0.0, lo_open=True, hi=1.0, hi_open=True))
+    p = float(_arr("phi", phi, nonneg=True, hi=1.0, hi_open=True))
+    T = int(_arr("steps", steps, positive=True, integer=True))
+    t = np.arange(1, T + 1, dtype=float)
+    rho = b + (1.0 - b) * p
+    return np.sqrt((1.0 - b ** t) * (1.0 - rho ** (t - 1.0)) / (1.0 - rho ** t))
+
+
+def stp_update_noise_variance(beta2, phi, strategy, steps, *, start=0):
+    """Variance, in units of ``η²Φ``, of the privacy noise in ``θ_T − θ_start`` (the sum of Adam's
+    updates ``start+1..T``) under scale-then-privatize with DP-MF noise ``strategy``:
+
+        sens(M)² ‖wᵀ M⁻¹‖²,    w_t = c_t for start < t ≤ T, 0 otherwise,
+
+    with ``c_t`` of :func:`stp_update_noise_coefficients` (:func:`mf_weighted_variance`).  The same
+    value in every coordinate: for ``c ≡ 1`` it is the objective DP-MF minimizes for DP-SGD's
+    prefix sums ([DESIGN] §4.5, reconstructed), which is why scale-then-privatize lets the
+    strategy be chosen offline.  ``strategy``: a name of :mod:`dpsim.privacy.mf` (built for
+    horizon ``steps``) or a ``T×T`` lower-triangular matrix; ``0 ≤ start < steps``.
+    """
+    T = int(_arr("steps", steps, positive=True, integer=True))
+    s = int(_arr("start", start, nonneg=True, integer=True))
+    if s >= T:
+        raise ValueError(f"start must be below steps, got start={start!r}, steps={steps!r}")
+    w = np.asarray(stp_update_noise_coefficients(beta2, phi, T), dtype=float).copy()
+    w[:s] = 0.0
+    return mf_weighted_variance(w, strategy, steps=T)

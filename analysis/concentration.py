@@ -47,7 +47,9 @@ What the paper prints and what this module does about it (every item is also a r
   ``ḡ_τ`` on ``z_k``; what the argument does prove (Azuma–Bernstein with conditional MGF bounds
   that hold for any ``|ḡ_k| ≤ C`` measurable w.r.t. the past) is the bound on
   ``|v̂^p − v̂^c − Φ| = |v̂^corr − v̂^c|`` along the realized trajectory, which equals
-  ``|v̂^p − E v̂^p|`` for a fixed sequence.  The docstring of :func:`prop4_bound` says so.
+  ``|v̂^p − E v̂^p|`` for a fixed sequence.  The docstring of :func:`prop4_bound` says so; a verify
+  row runs a trajectory that forks on early noise (``|ḡ| = C`` on one branch, ``κC`` on the
+  other), where the corrected reading holds and the printed one fails at every quantile.
 * **Lemma 3 (App. F).**  The proof applies Lemma 1 to ``β2^j(C + z_j)²`` and ignores its linear
   part ``2Cz_j`` (variance ``4C²Φ``), and the sum of ``ν_j²`` is mis-summed (``2β2²Φ√((β2^t−1)/
   (β2²−1))`` instead of ``2β2Φ√((1−β2^{2t})/(1−β2²))``).  The printed lemma fails by simulation for
@@ -58,6 +60,13 @@ What the paper prints and what this module does about it (every item is also a r
 * **Lemma 1.**  The text says the MGF bound holds "for any ``ν ≥ √2 a``" from a Taylor expansion;
   at ``ν = √2 a`` it fails for every ``λ > 0``.  The chosen ``(ν, b) = (2a, 4a)`` is right
   (:func:`lemma1_symbolic` proves it).
+* **Props. 6–7 (App. F).**  The DP-AdamBC forms take the logarithm of a negative number
+  (:func:`prop6_log_argument`, :func:`prop7_log_argument`); :func:`prop6_bound` and
+  :func:`prop7_bound` evaluate them as printed and return ``nan``.  Prop. 6's DP-Adam form puts
+  Corollary 1's ``δ`` (a bound on ``v^p``, a squared scale) where Défossez et al.'s Theorem 2 has
+  a bound on the gradient; under ``F → sF`` its first term scales as ``s³`` and ``E‖∇F‖²`` as
+  ``s²``, and a verify row exhibits an instance where the printed bound is below ``E‖∇F‖²``.
+  Prop. 7's bracket lacks Prop. 6's ``1/T``.
 * **Eq. 3.**  ``≈ 0.645`` is ``Φ = 2.4e-8`` rounded; the exact ``Φ = 2.441e-8`` of ``B = 256,
   C = 0.1, σ = 0.4`` gives 0.640.  §3 says DP-SGDM "follows Eq. 3, converging to ≈ 6.4" with
   ``η = 0.001``; that needs ``η = 0.01`` (App. D's value): with 0.001 Eq. 3 gives 0.640.
@@ -85,7 +94,8 @@ __all__ = [
     "lemma3_parameters", "lemma3_bound", "corollary1_bound",
     "prop2_limit", "dp_adam_limit", "prop2_moment_variances", "prop2_error_bound",
     "sample_mean_moments", "TABLE3", "TABLE4", "EQ3_NUMBERS",
-    "prop6_log_argument", "prop6_bound", "prop7_bound",
+    "prop6_log_argument", "prop7_log_argument", "prop6_bound", "prop7_bound",
+    "adam_travel_bound",
 ]
 
 
@@ -632,7 +642,7 @@ def sample_mean_moments(values, batch_size):
 
 
 # ------------------------------------------------------------------------------------------------
-# Proposition 6 (App. F): convergence without momentum, as printed
+# Propositions 6 and 7 (App. F): convergence of DP-Adam / DP-AdamBC, as printed
 
 
 def prop6_log_argument(clip, phi, beta2):
@@ -651,10 +661,55 @@ def prop6_log_argument(clip, phi, beta2):
     return _out(1.0 - (C * C + ph) / ((1.0 - b2) * ph))
 
 
+def prop7_log_argument(delta, phi, beta2):
+    """Argument of the logarithm in the printed DP-AdamBC bound of Prop. 7 ([ADAMBC] App. F):
+
+        1 − δ²/(Φ (1 − β2)).
+
+    The same bound writes ``√(δ² − Φ)``, which is real only for ``δ² ≥ Φ``; then
+    ``δ²/(Φ(1 − β2)) ≥ 1/(1 − β2) > 1`` and the argument is negative: wherever the rest of the
+    bound is defined, its logarithm is not.  Assumptions: ``δ ≥ 0``, ``Φ > 0``, ``0 < β2 < 1``.
+    Vectorized."""
+    dl = real("delta", delta, nonneg=True)
+    ph = real("phi", phi, positive=True)
+    b2 = _beta("beta2", beta2, lo_open=True)
+    dl, ph, b2 = np.broadcast_arrays(dl, ph, b2)
+    return _out(1.0 - dl * dl / (ph * (1.0 - b2)))
+
+
+def _log_bracket(argument, T, beta2):
+    """``ln(argument)/T − ln β2``: the bracket of Prop. 6 (``T`` the horizon); Prop. 7's bracket
+    ``ln(argument) − T ln β2`` is ``T`` times it.  A negative argument gives ``nan`` (the
+    logarithm is undefined there), computed rather than assumed."""
+    with np.errstate(invalid="ignore"):
+        return float(np.log(argument)) / T - math.log(beta2)
+
+
+def adam_travel_bound(lr, beta2, T):
+    """Largest distance one coordinate of Adam without momentum can move in ``T`` steps, whatever
+    the gradients: ``Σ_{t=1}^T lr √((1 − β2^t)/(1 − β2))``.
+
+    Derivation: with ``β1 = 0`` the step is ``lr g_t/(√v̂_t + ε)``, ``ε ≥ 0``, and
+    ``v̂_t = ((1−β2)/(1−β2^t)) Σ_τ β2^{t−τ} g_τ² ≥ ((1−β2)/(1−β2^t)) g_t²``, so one step moves at most
+    ``lr √((1−β2^t)/(1−β2))`` (equality when the earlier gradients are 0).  The same holds for
+    App. F's update ``η_t g_t/√(v_t^p + ε)`` with ``η = lr√β2``: ``v^p_t ≥ β2 g_t²`` and
+    ``η_t = η √((1−β2^t)/(1−β2))``.  Used to build instances on which ``‖∇F(θ_t)‖`` is known at
+    every step (:mod:`dpsim.analysis.checks.adambc`).  Assumptions: ``lr ≥ 0``, ``0 ≤ β2 < 1``,
+    ``T ≥ 1`` integer.  Vectorized over ``lr`` and ``beta2``.
+    """
+    eta = real("lr", lr, lo=0.0)
+    b2 = _beta("beta2", beta2)
+    TT = int(real("T", T, lo=1, integer=True))
+    t = np.arange(1, TT + 1, dtype=float)
+    eta, b2 = np.broadcast_arrays(eta, b2)
+    out = eta * np.sum(np.sqrt((1.0 - b2[..., None] ** t) / (1.0 - b2[..., None])), axis=-1)
+    return _out(out)
+
+
 def prop6_bound(T, lr, d, L, clip, phi, beta2, eps, f_gap, alpha, *, variant="dp_adam",
-                delta_variant="corrected"):
+                delta_variant="corrected", terms=False):
     """Right-hand side of [ADAMBC] Prop. 6 (App. F; β1 = 0, ``η_t = η√((1−β2^t)/(1−β2))``),
-    as printed, for a bound ``E‖∇F(θ_t)‖²`` holding with probability ``≥ 1 − α``:
+    as printed, for a bound on ``E‖∇F(θ_t)‖²``:
 
     ``variant="dp_adam"``::
 
@@ -667,11 +722,21 @@ def prop6_bound(T, lr, d, L, clip, phi, beta2, eps, f_gap, alpha, *, variant="dp
                               · ((1/T) ln(1 − (C²+Φ)/((1−β2)Φ)) − ln β2)
 
     with ``δ`` of Corollary 1 (:func:`corollary1_bound` at level α, horizon T; ``delta_variant``
-    picks its constants).  The DP-AdamBC form takes the logarithm of
-    :func:`prop6_log_argument`, which is always negative: it returns ``nan``.  Assumptions
-    (Assumptions 2–4 of App. F): ``F ≥ F*`` (``f_gap = F(θ_0) − F* ≥ 0``), ``‖∇f_t‖ ≤ C`` (no
-    clipping), ``∇F`` L-Lipschitz; ``T ≥ 1``, ``η, ε > 0``, ``0 < β2 < 1``, ``0 < α < 1``.
-    Scalars.
+    picks its constants).  Both forms are evaluated as printed; the DP-AdamBC one takes the
+    logarithm of :func:`prop6_log_argument`, which is negative for every input, so it comes out
+    ``nan``.  ``terms=True`` returns ``(first, coefficient, bracket)`` with
+    ``bound = first + coefficient · bracket``.
+
+    Units.  ``δ`` bounds ``v^p_t = Σ_j β2^j g̃²`` (a squared gradient over ``1−β2``), while the
+    first term of Défossez et al.'s Theorem 2, which the proof adapts, has ``R``, a bound on the
+    gradient itself.  Under ``F → sF`` (``C, √Φ, L`` scaled by ``s``, ``ε`` by ``s²``; Adam's
+    trajectory unchanged) the first term scales as ``s³`` and everything else, and
+    ``E‖∇F‖²``, as ``s²``: for small ``s`` the printed DP-Adam bound falls below
+    ``E‖∇F‖²`` on instances where ``‖∇F(θ_t)‖ = C`` at every step (a row of ``dpsim verify``).
+
+    Assumptions (Assumptions 2–4 of App. F): ``F ≥ F*`` (``f_gap = F(θ_0) − F* ≥ 0``),
+    ``‖∇f_t‖ ≤ C`` (no clipping), ``∇F`` L-Lipschitz; ``T ≥ 1``, ``η, ε > 0``, ``0 < β2 < 1``,
+    ``0 < α < 1``.  Scalars.
     """
     if variant not in ("dp_adam", "dp_adambc"):
         raise ValueError(f"variant must be 'dp_adam' or 'dp_adambc', got variant={variant!r}")
@@ -685,13 +750,20 @@ def prop6_bound(T, lr, d, L, clip, phi, beta2, eps, f_gap, alpha, *, variant="dp
     delta = float(corollary1_bound(alpha, T, C, ph, b2, variant=delta_variant))
     if variant == "dp_adam":
         first = 2.0 * delta * gap / (lr * T)
-        coef = 4.0 * d * (C * C + ph) / math.sqrt(1.0 - b2) + lr * d * L * math.sqrt(C * C + ph) / (1.0 - b2)
-        return first + coef * (math.log1p((C * C + ph) / ((1.0 - b2) * e)) / T - math.log(b2))
-    # ln(prop6_log_argument(C, Φ, β2)) with a negative argument for every input: undefined
-    return float("nan")
+        g = math.sqrt(C * C + ph)
+        coef = 4.0 * d * g * g / math.sqrt(1.0 - b2) + lr * d * L * g / (1.0 - b2)
+        bracket = _log_bracket(1.0 + g * g / ((1.0 - b2) * e), T, b2)
+    else:
+        with np.errstate(invalid="ignore"):
+            first = 2.0 * float(np.sqrt(delta * delta - ph)) * gap / (lr * T)
+        coef = 4.0 * d * C * C / math.sqrt(1.0 - b2) + lr * d * L * C / (1.0 - b2)
+        bracket = _log_bracket(float(prop6_log_argument(C, ph, b2)), T, b2)
+    if terms:
+        return first, coef, bracket
+    return first + coef * bracket
 
 
-def prop7_bound(T, lr, d, L, beta1, beta2, eps, phi, f_gap, delta, *, variant="dp_adam"):
+def prop7_bound(T, lr, d, L, beta1, beta2, eps, phi, f_gap, delta, *, variant="dp_adam", terms=False):
     """Right-hand side of [ADAMBC] Prop. 7 (App. F; Adam with momentum ``β1``,
     ``η_t = η(1−β1)√((1−β2^t)/(1−β2))``), as printed, with ``T̃ = T − β1/(1−β1)``, ``K = 1 − β1/β2``:
 
@@ -700,19 +772,21 @@ def prop7_bound(T, lr, d, L, beta1, beta2, eps, phi, f_gap, delta, *, variant="d
         2δ(F_0 − F*)/(η T̃) + E · (ln(1 + δ²/(ε(1−β2))) − T ln β2),
         E = ηdL(1−β1)δ/(K(1−β2)) + 2η²dL²β1/(K(1−β2)^{3/2}) + 12dδ²√(1−β1)/(K^{3/2}√(1−β2))
 
-    ``variant="dp_adambc"``: ``δ`` → ``√(δ² − Φ)`` in the first and in E's first term, ``δ²`` →
-    ``δ² − Φ`` in E's last, and the log term ``ln(1 − δ²/(Φ(1−β2)))`` — whose argument is negative
-    whenever ``δ² ≥ Φ`` (which ``√(δ² − Φ)`` needs): ``δ²/(Φ(1−β2)) ≥ 1/(1−β2) > 1``; returns ``nan``
-    (the same defect as :func:`prop6_bound`).
+    ``variant="dp_adambc"``: ``δ`` → ``√(δ² − Φ)`` in the first term and in E's first, ``δ²`` →
+    ``δ² − Φ`` in E's last, and the log term ``ln(1 − δ²/(Φ(1−β2)))``
+    (:func:`prop7_log_argument`), whose argument is negative whenever ``δ² ≥ Φ`` (which
+    ``√(δ² − Φ)`` needs): evaluated as printed it is ``nan`` (the same defect as
+    :func:`prop6_bound`).  ``terms=True`` returns ``(first, E, bracket)`` with
+    ``bound = first + E · bracket``.
 
     ``δ``: the bound on the preconditioner of the statement's last display (Corollary 1's, with
     ``ν* = 2β2²Φ√((β2^t−1)/(β2²−1))``, ``b* = 4β2Φ`` for momentum) — passed in, since the printed
-    case split is on ``δ`` itself and ``μ*`` is not defined in Prop. 7.  Two features of the
-    printed bound that a verify row reports: the log bracket is not divided by ``T`` (Prop. 6 has
-    ``(1/T) ln(·) − ln β2``), so the bound grows linearly in ``T``; and at ``β1 = 0`` with
-    ``δ² = C² + Φ`` it does not reduce to Prop. 6 (``12`` instead of ``4`` in the last term of
-    ``E``, and the factor ``T``).  Requires ``T > β1/(1−β1)``, ``0 ≤ β1 < β2 < 1``, ``η, ε, Φ > 0``,
-    ``f_gap ≥ 0``, ``δ > 0``.  Scalars.
+    case split is on ``δ`` itself and ``μ*`` is not defined in Prop. 7.  A feature of the printed
+    bound that a verify row reports: the log bracket is not divided by ``T`` (Prop. 6 has
+    ``(1/T) ln(·) − ln β2``), so the bound grows linearly in ``T`` and at ``β1 = 0`` with
+    ``δ² = C² + Φ`` it does not reduce to Prop. 6 (also ``12`` instead of ``4`` in the last term
+    of ``E``, a looser constant).  Requires ``T > β1/(1−β1)``, ``0 ≤ β1 < β2 < 1``,
+    ``η, ε, Φ > 0``, ``f_gap ≥ 0``, ``δ > 0``.  Scalars.
     """
     if variant not in ("dp_adam", "dp_adambc"):
         raise ValueError(f"variant must be 'dp_adam' or 'dp_adambc', got variant={variant!r}")
@@ -730,9 +804,17 @@ def prop7_bound(T, lr, d, L, beta1, beta2, eps, phi, f_gap, delta, *, variant="d
     if Tt <= 0:
         raise ValueError(f"Prop. 7 needs T > beta1/(1-beta1), got T={T}, beta1={beta1!r}")
     K = 1.0 - b1 / b2
-    if variant == "dp_adambc":
-        return float("nan")  # ln(1 − δ²/(Φ(1−β2))) with δ² ≥ Φ: the argument is negative
-    E = (lr * d * L * (1.0 - b1) * dl / (K * (1.0 - b2))
+    if variant == "dp_adam":
+        r, r2, arg = dl, dl * dl, 1.0 + dl * dl / (e * (1.0 - b2))
+    else:
+        with np.errstate(invalid="ignore"):
+            r = float(np.sqrt(dl * dl - ph))
+        r2, arg = dl * dl - ph, float(prop7_log_argument(dl, ph, b2))
+    E = (lr * d * L * (1.0 - b1) * r / (K * (1.0 - b2))
          + 2.0 * lr * lr * d * L * L * b1 / (K * (1.0 - b2) ** 1.5)
-         + 12.0 * d * dl * dl * math.sqrt(1.0 - b1) / (K ** 1.5 * math.sqrt(1.0 - b2)))
-    return 2.0 * dl * gap / (lr * Tt) + E * (math.log1p(dl * dl / (e * (1.0 - b2))) - T * math.log(b2))
+         + 12.0 * d * r2 * math.sqrt(1.0 - b1) / (K ** 1.5 * math.sqrt(1.0 - b2)))
+    first = 2.0 * r * gap / (lr * Tt)
+    bracket = T * _log_bracket(arg, T, b2)  # ln(arg) − T ln β2
+    if terms:
+        return first, E, bracket
+    return first + E * bracket

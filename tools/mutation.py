@@ -53,10 +53,12 @@ ROOT = Path(__file__).resolve().parents[1]
 _SHARED = ["tests/test_analysis_mutants.py", "tests/test_analysis_rows.py"]
 TARGETS = {
     "analysis/delay.py": ["tests/test_analysis_delay.py", "tests/test_analysis_dp2_wave3.py", *_SHARED],
-    "analysis/concentration.py": ["tests/test_analysis_concentration.py", *_SHARED],
+    "analysis/concentration.py": ["tests/test_analysis_concentration.py",
+                                  "tests/test_analysis_adambc_design_wave3.py", *_SHARED],
     "analysis/moments.py": ["tests/test_analysis_moments.py", "tests/test_analysis_pagan_l2p_wave3.py",
                             *_SHARED],
-    "analysis/bias.py": ["tests/test_analysis_bias.py", *_SHARED],
+    "analysis/bias.py": ["tests/test_analysis_bias.py", "tests/test_analysis_adambc_design_wave3.py",
+                         *_SHARED],
     "analysis/tcdp.py": ["tests/test_analysis_tcdp_checks.py", "tests/test_tcdp.py",
                          "tests/test_analysis_pagan_l2p_wave3.py", *_SHARED],
 }

@@ -20,6 +20,7 @@ from dpsim.analysis.concentration import (
     TABLE3,
     TABLE3_DISAGREE,
     TABLE4,
+    adam_travel_bound,
     corollary1_bound,
     dp_adam_limit,
     dp_bias,
@@ -36,6 +37,7 @@ from dpsim.analysis.concentration import (
     prop6_bound,
     prop6_log_argument,
     prop7_bound,
+    prop7_log_argument,
     sample_mean_moments,
     second_moment_bias,
     sgdm_equivalence_symbolic,
@@ -164,16 +166,18 @@ def _quantile_row(name, source, dev_abs, alpha, bound, detail="", gauss_ratio=No
                         stronger=stronger, ci=ci, relation=_fix(relation),
                         detail=detail + f" n={np.size(dev_abs)}; ratio ξ/quantile={bound / q:.3g}.",
                         why_loose=(
-                            "the sub-exponential branch of Bernstein's inequality is loose by a "
-                            "factor of about 3 at these small t; the sub-Gaussian rows are the "
-                            "tight ones." if gauss_ratio is None else
+                            "the sub-exponential branch of Bernstein's inequality is loose at "
+                            f"these small t (ratio {bound / q:.3g} here); the sub-Gaussian rows "
+                            "are the tight ones." if gauss_ratio is None else
                             f"even in the Gaussian limit the bound is r_G = {gauss_ratio:.3g} times "
                             "the quantile: its variance proxy 2(Φ + |ḡ|√Φ)·√(Σw²) is √2 times the "
                             "standard deviation √(2Φ² + 4ḡ²Φ)·√(Σw²) when ḡ²≪Φ, and √(2 ln(2/α)) "
-                            "exceeds the normal quantile, so r_G ≥ 1.4 for every ḡ = 0 instance "
-                            "(1.96 at α = 0.05, still 1.62 at α = 1e-4); only ḡ = C with C² ≫ Φ "
-                            "(the Prop. 4 paper-setting row) brings r_G down to about 1.4 at "
-                            "α = 0.05, and below 2 the row is a pass."))
+                            "exceeds the normal quantile, so r_G ≥ √2 for every ḡ = 0 instance "
+                            f"({_gauss_ratio(0.05, 1.0, 0.0):.3g} at α = 0.05, still "
+                            f"{_gauss_ratio(1e-4, 1.0, 0.0):.3g} at α = 1e-4); only ∣ḡ∣ = C with "
+                            "C² ≫ Φ brings r_G down (towards "
+                            f"{_gauss_ratio(0.05, 1.0, 1e6):.3g} at α = 0.05), and below 2 the "
+                            "row is a pass."))
 
 
 def _in_subgaussian_branch(alpha, params):
@@ -191,7 +195,7 @@ def _check_phi_eq3(scale, seed):
     phi = dp_bias(0.4, 0.1, 256)
     rows.append(_printed("adambc_phi_eq3", "Eq. 2 / Table 2", PHI_PRINTED, phi,
                          f"Φ(σ=0.4, C=0.1, B=256) = {phi:.6g} rounds to the printed {PHI_PRINTED}",
-                         "Φ = (σC/B)²; Table 2 and Fig. 1 print Φ ≈ 2.441e-8."))
+                         f"Φ = (σC/B)²; Table 2 and Fig. 1 print Φ ≈ {PHI_PRINTED}."))
     for label, lr, beta, ph, printed, src in EQ3_NUMBERS:
         ph = dp_bias(*ph) if isinstance(ph, tuple) else ph
         val = sgdm_equivalent_lr(lr, beta, np.inf, ph)
@@ -202,12 +206,14 @@ def _check_phi_eq3(scale, seed):
     text_printed, text_lr, text_beta, text_phi = EQ3_TEXT
     exact = sgdm_equivalent_lr(text_lr, text_beta, np.inf, dp_bias(*text_phi))
     rows.append(_printed("adambc_phi_eq3", "§3 (Fig. 2 middle text)", text_printed, exact,
-                         "Eq. 3 asymptote with the stated η = 0.001 vs the printed ≈ 6.4",
+                         f"Eq. 3 asymptote with the stated η = {text_lr} vs the printed ≈ {text_printed}",
                          expect="disagree", detail=
-                         "§3 says DP-SGDM with η = 0.001 'follows Eq. 3, converging to ≈ 6.4'; Eq. 3 "
-                         f"gives {exact:.4g} for η = 0.001 (and 6.4 for η = 0.01, App. D's value). The "
-                         "code follows Eq. 3. Also: '≈ 0.645' uses Φ rounded to 2.4e-8; the exact Φ "
-                         f"of B=256, C=0.1, σ=0.4 gives {exact:.4g}."))
+                         f"§3 says DP-SGDM with η = {text_lr} 'follows Eq. 3, converging to ≈ "
+                         f"{text_printed}'; Eq. 3 gives {exact:.4g} for η = {text_lr} (and "
+                         f"{sgdm_equivalent_lr(EQ3_NUMBERS[2][1], text_beta, np.inf, dp_bias(*text_phi)):.4g} "
+                         f"for η = {EQ3_NUMBERS[2][1]:g}, App. D's value). The code follows Eq. 3. Also: "
+                         f"'≈ {EQ3_NUMBERS[0][4]}' uses Φ rounded to {EQ3_NUMBERS[0][3]:g}; the exact "
+                         f"Φ = {dp_bias(*text_phi):.4g} of (σ, C, B) = {text_phi} gives {exact:.4g}."))
     sym = sgdm_equivalence_symbolic(5)
     rows.append(_b.predicate(
         "adambc_phi_eq3", f"{_SRC} Eq. 3 (sympy)", FAMILY, 0.0,
@@ -296,7 +302,8 @@ def _check_table3(scale, seed):
                        f"range (δ > ν²/b); the correct inversion gives {val:.4g}")
         elif f"{sg / 10:.3e}" == f"{printed:.3e}":
             why.append(f"the printed value is 1/10 of the sub-Gaussian formula ({sg:.4g}, a typo: "
-                       f"the row is 100× the C=0.1 row) and that formula is also outside its "
+                       f"the row is {TABLE3[(1.0, a, 100)] / TABLE3[(0.1, a, 100)]:.0f}× the C=0.1 row) and "
+                       f"that formula is also outside its "
                        f"range; the correct inversion gives {val:.4g}")
         else:
             why.append(f"unexplained (formula {val:.4g}, sub-Gaussian {sg:.4g})")
@@ -318,8 +325,8 @@ def _check_table3(scale, seed):
                           relation=f"the printed {PROP3_TEXT_XI} is the statement's ξ, not the proof's",
                           detail=
                      "The statement of Prop. 3 has ν = 4Φ√(…); its proof derives ν* = 2Φ√(…) from "
-                     "Lemma 1, which is correct. Table 3 and the §4 text (5.933e-09 at α=0.05, "
-                     f"t=10000) use the statement; the proof's ν gives {p:.4g}. The code defaults "
+                     f"Lemma 1, which is correct. Table 3 and the §4 text ({PROP3_TEXT_XI} at "
+                     f"α=0.05, t=10000) use the statement; the proof's ν gives {p:.4g}. The code defaults "
                      "to nu='proof' and reproduces the table with nu='statement'."))
     return rows
 
@@ -342,14 +349,15 @@ def _check_table4(scale, seed):
     lhs = 2 * u * u * mu * mu / (1 - 2 * u) - u - 0.5 * math.log(1 - 2 * u)
     rhs = 2 * u * u * (1 + mu) ** 2
     rows.append(_disagree("adambc_table4", "App. C Prop. 4 proof", rhs, lhs, lhs > rhs,
-                          relation="log-MGF of one term at λa = 0.2 vs λ²ν_k²/2 (must be ≤)",
+                          relation=f"log-MGF of one term at λa = {u} vs λ²ν_k²/2 (must be ≤)",
                           detail=
-                     "With μ = C/√Φ = B/σ = 640 (Table 4's C = 0.1 rows) the exact non-central χ² "
+                     f"With μ = C/√Φ = B/σ = {mu:.0f} (Table 4's C = 0.1 rows) the exact non-central χ² "
                      "log-MGF exceeds the claimed sub-exponential bound inside |λ| < 1/b: the "
                      "paper's (ν, b = 4Φ) is not a valid pair. convention='corrected' (default) "
                      "uses b = 4Φ(1+μ)²/(1+4μ); every Table 4 cell is in the sub-Gaussian branch, "
                      "so both conventions reproduce the table. The label |v_t^p − E v_t^p| (no "
-                     "hat) on the C = 1.0 rows is a typo: the values are 100× the hatted C = 0.1 "
+                     f"hat) on the C = 1.0 rows is a typo: the values are "
+                     f"{TABLE4[(1.0, 0.05, 100)] / TABLE4[(0.1, 0.05, 100)]:.0f}× the hatted C = 0.1 "
                      "rows."))
     return rows
 
@@ -459,6 +467,32 @@ def _check_prop4_sim(scale, seed):
 # simulation: Lemma 3 and Corollary 1
 
 
+def _deviation_row(name, source, samples, alpha, mu, delta, level, relation, detail, why_loose):
+    """Row for ``P(X ≥ δ) ≤ α`` with ``δ = μ* + dev`` (Lemma 3, Corollary 1): holds when the lower
+    end of the CI (level ``level``) of the empirical ``(1−α)``-quantile of ``X`` is ``≤ δ``.  The
+    theorem's value that is scaled is the concentration term ``dev = δ − μ*`` (``μ*`` is a mean,
+    exact or a bound on it): ``holds(f)`` compares with ``μ* + f·dev``, ``margin = dev/(lo − μ*)``.
+    ``samples``, ``mu``, ``delta``: one entry per statistic (e.g. per step t); the row holds when
+    every one does, and its margin is the smallest."""
+    mu, delta = np.atleast_1d(mu).astype(float), np.atleast_1d(delta).astype(float)
+    qs = [quantile_ci(x, 1.0 - alpha, alpha=level) for x in samples]
+    lo = np.array([ci[0] for _, ci in qs])
+    dev = delta - mu
+    with np.errstate(divide="ignore"):
+        margins = np.where(lo > mu, dev / (lo - mu), np.inf)
+    i = int(np.argmin(margins))
+    q, ci = qs[i]
+
+    def holds(f):
+        return bool(np.all(lo <= mu + f * dev))
+
+    return _b.predicate(name, f"{_SRC} {source}", FAMILY, float(delta[i]), q, holds=holds,
+                        margin=float(margins[i]), stronger=(0.5,), ci=ci, relation=_fix(relation),
+                        detail=detail + f" Tightest statistic: μ* = {mu[i]:.4g}, δ − μ* = "
+                        f"{dev[i]:.4g}, empirical (1−α)-quantile − μ* = {q - mu[i]:.4g}; the "
+                        "margin is on δ − μ*.", why_loose=why_loose)
+
+
 @check("adambc_lemma3_sim", family=FAMILY)
 def _check_lemma3_sim(scale, seed):
     sz = _sizes(scale)
@@ -473,28 +507,31 @@ def _check_lemma3_sim(scale, seed):
     t = steps[1:]
     rows = []
     lvl = _LEVEL / T  # Bonferroni over the T steps
+    n = vp.shape[1]
     for variant in ("corrected", "paper"):
         delta = np.asarray(lemma3_bound(alpha, t, C, phi, b2, variant=variant))
         k = (vp >= delta[:, None]).sum(axis=1)
-        n = vp.shape[1]
-        lows = [clopper_pearson(int(kk), n, alpha=lvl)[0] for kk in k]
         worst = int(np.argmax(k))
         f, ci = int(k[worst]) / n, clopper_pearson(int(k[worst]), n, alpha=lvl)
-        lo_max = max(lows)
-        kw = dict(ci=ci, relation="max_t P̂(v_t^p ≥ δ_t) <= α (CI Bonferroni over t ≤ 20)",
-                  detail=f"∇f = C = {C} every step, Φ = {phi:.4g}, β2 = {b2}; worst t = {t[worst]}; "
-                         f"frequencies at t=1..5: {np.round(k[:5] / n, 3).tolist()}."
-                         + (" The printed lemma omits the 2Cz term of (C + z)² from ν* (and "
-                            "mis-sums ν*²): it fails at small t." if variant == "paper" else ""))
-        src = f"{_SRC} App. F Lemma 3 ({variant})"
+        detail = (f"∇f = C = {C} every step, Φ = {phi:.4g}, β2 = {b2}, n = {n}; worst t = "
+                  f"{t[worst]} (exceedance {f:.3g}); frequencies at t=1..5: "
+                  f"{np.round(k[:5] / n, 3).tolist()}.")
+        src = f"App. F Lemma 3 ({variant})"
         if variant == "paper":
-            rows.append(_b.disagreement("adambc_lemma3_sim", src, FAMILY, alpha, f,
-                                        observed=lo_max > alpha, **kw))
+            lows = [clopper_pearson(int(kk), n, alpha=lvl)[0] for kk in k]
+            rows.append(_b.disagreement(
+                "adambc_lemma3_sim", f"{_SRC} {src}", FAMILY, alpha, f, observed=max(lows) > alpha,
+                ci=ci, relation=f"max_t P̂(v_t^p ≥ δ_t) <= α (CI Bonferroni over t ≤ {T})",
+                detail=detail + " The printed lemma omits the 2Cz term of (C + z)² from ν* (and "
+                                "mis-sums ν*²): it fails at small t."))
         else:
-            rows.append(_b.upper("adambc_lemma3_sim", src, FAMILY, alpha, f, hi=lo_max,
-                                 why_loose="the exceedance frequency of a Bernstein tail bound is "
-                                           "far below α; the tightness of the corrected lemma is "
-                                           "the quantile row below.", **kw))
+            mu = np.asarray(lemma3_parameters(t, C, phi, b2, variant=variant)[0])
+            rows.append(_deviation_row(
+                "adambc_lemma3_sim", src, list(vp), alpha, mu, delta, lvl,
+                f"(1−α)-quantile of v_t^p <= δ_t = μ* + (δ_t − μ*) for every t ≤ {T} (CI Bonferroni)",
+                detail, "with ∇f = C the deviation of v_t^p is dominated by the linear term 2Cz, "
+                        "nearly Gaussian, and Bernstein's √(2 ln(2/α)) exceeds the normal "
+                        f"quantile; the quantile row below tests the same deviation at t = {T}."))
     # tightness of the corrected lemma at t = T (sub-Gaussian branch; one-sided deviation)
     mu, nu, b = (float(x) for x in lemma3_parameters(T, C, phi, b2))
     if nu * math.sqrt(2.0 * math.log(2.0 / alpha)) <= nu * nu / b:
@@ -522,20 +559,25 @@ def _check_cor1_sim(scale, seed):
             delta = corollary1_bound(alpha, T, C, phi, b2, variant=variant)
             k = int((sup >= delta).sum())
             f, ci = k / sup.size, clopper_pearson(k, sup.size, alpha=_LEVEL)
-            q, _ = quantile_ci(sup, 1.0 - alpha, alpha=_LEVEL)
             mu = lemma3_parameters(T, C, phi, b2, variant=variant)[0]
-            src = f"{_SRC} App. F Corollary 1 ({variant})"
-            kw = dict(ci=ci, relation="P̂(sup_t v_t^p ≥ δ) <= α",
-                      detail=f"σ={sigma}, C={C}, B={B}, β2={b2}, T={T}, ∇f = C; δ − μ* = "
-                             f"{delta - mu:.4g}, empirical (1−α)-quantile of sup − μ* = "
-                             f"{q - mu:.4g}, n={sup.size}.")
+            src = f"App. F Corollary 1 ({variant})"
+            detail = (f"σ={sigma}, C={C}, B={B}, β2={b2}, T={T}, α={alpha}, ∇f = C; "
+                      f"P̂(sup_t v_t^p ≥ δ) = {f:.3g}, n={sup.size}.")
             if variant == "paper" and (b2, T) == (0.8, 400):  # the documented failure
-                rows.append(_b.disagreement("adambc_corollary1_sim", src, FAMILY, alpha, f,
-                                            observed=ci[0] > alpha, **kw))
+                rows.append(_b.disagreement("adambc_corollary1_sim", f"{_SRC} {src}", FAMILY,
+                                            alpha, f, observed=ci[0] > alpha, ci=ci,
+                                            relation="P̂(sup_t v_t^p ≥ δ) <= α", detail=detail))
             else:
-                rows.append(_b.upper("adambc_corollary1_sim", src, FAMILY, alpha, f, hi=ci[0],
-                                     why_loose="a union bound over t: the sup exceeds δ far less "
-                                               "often than α.", **kw))
+                rows.append(_deviation_row(
+                    "adambc_corollary1_sim", src, [sup], alpha, mu, delta, _LEVEL,
+                    "(1−α)-quantile of sup_t v_t^p <= δ = μ*(T) + (δ − μ*(T))", detail,
+                    "Corollary 1 is Lemma 3 at level α/T by a union bound over t ≤ T; the steps' "
+                    "deviations are strongly correlated (an EMA), so the union bound's ln(2T/α) "
+                    "overshoots the sup's quantile." if variant == "corrected" else
+                    "the printed μ* bounds E(C + ∣z∣)², not E(C + z)² = C² + Φ: it exceeds the "
+                    f"corrected μ* by {mu - lemma3_parameters(T, C, phi, b2)[0]:.4g} here, more "
+                    "than the sup's deviation above its mean, so the concentration term is not "
+                    "tested (the quantile is below μ*)."))
     return rows
 
 
@@ -611,14 +653,22 @@ def _check_prop2_sim(scale, seed):
         f, ci = k / err.size, clopper_pearson(k, err.size, alpha=_LEVEL)
         err_adam = np.abs(m_hat / np.sqrt(v_hat) - target)
         rms.append(float(np.sqrt(np.mean(np.where(np.isfinite(err), err, 10.0) ** 2))))
-        rows.append(_b.upper("adambc_prop2_sim", f"{_SRC} Prop. 2 (finite-β bound)", FAMILY, alpha, f,
-                             hi=ci[0], ci=ci, relation=_fix("P̂(|u − Eḡ/√Eḡ²| ≥ ε) <= α"),
-                             why_loose="Chebyshev's inequality: the error exceeds ε far less often "
-                                       "than α; the next row shows ε is the exact worst case on "
-                                       "the Chebyshev event.",
-                             detail=desc + f"; median ε = {np.median(eps):.3g}, median |u − target| "
-                         f"(DP-AdamBC) = {np.median(err):.3g}, DP-Adam = {np.median(err_adam):.3g} "
-                         f"(its limit is off by {np.median(np.abs(adam_lim - target)):.3g})."))
+        # the theorem's value is ε: the row compares the (1−α)-quantile of |u − target|/ε with 1
+        with np.errstate(invalid="ignore"):
+            rel = np.where(np.isfinite(err), err / eps, np.inf).ravel()
+        q, qci = quantile_ci(rel, 1.0 - alpha, alpha=_LEVEL)
+        rows.append(_b.predicate(
+            "adambc_prop2_sim", f"{_SRC} Prop. 2 (finite-β bound)", FAMILY, 1.0, q,
+            holds=lambda f, lo=qci[0]: lo <= f, margin=1.0 / qci[0] if qci[0] > 0 else math.inf,
+            stronger=(0.5,), ci=qci,
+            relation=_fix("(1−α)-quantile of |u − Eḡ/√Eḡ²|/ε <= 1 (ε the bound; CI lower end)"),
+            why_loose="Chebyshev's inequality at α/2 for each moment: the error reaches ε far less "
+                      "often than α; the next row shows ε is the exact worst case on the "
+                      "Chebyshev event.",
+            detail=desc + f"; P̂(|u − target| ≥ ε) = {f:.3g} (CI {ci[0]:.3g}..{ci[1]:.3g}) against "
+            f"α = {alpha}; median ε = {np.median(eps):.3g}, median |u − target| (DP-AdamBC) = "
+            f"{np.median(err):.3g}, DP-Adam = {np.median(err_adam):.3g} (its limit is off by "
+            f"{np.median(np.abs(adam_lim - target)):.3g})."))
     # the finite-β bound is the exact worst case on the Chebyshev event (oracle row)
     b1, b2, T = sz["p2_settings"][-1]
     vm, vv = (np.asarray(x) for x in prop2_moment_variances(b1, b2, T, Vg, Vg2, M2, phi))
@@ -651,11 +701,76 @@ def _check_prop2_sim(scale, seed):
 # Proposition 6 (App. F, β1 = 0)
 
 
+def _huber_problem(C, h, distance):
+    """One example, one coordinate: ``f(w) = C·huber_h(w − w*)`` with ``w* = distance`` (the run
+    starts at 0), i.e. ``C(|u| − h/2)`` for ``|u| ≥ h`` and ``C u²/(2h)`` inside, ``u = w − w*``.
+    Assumptions 2–4 of [ADAMBC] App. F hold: ``F ≥ 0 = F*``, ``|∇f| ≤ C``, ``∇F`` is
+    ``C/h``-Lipschitz; ``F(0) − F* = C(distance − h/2)``.  While ``|w − w*| ≥ h``,
+    ``‖∇F(w)‖² = C²`` exactly."""
+    from dpsim.problems import Problem
+
+    class _Huber(Problem):
+        def __init__(self):
+            super().__init__(name="huber_1d", n=1, d=1,
+                             config={"name": "huber_1d", "C": C, "h": h, "distance": distance})
+
+        def loss(self, w):
+            u = np.abs(w[:, 0] - distance)
+            return C * np.where(u >= h, u - h / 2.0, u * u / (2.0 * h))
+
+        def per_example_grads(self, w, idx):
+            g = C * np.clip((w - distance) / h, -1.0, 1.0)
+            return np.broadcast_to(g[:, None, :], idx.shape + (1,)).copy()
+
+    return _Huber()
+
+
+def _prop6_instance(C, b2, T, noise_ratio, eps_ratio, alpha, lr=1e-3):
+    """Prop. 6's printed DP-Adam bound at the Huber instance that keeps ``‖∇F(θ_t)‖ = C`` at every
+    step: start at distance ``h + Λ`` from ``w*`` with ``Λ`` = :func:`adam_travel_bound` and
+    ``h = Λ`` (so ``L = C/Λ``, ``F(θ_0) − F* = 1.5CΛ``); ``Φ = (noise_ratio·C)²``,
+    ``ε = eps_ratio·C²``, ``η = lr√β2`` (dp_adam's ``lr g̃/√v̂`` is App. F's
+    ``η_t g̃/√(v^p)``).  Returns ``(bound, dict of the instance)``."""
+    lam = float(adam_travel_bound(lr, b2, T))
+    phi = (noise_ratio * C) ** 2
+    inst = dict(C=C, beta2=b2, T=T, phi=phi, eps=eps_ratio * C * C, alpha=alpha, lr=lr,
+                eta=lr * math.sqrt(b2), h=lam, distance=2.0 * lam, gap=1.5 * C * lam, L=C / lam)
+    bound = prop6_bound(T, inst["eta"], 1, inst["L"], C, phi, b2, inst["eps"], inst["gap"], alpha)
+    return float(bound), inst
+
+
+#: The search behind the Prop. 6 DP-Adam row (every point evaluated at each run; the quantity is
+#: known exactly on these instances, so the search is over the bound alone): d = 1 (the bound
+#: grows with d, ‖∇F‖² ≤ C² does not), C = 10^0..10^−6, β2 ∈ {0.9, 0.99, 0.999, 0.9999},
+#: √Φ/C ∈ {0.01, 0.1}, ε/C² ∈ {1e-12, 1e-6}, α ∈ {0.05, 0.5} and T below; the row simulates
+#: the best point with T ≤ the scale's cap.
+_P6_GRID = dict(C=tuple(10.0 ** -k for k in range(7)), beta2=(0.9, 0.99, 0.999, 0.9999),
+                T=(100, 300, 1000, 3000, 10000, 30000), noise_ratio=(0.01, 0.1),
+                eps_ratio=(1e-12, 1e-6), alpha=(0.05, 0.5))
+
+
+def _prop6_search(T_cap):
+    """``(best over the grid, best with T ≤ T_cap)``, each ``(bound/C², bound, instance)``."""
+    import itertools
+
+    g = _P6_GRID
+    found = []
+    for C, b2, T, nr, er, a in itertools.product(g["C"], g["beta2"], g["T"], g["noise_ratio"],
+                                                 g["eps_ratio"], g["alpha"]):
+        bound, inst = _prop6_instance(C, b2, T, nr, er, a)
+        found.append((bound / (C * C), bound, inst))
+    best = min(found, key=lambda x: x[0])
+    capped = min((x for x in found if x[2]["T"] <= T_cap), key=lambda x: x[0])
+    return best, capped, len(found)
+
+
 @check("adambc_prop6", family=FAMILY)
 def _check_prop6(scale, seed):
-    """Prop. 6 as printed: the DP-AdamBC bound takes the log of a negative number (reported, from
-    the numbers); the DP-Adam bound against a dp_adam run (β1 = 0, lr > 0)."""
+    """Prop. 6 as printed: the DP-AdamBC bound evaluated (it is ``nan``: the log of a negative
+    number), and the DP-Adam bound at the instance a search finds tightest, against a dp_adam run
+    (β1 = 0) on which ``‖∇F(θ_t)‖² = C²`` at every step."""
     import dpsim
+    from dpsim import optimizers
 
     rows = []
     C_grid = np.array([0.0, 0.01, 0.1, 1.0, 10.0])
@@ -663,51 +778,63 @@ def _check_prop6(scale, seed):
     b2_grid = np.array([0.5, 0.9, 0.99, 0.999, 0.9999])
     Cg, Pg, Bg = np.meshgrid(C_grid, phi_grid, b2_grid, indexing="ij")
     args = np.asarray(prop6_log_argument(Cg, Pg, Bg))
-    paper = float(prop6_log_argument(0.1, dp_bias(0.4, 0.1, 256), 0.999))
+    phi_p = dp_bias(0.4, 0.1, 256)
+    paper = float(prop6_log_argument(0.1, phi_p, 0.999))
+    first, coef, bracket = prop6_bound(1000, 1e-3, 10, 1.0, 0.1, phi_p, 0.999, 1e-8, 1.0, 0.05,
+                                       variant="dp_adambc", terms=True)
+    bc = prop6_bound(1000, 1e-3, 10, 1.0, 0.1, phi_p, 0.999, 1e-8, 1.0, 0.05, variant="dp_adambc")
     rows.append(_disagree(
         "adambc_prop6", "App. F Prop. 6 (DP-AdamBC, printed)", 0.0, float(args.max()),
-        bool(np.all(args < 0)), None,
+        bool(np.all(args < 0) and math.isnan(bc) and math.isfinite(first + coef)), None,
         "max over C, Φ, β2 of 1 − (C²+Φ)/((1−β2)Φ) < 0: the printed bound takes ln of a negative number",
         f"The DP-AdamBC bound of Prop. 6 contains ln(1 − (C²+Φ)/((1−β2)Φ)); its argument is "
         f"negative for every C ≥ 0, Φ > 0, 0 < β2 < 1 since (C²+Φ)/Φ ≥ 1 > 1 − β2 "
         f"({args.size} grid points, largest {float(args.max()):.3g}; at the paper's C=0.1, "
-        f"Φ=2.441e-8, β2=0.999 it is {paper:.4g}). The proof's telescoping sum starts at b_0 = 0, "
-        f"where ln((b_1 − Φ)/(b_0 − Φ)) already has a negative ratio; the bound also writes "
-        f"√(δ² − Φ) with δ a bound on v (a squared scale). prop6_bound(variant='dp_adambc') "
-        f"returns nan; the code implements the DP-Adam form only."))
-    # DP-Adam with β1 = 0 on unit-norm logistic regression (‖∇f_i‖ ≤ 1 = C: no clipping)
-    n, d, b, T, sig, b2, lr_run = 500, 10, 50, 200, 1.0, 0.999, 0.01
-    R = 40 if scale == "quick" else 200
-    p = dpsim.problems.logistic_regression(n, d, reg=0.0, seed=seed + 4060)
-    opt = dpsim.optimizers.get("dp_adam", lr=lr_run, beta1=0.0, beta2=b2, eps=1e-8, clip=1.0,
-                               noise_multiplier=sig)
-    res = dpsim.simulate(p, opt, steps=T, batch_size=b, trials=R, seed=seed + 4061,
-                         sampling="fixed", record_every=1, metrics=("loss", "grad_norm_sq"))
-    avg = res.grad_norm_sq[:T].mean(axis=0)
-    est = float(avg.mean())
-    hw = float(_Z999 * avg.std(ddof=1) / math.sqrt(R))
-    phi = dp_bias(sig, 1.0, b)
-    # dp_adam's step lr·g̃/√v̂ is Prop. 6's η_t g̃/√(v^p) with η = lr·√β2 (v^p = β2 v/(1−β2))
-    eta = lr_run * math.sqrt(b2)
-    gap = float(res.loss[0].mean())  # F(θ_0) − F* ≤ F(θ_0): F ≥ 0
-    bound = prop6_bound(T, eta, d, 0.25, 1.0, phi, b2, 1e-16, gap, 0.05)
-    rows.append(_b.upper(
-        "adambc_prop6", f"{_SRC} App. F Prop. 6 (DP-Adam, printed)", FAMILY, bound, est,
-        hi=est + hw, ci=hw, relation="(1/T) Σ_t E‖∇F(θ_t)‖² + ci <= bound",
-        why_loose="the bound carries −ln β2 · 4d(C²+Φ)/√(1−β2) per step (a constant that does not "
-                  "vanish with T) and δ of Corollary 1; it exceeds the largest possible "
-                  "‖∇F‖² ≤ C² = 1 on this problem.",
-        detail=(f"dp_adam β1=0, lr={lr_run} (η = lr√β2 = {eta:.4g}), β2={b2}, ε=1e-8 on "
-                f"logistic_regression(n={n}, d={d}, reg=0) (unit-norm rows: ‖∇f_i‖ ≤ 1 = C = clip, "
-                f"L = 1/4), b={b} fixed batches, σ={sig} (Φ={phi:.3g}), T={T}, R={R}; δ of "
-                f"Corollary 1 (corrected) at α=0.05; F(θ_0) − F* ≤ {gap:.4g}; 99.9% normal CI.")))
+        f"Φ={phi_p:.4g}, β2=0.999 it is {paper:.4g}). prop6_bound(variant='dp_adambc') evaluates "
+        f"the printed form (T=1000, η=1e-3, d=10, L=1, ε=1e-8, F_0 − F* = 1, α=0.05): its first "
+        f"term {first:.4g} and coefficient {coef:.4g} are finite, its log bracket is {bracket} and "
+        f"so is the bound ({bc}). The proof's telescoping sum starts at b_0 = 0, where "
+        f"ln((b_1 − Φ)/(b_0 − Φ)) already has a negative ratio."))
+    # DP-Adam: the printed bound at the tightest instance of the search, simulated
+    T_cap = 3000 if scale == "quick" else 30000
+    (best_r, _, best), (r, bound, inst), n_pts = _prop6_search(T_cap)
+    C, b2, T = inst["C"], inst["beta2"], inst["T"]
+    R = 8
+    prob = _huber_problem(C, inst["h"], inst["distance"])
+    opt = optimizers.get("dp_adam", lr=inst["lr"], beta1=0.0, beta2=b2, eps=1e-12 * C, clip=C,
+                         noise_multiplier=math.sqrt(inst["phi"]) / C)
+    res = dpsim.simulate(prob, opt, steps=T, batch_size=1, trials=R, seed=seed + 4061,
+                         sampling="replacement", record_every=1, metrics=("grad_norm_sq",),
+                         probes={"w": lambda s, w, c: w[:, 0]})
+    gn = np.asarray(res.grad_norm_sq)[:T]  # ‖∇F(θ_t)‖², t = 0..T−1, per run
+    per_run = gn.mean(axis=0)
+    lo, hi = float(per_run.min()), float(per_run.max())
+    travel = float(np.abs(np.asarray(res.records["w"])).max())
+    at_one, _ = _prop6_instance(1.0, b2, T, inst["phi"] ** 0.5 / C, inst["eps"] / C ** 2,
+                                inst["alpha"])
+    rows.append(_disagree(
+        "adambc_prop6", "App. F Prop. 6 (DP-Adam, printed)", bound, float(per_run.mean()),
+        bound < lo, (lo, hi), "bound < (1/T) Σ_t ‖∇F(θ_t)‖² in every run (the printed bound fails)",
+        f"Searched {n_pts} instances ({', '.join(f'{k}: {v}' for k, v in _P6_GRID.items())}) of a "
+        f"Huber problem started so far from its minimum that no run of Adam without momentum can "
+        f"reach the quadratic zone in T steps (adam_travel_bound), so ‖∇F(θ_t)‖² = C² at every "
+        f"step, for dp_adam and for App. F's update alike. bound/C² is smallest, {best_r:.3g}, at "
+        f"C={best['C']:.0e}, β2={best['beta2']}, T={best['T']}; the row runs the best instance "
+        f"with T ≤ {T_cap}: C={C:.0e}, β2={b2}, T={T}, Φ={inst['phi']:.3g}, ε={inst['eps']:.3g}, "
+        f"α={inst['alpha']}, η = lr√β2 = {inst['eta']:.4g}, L = C/h = {inst['L']:.4g}, "
+        f"F(θ_0) − F* = {inst['gap']:.4g}; {R} runs of dp_adam (β1=0, eps={1e-12 * C:.0e}) "
+        f"moved at most {travel:.3g} (bound Λ = {inst['h']:.4g}) and average ‖∇F‖²/C² = "
+        f"{float(per_run.mean()) / C ** 2:.6g}, against the printed bound's {r:.3g}. The first "
+        f"term carries δ, Corollary 1's bound on v^p = Σ_j β2^j g̃² (a squared gradient over "
+        f"1 − β2), where Défossez et al.'s Theorem 2 has a bound on the gradient: under F → sF it "
+        f"scales as s³ while E‖∇F‖² and the other terms scale as s², so a small enough scale "
+        f"always breaks the bound (the same instance at C = 1 gives bound/C² = {at_one:.4g})."))
     return rows
-
 
 
 @check("adambc_prop7", family=FAMILY)
 def _check_prop7(scale, seed):
-    """Prop. 7 (momentum) as printed, against Prop. 6 at β1 = 0, and its DP-AdamBC log argument."""
+    """Prop. 7 (momentum) as printed, against Prop. 6 at β1 = 0, and its DP-AdamBC form evaluated."""
     rows = []
     # β1 = 0 and δ² = C² + Φ make every coefficient of Prop. 7 comparable with Prop. 6's; with
     # F(θ_0) − F* = 0 only the E·(log bracket) parts remain
@@ -715,8 +842,11 @@ def _check_prop7(scale, seed):
     phi = dp_bias(1.0, 1.0, 50)
     eta = 0.01
     dl = math.sqrt(C * C + phi)
-    ratios = [prop7_bound(T, eta, d, L, 0.0, b2, eps, phi, 0.0, dl)
-              / prop6_bound(T, eta, d, L, C, phi, b2, eps, 0.0, 0.05) for T in T_list]
+    p6 = [prop6_bound(T, eta, d, L, C, phi, b2, eps, 0.0, 0.05) for T in T_list]
+    p7 = [prop7_bound(T, eta, d, L, 0.0, b2, eps, phi, 0.0, dl, terms=True) for T in T_list]
+    ratios = [(f + E * br) / q for (f, E, br), q in zip(p7, p6)]
+    restored = [(f + E * br / T) / q for (f, E, br), q, T in zip(p7, p6, T_list)]
+    _, coef6, _ = prop6_bound(T_list[0], eta, d, L, C, phi, b2, eps, 0.0, 0.05, terms=True)
     grows = all(r2 > 1.5 * r1 for r1, r2 in zip(ratios, ratios[1:]))
     rows.append(_disagree(
         "adambc_prop7", "App. F Prop. 7 (DP-Adam, β1 = 0) vs Prop. 6", 1.0, ratios[1],
@@ -725,24 +855,31 @@ def _check_prop7(scale, seed):
         f"With β1 = 0 Prop. 7's update rule is Prop. 6's, so its bound should reduce to Prop. 6's. "
         f"At δ² = C² + Φ (C={C}, Φ={phi:.3g}, d={d}, L={L}, η={eta}, β2={b2}, F_0 − F* = 0) the "
         f"ratio is {', '.join(f'{r:.4g}' for r in ratios)} at T = {T_list}: Prop. 7's log bracket "
-        f"ln(1 + δ²/(ε(1−β2))) − T ln β2 lacks Prop. 6's 1/T (so the bound grows linearly in T), "
-        f"and the last term of E has 12dδ² where Prop. 6 has 4d(C²+Φ)."))
-    # DP-AdamBC: ln(1 − δ²/(Φ(1−β2))) for δ² ≥ Φ (required by √(δ² − Φ))
+        f"ln(1 + δ²/(ε(1−β2))) − T ln β2 lacks Prop. 6's 1/T, so the bound grows linearly in T. "
+        f"With the 1/T restored the ratio is {', '.join(f'{r:.4g}' for r in restored)}, constant "
+        f"in T: what remains is Prop. 7's looser constant (E = {p7[0][1]:.4g} against Prop. 6's "
+        f"coefficient {coef6:.4g}; 12dδ² where Prop. 6 has 4d(C²+Φ)), a looser constant, which "
+        f"alone would not be a disagreement."))
+    # DP-AdamBC: ln(1 − δ²/(Φ(1−β2))) for δ² ≥ Φ (required by √(δ² − Φ)), evaluated as printed
     phis = np.array([1e-10, 2.441e-8, 1e-4, 1.0])
     b2s = np.array([0.5, 0.9, 0.999, 0.9999])
     excess = np.array([0.0, 1e-6, 1.0, 100.0])  # δ²/Φ − 1 ≥ 0
     P, B2, X = np.meshgrid(phis, b2s, excess, indexing="ij")
-    args = 1.0 - (P * (1.0 + X)) / (P * (1.0 - B2))
-    nan_bc = math.isnan(prop7_bound(200, eta, d, L, 0.9, b2, eps, phi, 1.0, dl, variant="dp_adambc"))
+    args = np.asarray(prop7_log_argument(np.sqrt(P * (1.0 + X)), P, B2))
+    first, E, bracket = prop7_bound(200, eta, d, L, 0.9, b2, eps, phi, 1.0, dl, variant="dp_adambc",
+                                    terms=True)
+    bc = prop7_bound(200, eta, d, L, 0.9, b2, eps, phi, 1.0, dl, variant="dp_adambc")
     rows.append(_disagree(
         "adambc_prop7", "App. F Prop. 7 (DP-AdamBC, printed)", 0.0, float(args.max()),
-        bool(np.all(args < 0) and nan_bc), None,
+        bool(np.all(args < 0) and math.isnan(bc) and math.isfinite(first + E)), None,
         "max over Φ, β2, δ² ≥ Φ of 1 − δ²/(Φ(1−β2)) < 0: the printed bound takes ln of a negative number",
         f"Prop. 7's DP-AdamBC bound contains ln(1 − δ²/(Φ(1−β2))) and √(δ² − Φ); whenever the square "
         f"root is real, δ²/(Φ(1−β2)) ≥ 1/(1−β2) > 1 ({args.size} grid points, largest argument "
-        f"{float(args.max()):.3g}); prop7_bound(variant='dp_adambc') returns nan, as for Prop. 6. "
-        f"No simulation row: the DP-Adam form is larger than Prop. 6's, already above the largest "
-        f"possible ‖∇F‖² on the Prop. 6 instance."))
+        f"{float(args.max()):.3g}). prop7_bound(variant='dp_adambc') evaluates the printed form "
+        f"(T=200, β1=0.9, δ² = C² + Φ as above, F_0 − F* = 1): first term {first:.4g} and E = "
+        f"{E:.4g} are finite, the log bracket is {bracket} and so is the bound ({bc}), as for "
+        f"Prop. 6. No simulation row for the DP-Adam form of Prop. 7: at β1 = 0 it is the multiple of "
+        f"Prop. 6's printed bound shown in the row above."))
     return rows
 
 
@@ -750,48 +887,103 @@ def _check_prop7(scale, seed):
 # Proposition 4 in the adaptive (martingale) case: lr > 0, gradients depend on past noise
 
 
+def _fork_problem(C, kappa, a_up, a_dn):
+    """A one-example, one-coordinate problem whose gradient is a step function of the iterate:
+    ``−C`` above ``a_up`` (the iterate then climbs for ever), ``+κC`` below ``−a_dn`` (it then
+    descends for ever) and 0 in the flat band between, with the matching continuous, piecewise
+    linear loss ``f(w) = −C max(w − a_up, 0) + κC min(w + a_dn, 0)``.  Started at 0, inside the
+    band, a run's first steps are pure noise and decide its branch, so ``|ḡ_τ|`` (C or κC) is a
+    function of the past noise."""
+    from dpsim.problems import Problem
+
+    class _Fork(Problem):
+        def __init__(self):
+            super().__init__(name="fork", n=1, d=1,
+                             config={"name": "fork", "C": C, "kappa": kappa, "a_up": a_up, "a_dn": a_dn})
+
+        def gradient_of(self, w):
+            return np.where(w > a_up, -C, np.where(w < -a_dn, kappa * C, 0.0))
+
+        def loss(self, w):
+            x = w[:, 0]
+            return -C * np.maximum(x - a_up, 0.0) + kappa * C * np.minimum(x + a_dn, 0.0)
+
+        def per_example_grads(self, w, idx):
+            return np.broadcast_to(self.gradient_of(w)[:, None, :], idx.shape + (1,)).copy()
+
+    return _Fork()
+
+
+#: The branching instance of the adaptive Prop. 4 rows: (σ, C, B, β2, t, α, lr, κ, a_up, a_dn).
+#: Chosen by an offline search (seed 1, 2000 trials) over B/σ ∈ {4, 16, 64} and
+#: a_dn ∈ {0.045, 0.095, 0.195} at κ = 0.3, a_up = 0.005, lr = 0.01, β1 = 0: the corrected
+#: reading's margin falls as B/σ = C/√Φ grows (its Gaussian-limit ratio r_G falls towards
+#: √(2 ln(2/α))/z_{1−α/2}), and the band's asymmetry sets the share of runs on the ḡ = −C branch;
+#: B = 16 with a_dn = 0.045 keeps both branches populated (about 5 runs in 6 climb), so the printed
+#: reading fails at every quantile while the corrected one is within a factor 2.
+_P4_FORK = (1.0, 0.1, 16, 0.999, 1000, 0.05, 0.01, 0.3, 0.005, 0.045)
+
+
 @check("adambc_prop4_adaptive", family=FAMILY)
 def _check_prop4_adaptive(scale, seed):
-    """Prop. 4 along a realized trajectory whose clipped gradients depend on the past noise:
-    dp_adam with lr > 0 on a 1-D least-squares problem (the per-example gradient is clipped on
-    most steps and its sign follows the iterate around the optimum), ``|v̂^corr − v̂^c|`` with
-    ``v̂^c`` the bias-corrected EMA of the realized clean clipped gradients."""
-    import dpsim
-    from dpsim import optimizers, problems
+    """Prop. 4 along trajectories whose clipped gradients depend on the past noise: dp_adam
+    (β1 = 0, lr > 0) on a one-coordinate problem that forks (:func:`_fork_problem`), where
+    ``|ḡ_τ|`` is C on one branch and κC on the other.  Two readings of the same runs:
 
-    # noise √Φ = σC/B a quarter of C, so the iterate (and the sign of ḡ_τ = ±C, which flips as it
-    # crosses the optimum) depends on the past noise; |ḡ| = C is Prop. 4's worst case
-    sigma, C, B, b2, t, alpha, lr = 1.0, 0.1, 4, 0.999, 1000, 0.05, 0.1
+    * the corrected one (the proof's martingale, ``ḡ_k`` predictable): ``|v̂^corr − v̂^c|`` with
+      ``v̂^c`` the bias-corrected EMA of each run's own clean clipped gradients, against ξ;
+    * the printed one: ``|v̂^p − E v̂^p|`` against ξ, with ``E v̂^p`` the mean over half of the
+      runs and the exceedances counted on the other half (a reported disagreement: ``v̂^c``
+      itself differs by ``O(C²)`` between the branches)."""
+    import dpsim
+    from dpsim import optimizers
+    from dpsim.analysis.stats import z_two_sided
+
+    sigma, C, B, b2, t, alpha, lr, kappa, a_up, a_dn = _P4_FORK
     R = 2000 if scale == "quick" else 10000
-    prob = problems.absolute_regression(1, 1, seed=seed + 4070)
-    opt = optimizers.get("dp_adam", lr=lr, beta1=0.9, beta2=b2, eps=1e-8, clip=C,
+    prob = _fork_problem(C, kappa, a_up, a_dn)
+    opt = optimizers.get("dp_adam", lr=lr, beta1=0.0, beta2=b2, eps=1e-8, clip=C,
                          noise_multiplier=_paper_realization(sigma, C, B))
     res = dpsim.simulate(prob, opt, steps=t, batch_size=1, trials=R, seed=seed + 4071,
                          sampling="replacement", record_every=1, metrics=(),
                          probes={"w": lambda s, w, c: w[:, 0],
                                  "v": lambda s, w, c: lookup(s, "preconditioner").v[:, 0]})
     W = np.asarray(res.records["w"])  # (t + 1, R): W[k] after step k, W[0] the start
-    idx = np.zeros((R, 1), dtype=np.int64)
-    vc = np.zeros(R)
-    clipped, flips, prev = 0.0, 0.0, None
-    for k in range(t):  # the clean clipped gradient of step k + 1, at the iterate before it
-        g = np.asarray(prob.per_example_grads(W[k][:, None], idx))[:, 0, 0]
-        clipped += float(np.mean(np.abs(g) > C)) / t
-        if prev is not None:
-            flips += float(np.mean(np.sign(g) != np.sign(prev))) / (t - 1)
-        prev = g
-        vc = b2 * vc + (1.0 - b2) * np.clip(g, -C, C) ** 2
+    G = prob.gradient_of(W[:t])  # (t, R): the clean (unclipped = clipped) gradient of step k + 1
+    weights = (1.0 - b2) * b2 ** np.arange(t - 1, -1, -1) / (1.0 - b2 ** t)
+    vc = weights @ (G * G)  # bias-corrected clean EMA of each run
     phi = dp_bias(sigma, C, B)
     vhat = np.asarray(res.records["v"])[t] / (1.0 - b2 ** t)
-    dev = np.abs(vhat - phi - vc / (1.0 - b2 ** t))
     xi = prop4_bound(alpha, t, sigma, C, B, b2)
     sg = _in_subgaussian_branch(alpha, prop4_parameters(t, sigma, C, B, b2))
-    return [_quantile_row(
-        "adambc_prop4_adaptive", "Prop. 4 (adaptive, lr > 0)", dev, alpha, xi,
-        f"dp_adam lr={lr}, β1=0.9, β2={b2}, σ={sigma}, C={C}, B={B} (Φ={phi:.4g}) on "
-        f"absolute_regression(n=1, d=1) (per-example gradient sign(aw − y)·a, clipped to ±C on "
-        f"{100 * clipped:.0f}% of the steps; its sign changes on {100 * flips:.0f}% of the steps as "
-        f"the noisy iterate crosses the optimum, so ḡ_τ = ±C depends on z_1..z_(τ−1); t={t}, α={alpha}; "
-        f"v̂^c is the EMA of the realized clean clipped gradients (the proof's martingale bounds "
-        f"this deviation, not ∣v̂^p − E v̂^p∣); {R} trials.",
-        gauss_ratio=_gauss_ratio(alpha, phi, C) if sg else None)]
+    up = float(np.mean(W[t] > a_up))
+    full = float(np.mean(np.abs(G) == C))
+    desc = (f"dp_adam β1=0, lr={lr}, β2={b2}, σ={sigma}, C={C}, B={B} (Φ={phi:.4g}, C/√Φ = "
+            f"{C / math.sqrt(phi):.3g}), t={t}, α={alpha}, {R} runs of a forking problem: ḡ = −C "
+            f"above w = {a_up}, +{kappa}C below w = −{a_dn}, 0 between (the start); "
+            f"{100 * up:.1f}% of the runs end on the −C branch and ∣ḡ_τ∣ = C on {100 * full:.1f}% "
+            f"of all steps, so ∣ḡ_τ∣ depends on the past noise; across runs v̂^c has standard "
+            f"deviation {float(vc.std()):.3g} = {float(vc.std()) / xi:.3g} ξ.")
+    rows = [_quantile_row(
+        "adambc_prop4_adaptive", "Prop. 4 (adaptive, corrected reading)", np.abs(vhat - phi - vc),
+        alpha, xi, desc + " Deviation ∣v̂^corr − v̂^c∣ with v̂^c each run's own clean EMA (the "
+        "martingale the proof bounds; Gaussian-limit ratio for the worst case ∣ḡ∣ = C).",
+        gauss_ratio=_gauss_ratio(alpha, phi, C) if sg else None, label="|v̂^corr − v̂^c|")]
+    # the printed reading: E v̂^p estimated on the even runs, exceedances counted on the odd ones
+    mean_half, test = vhat[0::2], vhat[1::2]
+    m_hat = float(mean_half.mean())
+    slack = z_two_sided(1.0 - _LEVEL) * float(mean_half.std(ddof=1)) / math.sqrt(mean_half.size)
+    dev_p = np.abs(test - m_hat)
+    k = int(np.sum(dev_p >= xi + slack))  # ⊂ {∣v̂^p − E v̂^p∣ ≥ ξ} when ∣m̂ − E v̂^p∣ ≤ slack
+    f, ci = k / test.size, clopper_pearson(k, test.size, alpha=_LEVEL)
+    q, _ = quantile_ci(dev_p, 1.0 - alpha, alpha=_LEVEL)
+    rows.append(_disagree(
+        "adambc_prop4_adaptive", "Prop. 4 (adaptive, printed ∣v̂^p − E v̂^p∣)", alpha, f,
+        ci[0] > alpha, ci, "P̂(∣v̂^p − E v̂^p∣ ≥ ξ) > α (CI lower end; the printed reading fails)",
+        desc + f" Printed reading: the (1−α)-quantile of ∣v̂^p − Ê v̂^p∣ is {q:.4g} = {q / xi:.3g} ξ "
+        f"and ∣v̂^p − Ê v̂^p∣ ≥ ξ + {slack:.2g} (the mean's {100 * (1 - _LEVEL):.1f}% error) on "
+        f"{100 * f:.1f}% of {test.size} held-out runs against α = {alpha}. The proof's Doob "
+        "martingale treats ḡ_τ as fixed by z_1..z_(τ−1) but then drops how z_k moves the later "
+        "ḡ_τ; what it bounds is ∣v̂^corr − v̂^c∣ along each run (row above), which equals "
+        "∣v̂^p − E v̂^p∣ only when the gradient sequence is fixed in advance."))
+    return rows
