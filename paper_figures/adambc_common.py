@@ -417,3 +417,57 @@ def paired_finals(a, b):
     mb, hb = stats.mean_ci(fb)
     dm, dh = map(float, stats.mean_ci(fb - fa))
     return ma, ha, mb, hb, dm, dh
+
+
+def comparison_category(results, cats, keys, premises, *, no_cats_note: str) -> tuple[str, str, str]:
+    """The verdict of a DP-AdamBC vs DP-Adam comparison judged against its premises.
+
+    ``cats`` are the per-ε categories (:mod:`dpsim.experiments.verdicts`) of the ε values that are
+    judged, ``keys`` their result keys (``"<key>-adambc"`` is the winner's tuning, ``"<key>-adam"``
+    the loser's; a tuned choice on a grid edge downgrades the verdict by its direction,
+    :func:`dpsim.experiments.verdicts.downgrade_for_edge`).  ``premises`` lists
+    ``(reason it fails, ok)`` with ``ok`` True / False / None: any False makes the setting one that
+    does not test the claim, any None (premise not established) caps a holds/fails at inconclusive.
+    Returns ``(category, head, note)``: ``head`` is the "Category: ..." sentence, ``note`` the
+    grid-edge remark (``no_cats_note`` when nothing was judged)."""
+    from dpsim.experiments import verdicts as verdicts_mod
+
+    from . import style
+
+    if cats:
+        measured, note = verdicts_mod.downgrade_for_edge(
+            style.combine(cats),
+            winner_edges=selection_edges(results, [f"{k}-adambc" for k in keys]),
+            loser_edges=selection_edges(results, [f"{k}-adam" for k in keys]))
+    else:
+        measured, note = verdicts_mod.UNTESTED, no_cats_note
+    oks = [ok for _, ok in premises]
+    if False in oks:
+        category = verdicts_mod.UNTESTED
+        why = "; ".join(w for w, ok in premises if ok is False)
+        head = f"Category: {category} ({why}; the private comparison reads {measured})"
+    elif None in oks and measured in (verdicts_mod.HOLDS, verdicts_mod.FAILS):
+        category = verdicts_mod.INCONCLUSIVE
+        head = f"Category: {category} (premise not established; the comparison reads {measured})"
+    else:
+        category = measured
+        head = f"Category: {category}"
+    return category, head, note
+
+
+def plot_nonprivate(ax, npv: Mapping, colors: Mapping, names: Mapping, *, title: str,
+                    suffix: str = "") -> None:
+    """Premise panel: mean excess training loss of the non-private SGD and Adam references (the
+    ``np-sgd`` / ``np-adam`` slots of ``npv``, as :func:`nonprivate` loads them), log scale."""
+    from . import style
+
+    for slot in ("np-sgd", "np-adam"):
+        if slot in npv:
+            res = npv[slot]
+            style.mean_curve(ax, res.steps, res.excess_loss, colors[slot],
+                             label=f"{names[slot]}{suffix}, η = {lr_text(res)}")
+    ax.set_yscale("log")
+    ax.set_xlabel("step t")
+    ax.set_ylabel(r"mean excess training loss $F(w_t)-F^\star$")
+    ax.set_title(title, fontsize=8)
+    ax.legend(loc="upper right", fontsize=6)

@@ -132,17 +132,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax.set_ylabel("count")
         ax.set_title("premise (b): Φ vs the clean v̂^c", fontsize=8)
         ax.legend(loc="upper right", fontsize=6)
-        ax = axes[0][1]
-        for slot in ("np-sgd", "np-adam"):
-            if slot in npv:
-                res = npv[slot]
-                style.mean_curve(ax, res.steps, res.excess_loss, COLORS[slot],
-                                 label=f"{NAMES[slot]} (non-private), η = {common.lr_text(res)}")
-        ax.set_yscale("log")
-        ax.set_xlabel("step t")
-        ax.set_ylabel(r"mean excess training loss $F(w_t)-F^\star$")
-        ax.set_title("premise (c): Adam vs SGD without privacy", fontsize=8)
-        ax.legend(loc="upper right", fontsize=6)
+        common.plot_nonprivate(axes[0][1], npv, COLORS, NAMES, suffix=" (non-private)",
+                               title="premise (c): Adam vs SGD without privacy")
         ax = axes[0][2]
         xs = np.array([common.epsilon(d["adam"]) for d in data.values()])
         for slot, off in (("dpsgd", 0.95), ("adam", 1.0), ("adambc", 1.05)):
@@ -253,26 +244,11 @@ def evaluate(results: Mapping[str, object]) -> dict:
         notes.append(f"ε={common.eps_text(a)}: held-out MSE DP-AdamBC {np.mean(mb):.4f} vs DP-Adam "
                      f"{np.mean(ma):.4f} vs DP-SGD {np.mean(mg):.4f}"
                      + (f" (trivial {trivial:.4f})" if trivial is not None else ""))
-    if cats:
-        measured = style.combine(cats)
-        keys = [f"movielens-eps{e:g}" for e in judged_eps]
-        measured, note = verdicts_mod.downgrade_for_edge(
-            measured, winner_edges=common.selection_edges(results, [f"{k}-adambc" for k in keys]),
-            loser_edges=common.selection_edges(results, [f"{k}-adam" for k in keys]))
-    else:
-        measured, note = verdicts_mod.UNTESTED, "premise (b) fails at every ε"
-    if glob is False:
-        category = verdicts_mod.UNTESTED
-        why = "; ".join(w for w, ok in (("no model clearly beats the trivial predictor here", ok_a),
-                                        ("non-private Adam does not clearly beat SGD here", ok_c))
-                        if ok is False)
-        head = f"Category: {category} ({why}; the private comparison reads {measured})"
-    elif glob is None and measured in (verdicts_mod.HOLDS, verdicts_mod.FAILS):
-        category = verdicts_mod.INCONCLUSIVE
-        head = f"Category: {category} (premise not established; the comparison reads {measured})"
-    else:
-        category = measured
-        head = f"Category: {category}"
+    category, head, note = common.comparison_category(
+        results, cats, [f"movielens-eps{e:g}" for e in judged_eps],
+        [("no model clearly beats the trivial predictor here", ok_a),
+         ("non-private Adam does not clearly beat SGD here", ok_c)],
+        no_cats_note="premise (b) fails at every ε")
     return style.finding(CLAIM, lines, category,
                          head + (f" ({note})" if note else "") + ". " + "; ".join(notes)
                          + ". Tuned on the training loss; the held-out MSE is the paper's kind of "

@@ -156,21 +156,9 @@ def evaluate(results: Mapping[str, object]) -> dict:
             cats.append(verdicts_mod.from_interval(dm - dh, dm + dh, claim="above"))
         notes.append(f"ε={common.eps_text(a)}: held-out accuracy DP-AdamBC {np.mean(ab):.3f} vs "
                      f"DP-Adam {np.mean(aa):.3f} vs DP-SGD {np.mean(ag):.3f}")
-    measured = style.combine(cats)
-    keys = [f"real-eps{e:g}" for e in data]
-    measured, note = verdicts_mod.downgrade_for_edge(
-        measured, winner_edges=common.selection_edges(results, [f"{k}-adambc" for k in keys]),
-        loser_edges=common.selection_edges(results, [f"{k}-adam" for k in keys]))
-    if premise is False:
-        category = verdicts_mod.UNTESTED
-        head = (f"Category: {category} (non-private Adam does not clearly beat SGD here; the "
-                f"private comparison reads {measured})")
-    elif premise is None and measured in (verdicts_mod.HOLDS, verdicts_mod.FAILS):
-        category = verdicts_mod.INCONCLUSIVE
-        head = f"Category: {category} (premise not established; the comparison reads {measured})"
-    else:
-        category = measured
-        head = f"Category: {category}"
+    category, head, note = common.comparison_category(
+        results, cats, [f"real-eps{e:g}" for e in data],
+        [("non-private Adam does not clearly beat SGD here", premise)], no_cats_note="")
     return style.finding(CLAIM, lines, category,
                          head + (f" ({note})" if note else "") + ". " + "; ".join(notes)
                          + ". Tuned on the training loss; 455 training rows make ε costly (σ "

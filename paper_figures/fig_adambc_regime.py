@@ -79,17 +79,8 @@ def render(results: Mapping[str, object], out_dir) -> list[Path]:
         ax.set_ylabel("count")
         ax.set_title("premise: Φ ≫ v̂^c on most coordinates", fontsize=8)
         ax.legend(loc="upper left", fontsize=6)
-        ax = axes[0][1]
-        for slot in ("np-sgd", "np-adam"):
-            if slot in npv:
-                res = npv[slot]
-                style.mean_curve(ax, res.steps, res.excess_loss, COLORS[slot],
-                                 label=f"{NAMES[slot]}, η = {common.lr_text(res)}")
-        ax.set_yscale("log")
-        ax.set_xlabel("step t")
-        ax.set_ylabel(r"mean excess training loss $F(w_t)-F^\star$")
-        ax.set_title("premise: Adam ≫ SGD without privacy", fontsize=8)
-        ax.legend(loc="upper right", fontsize=6)
+        common.plot_nonprivate(axes[0][1], npv, COLORS, NAMES,
+                               title="premise: Adam ≫ SGD without privacy")
         for ax, (eps, d) in zip(axes[0][2:], data.items()):
             for slot in ("adam", "adambc", "sgdm-eq3"):
                 res = d[slot]
