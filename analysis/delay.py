@@ -129,7 +129,11 @@ DISCREPANCIES = {
     "theorem3": (
         "Theorem 3 (App. B) uses F(w^1) for F(w^1) − inf F (it assumes F ≥ 0), Eq. (78) uses "
         "E||D^t||_∞ ≤ √M + ε although Lemma 1 bounds E[v_j] per coordinate only, and Eq. (82) "
-        "merges the SGD (α ≤ 1/L) and RMSProp (α ≤ ε/L) cases with √M + 1, valid for ε ≤ 1."),
+        "merges the SGD (α ≤ 1/L) and RMSProp (α ≤ ε/L) cases with √M + 1, valid for ε ≤ 1: "
+        "Eq. (81) carries √M + ε, and with ε > 1 the printed statement can fail (a noiseless "
+        "logistic regression with ε = 64 and α = 1/L keeps the average squared gradient norm "
+        "above it; the dp2_theorem3 'printed, eps_a > 1' row computes the instance).  "
+        "theorem3_rhs(form='printed') is the statement, form='proof' Eq. (81) summed: √M + ε."),
 }
 
 
@@ -868,7 +872,7 @@ def tradeoff_constants(R, clip, noise_multiplier, batch_size, T, h_fit, eps, bet
 # Theorem 3 (non-convex)
 
 
-def theorem3_rhs(F1, alpha, T, L, clip, noise_multiplier, batch_size, s, d, tau, eps):
+def theorem3_rhs(F1, alpha, T, L, clip, noise_multiplier, batch_size, s, d, tau, eps, form="printed"):
     """Right-hand side of Theorem 3 ([DP2] §4.2; App. B Eq. 84), non-convex case:
 
         (1/T) Σ_t E||∇F(w^t)||² ≤ 2(√M + 1) F(w^1)/(α T) + 2αL(√M + 1)(τ²/(2ε²b) + dσ²C²/(2b²)),
@@ -879,7 +883,14 @@ def theorem3_rhs(F1, alpha, T, L, clip, noise_multiplier, batch_size, s, d, tau,
     otherwise); ``F1`` is ``F(w^1) − inf F`` (the paper writes ``F(w^1)`` and assumes ``F ≥ 0``);
     the proof also needs ``α ≤ 1/L`` on SGD steps, implied when ``ε ≤ 1``.  Any ``s ≥ 1``.
     Vectorized.
+
+    ``form="printed"`` (default) is the statement, with the factor ``√M + 1``; ``form="proof"``
+    sums Eq. (81), whose factor is ``√M + ε`` (``D ≤ √M + ε``, Eq. 79): the two agree at
+    ``ε = 1``, and the printed one is only valid for ``ε ≤ 1`` (:data:`DISCREPANCIES`
+    ``["theorem3"]``).
     """
+    if form not in ("printed", "proof"):
+        raise ValueError(f"form must be 'printed' or 'proof', got {form!r}")
     F1 = _arr("F1", F1, nonneg=True)
     a = _arr("alpha", alpha, positive=True)
     T = _arr("T", T, integer=True, lo=1)
@@ -894,6 +905,6 @@ def theorem3_rhs(F1, alpha, T, L, clip, noise_multiplier, batch_size, s, d, tau,
     if np.any(L * a / e > 1 + 1e-12):
         raise ValueError(f"Theorem 3 needs L*alpha/eps <= 1, got L={L!r}, alpha={alpha!r}, eps={eps!r}")
     M = C * C + sig * sig * C * C / (s * b * b)
-    k = np.sqrt(M) + 1.0
+    k = np.sqrt(M) + (1.0 if form == "printed" else e)
     return _out(2.0 * k * F1 / (a * T) + 2.0 * a * L * k * (tau * tau / (2.0 * e * e * b)
                                                                + d * sig * sig * C * C / (2.0 * b * b)))

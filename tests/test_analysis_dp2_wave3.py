@@ -347,3 +347,30 @@ def test_h_rows_are_tight_at_full_batch(h_rows):
     assert full[-1].margin > full[0].margin * 1.1
     fit = h_rows[-1]
     assert fit.check.startswith("dp2_h_of_s (fit")
+
+
+def test_theorem3_forms_differ_by_the_factor_sqrt_m_plus_eps():
+    """Eq. (81) carries √M + ε where the statement (Eq. 83) prints √M + 1: equal at ε = 1, and the
+    ratio of the two right-hand sides is (√M + ε)/(√M + 1) for any other ε."""
+    C, sig, s, b = 2.0, 3.0, 1, 2
+    M = C * C + sig * sig * C * C / (s * b * b)
+    args = (1.0, 1.0, 10, 0.25, C, sig, b, s, 3, 0.5)
+    assert D.theorem3_rhs(*args, 1.0, form="proof") == D.theorem3_rhs(*args, 1.0)
+    for eps in (0.25, 4.0, 64.0):
+        ratio = D.theorem3_rhs(*args, eps, form="proof") / D.theorem3_rhs(*args, eps, form="printed")
+        assert ratio == pytest.approx((math.sqrt(M) + eps) / (math.sqrt(M) + 1.0), rel=1e-12)
+    with pytest.raises(ValueError, match="form"):
+        D.theorem3_rhs(*args, 1.0, form="main")
+
+
+def test_theorem3_rows_tight_vacuous_and_printed_failure():
+    rows = dp2._check_theorem3("quick", 0)
+    kinds = {r.check: r.verdict for r in rows}
+    assert kinds == {"dp2_theorem3 (tight quadratic)": "pass", "dp2_theorem3 (logistic)": "vacuous",
+                     "dp2_theorem3 (printed, eps_a=64)": "reported"}
+    printed = rows[-1]
+    # the printed bound is beaten by more than the CI, and by a clear factor
+    assert printed.estimate - printed.ci > 2.0 * printed.bound
+    assert "(holds)" in printed.detail
+    vac = rows[1]
+    assert 2.0 < vac.margin < 20.0 and "searched" in vac.detail and "Sanity only" not in vac.detail

@@ -241,6 +241,7 @@ def vacuous(row: CheckResult, *, search: str, best_ratio: float) -> CheckResult:
     if row.verdict != "sanity":
         return row
     row.verdict = "vacuous"
+    row.detail = row.detail.replace("Sanity only: ", "Loose: ")
     note = f"Vacuous: searched {search}; the tightest instance found has bound/quantity {best_ratio:.3g}."
     row.detail = (row.detail + " " if row.detail else "") + note
     return row
