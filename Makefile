@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: all install test smoke figures full gallery gallery-status bench gpu-check mutation clean
+.PHONY: all install test smoke figures full gallery gallery-status bench gpu-check mutation docs clean
 
 all: figures
 
@@ -55,15 +55,19 @@ gallery: $(STAMP)
 
 # Benchmarks (one BLAS thread; ratios are measured within one run): machine limits, small-d table,
 # workload W against its in-run noise ceiling, every variant vs dp_sgd, peak memory, correlated
-# noise through the fused release vs the chain.
+# noise through the fused release vs the chain, simulate's overhead.  Each writes its JSON into one
+# run folder, benchmarks/results/<UTC date>-<commit>[-dirty]/ (benchmarks/_record.py; BENCH_RESULTS
+# redirects it), and tools/perf_page.py renders docs/performance.md from every run folder.
 bench: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) benchmarks/machine_limits.py
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_small_d.py --quick
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_dp_sgd.py --steps 500
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_variants.py
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_memory.py
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_correlated.py
-	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_overhead.py
+	export BENCH_RUN=$${BENCH_RUN:-$$($(PY) benchmarks/_record.py --run-name)} && \
+	OMP_NUM_THREADS=1 $(PY) benchmarks/machine_limits.py && \
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_small_d.py --quick && \
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_dp_sgd.py --steps 500 && \
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_variants.py && \
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_memory.py && \
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_correlated.py && \
+	OMP_NUM_THREADS=1 $(PY) benchmarks/bench_overhead.py && \
+	$(PY) tools/perf_page.py
 
 # A GPU machine checked in minutes: the CuPy tests and workload W on the GPU against the CPU, the
 # numbers in $(GPU_CHECK_JSON) (benchmarks/gpu_check.py; without CuPy or a CUDA device it says so
@@ -85,6 +89,13 @@ gpu-check: $(STAMP)
 # Mutation testing of the bounds modules of analysis/ (a sample of mutants; see tools/mutation.py)
 mutation: $(STAMP)
 	HYPOTHESIS_PROFILE=ci $(PY) tools/mutation.py --sample 40 --json mutation.json --coverage-cache .mutation-coverage.json
+
+# The documentation site (Sphinx + MyST; docs/conf.py says why) into build/docs/: the API reference,
+# the optimizer catalogue generated from the registry, and the tutorials executed (no cache).
+# Warnings are errors; every warning is listed (--keep-going) before the build fails.
+# tests/test_docs.py runs the same build in the suite.
+docs: $(STAMP)
+	$(VENV)/bin/sphinx-build -W --keep-going -b html docs build/docs
 
 clean:
 	rm -rf $(VENV) paper_figures/out results .pytest_cache

@@ -1,7 +1,7 @@
 """Rerunnable benchmark: correlated noise (DP-MF) through the fused release vs the chain, at W.
 
     OMP_NUM_THREADS=1 python benchmarks/bench_correlated.py [--noise banded:4] [--steps 30]
-        [--pairs 3] [--trials 64] [--optimizers dp_sgd dp_adam ...] [--json OUT]
+        [--pairs 3] [--trials 64] [--optimizers dp_sgd dp_adam ...] [--n N --d D] [--json OUT]
 
 Workload W: ``logistic_regression(n=25_000, d=10_000, density=0.01)``, b = 64, Poisson sampling,
 R = 64, ``noise=<--noise>``.  For each optimizer (default: the described rules that take the
@@ -22,14 +22,18 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _record  # noqa: E402
 import dpsim  # noqa: E402
-from dpsim import engine, optimizers, problems  # noqa: E402
+from _timing import W, W_BATCH, W_TRIALS, w_label, workload_w  # noqa: E402
+from dpsim import engine, optimizers  # noqa: E402
 
 DEFAULT = ["dp_sgd", "dp_adam", "dp_adam_stp", "dp_adam_ime", "dp_adam_stp_noiseless_v"]
 
@@ -40,7 +44,7 @@ def _step_cpu(prob, opt, *, fused, steps, trials, seed):
     engine.FUSED_RELEASE = fused
     try:
         c = time.process_time()
-        dpsim.simulate(prob, opt, steps=steps, batch_size=64, trials=trials, seed=seed, metrics=(),
+        dpsim.simulate(prob, opt, steps=steps, batch_size=W_BATCH, trials=trials, seed=seed, metrics=(),
                        record_every=steps)
         return (time.process_time() - c) / steps
     finally:
@@ -49,16 +53,20 @@ def _step_cpu(prob, opt, *, fused, steps, trials, seed):
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=W["n"])
+    ap.add_argument("--d", type=int, default=W["d"])
+    ap.add_argument("--density", type=float, default=W["density"])
     ap.add_argument("--noise", default="banded:4")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--trials", type=int, default=W_TRIALS)
     ap.add_argument("--optimizers", nargs="*", default=DEFAULT)
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    rec = _record.Recorder("bench_correlated", args, argv)
     warnings.simplefilter("ignore", RuntimeWarning)  # the oracles' ε = 0 divisions are the chain's
-    prob = problems.logistic_regression(n=25_000, d=10_000, density=0.01, seed=0)
-    print(f"logistic_regression(n=25000, d=10000, density=0.01), b=64, R={args.trials}, "
+    prob, _ = workload_w(args.n, args.d, args.density)
+    print(f"{w_label(args.n, args.d, args.density)}, b={W_BATCH}, R={args.trials}, "
           f"noise={args.noise}, {args.steps} steps a run, {args.pairs} interleaved pairs; "
           f"{platform.processor() or platform.machine()}")
     rows = []
@@ -78,10 +86,8 @@ def main(argv=None) -> dict:
         print(f"{name:26s} fused vs chain {row['speedup_median']:.2f}x [{row['speedup_min']:.2f}, "
               f"{row['speedup_max']:.2f}]; last pair {row['last_chain_ms_per_step']:.1f} -> "
               f"{row['last_fused_ms_per_step']:.1f} ms/step", flush=True)
-    out = {"rows": rows, "machine": platform.platform(), "load_average_end": os.getloadavg()}
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=1)
+    out = {"rows": rows}
+    rec.finish(out, args.json)
     return out
 
 

@@ -33,37 +33,19 @@ ceiling too), which counts only this process's work.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
-
-import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _record  # noqa: E402
 import dpsim  # noqa: E402
 import machine_limits  # noqa: E402
-from dpsim import engine, optimizers, problems  # noqa: E402
-
-
-def _best_of(fn, repeats, clock=time.perf_counter):
-    times = []
-    for _ in range(repeats):
-        t0 = clock()
-        fn()
-        times.append(clock() - t0)
-    return min(times)
-
-
-def _both_clocks(fn):
-    """(wall seconds, CPU seconds) of one call."""
-    w0, c0 = time.perf_counter(), time.process_time()
-    fn()
-    return time.perf_counter() - w0, time.process_time() - c0
+from _timing import W, W_BATCH, W_TRIALS, best_of, both_clocks, w_dp_sgd, w_label, workload_w  # noqa: E402
+from dpsim import engine  # noqa: E402
 
 
 def _device_normals(args, R, draws=20):
@@ -77,29 +59,28 @@ def _device_normals(args, R, draws=20):
             be.normal((R, args.d))
         sync.Device().synchronize()
 
-    return draws * R * args.d / _best_of(draw, 3)
+    return draws * R * args.d / best_of(draw, 3)
 
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=25_000)
-    ap.add_argument("--d", type=int, default=10_000)
-    ap.add_argument("--density", type=float, default=0.01)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--n", type=int, default=W["n"])
+    ap.add_argument("--d", type=int, default=W["d"])
+    ap.add_argument("--density", type=float, default=W["density"])
+    ap.add_argument("--batch-size", type=int, default=W_BATCH)
+    ap.add_argument("--trials", type=int, default=W_TRIALS)
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--single-runs", type=int, default=8, help="R=1 runs timed for (a)")
     ap.add_argument("--naive-steps", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--backend", default="numpy")
     ap.add_argument("--dtype", default="float64")
-    ap.add_argument("--json", default=None, help="write the numbers here")
+    ap.add_argument("--json", default=None, help="also write the record here (benchmarks/_record.py)")
     args = ap.parse_args(argv)
+    rec = _record.Recorder("bench_dp_sgd", args, argv)
 
-    t0 = time.perf_counter()
-    prob = problems.logistic_regression(args.n, args.d, density=args.density, seed=0)
-    build = time.perf_counter() - t0
-    opt = optimizers.get("dp_sgd", lr=0.5, clip=1.0, noise_multiplier=1.0)
+    prob, build = workload_w(args.n, args.d, args.density)
+    opt = w_dp_sgd()
     R, T, b = args.trials, args.steps, args.batch_size
     blocked = args.backend + ":blocked" if args.backend in ("numpy", "array_api_strict") else None
 
@@ -127,13 +108,13 @@ def main(argv=None) -> dict:
         if args.backend != "cupy":
             rate_normals_cpu = max(rate_normals_cpu, machine_limits.normals_per_s(
                 size, repeats=3, dtype=args.dtype, clock="cpu"))
-        w, c = _both_clocks(lambda: run(R, T))
+        w, c = both_clocks(lambda: run(R, T))
         t_many, c_many = min(t_many, w), min(c_many, c)
-        w, c = _both_clocks(lambda: run(R, T, fused=False))
+        w, c = both_clocks(lambda: run(R, T, fused=False))
         t_chain, c_chain = min(t_chain, w), min(c_chain, c)
         if blocked:
-            t_blocked = min(t_blocked, _best_of(lambda: run(R, T, backend=blocked), 1))
-        t_single = min(t_single, _best_of(lambda: [run(1, T, seed=s) for s in range(args.single_runs)], 1)
+            t_blocked = min(t_blocked, best_of(lambda: run(R, T, backend=blocked), 1))
+        t_single = min(t_single, best_of(lambda: [run(1, T, seed=s) for s in range(args.single_runs)], 1)
                        / args.single_runs)
     limits = machine_limits.measure(size)
     per_trial_step_many = t_many / (R * T)
@@ -151,7 +132,7 @@ def main(argv=None) -> dict:
     frac_chain_cpu = R * T / c_chain / ceiling_cpu if ceiling_cpu else None
 
     # default recording (about 100 records)
-    t_rec = _best_of(lambda: run(R, T, record_every=max(1, T // 100),
+    t_rec = best_of(lambda: run(R, T, record_every=max(1, T // 100),
                                  metrics=("loss", "grad_norm_sq", "dist_to_opt")), 1)
 
     # naive per-trial, per-example loop (tests/naive.py)
@@ -164,12 +145,9 @@ def main(argv=None) -> dict:
     speedup_c = t_naive / per_trial_step_many
 
     out = {
-        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-        "cpus": os.cpu_count(),
-        "numpy": np.__version__,
         "backend": args.backend,
         "dtype": args.dtype,
-        "problem": f"logistic_regression(n={args.n}, d={args.d}, density={args.density})",
+        "problem": w_label(args.n, args.d, args.density),
         "problem_build_s": build,
         "R": R, "steps": T, "batch_size": b,
         "run_R_s": t_many,
@@ -213,9 +191,7 @@ def main(argv=None) -> dict:
     print(f"(c) naive loop {t_naive * 1e3:.1f} ms per trial-step vs engine {per_trial_step_many * 1e6:.1f} us "
           f"-> {speedup_c:,.0f}x")
     print(f"    with default recording (~100 records): R={R} run takes {t_rec:.3f} s")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=2)
+    rec.finish(out, args.json)
     return out
 
 

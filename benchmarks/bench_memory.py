@@ -28,6 +28,11 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _record  # noqa: E402
+from _timing import W, W_BATCH  # noqa: E402
+
 CHILD = r"""
 import json, os, sys, tracemalloc
 import dpsim
@@ -78,10 +83,10 @@ def measure(cfg: dict) -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=25_000)
-    ap.add_argument("--d", type=int, default=10_000)
-    ap.add_argument("--density", type=float, default=0.01)
-    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--n", type=int, default=W["n"])
+    ap.add_argument("--d", type=int, default=W["d"])
+    ap.add_argument("--density", type=float, default=W["density"])
+    ap.add_argument("--batch-size", type=int, default=W_BATCH)
     ap.add_argument("--trials", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--optimizers", nargs="+", default=["dp_sgd", "dp_adam"])
@@ -90,6 +95,7 @@ def main(argv=None):
     ap.add_argument("--chain", action="store_true", help="the chain engine (FUSED_RELEASE=False)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
+    rec = _record.Recorder("bench_memory", args, argv)
 
     unit = args.trials * args.d * 8
     rows = {}
@@ -108,9 +114,7 @@ def main(argv=None):
         rows[name] = {"base_rss_bytes": m["base_rss"], "traced_peak_units": traced, "rss_peak_units": rss}
         rss_s = "n/a" if rss is None else f"{rss:.2f}"
         print(f"{name:<14}{m['base_rss'] / 2**20:>14.0f}{traced:>14.2f}{rss_s:>12}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"unit_bytes": unit, "rows": rows, "args": vars(args)}, fh, indent=2)
+    rec.finish({"unit_bytes": unit, "rows": rows}, args.json)
     return rows
 
 

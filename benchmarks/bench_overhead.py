@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -41,8 +40,12 @@ import timeit
 
 import numpy as np
 
-import dpsim
-from dpsim import accounting, engine, optimizers, problems
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _record  # noqa: E402
+import dpsim  # noqa: E402
+from _timing import W, W_BATCH, W_TRIALS, w_dp_sgd, w_label, workload_w  # noqa: E402
+from dpsim import accounting, engine, optimizers, problems  # noqa: E402
 
 HEAVY_MODULES = ("dp_accounting", "xarray", "tqdm", "scipy.stats", "scipy.signal", "scipy.optimize",
                  "scipy.linalg", "scipy.sparse", "dpsim.optimizers", "dpsim.problems",
@@ -130,15 +133,12 @@ class _RecordClock:
 
 
 def w_share(steps_list, repeats: int, scale: float, old_default: bool) -> dict:
-    n, d = int(round(25_000 * scale)), int(round(10_000 * scale))
-    t0 = time.perf_counter()
-    prob = problems.logistic_regression(n, d, density=0.01, seed=0)
-    build = time.perf_counter() - t0
+    prob, build = workload_w(scale=scale)
     t0 = time.perf_counter()
     prob.optimum
     optimum = time.perf_counter() - t0
-    opt = optimizers.get("dp_sgd", lr=0.5, clip=1.0, noise_multiplier=1.0)
-    R, b = 64, 64
+    opt = w_dp_sgd()
+    R, b = W_TRIALS, W_BATCH
     clock = _RecordClock(prob)
 
     def run(T, **kw):
@@ -148,7 +148,7 @@ def w_share(steps_list, repeats: int, scale: float, old_default: bool) -> dict:
         return time.perf_counter() - t0, clock.s, res
 
     run(2, metrics=())  # warm-up: compilation
-    out = {"problem": f"logistic_regression(n={n}, d={d}, density=0.01)", "R": R, "batch_size": b,
+    out = {"problem": w_label(prob.n, prob.d, W["density"]), "R": R, "batch_size": b,
            "problem_build_s": build, "optimum_s": optimum, "runs": {}}
     try:
         for T in steps_list:
@@ -181,14 +181,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--w-repeats", type=int, default=3)
     ap.add_argument("--old-default", action="store_true", help="also time the ~100-record schedule")
     ap.add_argument("--skip-w", action="store_true")
-    ap.add_argument("--json", default=None, help="write the numbers here")
+    ap.add_argument("--json", default=None, help="also write the record here (benchmarks/_record.py)")
     args = ap.parse_args(argv)
     if args.quick:
         args.repeats, args.number, args.import_runs = 3, 200, 3
         args.w_steps, args.w_repeats = [200], 2
+    rec = _record.Recorder("bench_overhead", args, argv)
 
-    out = {"machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-           "cpus": os.cpu_count(), "numpy": np.__version__, "python": platform.python_version()}
+    out = {}
     out["per_call"] = per_call(args.repeats, args.number)
     print("(1) per-call cost of simulate on a tiny problem (best of rounds; ms per call)")
     for key, row in out["per_call"].items():
@@ -214,9 +214,7 @@ def main(argv=None) -> dict:
                 line += (f"; the ~100-record schedule ({row['old_records']} records) "
                          f"{row['old_default_s']:.2f} s -> {100 * row['old_share']:.0f}%")
             print(line)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=2)
+    rec.finish(out, args.json)
     return out
 
 

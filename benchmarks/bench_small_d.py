@@ -51,7 +51,6 @@ os.environ.setdefault("MKL_NUM_THREADS", "1")
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -60,6 +59,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _record  # noqa: E402
 import machine_limits  # noqa: E402
 
 import dpsim  # noqa: E402
@@ -286,6 +286,7 @@ def main(argv=None) -> dict:
                          "binomial, Floyd, clipping; R = 4096), interleaved: each piece's cost "
                          "inside the kernel")
     args = ap.parse_args(argv)
+    rec = _record.Recorder("bench_small_d", args, argv)
     repeats = min(2, args.repeats) if args.quick else args.repeats
     budget = args.budget / 4 if args.quick else args.budget
     b = args.batch_size
@@ -419,13 +420,11 @@ def main(argv=None) -> dict:
               "interleaved runs; difference to dp_sgd under Poisson sampling):")
         for k, v in ctxt.items():
             print(f"  {k:28s} {v:7.1f} ns  ({v - base:+7.1f})")
-    out = {"in_context_ns_per_trial_step": ctxt, "breakdown_ns_per_trial_step": pieces, "machine_limits_before": lim0, "machine_limits_after": lim1, "roofline_rates": lim,
-           "batch_size": b, "rows": rows, "speedups": speedups, "relative_to_dp_sgd": relative,
-           "rng_ab": rng_ab,
-           "machine": platform.platform(), "load_average_end": os.getloadavg()}
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=1)
+    out = {"in_context_ns_per_trial_step": ctxt, "breakdown_ns_per_trial_step": pieces,
+           "machine_limits_before": lim0, "machine_limits_after": lim1, "roofline_rates": lim,
+           "batch_size": b, "repeats": repeats, "budget_s": budget, "rows": rows, "speedups": speedups,
+           "relative_to_dp_sgd": relative, "rng_ab": rng_ab}
+    rec.finish(out, args.json)
     return out
 
 

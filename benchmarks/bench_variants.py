@@ -31,7 +31,6 @@ process waited for a core).  The median ratio over the pairs is reported with it
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import statistics
@@ -40,9 +39,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import _record  # noqa: E402
 import dpsim  # noqa: E402
 import machine_limits  # noqa: E402
-from dpsim import optimizers, problems  # noqa: E402
+from _timing import W, W_BATCH, W_TRIALS, both_clocks, workload_w  # noqa: E402
+from dpsim import optimizers  # noqa: E402
 
 SETTINGS = {
     "pagan": dict(radius=1e3),
@@ -72,11 +73,11 @@ def _sim_kwargs(label, args, n):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--n", type=int, default=25_000)
-    ap.add_argument("--d", type=int, default=10_000)
-    ap.add_argument("--density", type=float, default=0.01)
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--trials", type=int, default=64)
+    ap.add_argument("--n", type=int, default=W["n"])
+    ap.add_argument("--d", type=int, default=W["d"])
+    ap.add_argument("--density", type=float, default=W["density"])
+    ap.add_argument("--batch-size", type=int, default=W_BATCH)
+    ap.add_argument("--trials", type=int, default=W_TRIALS)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--target-s", type=float, default=3.0)
     ap.add_argument("--backend", default="numpy")
@@ -85,8 +86,9 @@ def main(argv=None):
     ap.add_argument("--paired", type=int, default=0, metavar="N",
                     help="then N interleaved (dp_sgd, optimizer) pairs per optimizer, median ratios")
     args = ap.parse_args(argv)
+    rec = _record.Recorder("bench_variants", args, argv)
 
-    prob = problems.logistic_regression(args.n, args.d, density=args.density, seed=0)
+    prob, _ = workload_w(args.n, args.d, args.density)
     labels = args.optimizers or (optimizers.names() + ["dp_sgd[banded:4]", "adadps[public 1%]"])
     labels = list(dict.fromkeys(["dp_sgd"] + list(labels)))
     # a variant whose run needs another batch size or sampler than W's (the ctCDP plan: [L2P]'s
@@ -141,22 +143,18 @@ def main(argv=None):
     for name, e in errors.items():
         print(f"{name:<26} failed: {e}")
     paired = _paired(runs, steps_used, args.paired) if args.paired > 0 else {}
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"rates": rates, "ratio_to_dp_sgd": {k: v / base for k, v in rates.items()},
-                       "ratio_to_dp_sgd_same_batch": {lab: rates[lab] / rates[tw]
-                                                      for tw, lab in same.items()
-                                                      if lab in rates and tw in rates},
-                       "steps": steps_used, "errors": errors, "machine_limits": limits,
-                       "paired": paired}, fh, indent=2)
+    rec.finish({"rates": rates, "ratio_to_dp_sgd": {k: v / base for k, v in rates.items()},
+                "ratio_to_dp_sgd_same_batch": {lab: rates[lab] / rates[tw]
+                                               for tw, lab in same.items()
+                                               if lab in rates and tw in rates},
+                "steps": steps_used, "errors": errors, "machine_limits": limits,
+                "paired": paired}, args.json)
     return rates
 
 
 def _timed(run, steps):
     """(wall seconds, process CPU seconds) of one run of ``steps`` steps."""
-    w0, c0 = time.perf_counter(), time.process_time()
-    run(steps)
-    return time.perf_counter() - w0, time.process_time() - c0
+    return both_clocks(lambda: run(steps))
 
 
 def _paired(runs, steps_used, n):

@@ -1,6 +1,6 @@
 """This machine's limits, measured in the calling benchmark's own run (imported by the scripts).
 
-    python benchmarks/machine_limits.py          # prints the line alone
+    python benchmarks/machine_limits.py [--size 640000] [--json OUT]   # prints the line alone
 
 * ``gemm_gflops``: float64 matrix product ``A @ B`` (``n × n``, n = 512 by default) with the BLAS
   thread count the process has (set ``OMP_NUM_THREADS=1`` for the single-core figure), counted as
@@ -109,5 +109,24 @@ def line(m: dict) -> str:
             f"GFLOP/s, normals {m['normals_per_s_cpu'] / 1e6:.1f} M/s")
 
 
+def main(argv=None) -> dict:
+    import argparse  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=int, default=640_000, help="normals per draw (R·d)")
+    ap.add_argument("--json", default=None, help="also write the record here (benchmarks/_record.py)")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _record  # noqa: PLC0415
+
+    rec = _record.Recorder("machine_limits", args, argv)
+    m = measure(args.size)
+    print(line(m))
+    rec.finish(m, args.json)
+    return m
+
+
 if __name__ == "__main__":
-    print(line(measure()))
+    main()
