@@ -42,10 +42,11 @@ start`` is given beside it.
 
 Figures are re-encoded with Pillow (matplotlib's dependency): flattened on white, shrunk to at most
 ``max_width`` pixels wide (Lanczos), quantized to an adaptive palette of at most 256 colours and
-saved with ``optimize`` (fast octree quantization, no dithering: on the
-report's line plots about half the bytes and two thirds of the time of median cut); when the result is still over ``max_bytes``, fewer colours (128, 64) and
-then smaller widths (×0.85 per try, not below 400 px) are tried, and a figure that cannot be
-brought under the limit is an error naming it.  PDFs are not copied (their links are removed).
+saved with ``optimize`` (fast octree quantization, no dithering: on the report's line plots
+fewer bytes and less time than median cut); when the result is still over ``max_bytes``, fewer
+colours (128, 64) and then smaller widths (×0.85 per try, not below 400 px) are tried, and a
+figure that cannot be brought under the limit is an error naming it.  PDFs are not copied (their
+links are removed).
 
 **update** replaces some experiments of a published gallery with their new reproduction and
 keeps the others' sections, figures and rows as published (:func:`update`): for a long
@@ -57,36 +58,33 @@ missing, or its results (the manifest of the reported key, finished) are not in 
 folder.  ``publish`` refuses it with a ``ValueError`` listing every gap, unless
 ``allow_partial=True``: the header then says PARTIAL and lists the gaps (a missing image becomes a
 note in the text).
+
+The module keeps :func:`status`, :func:`publish`, :func:`update` and the command line;
+:mod:`experiments.gallery_provenance` reads the cells, the machine and the commits, and checks a
+reproduction; :mod:`experiments.gallery_files` writes the gallery's PNGs, report body, header and
+README.  Their names are importable from here too.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import importlib
-import io
 import json
 import os
-import platform
-import re
 import shutil
-import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from . import SCALES, get, names as registered_names
 from . import pipeline
+from .gallery_files import (_ANCHOR, _FIGURES, _LINK, MAX_BYTES, MAX_WIDTH, _REPORT_TITLE,
+                            _figure_names, _header, _readme, _report_entries, _report_text,
+                            _rewrite_links, _split_report, _summary_row, shrink_png)  # noqa: F401
+from .gallery_provenance import (SESSION_GAP_S, _Cells, _cell_labels, _check, _current_key, _git,
+                                 _hours, _in_progress, _interval, _left, _read_manifest, _rows,
+                                 _utc, machine_info, sessions, source_commit)  # noqa: F401
 
 __all__ = ["status", "format_status", "publish", "update", "machine_info", "sessions", "shrink_png",
            "Incomplete", "register"]
-
-#: Gap (seconds) between two computed cells above which they belong to different sessions.
-SESSION_GAP_S = 600.0
-#: Default largest width (pixels) of a gallery PNG, and the size limit of one (bytes).
-MAX_WIDTH = 1000
-MAX_BYTES = 150_000
-_FIGURES = "figures"
 
 
 class Incomplete(ValueError):
@@ -97,127 +95,6 @@ class Incomplete(ValueError):
         super().__init__("the reproduction is incomplete (publish it with --allow-partial to "
                          "mark it PARTIAL):\n  - " + "\n  - ".join(self.gaps))
 
-
-# ------------------------------------------------------------------------------------------------
-# Reading cells
-
-
-def _interval(entry: Mapping) -> tuple[float, float] | None:
-    """``(start, stop)`` Unix seconds of a manifest cell entry (``None`` when it has no time)."""
-    if "t_start" in entry and "t_stop" in entry:
-        return float(entry["t_start"]), float(entry["t_stop"])
-    fin = entry.get("finished")
-    if not fin:
-        return None
-    try:
-        stop = _dt.datetime.fromisoformat(str(fin)).timestamp()
-    except ValueError:
-        return None
-    return stop - float(entry.get("wall_time_s", 0.0)), stop
-
-
-def sessions(intervals: Iterable[tuple[float, float]], gap: float = SESSION_GAP_S) -> list[tuple[float, float]]:
-    """The sessions of a set of ``(start, stop)`` intervals: sorted by start, a new session begins
-    at an interval that starts more than ``gap`` seconds after the latest stop so far; each
-    session is ``(first start, latest stop)``.  ``Σ (stop − start)`` over them is the wall time
-    spent computing, without the pauses between sessions."""
-    if gap < 0:
-        raise ValueError(f"gap must be >= 0 seconds, got gap={gap!r}")
-    out: list[list[float]] = []
-    for a, b in sorted((float(a), float(b)) for a, b in intervals):
-        if out and a <= out[-1][1] + gap:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return [(a, b) for a, b in out]
-
-
-@dataclass
-class _Cells:
-    """The cells of one experiment's key folder, as far as the manifest lists them."""
-
-    manifest: dict = field(default_factory=dict)
-
-    @property
-    def cells(self) -> dict:
-        c = self.manifest.get("cells", {})
-        return c if isinstance(c, dict) else {}
-
-    @property
-    def cpu(self) -> float:
-        return float(sum(float(e.get("cpu_time_s", 0.0)) for e in self.cells.values()))
-
-    @property
-    def intervals(self) -> list[tuple[float, float]]:
-        return [iv for iv in (_interval(e) for e in self.cells.values()) if iv is not None]
-
-    @property
-    def commits(self) -> list[str]:
-        """The distinct recorded commits (cell ``commit``, else the manifest's), in first-seen order."""
-        seen = [e.get("commit") for e in self.cells.values()]
-        seen.append(self.manifest.get("commit"))
-        return list(dict.fromkeys(c for c in seen if c))
-
-    @property
-    def hosts(self) -> list[str]:
-        return sorted({str(e["worker"]).rsplit(":", 1)[0] for e in self.cells.values()
-                       if e.get("worker")})
-
-    @property
-    def workers(self) -> set:
-        return {str(e["worker"]) for e in self.cells.values() if e.get("worker")}
-
-
-def _read_manifest(path: Path) -> dict | None:
-    try:
-        m = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return m if isinstance(m, dict) else None
-
-
-def _in_progress(key_dir: Path, done) -> dict:
-    """``{label: [{"call", "t", "steps", "wall_s", "written"}, ...]}``: the checkpoints of cells not
-    yet saved (``<key>/partial/<label>/call-<k>.json``, :mod:`dpsim.checkpoint`)."""
-    out: dict = {}
-    part = key_dir / "partial"
-    if not part.is_dir():
-        return out
-    for cell_dir in sorted(p for p in part.iterdir() if p.is_dir() and p.name not in done):
-        calls = []
-        for f in sorted(cell_dir.glob("call-*.json")):
-            try:
-                info = json.loads(f.read_text())
-                calls.append({"call": int(f.stem.split("-")[1]), "t": int(info["t"]),
-                              "steps": int(info["steps"]), "wall_s": float(info["wall_s"]),
-                              "written": float(info["written"])})
-            except (OSError, ValueError, KeyError, TypeError, IndexError):
-                continue
-        if calls:
-            out[cell_dir.name] = calls
-    return out
-
-
-def _left(call: Mapping) -> str:
-    """``", ≈ <time> left at this rate"``: the wall time a checkpointed simulation still needs at
-    its average pace so far (``""`` before its first step or once it is done)."""
-    t, steps, wall = call["t"], call["steps"], call["wall_s"]
-    if t <= 0 or t >= steps:
-        return ""
-    return f", ≈ {_hours(wall * (steps - t) / t)} left at this rate"
-
-
-def _current_key(exp, scale: str, backend: str) -> str:
-    return pipeline.cache_key(exp.name, exp.config(scale), pipeline.numerics_version(exp), backend)
-
-
-def _cell_labels(exp, scale: str) -> list[str] | None:
-    """Every cell label of ``exp`` at ``scale`` when its module lists them up front, else ``None``."""
-    mod = importlib.import_module(exp.module)
-    fn = getattr(mod, "cell_labels", None)
-    if not callable(fn):
-        return None
-    return list(fn(exp.config(scale)))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -331,23 +208,6 @@ def status(results_dir, scale: str = "full", *, experiments: Sequence[str] | Non
     }
 
 
-def _hours(s: float | None) -> str:
-    if s is None:
-        return "?"
-    s = float(s)
-    if s < 60:
-        return f"{s:.0f} s"
-    if s < 3600:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.2f} h"
-
-
-def _utc(t: float | None) -> str:
-    if t is None:
-        return "?"
-    return _dt.datetime.fromtimestamp(float(t), _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
 def format_status(st: Mapping) -> str:
     """``status(...)`` as a plain-text table (what ``dpsim gallery status`` prints)."""
     lines = [f"results {st['results_dir']} at scale {st['scale']} (keys of this checkout's code)", ""]
@@ -406,248 +266,7 @@ def format_status(st: Mapping) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# Machine and code
-
-
-def machine_info() -> dict:
-    """This machine: CPU model, logical cores, RAM (GiB), OS, host name."""
-    model = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    ram = None
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                ram = int(line.split()[1]) * 1024
-                break
-    except (OSError, ValueError, IndexError):
-        pass
-    if ram is None:
-        try:
-            ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        except (ValueError, OSError, AttributeError):
-            ram = None
-    os_name = platform.platform()
-    try:
-        for line in Path("/etc/os-release").read_text().splitlines():
-            if line.startswith("PRETTY_NAME="):
-                os_name = f"{line.split('=', 1)[1].strip().strip(chr(34))} ({platform.system()} " \
-                          f"{platform.release()})"
-                break
-    except OSError:
-        pass
-    return {"cpu": model or platform.processor() or platform.machine(),
-            "logical_cores": os.cpu_count(), "ram_gib": None if ram is None else round(ram / 2**30, 1),
-            "os": os_name, "host": platform.node()}
-
-
-def _git(source: Path, *args: str) -> str:
-    out = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True,
-                         timeout=60)
-    if out.returncode != 0:
-        raise ValueError(f"--source {str(source)!r} is not a git checkout "
-                         f"(git {' '.join(args)}: {out.stderr.strip() or out.returncode})")
-    return out.stdout.strip()
-
-
-def source_commit(source) -> str:
-    """``<full sha>`` of the checkout ``source``, with ``-dirty`` when tracked files are modified."""
-    source = Path(source)
-    sha = _git(source, "rev-parse", "HEAD")
-    dirty = _git(source, "status", "--porcelain", "--untracked-files=no")
-    return sha + ("-dirty" if dirty else "")
-
-
-# ------------------------------------------------------------------------------------------------
-# PNG re-encoding
-
-
-def shrink_png(src, dst, *, max_width: int = MAX_WIDTH, max_bytes: int = MAX_BYTES) -> dict:
-    """Write ``src`` (a PNG) to ``dst`` small (module docstring); ``{"width", "height", "bytes",
-    "source_bytes", "colors"}``.  ``ValueError`` naming the file when it stays over ``max_bytes``."""
-    from PIL import Image
-
-    if max_width < 1 or max_bytes < 1:
-        raise ValueError(f"max_width and max_bytes must be positive, got {max_width!r}, {max_bytes!r}")
-    src, dst = Path(src), Path(dst)
-    with Image.open(src) as im:
-        im.load()
-        if im.mode in ("RGBA", "LA", "P"):
-            rgba = im.convert("RGBA")
-            base = Image.new("RGB", rgba.size, (255, 255, 255))
-            base.paste(rgba, mask=rgba.getchannel("A"))
-        else:
-            base = im.convert("RGB")
-    width = min(max_width, base.width)
-    floor = min(width, 400)
-    best = None
-    while True:
-        h = max(1, round(base.height * width / base.width))
-        scaled = base if width == base.width else base.resize((width, h), Image.Resampling.LANCZOS)
-        for colors in (256, 128, 64):
-            q = scaled.quantize(colors=colors, method=Image.Quantize.FASTOCTREE,
-                                dither=Image.Dither.NONE)
-            buf = io.BytesIO()
-            q.save(buf, format="PNG", optimize=True)
-            data = buf.getvalue()
-            best = (data, width, h, colors)
-            if len(data) <= max_bytes:
-                break
-        if len(best[0]) <= max_bytes or width <= floor:
-            break
-        width = max(floor, int(width * 0.85))
-    data, w, h, colors = best
-    if len(data) > max_bytes:
-        raise ValueError(f"{src.name} stays at {len(data)} bytes > max_bytes={max_bytes} even at "
-                         f"{w} px wide and {colors} colours")
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    pipeline._atomic_write(dst, lambda p: Path(p).write_bytes(data))
-    return {"width": w, "height": h, "bytes": len(data), "source_bytes": src.stat().st_size,
-            "colors": colors}
-
-
-# ------------------------------------------------------------------------------------------------
-# publish
-
-
-def _report_entries(figures_dir: Path) -> dict:
-    try:
-        entries = json.loads((figures_dir / "report.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return entries if isinstance(entries, dict) else {}
-
-
-def _report_text(figures_dir: Path) -> str:
-    try:
-        return (figures_dir / "REPORT.md").read_text()
-    except OSError:
-        return ""
-
-
-_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
-
-
-def _figure_names(text: str) -> set:
-    """The file names of the gallery figures (``figures/...``) that ``text`` links to."""
-    return {Path(m.group(3)).name for m in _LINK.finditer(text)
-            if m.group(3).startswith(f"{_FIGURES}/")}
-
-
-def _rewrite_links(text: str, copied: Mapping[str, str]) -> str:
-    """Image and file links of REPORT.md pointed at the gallery: a copied PNG goes to its new
-    relative path; a link to a file not copied (a PDF, a missing PNG) becomes plain text, and an
-    ``Also:`` line left without links is dropped.  Anchors (``#...``) and URLs are kept."""
-
-    def repl(m):
-        bang, label, target = m.groups()
-        if target.startswith("#") or re.match(r"^[a-z][a-z0-9+.-]*:", target):
-            return m.group(0)
-        name = Path(target).name
-        if name in copied:
-            return f"{bang}[{label}]({copied[name]})"
-        if bang:
-            return f"*(figure `{name}` missing from this reproduction)*"
-        return f"`{label}`"
-
-    out = []
-    for line in text.splitlines():
-        new = _LINK.sub(repl, line)
-        if line.startswith("Also: ") and _LINK.search(line) and not _LINK.search(new):
-            if out and out[-1] == "":
-                out.pop()  # the blank line before it
-            continue
-        out.append(new)
-    return "\n".join(out) + "\n"
-
-
-def _check(exps, scale: str, entries: Mapping, text: str, figures_dir: Path,
-           results_dir: Path) -> tuple[dict, list[str]]:
-    """``({name: manifest or None}, gaps)`` of a reproduction (module docstring)."""
-    gaps, manifests = [], {}
-    for exp in exps:
-        e = entries.get(exp.name)
-        if e is None or e.get("scale") != scale:
-            where = "" if e is None else f" (its section is at scale {e.get('scale')!r})"
-            gaps.append(f"{exp.name}: no report section at scale {scale!r} in "
-                        f"{figures_dir / 'report.json'}{where}")
-            # for the header: the cells cached so far under this checkout's key, if any
-            key = _current_key(exp, scale, e.get("backend", "numpy") if e else "numpy")
-            manifests[exp.name] = _read_manifest(results_dir / exp.name / scale / key
-                                                 / "manifest.json")
-            continue
-        if f"## {exp.name}:" not in text:
-            gaps.append(f"{exp.name}: no section in {figures_dir / 'REPORT.md'}")
-        rendered = {f.get("figure") for f in e.get("figures", [])}
-        for fig in exp.figures:
-            if fig not in rendered:
-                gaps.append(f"{exp.name}: figure {fig} is not in the report (rendered by older code?)")
-        for f in e.get("figures", []):
-            pngs = [x for x in f.get("files", []) if x.endswith(".png")]
-            if not pngs:
-                gaps.append(f"{exp.name}: figure {f.get('figure')} has no PNG")
-            for x in pngs:
-                if not (figures_dir / x).is_file():
-                    gaps.append(f"{exp.name}: figure file {figures_dir / x} is missing")
-        mpath = results_dir / exp.name / scale / str(e.get("key")) / "manifest.json"
-        m = _read_manifest(mpath)
-        manifests[exp.name] = m
-        if m is None:
-            gaps.append(f"{exp.name}: results missing ({mpath} not found or unreadable)")
-        elif not m.get("complete"):
-            gaps.append(f"{exp.name}: the run under {mpath.parent} did not finish")
-    return manifests, gaps
-
-
-def _rows(exps, manifests: Mapping, entries: Mapping, scale: str, source, gap: float):
-    """Per experiment, the header row (cells, CPU, wall, sessions, dates, commits, figures) of
-    its manifest; with the pooled cell intervals, the total CPU, the compute hosts, the Python and
-    NumPy versions and the commit read from ``source`` (``None`` when every cell records its own)."""
-    src_commit = None
-    per_exp = []
-    pooled, all_cpu, hosts = [], 0.0, set()
-    versions: dict[str, set] = {"python": set(), "numpy": set()}
-    for exp in exps:
-        m = manifests.get(exp.name) or {}
-        c = _Cells(m)
-        commits = c.commits
-        recorded = bool(commits)
-        if c.cells and not recorded:
-            if source is None:
-                raise ValueError(f"the cells of {exp.name} do not record the git commit that "
-                                 "computed them; pass --source <the checkout that ran the "
-                                 "reproduction>")
-            src_commit = src_commit or source_commit(source)
-            commits = [src_commit]
-        ivs = c.intervals
-        ss = sessions(ivs, gap)
-        pooled += ivs
-        all_cpu += c.cpu
-        hosts |= set(c.hosts)
-        for k in versions:
-            v = m.get("versions", {}).get(k)
-            if v:
-                versions[k].add(v)
-        e = entries.get(exp.name) or {}
-        per_exp.append({
-            "name": exp.name, "key": m.get("key"), "cells": len(c.cells),
-            "current_key": _current_key(exp, scale, m.get("backend") or "numpy"),
-            "published": exp.name in entries and entries[exp.name].get("scale") == scale,
-            "cpu_s": round(c.cpu, 1), "wall_s": round(sum(b - a for a, b in ss), 1),
-            "sessions": len(ss),
-            "first": min((a for a, _ in ivs), default=None),
-            "last": max((b for _, b in ivs), default=None),
-            "commits": commits, "commit_recorded": recorded,
-            "numerics_version": m.get("numerics_version"), "backend": m.get("backend"),
-            "runner": m.get("runner"), "run_wall_s": m.get("run_wall_s"),
-            "figures": len(e.get("figures", [])) if e.get("scale") == scale else 0,
-        })
-    return per_exp, pooled, all_cpu, hosts, versions, src_commit
+# publish and update
 
 
 def publish(results_dir, figures_dir, out_dir, *, source=None, allow_partial: bool = False,
@@ -756,31 +375,6 @@ def publish(results_dir, figures_dir, out_dir, *, source=None, allow_partial: bo
     return info
 
 
-_ANCHOR = re.compile(r'^<a id="([^"]+)"></a>$', re.M)
-_REPORT_TITLE = "# dpsim reproduction report"
-
-
-def _split_report(body: str) -> tuple[str, dict[str, str]]:
-    """``(preamble, {experiment: section})`` of a report body (``write_report``'s layout): a
-    section runs from its ``<a id="name"></a>`` line to the next one or the end, and is returned
-    ending in exactly one blank line."""
-    found = list(_ANCHOR.finditer(body))
-    pre = body[:found[0].start()] if found else body
-    secs = {}
-    for i, m in enumerate(found):
-        end = found[i + 1].start() if i + 1 < len(found) else len(body)
-        secs[m.group(1)] = body[m.start():end].rstrip("\n") + "\n\n"
-    return pre, secs
-
-
-def _summary_row(preamble: str, name: str) -> str | None:
-    """The line of ``name`` in the report's verdict table (``None`` when it has none)."""
-    for line in preamble.splitlines():
-        if line.startswith(f"| [{name}](#{name}) |"):
-            return line
-    return None
-
-
 def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, source=None,
            max_width: int = MAX_WIDTH, max_bytes: int = MAX_BYTES,
            gap: float = SESSION_GAP_S) -> dict:
@@ -801,14 +395,46 @@ def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, sou
     commits) and listed in the header.  Returns the new header data.  Nothing is written before
     every check has passed."""
     results_dir, figures_dir, out_dir = Path(results_dir), Path(figures_dir), Path(out_dir)
+    names, known, old, old_text = _update_inputs(results_dir, figures_dir, out_dir, experiments)
+    scale = old["scale"]
+    entries = _report_entries(figures_dir)
+    text = _report_text(figures_dir)
+    if not entries or not text:
+        raise ValueError(f"{figures_dir} holds no reproduction (REPORT.md and report.json "
+                         "written by `dpsim reproduce`)")
+    exps = [get(n) for n in names]
+    manifests, gaps = _check(exps, scale, entries, text, figures_dir, results_dir)
+    if gaps:
+        raise Incomplete(gaps)
+    new = _rows(exps, manifests, entries, scale, source, gap)
+    body, pngs, stale = _merged_report(old_text, text, entries, exps, names, known, figures_dir)
+    stats = _swap_figures(figures_dir, out_dir, pngs, stale, max_width, max_bytes)
+    info = _updated_info(old, new, names, stale, stats, source, gap)
+    pipeline._atomic_write_text(out_dir / "REPORT.md", _header(info) + "\n" + body)
+    pipeline._atomic_write_text(out_dir / "gallery.json",
+                                json.dumps(info, indent=1, sort_keys=True) + "\n")
+    pipeline._atomic_write_text(out_dir / "README.md", _readme(info))
+    return info
+
+
+def _update_inputs(results_dir: Path, figures_dir: Path, out_dir: Path, experiments):
+    """The checks of :func:`update`'s arguments: ``(names, registered names, the published
+    gallery.json, the published REPORT.md)``."""
     for label, d in (("--results", results_dir), ("--figures", figures_dir), ("--out", out_dir)):
         if not d.is_dir():
             raise ValueError(f"{label} {str(d)!r} does not exist or is not a folder")
     if out_dir.resolve() == figures_dir.resolve():
         raise ValueError(f"--out must differ from --figures, got {str(out_dir)!r} for both")
+    return _published(out_dir, experiments, "update")
+
+
+def _published(out_dir: Path, experiments, verb: str):
+    """``(names, registered names, gallery.json, REPORT.md)`` of the gallery published in
+    ``out_dir``, for ``verb`` (update / withdraw) of ``experiments``; ``ValueError`` naming what
+    is wrong."""
     names = list(dict.fromkeys(experiments))
     if not names:
-        raise ValueError("update needs at least one experiment to replace, got none")
+        raise ValueError(f"{verb} needs at least one experiment, got none")
     known = registered_names()
     unknown = [n for n in names if n not in known]
     if unknown:
@@ -821,21 +447,79 @@ def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, sou
                          f"written by `dpsim gallery publish`): {exc}") from None
     if _REPORT_TITLE not in old_text:
         raise ValueError(f"{out_dir / 'REPORT.md'} has no report body ({_REPORT_TITLE!r})")
-    scale = old["scale"]
-    entries = _report_entries(figures_dir)
-    text = _report_text(figures_dir)
-    if not entries or not text:
-        raise ValueError(f"{figures_dir} holds no reproduction (REPORT.md and report.json "
-                         "written by `dpsim reproduce`)")
-    exps = [get(n) for n in names]
-    manifests, gaps = _check(exps, scale, entries, text, figures_dir, results_dir)
-    if gaps:
-        raise Incomplete(gaps)
-    new_rows, pooled, _, hosts, versions, src_commit = _rows(exps, manifests, entries, scale,
-                                                            source, gap)
-    ss = sessions(pooled, gap)
+    return names, known, old, old_text
 
-    # the report: the old body with the named sections and verdict-table lines replaced
+
+def withdraw(out_dir, experiments: Sequence[str], why: str) -> dict:
+    """Withdraw ``experiments`` from the gallery published in ``out_dir``: their figures and
+    verdicts no longer stand (their setting was found unable to test the claim, say) and their
+    full-scale rerun is not finished.
+
+    Each named experiment keeps its anchor and heading; its section becomes a dated notice with
+    ``why`` and the commands that show the current setting (``dpsim reproduce <name> --scale
+    quick``) and that will replace the notice (``dpsim gallery update``); its line of the verdict
+    table reads ``withdrawn: <why>``; its PNGs are deleted (unless another section shows them);
+    its provenance row is kept, marked withdrawn, and the withdrawal is appended to
+    ``withdrawals`` in gallery.json and listed in the header.  A later :func:`update` of the
+    experiment replaces the notice like any section.  Nothing is written before every check has
+    passed.  Returns the new header data."""
+    out_dir = Path(out_dir)
+    if not isinstance(why, str) or not why.strip():
+        raise ValueError(f"withdraw needs a reason (--why), got {why!r}")
+    why = " ".join(why.split()).rstrip(".")
+    if "|" in why:
+        raise ValueError(f"the reason goes into a Markdown table: no '|' in it, got {why!r}")
+    if not out_dir.is_dir():
+        raise ValueError(f"--out {str(out_dir)!r} does not exist or is not a folder")
+    names, _, old, old_text = _published(out_dir, experiments, "withdraw")
+    body = old_text[old_text.index(_REPORT_TITLE):]
+    pre, secs = _split_report(body)
+    now = pipeline._now()
+    stale = set()
+    for n in names:
+        row = _summary_row(pre, n)
+        if row is None or n not in secs:
+            raise ValueError(f"the published gallery has no section for {n} to withdraw")
+        pre = pre.replace(row, f"| [{n}](#{n}) | {old['scale']} | withdrawn: {why} |", 1)
+        stale |= _figure_names(secs[n])
+        anchor, heading = secs[n].splitlines()[:2]
+        secs[n] = "\n".join([
+            anchor, heading, "",
+            f"**Withdrawn** ({now}): {why}. The figures and verdicts published here before no "
+            f"longer stand and were removed. `dpsim reproduce {n} --scale quick` shows the current "
+            f"setting's figures and verdicts; its full-scale run (`make full`) will replace this "
+            f"notice (`dpsim gallery update {n} --results ... --figures ... --out ...`).", "", ""])
+    kept = set().union(*(_figure_names(sec) for n, sec in secs.items() if n not in names))
+    stale -= kept
+    rows = [dict(r, withdrawn=now, figures=0) if r["name"] in names else r
+            for r in old["experiments"]]
+    figures = {x: st for x, st in old.get("figures", {}).items() if x not in stale}
+    info = dict(old)
+    info.update({
+        "published": now,
+        "experiments": rows,
+        "figures": figures,
+        "figures_bytes": sum(st["bytes"] for st in figures.values()),
+        "source_figures_bytes": sum(st["source_bytes"] for st in figures.values()),
+        "withdrawals": list(old.get("withdrawals", [])) + [{
+            "published": now, "experiments": names, "why": why,
+            "keys": {r["name"]: r.get("key") for r in old["experiments"] if r["name"] in names}}],
+    })
+    text = (pre.rstrip("\n") + "\n\n" + "".join(secs.values())).rstrip("\n") + "\n"
+    pipeline._atomic_write_text(out_dir / "REPORT.md", _header(info) + "\n" + text)
+    pipeline._atomic_write_text(out_dir / "gallery.json",
+                                json.dumps(info, indent=1, sort_keys=True) + "\n")
+    pipeline._atomic_write_text(out_dir / "README.md", _readme(info))
+    for x in stale:
+        (out_dir / _FIGURES / x).unlink(missing_ok=True)
+    return info
+
+
+def _merged_report(old_text: str, text: str, entries: Mapping, exps, names: list, known: list,
+                   figures_dir: Path):
+    """``(body, pngs, stale)``: the published report body with the sections and verdict-table
+    lines of ``names`` replaced by the new report's, the new PNGs to copy, and the file names of
+    the figures the replaced sections showed."""
     old_body = old_text[old_text.index(_REPORT_TITLE):]
     pre, secs = _split_report(old_body)
     new_pre, new_secs = _split_report(text[text.index(_REPORT_TITLE):] if _REPORT_TITLE in text
@@ -865,8 +549,13 @@ def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, sou
                          "experiments of the gallery")
     order = [n for n in known if n in secs] + [n for n in secs if n not in known]
     body = (pre.rstrip("\n") + "\n\n" + "".join(secs[n] for n in order)).rstrip("\n") + "\n"
+    return body, pngs, stale
 
-    # figures: shrink the new PNGs into a staging folder, then swap them in
+
+def _swap_figures(figures_dir: Path, out_dir: Path, pngs: list, stale: set, max_width: int,
+                  max_bytes: int) -> dict:
+    """Shrink the new PNGs into a staging folder, then swap them in (the stale ones removed);
+    ``{png: shrink_png's stats}``."""
     fig_dir = out_dir / _FIGURES
     staging = out_dir / f".{_FIGURES}-update.{os.getpid()}.tmp"
     if staging.exists():
@@ -884,8 +573,16 @@ def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, sou
     finally:
         if staging.exists():
             shutil.rmtree(staging)
+    return stats
 
-    # provenance
+
+def _updated_info(old: Mapping, new: tuple, names: list, stale: set, stats: dict, source,
+                  gap: float) -> dict:
+    """The header data of the updated gallery: the published ``old`` with the rows of ``names``
+    replaced by ``new`` (:func:`_rows` of their new run), the totals recomputed (as
+    :func:`update` says) and this update appended to ``updates``."""
+    new_rows, pooled, _, hosts, versions, src_commit = new
+    ss = sessions(pooled, gap)
     by_name = {r["name"]: r for r in new_rows}
     replaced = {r["name"]: {k: r.get(k) for k in ("key", "cells", "cpu_s", "wall_s", "commits")}
                 for r in old["experiments"] if r["name"] in by_name}
@@ -927,112 +624,7 @@ def update(results_dir, figures_dir, out_dir, experiments: Sequence[str], *, sou
             "source": None if src_commit is None else str(Path(source).resolve()),
         }],
     })
-    pipeline._atomic_write_text(out_dir / "REPORT.md", _header(info) + "\n" + body)
-    pipeline._atomic_write_text(out_dir / "gallery.json",
-                                json.dumps(info, indent=1, sort_keys=True) + "\n")
-    pipeline._atomic_write_text(out_dir / "README.md", _readme(info))
     return info
-
-
-def _readme(info: Mapping) -> str:
-    """``out_dir/README.md``: what the folder holds, in a few lines (the index a browser shows)."""
-    commits = ", ".join(f"`{c[:12]}`" for c in info["commits"]) or "?"
-    return "\n".join([
-        "# Reproduction gallery",
-        "",
-        f"{'**PARTIAL** ' if info['partial'] else ''}reproduction at scale `{info['scale']}`, "
-        f"code {commits}; cells computed {_utc(info['first_cell'])} → {_utc(info['last_cell'])}, "
-        f"{_hours(info['wall_s'])} wall over {info['sessions']} session(s), "
-        f"{_hours(info['cpu_s'])} CPU.",
-        "",
-        "- [REPORT.md](REPORT.md): provenance (commit, dates, machine, times, cells per "
-        "experiment), then every figure with its claim, measurement and verdict",
-        f"- [figures/](figures/): the {len(info['figures'])} figures as small PNGs",
-        "- [gallery.json](gallery.json): the provenance data",
-        "",
-        "Written by `dpsim gallery publish` (`experiments/gallery.py`).",
-        "",
-    ])
-
-
-def _header(info: Mapping) -> str:
-    """The provenance block put before the report (module docstring)."""
-    m = info["machine"]
-    per = info["experiments"]
-    commits_differ = len({tuple(r["commits"]) for r in per if r["commits"]}) > 1
-    lines = [f"# dpsim reproduction gallery: scale `{info['scale']}`", ""]
-    if info["partial"]:
-        lines += ["> **PARTIAL.** This reproduction is incomplete; missing:", ">"]
-        lines += [f"> - {g}" for g in info["missing"]]
-        lines += [""]
-    # checkouts read for cells without a recorded commit: the first publication's, then each
-    # update's (an update whose cells record their commits read none)
-    sources = [src for src in [info.get("commit_source")]
-               + [u.get("source") for u in info.get("updates", [])] if src]
-    if not sources:
-        how = " (recorded with every cell)"
-    elif not info.get("updates"):
-        how = (f" (the cells do not record their commit: this is the checkout "
-               f"`{sources[0]}` that ran them, read when publishing)")
-    else:
-        how = (" (where cells do not record their commit, read from the checkout that ran them: "
-               + ", ".join(f"`{src}`" for src in dict.fromkeys(sources)) + "; the others recorded"
-               " with their cells)")
-    commit_text = ", ".join(f"`{c}`" for c in info["commits"]) or "none (no cells)"
-    hosts = ", ".join(info["compute_hosts"]) or "?"
-    lines += [
-        "| | |",
-        "|---|---|",
-        f"| code | commit {commit_text}{how}"
-        + ("; per experiment below" if commits_differ else "") + " |",
-        f"| cells computed | {_utc(info['first_cell'])} → {_utc(info['last_cell'])} |",
-        f"| wall time | {_hours(info['wall_s'])} computing, over {info['sessions']} session(s) "
-        f"(a pause over {info['session_gap_s'] / 60:g} min starts a new one); "
-        f"first → last cell {_hours(info['span_s'])}"
-        + ("; the runs replaced by the updates below included" if info.get("updates") else "")
-        + " |",
-        f"| CPU time | {_hours(info['cpu_s'])} (sum over every cell of the CPU time of the "
-        "thread that computed it) |",
-        f"| machine | {m['cpu']}, {m['logical_cores']} logical cores, {m['ram_gib']} GiB RAM, "
-        f"{m['os']} (host `{m['host']}`, where this was published; cells computed on host(s) "
-        f"{hosts}) |",
-        f"| software | Python {', '.join(info['python']) or '?'}, NumPy "
-        f"{', '.join(info['numpy']) or '?'} (from the results' manifests) |",
-        f"| figures | {len(info['figures'])} PNGs, {info['figures_bytes'] / 1024:.0f} KiB in all "
-        f"(re-encoded from {info['source_figures_bytes'] / 1024:.0f} KiB: at most "
-        f"{info['max_width']} px wide, palette, each ≤ {info['max_bytes'] / 1000:.0f} kB); "
-        "PDFs and raw results are not included |",
-        f"| published | {info['published']} by `dpsim gallery publish`"
-        + (" and `dpsim gallery update`" if info.get("updates") else "") + " |",
-    ]
-    for u in info.get("updates", []):
-        gone = "; ".join(f"{n} (`{str(r.get('key'))}`: {r.get('cells')} cells, "
-                         f"{_hours(r.get('cpu_s'))} CPU)" for n, r in u["replaced"].items())
-        lines.append(
-            f"| update {u['published']} | recomputed {', '.join(u['experiments'])}: "
-            f"{_hours(u['wall_s'])} wall over {u['sessions']} session(s), {_hours(u['cpu_s'])} "
-            f"CPU, cells {_utc(u['first'])} → {_utc(u['last'])}, commit "
-            f"{', '.join(f'`{c[:12]}`' for c in u['commits']) or '-'}; replaced {gone or 'nothing'}"
-            " (its CPU time is no longer counted; its wall time is, within the total above) |")
-    lines += [
-        "",
-        "| experiment | cells | CPU | wall (sessions) | first → last cell | commit | figures |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for r in per:
-        commit = ", ".join(f"`{c[:12]}`" for c in r["commits"]) or "-"
-        lines.append(
-            f"| {r['name']}{'' if r['published'] else ' (missing)'} | {r['cells']} | "
-            f"{_hours(r['cpu_s'])} | {_hours(r['wall_s'])} ({r['sessions']}) | "
-            f"{_utc(r['first'])} → {_utc(r['last'])} | {commit} | {r['figures']} |")
-    stale = [r for r in per if r["key"] and r["key"] != r["current_key"]]
-    if stale:
-        lines += ["", "Computed with another config or numerics version than the publishing "
-                  "checkout's (its cache key differs): "
-                  + ", ".join(f"{r['name']} (`{r['key']}`, now `{r['current_key']}`)"
-                              for r in stale) + "."]
-    lines += ["", "---", ""]
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1043,7 +635,7 @@ def register(subparsers) -> None:
     """Add ``dpsim gallery publish|update|status`` to ``subparsers`` (an argparse subparsers action)."""
     gp = subparsers.add_parser("gallery", help="publish a finished reproduction as a small "
                                                "gallery, or show how far a long one is")
-    sub = gp.add_subparsers(dest="gallery_command", metavar="publish|update|status")
+    sub = gp.add_subparsers(dest="gallery_command", metavar="publish|update|withdraw|status")
     p = sub.add_parser("publish", help="REPORT.md with provenance + small PNGs into --out")
     p.add_argument("--results", required=True, help="results cache of the reproduction")
     p.add_argument("--figures", required=True, help="its figure folder (REPORT.md, report.json)")
@@ -1067,6 +659,11 @@ def register(subparsers) -> None:
     u.add_argument("--max-width", type=int, default=MAX_WIDTH, help=f"pixels (default {MAX_WIDTH})")
     u.add_argument("--max-bytes", type=int, default=MAX_BYTES,
                    help=f"size limit of one PNG (default {MAX_BYTES})")
+    w = sub.add_parser("withdraw", help="mark some experiments of a published gallery as "
+                       "withdrawn (figures and verdicts removed, the reason shown)")
+    w.add_argument("experiments", nargs="+", help="the experiments to withdraw")
+    w.add_argument("--out", required=True, help="the published gallery folder, e.g. docs/gallery")
+    w.add_argument("--why", required=True, help="the reason, one sentence (shown in the report)")
     s = sub.add_parser("status", help="cells cached, CPU spent and ETA per experiment")
     s.add_argument("--results", required=True, help="results cache")
     s.add_argument("--scale", default="full", help=f"{' | '.join(SCALES)} (default full)")
@@ -1101,4 +698,11 @@ def handle(args) -> int:
               f"{_hours(u['cpu_s'])} CPU); {len(info['figures'])} PNGs, "
               f"{info['figures_bytes'] / 1024:.0f} KiB")
         return 0
-    raise ValueError(f"gallery needs a subcommand: publish, update or status (got {cmd!r})")
+    if cmd == "withdraw":
+        info = withdraw(args.out, args.experiments, args.why)
+        w = info["withdrawals"][-1]
+        print(f"gallery updated: {Path(args.out) / 'REPORT.md'}; withdrew "
+              f"{', '.join(w['experiments'])}; {len(info['figures'])} PNGs left")
+        return 0
+    raise ValueError("gallery needs a subcommand: publish, update, withdraw or status "
+                     f"(got {cmd!r})")

@@ -786,7 +786,7 @@ def test_reproduce_on_a_silent_scheduler_exits_2_in_seconds(monkeypatch, capsys,
     pytest.importorskip("distributed")
     pipeline = importlib.import_module("dpsim.experiments.pipeline")  # the CLI's copy
 
-    monkeypatch.setattr(pipeline, "SCHEDULER_CONNECT_TIMEOUT", 1.0)
+    monkeypatch.setattr(pipeline.runners, "SCHEDULER_CONNECT_TIMEOUT", 1.0)
     port, close = _server("silent")
     try:
         t = time.perf_counter()

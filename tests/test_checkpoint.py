@@ -217,7 +217,7 @@ def test_a_killed_sweep_cell_resumes_from_its_checkpoint(logreg, tmp_path, monke
     time, and its checkpoints are removed once it is saved."""
     from dpsim.experiments.pipeline import Cache, Cell
 
-    monkeypatch.setattr(pipeline, "CHECKPOINT_EVERY", 0.0)
+    monkeypatch.setattr(pipeline.worker, "CHECKPOINT_EVERY", 0.0)
     cell = Cell("c", 0, _cell_compute(logreg, 12))
     want = _cell_compute(logreg, 12)(pipeline.cell_seed(7, 0))
 

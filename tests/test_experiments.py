@@ -249,7 +249,7 @@ def test_config_change_recomputes_under_a_new_key_and_keeps_the_old_results(tiny
 def test_numerics_version_bump_recomputes(tiny_run, tmp_path, monkeypatch):
     n_cells = _copy_results(tiny_run[0], tmp_path)
     calls = _count_simulate(monkeypatch)
-    monkeypatch.setattr(pipeline, "DPSIM_NUMERICS", pipeline.DPSIM_NUMERICS + 1)
+    monkeypatch.setattr(pipeline.spec, "DPSIM_NUMERICS", pipeline.DPSIM_NUMERICS + 1)
     _reproduce(tmp_path)
     assert len(calls) == n_cells
 

@@ -402,3 +402,69 @@ def test_update_replaces_one_experiment(tiny_all, published, tmp_path, capsys):
     assert args.handler(args) == 0
     assert capsys.readouterr().out.startswith("gallery updated:")
     assert len(json.loads((out / "gallery.json").read_text())["updates"]) == 2
+
+
+def test_withdraw_then_update(tiny_all, published, tmp_path, capsys):
+    """``withdraw`` replaces an experiment's section by a dated notice with the reason, its verdict
+    line by ``withdrawn: <why>``, deletes its PNGs and keeps every other section and figure byte
+    for byte; a later ``update`` of the experiment replaces the notice like any section."""
+    src, _ = published
+    out = tmp_path / "g"
+    shutil.copytree(src, out)
+    before = (out / "REPORT.md").read_text()
+    old = json.loads((out / "gallery.json").read_text())
+    name = "ctcdp_quadratic"
+    _, old_secs = gallery._split_report(before[before.index("# dpsim reproduction report"):])
+    mine = gallery._figure_names(old_secs[name])
+    assert mine
+    keep_png = {p.name: p.read_bytes() for p in (out / "figures").iterdir() if p.name not in mine}
+    why = "its problem cannot discriminate the methods (review, issue 31)"
+    # refused before anything is written: no reason, a '|' in it, an unknown experiment
+    for bad, match in (("", "reason"), ("a | b", "no '|'")):
+        with pytest.raises(ValueError, match=match):
+            gallery.withdraw(out, [name], bad)
+    with pytest.raises(ValueError, match="unknown experiment"):
+        gallery.withdraw(out, ["nope"], why)
+    assert (out / "REPORT.md").read_text() == before
+    info = gallery.withdraw(out, [name], why)
+    text = (out / "REPORT.md").read_text()
+    pre, secs = gallery._split_report(text[text.index("# dpsim reproduction report"):])
+    assert list(secs) == list(old_secs)
+    for n in secs:
+        if n != name:
+            assert secs[n] == old_secs[n], n
+    assert "**Withdrawn**" in secs[name] and why in secs[name] and not gallery._figure_names(secs[name])
+    assert secs[name].splitlines()[:2] == old_secs[name].splitlines()[:2]    # anchor and heading
+    assert gallery._summary_row(pre, name) == f"| [{name}](#{name}) | tiny | withdrawn: {why} |"
+    assert sorted(p.name for p in (out / "figures").iterdir()) == sorted(keep_png)
+    for x, data in keep_png.items():
+        assert (out / "figures" / x).read_bytes() == data
+    assert sorted(info["figures"]) == sorted(keep_png)
+    rows = {r["name"]: r for r in info["experiments"]}
+    assert rows[name]["withdrawn"] == info["published"] and rows[name]["figures"] == 0
+    (w,) = info["withdrawals"]
+    assert w["experiments"] == [name] and w["why"] == why
+    assert w["keys"][name] == {r["name"]: r for r in old["experiments"]}[name]["key"]
+    assert f"| withdrawn {w['published']} | {name}: {why}" in text
+    assert f"| {name} (withdrawn) |" in text
+    for t in LINK.findall(text):
+        assert t.startswith("#") or (out / t).is_file(), t
+    assert json.loads((out / "gallery.json").read_text()) == json.loads(json.dumps(info))
+    # the command line
+    parser = argparse.ArgumentParser(prog="dpsim")
+    gallery.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["gallery", "withdraw", "dpsgd_logistic", "--out", str(out),
+                              "--why", "a second reason"])
+    assert args.handler(args) == 0
+    assert "withdrew dpsgd_logistic" in capsys.readouterr().out
+    # an update replaces the notice and the row; the withdrawals stay as history
+    from experiment_fixtures import reproduce_tiny
+
+    reproduce_tiny([name], tmp_path / "new")
+    info = gallery.update(tmp_path / "new" / "results", tmp_path / "new" / "out", out, [name],
+                          source=ROOT)
+    text = (out / "REPORT.md").read_text()
+    _, secs = gallery._split_report(text[text.index("# dpsim reproduction report"):])
+    assert "**Withdrawn**" not in secs[name] and gallery._figure_names(secs[name])
+    assert "withdrawn" not in {r["name"]: r for r in info["experiments"]}[name]
+    assert len(info["withdrawals"]) == 2

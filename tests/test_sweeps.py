@@ -219,7 +219,7 @@ def test_restored_malloc_thresholds_reuse_freed_arrays_instead_of_faulting_them_
     assert int(before) >= 100 * 200 and int(after) < int(before) / 20
     assert (first, second) == ("True", "False")  # changed once per process
     monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
-    monkeypatch.setattr(pipeline, "_MALLOC_RESTORED", False)
+    monkeypatch.setattr(pipeline.worker, "_MALLOC_RESTORED", False)
     assert pipeline.restore_malloc_thresholds() is False
 
 
@@ -337,7 +337,7 @@ def test_batches_share_what_the_cells_share_and_changes_are_sent_afresh(monkeypa
     """A worker keeps the objects of earlier batches by token: a dict a closure holds (filled
     on the worker by the first cell) and a problem are the same objects in a later batch; a
     dict changed in this process since is sent afresh; another runner shares nothing."""
-    monkeypatch.setattr(pipeline, "_SHARED", {})
+    monkeypatch.setattr(pipeline.worker, "_SHARED", {})
     built, prob, make = _lazy_sweep()
     shared = pipeline._SharedObjects()
     first = pipeline._loads_cell(pipeline._dumps_cell([make(0), make(1)], shared))
