@@ -5,7 +5,7 @@ Source ([ADAMBC]): Tang, Shpilevskiy, Lécuyer, *DP-AdamBC: Your DP-Adam Is Actu
 (proof of Prop. 2), App. C (Lemma 1, proofs of Props. 3–4, Tables 3–4), App. F (Lemma 3,
 Corollary 1).  The sub-exponential tail bound used throughout is Wainwright, *High-Dimensional
 Statistics* (2019), Prop. 2.9: if ``X`` is sub-exponential with parameters ``(ν, b)``, i.e.
-``E exp(λ(X − EX)) ≤ exp(λ²ν²/2)`` for ``|λ| < 1/b``, then
+``E exp(λ(X − EX)) ≤ exp(λ²ν²/2)`` for ``|λ| < 1/b``, then::
 
     P(|X − EX| ≥ δ) ≤ 2 exp(−δ²/(2ν²))  for 0 ≤ δ ≤ ν²/b,     2 exp(−δ/(2b))  for δ > ν²/b.
 
@@ -595,7 +595,7 @@ def prop2_error_bound(alpha, beta1, beta2, t, mean_g, var_g, mean_g2, var_g2, ph
     ``u_t = m̂_t/√max(v̂^corr_t, 0)`` (DP-AdamBC without ``γ'``).  Following App. B: Chebyshev
     with the exact variances of :func:`prop2_moment_variances` at level ``α/2`` each gives
     ``|m̂ − M| ≤ a = √(2 Var m̂/α)`` and ``|v̂^corr − V| ≤ r = √(2 Var v̂/α)``; on that event
-    (if ``r < V``)
+    (if ``r < V``)::
 
         |u − M/√V| ≤ a/√(V − r) + |M| (1/√(V − r) − 1/√V) =: ε,
 

@@ -32,6 +32,7 @@ Lower bounds (§5):
     :func:`prop2_bound` (Prop. 2); the worst-case risks of concrete private mechanisms that bound
     the same minimax quantities from above: :func:`sign_mechanism_risk` (Prop. 1, Thm 4),
     :func:`ball_mechanism_risk` (Thm 5, Prop. 2).
+
 Gaussian mechanism helpers: :func:`gaussian_epsilon`, :func:`gaussian_mu` (exact (ε, δ) of a
 μ-GDP Gaussian mechanism, Balle & Wang 2018 / Dong, Roth & Su 2022).
 

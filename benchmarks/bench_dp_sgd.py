@@ -14,7 +14,7 @@ DP-SGD with C = 1, σ = 1.  Reports, all measured in this one run, the timed run
     engine uses for large float64 draws);
 (b1) the same for the chain engine (``dpsim.engine.FUSED_RELEASE = False``: every step through
     ``transform.update``, the noise drawn as an ``(R, d)`` array), the A/B of the fused release
-    (:mod:`dpsim.transforms._fused_release`, bit for bit the same run);
+    (:mod:`dpsim.fast.release`, bit for bit the same run);
 (b2) the same for ``backend="numpy:blocked"``, whose noise is drawn by a pool of threads, the
     next step's noise ahead while this step's clipped sums run (:mod:`dpsim.backend`; the step
     itself is the fused release reading that noise array): on a machine with a free second core

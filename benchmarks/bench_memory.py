@@ -17,7 +17,7 @@ compilation).  Then the peak is reset and the run with ``R`` trials is made.  Tw
 The run records the metrics at the first and last step (``record_every=steps``), as the
 throughput benchmarks do; ``--no-records`` drops them (``metrics=()``) to see the step alone.
 ``--chain`` runs every step through ``transform.update`` (``dpsim.engine.FUSED_RELEASE = False``)
-instead of the fused release (:mod:`dpsim.transforms._fused_release`), for an A/B.
+instead of the fused release (:mod:`dpsim.fast.release`), for an A/B.
 """
 
 from __future__ import annotations

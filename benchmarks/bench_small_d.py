@@ -6,7 +6,7 @@ Problems (n = 1000, b = 32, Poisson sampling, float64): ``least_squares(d=20)``,
 ``logistic_regression(d=100)``, ``quadratic_2d``.  Optimizers ``dp_sgd``, ``dp_adam``,
 ``dp2_rmsprop`` (s1 = 10), ``pagan`` (radius 1: a public radius, so the run is private).
 Trials R ∈ {1, 256, 4096}.  Each configuration runs through the general chain engine
-(``fast=False``) and the fused kernel (``fast=True``, where :mod:`dpsim.fused` covers it); the
+(``fast=False``) and the fused kernel (``fast=True``, where :mod:`dpsim.fast.block` covers it); the
 runs of one R are interleaved (every optimizer and path once per repeat, best of ``--repeats``),
 with ``metrics=()`` and one record at the end (no full-data passes), after an untimed warm-up.
 
@@ -64,7 +64,8 @@ import machine_limits  # noqa: E402
 
 import dpsim  # noqa: E402
 import dpsim.engine  # noqa: E402
-from dpsim import fused, optimizers, problems  # noqa: E402
+from dpsim import optimizers, problems  # noqa: E402
+from dpsim.fast import block as fused_block, rows as fused_rows  # noqa: E402
 
 PROBLEMS = {
     "least_squares": lambda: problems.least_squares(1000, 20, seed=0),
@@ -108,11 +109,11 @@ def _simulate(prob, opt, *, fast, **kw):
     through Numba's compiled ``Generator`` methods (``DPSIM_FUSED_RNG=numba``, the path before the
     inlined bit generator of :mod:`dpsim._bitgen`; same streams, so the same results)."""
     if fast == "numba_rng":
-        os.environ[fused.RNG_ENV] = "numba"
+        os.environ[fused_block.RNG_ENV] = "numba"
         try:
             return dpsim.simulate(prob, opt, fast=True, **kw)
         finally:
-            del os.environ[fused.RNG_ENV]
+            del os.environ[fused_block.RNG_ENV]
     return dpsim.simulate(prob, opt, fast=fast, **kw)
 
 
@@ -130,11 +131,11 @@ def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
     Poisson), each timed alone in a compiled loop over ``steps × R`` trial-steps: the batch size
     (one binomial), its ``k ≈ b`` uniforms, the ``d`` noise normals — through the inlined bit
     generator (:mod:`dpsim._bitgen`) and through Numba's ``Generator`` methods —, Floyd's subset
-    from given uniforms, and the dense-GLM clipped sum (:func:`dpsim.fused._glm_clipped_trial`)
+    from given uniforms, and the dense-GLM clipped sum (:func:`dpsim.fast.rows._glm_clipped_trial`)
     on given batches.  The kernel's own step also has the update (a few ns per coordinate) and
     loop overheads; the pieces overlap in the kernel, so their sum is an estimate.  Last, for
     comparison with the clipped sum, PAGAN's ℓ2-ball projected sum
-    (:func:`dpsim.fused._ball_dense_trial`, α = 1) on the same batches."""
+    (:func:`dpsim.fast.rows._ball_dense_trial`, α = 1) on the same batches."""
     import numba
 
     from dpsim import _bitgen as BG
@@ -177,7 +178,7 @@ def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
         mm, cf, yb, sb = np.empty(k), np.empty(k), np.empty(k), np.empty(k)
         for _ in range(K):
             for r in range(R):
-                fused._glm_clipped_trial(link, X, rn2, IB[r], k, W, y, 0.0, 1.0, out, mm, cf, yb,
+                fused_rows._glm_clipped_trial(link, X, rn2, IB[r], k, W, y, 0.0, 1.0, out, mm, cf, yb,
                                          sb, r)
         return out[0, 0]
 
@@ -191,12 +192,12 @@ def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
         s = 0
         for _ in range(K):
             for r in range(R):
-                s += fused._ball_dense_trial(link, X, xmax, IB[r], k, W, y, 1.0, 0.0, out, XT, sc, r)
+                s += fused_rows._ball_dense_trial(link, X, xmax, IB[r], k, W, y, 1.0, 0.0, out, XT, sc, r)
         return s
 
     prob = problems.least_squares(n, d, seed=0)
     X = np.ascontiguousarray(prob.X)
-    rn2 = fused._row_sq_norms(X)
+    rn2 = fused_rows._row_sq_norms(X)
     rng = np.random.default_rng(0)
     W = rng.standard_normal((R, d)) * 0.1
     U = rng.random((R, b))
@@ -218,7 +219,7 @@ def breakdown(R=4096, n=1000, d=20, b=32, repeats=5, steps=4):
     res[f"GLM clipped sum (b={b}, d={d})"] = min(
         _best_once(glm, IB, X, rn2, W, prob.y, _LINKS.index(prob.link), steps)
         for _ in range(repeats)) / (steps * R) * 1e9
-    xmax = fused._row_abs_max(X)
+    xmax = fused_rows._row_abs_max(X)
     IBp = np.zeros((R, b + 8), dtype=np.int64)
     IBp[:, :b] = IB
     ball(IBp, X, xmax, W, prob.y, _LINKS.index(prob.link), 1)
@@ -308,7 +309,7 @@ def main(argv=None) -> dict:
         for R in args.trials:
             runs = []  # (optimizer, fast, steps)
             for oname, opt in opts.items():
-                can_fuse = not isinstance(fused.plan(prob, opt, trials=R), str)
+                can_fuse = not isinstance(fused_block.plan(prob, opt, trials=R), str)
                 paths = ([] if args.no_engine and can_fuse else [False]) + ([True] if can_fuse else [])
                 if can_fuse and args.rng_ab:
                     paths.append("numba_rng")

@@ -12,6 +12,14 @@
 Layers (each imports only those below it): ``backend``, ``sampling``, ``_validate`` →
 ``problems`` → ``privacy.events`` → ``transforms`` → ``privacy`` (privatizers, noise, tCDP, DP-MF)
 → ``accounting`` → ``optimizers`` → ``engine``/``results`` → ``cli``.  See docs/ARCHITECTURE.md.
+
+A small run, as a doctest (``tests/test_doctests.py`` runs it):
+
+>>> import dpsim
+>>> prob = dpsim.problems.logistic_regression(200, 5, seed=0)
+>>> res = dpsim.simulate(prob, "dp_sgd", steps=3, batch_size=8, trials=2, seed=0)
+>>> res.loss.shape, res.trials
+((4, 2), 2)
 """
 
 __version__ = "0.1.0"

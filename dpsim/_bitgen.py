@@ -7,7 +7,8 @@ Why
 Numba compiles ``np.random.Generator`` methods by calling the bit generator through its C
 function pointers (``bitgen.next_uint64(state)``, an indirect call per draw that LLVM cannot
 inline), and its scalar ``integers`` allocates a one-element array per draw.  In the small-d
-fused kernel (:mod:`dpsim.fused`) that is ~500 ns per trial-step, the whole budget.  Here the
+fused kernel (:mod:`dpsim.fast.block`) that costs as much as the rest of a trial-step (measured:
+docs/performance.md).  Here the
 generator's state is an explicit array and every draw is ordinary inlinable code, *computing the
 same numbers as NumPy* — so a run that draws here and writes the state back into the
 ``Generator`` leaves it exactly where NumPy's own draws would have.
@@ -244,8 +245,9 @@ def standard_normal(st):
 @numba.njit(cache=True, nogil=True)
 def fill_standard_normal(st, out):
     """``out[:] = `` the next ``out.size`` normals of the state array ``st`` (a 1-D float64
-    array, in order): ``Generator.standard_normal(out=out)``'s numbers, ~6–7 ns a normal against
-    NumPy's ~11 ns; releases the GIL (the blocked noise layout fills its blocks on threads)."""
+    array, in order): ``Generator.standard_normal(out=out)``'s numbers, measured faster per normal
+    than NumPy's (docs/performance.md); releases the GIL (the blocked noise layout fills its blocks
+    on threads)."""
     for i in range(out.shape[0]):
         out[i] = standard_normal(st)
 

@@ -29,7 +29,7 @@ non-uniformity of at most ``(j+1)·2^{-53}`` per value (``≤ 1.2e-10`` for ``n 
 below anything a simulation can resolve; ``t`` is also clamped to ``j`` (``u·(j+1)`` cannot round
 up to ``j+1`` for ``u ≤ 1 − 2^{-53}`` and ``j < 2^{52}``, the clamp is a guard).
 
-The fused kernel (:mod:`dpsim.fused`) draws the same ``k_r`` uniforms one at a time from the same
+The fused kernel (:mod:`dpsim.fast.block`) draws the same ``k_r`` uniforms one at a time from the same
 generator through :mod:`dpsim._bitgen` (NumPy's ``next_double`` inlined: the values of
 ``rng.random(K)``, in the same order) and calls :func:`floyd_row` on them, so its batches are
 these.

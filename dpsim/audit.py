@@ -93,21 +93,84 @@ class GradientTable(Problem):
         self._mean = G.mean(axis=0)
 
     def loss(self, w):
+        """``F(w_r) = ⟨mean_i G_i, w_r⟩`` for each row of ``w``.
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+
+        Returns
+        -------
+        array
+            ``(R,)``.
+        """
         xp = self.xp
         return xp.sum(w * xp.asarray(self._mean)[None, :], axis=1)
 
     def grad(self, w):
+        """The mean row of the table, for every row of ``w``.
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+
+        Returns
+        -------
+        array
+            ``(R, d)``.
+        """
         xp = self.xp
         return xp.broadcast_to(xp.asarray(self._mean)[None, :], w.shape) + 0 * w
 
     def per_example_grads(self, w, idx):
+        """Rows ``idx`` of the table, whatever ``w``.
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+        idx : array
+            Example indices, ``(R, b)``.
+
+        Returns
+        -------
+        array
+            ``(R, b, d)``.
+        """
         return self.G[idx]
 
 
 def canary_table(n: int, d: int = 1, *, others: str = "zero", canary: float = 1e3) -> np.ndarray:
     """The built-in ``(n, d)`` tables: row ``n − 1`` is the canary ``canary · e₁`` (its norm far
     above any clip, so it is clipped to the clip norm), the others are 0 (``"zero"``) or ``e₁``
-    (``"aligned"``: unit norm, so with clip 1 they equal the clipped canary)."""
+    (``"aligned"``: unit norm, so with clip 1 they equal the clipped canary).
+
+    Parameters
+    ----------
+    n : int
+        Number of rows (the canary is the last).
+    d : int
+        Dimension.
+    others : {'zero', 'aligned'}
+        The non-canary rows: 0, or ``e₁``.
+    canary : float
+        Norm of the canary row.
+
+    Returns
+    -------
+    numpy.ndarray
+        The ``(n, d)`` table.
+
+    Examples
+    --------
+    >>> from dpsim.audit import canary_table
+    >>> canary_table(3, 2)
+    array([[   0.,    0.],
+           [   0.,    0.],
+           [1000.,    0.]])
+    """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"n must be an integer >= 2 (the canary and one other example), got n={n!r}")
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
@@ -130,7 +193,29 @@ def canary_table(n: int, d: int = 1, *, others: str = "zero", canary: float = 1e
 
 def clopper_pearson(k: int, m: int, level: float) -> tuple[float, float]:
     """One-sided Clopper–Pearson bounds ``(lower, upper)`` of a binomial proportion ``k/m``, each
-    holding with probability ≥ ``level``."""
+    holding with probability ≥ ``level``.
+
+    Parameters
+    ----------
+    k : int
+        Successes.
+    m : int
+        Trials.
+    level : float
+        Confidence of each bound.
+
+    Returns
+    -------
+    tuple of float
+        ``(lower, upper)``.
+
+    Examples
+    --------
+    >>> from dpsim.audit import clopper_pearson
+    >>> lo, hi = clopper_pearson(5, 100, 0.95)
+    >>> round(lo, 4), round(hi, 4)
+    (0.0199, 0.1023)
+    """
     from scipy.stats import beta
 
     lo = 0.0 if k == 0 else float(beta.ppf(1 - level, k, m - k + 1))
@@ -162,14 +247,44 @@ def _eps_bounds(k1, k0, m, delta, level):
 def certifiable_max(trials: int, delta: float, confidence: float = 0.95) -> float:
     """The largest ε an audit with ``trials`` per dataset can certify (every certifying trial of
     ``D₁`` above the threshold, none of ``D₀``): a claim at or above it cannot be refuted by that
-    audit, whatever the mechanism does."""
+    audit, whatever the mechanism does.
+
+    Parameters
+    ----------
+    trials : int
+        Trials per dataset.
+    delta : float
+        The δ of the audit.
+    confidence : float
+        Its confidence.
+
+    Returns
+    -------
+    float
+        The largest certifiable ε.
+    """
     m = int(trials) - int(trials) // 2
     level = 1 - (1 - confidence) / 2
     return max(_eps_bound(m, 0, m, delta, level), 0.0)
 
 
 def trials_to_certify(epsilon: float, delta: float, confidence: float = 0.95) -> int:
-    """The fewest trials per dataset whose :func:`certifiable_max` exceeds ``epsilon``."""
+    """The fewest trials per dataset whose :func:`certifiable_max` exceeds ``epsilon``.
+
+    Parameters
+    ----------
+    epsilon : float
+        The ε to certify.
+    delta : float
+        The δ of the audit.
+    confidence : float
+        Its confidence.
+
+    Returns
+    -------
+    int
+        Trials per dataset.
+    """
     t = 4
     while certifiable_max(t, delta, confidence) <= epsilon:
         t *= 2
@@ -192,7 +307,24 @@ def _count_above(x, t):
 def threshold_lower_bound(s0, s1, delta: float, *, confidence: float = 0.95):
     """ε lower bound from statistics of ``D₀`` trials ``s0`` and ``D₁`` trials ``s1`` (1-D arrays
     of equal length): threshold/direction chosen on the first halves, Clopper–Pearson on the second
-    halves.  Returns ``(epsilon_lower, details)``."""
+    halves.  Returns ``(epsilon_lower, details)``.
+
+    Parameters
+    ----------
+    s0 : numpy.ndarray
+        Statistics of the ``D₀`` trials.
+    s1 : numpy.ndarray
+        Statistics of the ``D₁`` trials (same length).
+    delta : float
+        The δ of the bound.
+    confidence : float
+        Confidence of the Clopper–Pearson bounds.
+
+    Returns
+    -------
+    tuple
+        ``(epsilon_lower, details)``.
+    """
     s0 = np.asarray(s0, dtype=float).ravel()
     s1 = np.asarray(s1, dtype=float).ravel()
     if s0.size != s1.size or s0.size < 4:
@@ -258,6 +390,13 @@ class AuditReport:
     statistic: str = ""  # which statistic was thresholded: a key of STATISTICS, or "user (name)"
 
     def to_dict(self) -> dict:
+        """The report as a plain dict.
+
+        Returns
+        -------
+        dict
+            Every field.
+        """
         return asdict(self)
 
     def __str__(self):
@@ -301,7 +440,20 @@ def privatizer_shape(optimizer, d: int) -> str:
     """Which default statistic applies to ``optimizer`` (a key of :data:`STATISTICS`), from the
     types of its initial state: an ellipsoid privatizer feeding an AdaGrad accumulator
     (``"normalized"``: PASAN, PAGAN), the two releases of noisy AdaGrad
-    (``"gradient_and_squares"``), else ``"linear"``."""
+    (``"gradient_and_squares"``), else ``"linear"``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        The audited optimizer.
+    d : int
+        Dimension.
+
+    Returns
+    -------
+    str
+        A key of :data:`STATISTICS`.
+    """
     from .optimizers.noisy_adagrad import NoisyMomentState
     from .privacy.ellipsoid import EllipsoidState
     from .transforms.preconditioners import PreconditionState
@@ -374,7 +526,22 @@ def _release_probe(shape: str, u: np.ndarray, hyperparameters: dict):
 def default_statistic(optimizer, direction, d: int):
     """``(statistic, probes, shape)``: the audit's default statistic for ``optimizer``, built from
     what it releases (:data:`STATISTICS`, chosen by :func:`privatizer_shape`).  ``probes`` are
-    the probes it needs (recorded at every step); ``statistic(result) -> (trials,)``."""
+    the probes it needs (recorded at every step); ``statistic(result) -> (trials,)``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        The audited optimizer.
+    direction : numpy.ndarray
+        The canary's direction.
+    d : int
+        Dimension.
+
+    Returns
+    -------
+    tuple
+        ``(statistic, probes, shape)``.
+    """
     shape = privatizer_shape(optimizer, d)
     if shape == "linear":
         return _default_statistic(direction), {}, shape
@@ -406,6 +573,48 @@ def audit(optimizer, *, trials: int = 100_000, n: int | None = None, batch_size:
     function of the run's outputs is valid: probes passed in ``probes`` are recorded and readable
     as ``result.records[name][-1]``); ``confidence`` of the Clopper–Pearson bound; ``seed`` a
     non-negative integer.
+
+    Parameters
+    ----------
+    optimizer : Optimizer or str
+        The optimizer, or a registered name built with ``hyperparameters``.
+    trials : int
+        Trials per dataset (half choose the threshold, half certify).
+    n : int, optional
+        Rows of the built-in table (default: :func:`default_rows`).
+    batch_size : int
+        The simulated run's batch size.
+    steps : int
+        Its steps.
+    delta : float
+        The δ of the claimed and certified ε.
+    sampling : str
+        The simulated run's sampler.
+    accountant : {'pld', 'rdp'}
+        The accountant of the claimed ε.
+    table : array_like, optional
+        A user ``(n, d)`` table (default: :func:`canary_table`).
+    canary_index : int, optional
+        The canary's row of ``table`` (default: the last).
+    others : {'zero', 'aligned'}
+        The built-in table's other rows.
+    d : int
+        The built-in table's dimension.
+    statistic : callable, optional
+        ``statistic(result) -> (trials,)`` (default: :func:`default_statistic`).
+    probes : dict, optional
+        Probes recorded for ``statistic``.
+    confidence : float
+        Confidence of the Clopper–Pearson bound.
+    seed : int
+        A non-negative seed.
+    **hyperparameters
+        The optimizer's hyperparameters, when ``optimizer`` is a name.
+
+    Returns
+    -------
+    AuditReport
+        ``epsilon_lower``, ``epsilon_claimed``, ``consistent`` and the details.
     """
     if isinstance(optimizer, str):
         optimizer = _optimizers.get(optimizer, **hyperparameters)
@@ -478,7 +687,20 @@ def audit(optimizer, *, trials: int = 100_000, n: int | None = None, batch_size:
 def default_rows(optimizer, private: int = 4) -> int:
     """Rows of the built-in table: ``private`` (4), or for an optimizer with a public split the
     smallest ``n`` whose split (:func:`dpsim.sampling.public_count`) holds at least one public
-    row and leaves ``private`` private ones (e.g. 5 at ``public_fraction=0.25``, 51 at 0.01)."""
+    row and leaves ``private`` private ones (e.g. 5 at ``public_fraction=0.25``, 51 at 0.01).
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        The audited optimizer.
+    private : int
+        Private rows wanted.
+
+    Returns
+    -------
+    int
+        Rows of the table.
+    """
     frac = optimizer.public_fraction
     if not frac:
         return private

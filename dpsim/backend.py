@@ -63,8 +63,9 @@ BACKENDS = ("numpy", "cupy", "array_api_strict")
 NOISE_LAYOUTS = ("stream", "blocked")
 NOISE_BLOCK = 1 << 16  # elements per block of the blocked noise layout (fixed: part of the stream)
 #: float64 normal draws of at least this many elements are made by :func:`dpsim._bitgen.fill_normals`
-#: (NumPy's PCG64 and ziggurat inlined in Numba: the same numbers and final state, ~6–7 ns a normal
-#: against NumPy's ~11 ns; reading and writing the state costs ~8 µs, hence the threshold).
+#: (NumPy's PCG64 and ziggurat inlined in Numba: the same numbers and final state, measured faster
+#: per normal than NumPy's own; reading and writing the state has a fixed cost, hence the threshold;
+#: the measurements are in docs/performance.md).
 INLINE_FILL_MIN = 4096
 
 
@@ -96,7 +97,13 @@ def _import_cupy():
 
 
 def cupy_available() -> bool:
-    """True when CuPy imports and sees at least one CUDA device."""
+    """True when CuPy imports and sees at least one CUDA device.
+
+    Returns
+    -------
+    bool
+        Whether the ``"cupy"`` backend can run.
+    """
     try:
         _import_cupy()
     except ValueError:
@@ -132,7 +139,24 @@ def _strict_namespace():
 
 
 def parse_backend(spec: str) -> tuple[str, str]:
-    """``"numpy"`` → ``("numpy", "stream")``; ``"numpy:blocked"`` → ``("numpy", "blocked")``."""
+    """``"numpy"`` → ``("numpy", "stream")``; ``"numpy:blocked"`` → ``("numpy", "blocked")``.
+
+    Parameters
+    ----------
+    spec : str
+        ``"numpy"``, ``"numpy:blocked"``, ``"cupy"`` or ``"array_api_strict"``.
+
+    Returns
+    -------
+    tuple of str
+        ``(name, noise layout)``.
+
+    Examples
+    --------
+    >>> from dpsim.backend import parse_backend
+    >>> parse_backend("numpy"), parse_backend("numpy:blocked")
+    (('numpy', 'stream'), ('numpy', 'blocked'))
+    """
     if not isinstance(spec, str):
         raise ValueError(f"backend must be a string such as 'numpy' or 'numpy:blocked', got {spec!r}")
     name, _, layout = spec.partition(":")
@@ -149,7 +173,18 @@ def parse_backend(spec: str) -> tuple[str, str]:
 
 
 def get_namespace(name: str):
-    """The array namespace of a backend name (``numpy``, ``cupy``, ``array_api_strict``)."""
+    """The array namespace of a backend name (``numpy``, ``cupy``, ``array_api_strict``).
+
+    Parameters
+    ----------
+    name : str
+        The backend name.
+
+    Returns
+    -------
+    module
+        The array namespace (``numpy``, ``cupy`` or ``array_api_strict``).
+    """
     base, _ = parse_backend(name)
     if base == "numpy":
         return _numpy_namespace()
@@ -159,7 +194,18 @@ def get_namespace(name: str):
 
 
 def array_namespace(*arrays):
-    """Namespace of the given arrays (NumPy for Python scalars / NumPy arrays)."""
+    """Namespace of the given arrays (NumPy for Python scalars / NumPy arrays).
+
+    Parameters
+    ----------
+    *arrays : array or scalar
+        Arrays of one backend.
+
+    Returns
+    -------
+    module
+        Their array namespace.
+    """
     for a in arrays:
         if a is None or isinstance(a, (int, float, np.ndarray, np.generic)):
             continue
@@ -174,7 +220,18 @@ def array_namespace(*arrays):
 
 
 def to_numpy(a) -> np.ndarray:
-    """Copy any backend array (or scalar) to a NumPy array."""
+    """Copy any backend array (or scalar) to a NumPy array.
+
+    Parameters
+    ----------
+    a : array or scalar
+        A backend array.
+
+    Returns
+    -------
+    numpy.ndarray
+        A host copy.
+    """
     if a is None:
         return None
     if isinstance(a, np.ndarray):
@@ -190,7 +247,18 @@ def to_numpy(a) -> np.ndarray:
 
 def noise_threads(threads=None) -> int:
     """Thread count for the blocked noise layout: ``threads``, else ``DPSIM_NOISE_THREADS``, else the
-    number of CPUs this process may run on."""
+    number of CPUs this process may run on.
+
+    Parameters
+    ----------
+    threads : int, optional
+        An explicit thread count.
+
+    Returns
+    -------
+    int
+        The thread count.
+    """
     if threads is None:
         env = os.environ.get("DPSIM_NOISE_THREADS")
         if env:
@@ -360,6 +428,18 @@ class Backend:
         fresh array that the caller owns (it may scale it in place).
 
         ``scale`` may be a Python float or a backend array broadcastable to ``shape``.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The draw's shape.
+        scale : float or array
+            The standard deviation.
+
+        Returns
+        -------
+        array
+            A fresh array.
         """
         if self.name == "cupy":
             z = self._gen.standard_normal(shape, dtype=self.float_dtype)
@@ -382,7 +462,13 @@ class Backend:
 
     def random_state(self):
         """The noise stream's state (picklable), for :mod:`dpsim.checkpoint`: the generator's
-        bit-generator state, or the blocked layout's block states."""
+        bit-generator state, or the blocked layout's block states.
+
+        Returns
+        -------
+        object
+            The state, picklable.
+        """
         if not self.can_checkpoint:
             raise ValueError(f"the {self.name} backend's generator state cannot be saved")
         if self._blocked is not None:
@@ -390,14 +476,31 @@ class Backend:
         return {"stream": self._gen.bit_generator.state}
 
     def set_random_state(self, state) -> None:
-        """Restore what :meth:`random_state` returned: the next draws are those that followed it."""
+        """Restore what :meth:`random_state` returned: the next draws are those that followed it.
+
+        Parameters
+        ----------
+        state : object
+            What :meth:`random_state` returned.
+        """
         if self._blocked is not None:
             self._blocked.set_state(state["blocked"])
         else:
             self._gen.bit_generator.state = state["stream"]
 
     def uniform(self, shape):
-        """Uniform draws on ``[0, 1)``."""
+        """Uniform draws on ``[0, 1)``.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The draw's shape.
+
+        Returns
+        -------
+        array
+            A fresh array.
+        """
         if self.name == "cupy":
             return self._gen.random(shape, dtype=self.float_dtype)
         if self._blocked is not None:
@@ -417,14 +520,38 @@ class Backend:
 
     # -- conversion -----------------------------------------------------------------------------
     def asarray(self, a, dtype=None):
-        """Move host data (NumPy array or scalar) onto this backend, float dtype by default."""
+        """Move host data (NumPy array or scalar) onto this backend, float dtype by default.
+
+        Parameters
+        ----------
+        a : numpy.ndarray or scalar
+            Host data.
+        dtype : dtype, optional
+            Default: this backend's float dtype.
+
+        Returns
+        -------
+        array
+            The data on this backend.
+        """
         dt = self.float_dtype if dtype is None else dtype
         if self.name == "array_api_strict":
             return self.xp.asarray(np.asarray(a), dtype=dt)
         return self.xp.asarray(a, dtype=dt)
 
     def asindex(self, a):
-        """Move a host integer index array onto this backend."""
+        """Move a host integer index array onto this backend.
+
+        Parameters
+        ----------
+        a : numpy.ndarray
+            Host integer indices.
+
+        Returns
+        -------
+        array
+            The indices on this backend.
+        """
         if self.name == "array_api_strict":
             return self.xp.asarray(np.asarray(a, dtype=np.int64))
         return self.xp.asarray(a, dtype=self.xp.int64)

@@ -1,5 +1,7 @@
 """Calibration: the noise multiplier that makes an optimizer's run cost a target (ε, δ).
 
+For example::
+
     opt = dpsim.calibrate("dp2_extra_query", epsilon=1.0, delta=1e-5, steps=1000,
                           batch_size=64, n=10_000)
     res = dpsim.simulate(problem, opt, steps=1000, batch_size=64)   # res.epsilon(1e-5) ≈ 1.0
@@ -53,7 +55,24 @@ def sample_rate_for(optimizer, batch_size: int, n: int, sampling: str | None = N
     """The sample rate ``b / n_private`` the engine accounts with (a public split, when the optimizer
     has one, is carved out of the ``n`` examples first).  With ``sampling``, the sampler is checked
     against the private examples as :func:`dpsim.simulate` checks it
-    (:func:`dpsim.sampling.check_sampling`: e.g. Poisson with ``b = n − 1`` is refused)."""
+    (:func:`dpsim.sampling.check_sampling`: e.g. Poisson with ``b = n − 1`` is refused).
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        The optimizer (its ``public_fraction``).
+    batch_size : int
+        The nominal batch size ``b``.
+    n : int
+        The training-set size.
+    sampling : str, optional
+        A sampler to check against the private examples.
+
+    Returns
+    -------
+    float
+        ``b / n_private``.
+    """
     n = _check_int("n", n, 1)
     batch_size = _check_int("batch_size", batch_size, 1)
     n_priv = n - public_count(optimizer.public_fraction, n)  # the engine's own rule
@@ -67,7 +86,30 @@ def sample_rate_for(optimizer, batch_size: int, n: int, sampling: str | None = N
 def epsilon_for(optimizer, *, delta, steps, batch_size, n, sampling="poisson", accountant="pld"):
     """ε at ``delta`` of a run of ``optimizer`` (its declared events) for ``steps`` steps with
     ``sampling`` at rate ``batch_size / n``, without simulating; a float (the largest over
-    per-trial values).  Refuses a ctCDP budget, whose spend depends on the run."""
+    per-trial values).  Refuses a ctCDP budget, whose spend depends on the run.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+        The optimizer (its declared events).
+    delta : float
+        The δ to report ε at.
+    steps : int
+        Number of steps.
+    batch_size : int
+        The nominal batch size.
+    n : int
+        The training-set size.
+    sampling : str
+        The sampler.
+    accountant : {'pld', 'rdp'}
+        The accountant.
+
+    Returns
+    -------
+    float
+        ε (the largest over per-trial values).
+    """
     steps = _check_int("steps", steps, 0)
     q = sample_rate_for(optimizer, batch_size, n, sampling)
     events = optimizer.events
@@ -91,6 +133,42 @@ def calibrate(optimizer, *, epsilon, delta, steps, batch_size, n, sampling="pois
     ``sampling``/``accountant``: as in :func:`dpsim.simulate` and :meth:`Result.epsilon`.  Raises
     ``ValueError`` naming the bad value for an unregistered or non-private optimizer, a bad
     option, or an unattainable target.
+
+    Parameters
+    ----------
+    optimizer : Optimizer or str
+        A registered optimizer, or its name (built with its defaults).
+    epsilon : float
+        The target ε.
+    delta : float
+        The target δ.
+    steps : int
+        Number of steps of the run.
+    batch_size : int
+        The run's nominal batch size.
+    n : int
+        The training-set size.
+    sampling : str
+        The sampler, as in :func:`dpsim.simulate`.
+    accountant : {'pld', 'rdp'}
+        The accountant.
+
+    Returns
+    -------
+    Optimizer
+        ``optimizer`` with the calibrated ``noise_multiplier``.
+
+    Raises
+    ------
+    ValueError
+        For an unregistered or non-private optimizer, a bad option or an unattainable target.
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.calibrate("dp_sgd", epsilon=1.0, delta=1e-5, steps=100, batch_size=32, n=1000)
+    >>> opt.name, round(opt.hyperparameters["noise_multiplier"], 2)
+    ('dp_sgd', 1.53)
     """
     if isinstance(optimizer, str):
         optimizer = _optimizers.get(optimizer)

@@ -40,7 +40,7 @@ wall seconds; ``dpsim gallery status`` lists them).  Files are written next to t
 checkpoint whole).  They are pickles: load only checkpoints you wrote.  Not covered: the CuPy
 backend (its generator state lives on the device; a ``checkpoint=`` there is refused, and runs
 inside :func:`checkpoints` are not checkpointed) and the small-d compiled kernel of
-:mod:`dpsim.fused` (a whole run in one kernel call: checkpoints apply to the general engine's step
+:mod:`dpsim.fast.block` (a whole run in one kernel call: checkpoints apply to the general engine's step
 loop, ``fast=False``, or the chain runs the engine picks by itself for larger problems).
 """
 
@@ -109,6 +109,18 @@ def checkpoints(directory, every: float = DEFAULT_EVERY):
     Used by ``dpsim reproduce``: each cell of a sweep runs inside one block whose directory is
     removed once the cell's result is saved, so a sweep killed in the middle of a long cell
     resumes that cell from its last checkpoint instead of from its first step.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        Where the checkpoint files go.
+    every : float
+        Seconds between two checkpoints of a run (0: after every step).
+
+    Yields
+    ------
+    dict
+        The block's record: ``calls``, ``written``, ``resumed_wall``.
     """
     if directory is None:
         raise ValueError("checkpoints needs a directory, got directory=None")
@@ -233,7 +245,18 @@ def problem_data_hash(problem) -> str:
     """SHA-256 (hex) of a problem's data: every attribute of its host copy that is not a cache or
     a backend view (:data:`_NOT_DATA`) — its float arrays (``_float_arrays``), features and
     labels, and any other array, sparse matrix, number or string it keeps — so two problems with
-    the same config but other data hash apart."""
+    the same config but other data hash apart.
+
+    Parameters
+    ----------
+    problem : Problem
+        Any problem.
+
+    Returns
+    -------
+    str
+        The hex digest.
+    """
     host = getattr(problem, "_host", problem)
     h = hashlib.sha256()
     h.update(f"{type(host).__module__}.{type(host).__qualname__};".encode())
@@ -258,7 +281,25 @@ def problem_identity(problem) -> dict:
     config (sizes and seed).  A user-defined :class:`~dpsim.problems.Problem` (e.g.
     :class:`dpsim.audit.GradientTable`) whose config is only ``{name, n, d}`` is so told apart
     from another with the same shapes and other data: the same ``checkpoint=`` path never returns
-    a result computed on other data."""
+    a result computed on other data.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem of a run.
+
+    Returns
+    -------
+    dict
+        Its ``config``, with ``data_sha256`` where the config does not determine the data.
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> from dpsim.checkpoint import problem_identity
+    >>> sorted(problem_identity(dpsim.problems.least_squares(50, 3, seed=0)))
+    ['condition', 'd', 'n', 'name', 'noise', 'rotate', 'seed']
+    """
     cfg = dict(problem.config)
     if "data_sha256" in cfg:
         return cfg
@@ -283,7 +324,18 @@ def check_writable(path) -> None:
     written: one ``ValueError`` naming it.  Checked by creating (and removing) a file beside
     it, since ``os.access`` answers yes to root everywhere (e.g. ``/proc``); folders missing on
     the way are made for the test and removed again (the first save makes them for good).  A
-    write that fails later (a full disk) still only warns: the run goes on without checkpoints."""
+    write that fails later (a full disk) still only warns: the run goes on without checkpoints.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The ``checkpoint=`` path of a run.
+
+    Raises
+    ------
+    ValueError
+        Naming the path where no file can be written.
+    """
     path = Path(path)
     shown = f"checkpoint={os.fspath(path)!r}"
     if path.exists() and not path.is_file():
@@ -364,7 +416,13 @@ class Checkpoint:
 
     def load(self) -> dict | None:
         """The saved payload of this run, or ``None`` (no file, an unreadable one, another
-        format or another run's: the latter two with a warning)."""
+        format or another run's: the latter two with a warning).
+
+        Returns
+        -------
+        dict or None
+            The payload, or ``None``.
+        """
         try:
             with open(self.path, "rb") as fh:
                 payload = pickle.load(fh)
@@ -392,11 +450,24 @@ class Checkpoint:
         return path.with_name(path.stem + ".json")
 
     def due(self) -> bool:
+        """Whether ``every`` seconds have passed since the last save.
+
+        Returns
+        -------
+        bool
+            True when a checkpoint is due.
+        """
         return time.monotonic() >= self._next
 
     def save(self, payload: dict) -> None:
         """Write ``payload`` (plus format and fingerprint) atomically; an unwritable location
-        warns once and turns checkpointing off for this run, which itself goes on."""
+        warns once and turns checkpointing off for this run, which itself goes on.
+
+        Parameters
+        ----------
+        payload : dict
+            What the run needs to resume.
+        """
         self._next = time.monotonic() + self.every
         if self._failed:
             return

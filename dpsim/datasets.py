@@ -728,7 +728,13 @@ _LOADERS = {
 
 
 def names() -> list[str]:
-    """The data sets :func:`load` and :func:`arrays` know, sorted."""
+    """The data sets :func:`load` and :func:`arrays` know, sorted.
+
+    Returns
+    -------
+    list of str
+        The data set names.
+    """
     return sorted(_LOADERS)
 
 
@@ -745,6 +751,23 @@ def arrays(name: str, **options):
     ``info["test"]`` (``(X_test, y_test)``, or ``None`` with ``test=None``).  ``options`` are the
     loader's keywords (see each loader's docstring, e.g. ``help(dpsim.datasets.digits)``); an
     unknown option or a bad value raises ``ValueError`` naming it.
+
+    Parameters
+    ----------
+    name : str
+        A data set name (:func:`names`).
+    **options
+        The loader's keywords.
+
+    Returns
+    -------
+    tuple
+        ``(X, y, info)``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown option or a bad value.
     """
     fn = _loader(name)
     accepted = [p for p in inspect.signature(fn).parameters]
@@ -757,7 +780,20 @@ def arrays(name: str, **options):
 
 def load(name: str, **options) -> Problem:
     """The data set ``name`` as a :class:`dpsim.problems.Problem` (with held-out metrics when the
-    loader holds rows out): :func:`dpsim.problems.from_data` on :func:`arrays`."""
+    loader holds rows out): :func:`dpsim.problems.from_data` on :func:`arrays`.
+
+    Parameters
+    ----------
+    name : str
+        A data set name (:func:`names`).
+    **options
+        The loader's keywords.
+
+    Returns
+    -------
+    Problem
+        The data set as a problem.
+    """
     X, y, info = arrays(name, **options)
     return from_data(X, y, loss=info["loss"], reg=info["reg"], test=info["test"],
                      seed=info["seed"], name=info.get("problem_name", name))

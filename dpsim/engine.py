@@ -7,11 +7,20 @@ step, not once per trial.
 Randomness: ``SeedSequence(seed)`` is split into a sampler stream (host NumPy; identical batches
 on every backend) and a noise stream (the backend's generator).  Hence a private rule with zero
 noise sees exactly the batches of its non-private base for the same seed.
+
+Examples
+--------
+>>> import dpsim
+>>> prob = dpsim.problems.logistic_regression(200, 5, seed=0)
+>>> res = dpsim.simulate(prob, "dp_sgd", steps=3, batch_size=8, trials=2, seed=0)
+>>> res.loss.shape, res.config["engine"]
+((4, 2), 'block')
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from typing import Callable
 
@@ -32,7 +41,7 @@ from .sampling import Sampler, check_sampling, public_count
 __all__ = ["simulate", "check_metrics"]
 
 #: Run composable and described chains through the fused release
-#: (:mod:`dpsim.transforms._fused_release`: the clipped sum, the noise and the update in one pass
+#: (:mod:`dpsim.fast.release`: the clipped sum, the noise and the update in one pass
 #: per trial, bit for bit the chain's result).
 #: ``False`` runs every step through ``transform.update`` (the reference; tests and A/B timings).
 FUSED_RELEASE = True
@@ -42,7 +51,7 @@ FUSED_RELEASE = True
 def _version_items() -> tuple:
     """The versions behind :func:`_versions`, looked up once per process: none of them changes
     while the process runs, and ``importlib.metadata.version`` reads and parses the installed
-    metadata files on every call (~0.4 ms each, most of ``simulate``'s own overhead before)."""
+    metadata files on every call (most of ``simulate``'s own overhead before)."""
     import platform
     from importlib.metadata import PackageNotFoundError, version
 
@@ -98,7 +107,7 @@ DEFAULT_RECORDS = 100
 RECORD_SMALL_WORK = 2**24
 #: Above that, the default records together may do the work of the steps, ``T·R·(b·d̄ + d)``
 #: (the batch's rows and the d noise draws of each trial), or this many multiply-adds, whichever
-#: is larger, and no more (issue 32: the ~100 records made workload W 15x slower than its loop).
+#: is larger, and no more (issue 32: a hundred full-data records cost many times a large run's loop).
 RECORD_FLOOR_WORK = 2**27
 
 
@@ -200,7 +209,7 @@ def resolve(problem, optimizer):
 
 
 def block_plan(prob, optimizer, *, trials, backend, dtype, fast, checkpoint):
-    """``(plan, None)`` when the run takes the small-d block kernel (:func:`dpsim.fused.plan`),
+    """``(plan, None)`` when the run takes the small-d block kernel (:func:`dpsim.fast.block.plan`),
     else ``(None, reason)``: the one decision :func:`simulate` and :func:`dpsim.explain` read.
     ``fast=True`` with a checkpoint is refused here."""
     if fast is not None and not isinstance(fast, bool):
@@ -212,26 +221,26 @@ def block_plan(prob, optimizer, *, trials, backend, dtype, fast, checkpoint):
         return None, "fast=False asks for the general engine"
     if checkpoint is not None:
         return None, "a checkpointed run takes the step loop (the block kernel cannot be checkpointed)"
-    from . import fused
+    from .fast import block
 
-    p = fused.plan(prob, optimizer, trials=trials, backend=backend, dtype=dtype)
+    p = block.plan(prob, optimizer, trials=trials, backend=backend, dtype=dtype)
     return (None, p) if isinstance(p, str) else (p, None)
 
 
 def release_plan(prob, tx, be, *, public_idx, steps):
     """``(step, None)`` when the general engine takes each step as one fused release
-    (:mod:`dpsim.transforms._fused_release`: a chain composed from its pieces' elements, or a
+    (:mod:`dpsim.fast.release`: a chain composed from its pieces' elements, or a
     described shape), else ``(None, reason)``, the reason naming the piece that stops it."""
     if not FUSED_RELEASE:
         return None, "dpsim.engine.FUSED_RELEASE is False"
     if steps == 0:
         return None, "steps=0: there is no step to take"
-    from .transforms import _fused_release
+    from .fast import release
 
-    reason = _fused_release.why_not(tx, be, public_idx=public_idx)
+    reason = release.why_not(tx, be, public_idx=public_idx)
     if reason is not None:
         return None, reason
-    return _fused_release.plan(prob, tx, be, public_idx=public_idx), None
+    return release.plan(prob, tx, be, public_idx=public_idx), None
 
 
 def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1, seed=0,
@@ -266,14 +275,14 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         than the steps' work ``T·R·(b·d̄ + d)`` (or 2²⁷, whichever is larger), with at least the
         records at 0 and T: at workload W (n = 25 000, d = 10⁴ at 1 %, b = 64, R = 64) that is
         records at 0 and T only for T ≤ 457, every 250 steps at T = 500, instead of 100 records
-        that took 15x the loop.  Small runs keep about 100 (:func:`default_record_every`; the
+        that cost many times the loop.  Small runs keep about 100 (:func:`default_record_every`; the
         rule is a function of the sizes only, so a run's schedule never depends on the machine).
     progress : show a progress bar (tqdm; appears only for runs longer than about a second).
     dtype : ``"float64"`` (default) or ``"float32"``.
     init : optional ``(d,)`` or ``(R, d)`` initial parameters (default zeros).
     probes : extra records ``name -> f(state, params, ctx) -> (R,)``, added to the optimizer's own.
-    metrics : which metrics to record, a subset of ``("loss", "grad_norm_sq", "dist_to_opt",
-        "test_loss", "test_accuracy")`` (``excess_loss`` comes with ``loss``).  Each record of
+    metrics : which metrics to record, a subset of ``loss``, ``grad_norm_sq``, ``dist_to_opt``,
+        ``test_loss``, ``test_accuracy`` (``excess_loss`` comes with ``loss``).  Each record of
         ``loss`` or ``grad_norm_sq`` is a pass over all n examples for all R trials; drop what a
         sweep does not need.  ``test_loss`` (mean loss on the held-out rows, without the l2 term)
         and ``test_accuracy`` (logistic only; a zero margin counts 1/2) need a problem with a
@@ -288,7 +297,7 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     accountant : ``"pld"`` or ``"rdp"``, for the calibration and recorded in ``Result.privacy``
         as the default accountant of :meth:`Result.epsilon`.
     fast : ``None`` (default): run the step loop in the compiled small-d kernel of
-        :mod:`dpsim.fused` when it covers this (problem, optimizer, backend, dtype), else the
+        :mod:`dpsim.fast.block` when it covers this (problem, optimizer, backend, dtype), else the
         general chain engine; ``True``: the fused kernel or a ``ValueError`` saying why not;
         ``False``: always the general engine (the reference).  Both draw the same batches and
         the same noise and give the same numbers to the last bit; ``config["engine"]`` names the
@@ -300,7 +309,7 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         (``dpsim.engine.FUSED_RELEASE = False`` turns it off), without its ``(R, d)``
         temporaries; ``params`` and the state's arrays are then updated in place, so a probe
         that keeps them past its record must copy them.
-    checkpoint : a file path: every ``checkpoint_every`` seconds (default 600) the step loop
+    checkpoint, checkpoint_every : a file path: every ``checkpoint_every`` seconds (default 600) the step loop
         saves what the rest of the run depends on (step, parameters, state, records, sampler and
         noise-stream states), and a later call with the same arguments resumes from it with the
         uninterrupted run's result, bit for bit (:mod:`dpsim.checkpoint`).  A run that wrote a
@@ -311,6 +320,15 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         can be written is refused before the run (``ValueError``); a write that fails later
         (a full disk) warns and the run goes on without checkpoints.
 
+    Returns
+    -------
+    Result
+        The records per trial, the final parameters and state, the privacy record
+        (:meth:`Result.epsilon`) and ``config`` (``config["engine"]`` names the path that ran:
+        ``"block"``, ``"release"`` or ``"chain"``; :func:`dpsim.explain` says why).
+
+    Notes
+    -----
     Every record holds the full objective ``F(w)``, the excess ``F(w) − F*`` (when the problem
     knows ``F*``), ``||∇F(w)||²`` and ``||w − w*||`` per trial.  NumPy's floating-point warnings
     (overflow, 0/0) are not printed during the run: a trial that blows up stays in its own row,
@@ -396,7 +414,7 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     all_probes = dict(optimizer.probes)
     all_probes.update(check_probes(probes))
 
-    # The optimum (a solve on the first call for a GLM: ~1 s at workload W) only when recorded.
+    # The optimum (a solve on the first call for a GLM, costly at large d) only when recorded.
     opt = prob.optimum if want_loss or "dist_to_opt" in metrics else None
     w_star = be.asarray(opt[0])[None, :] if opt is not None else None
     f_star = float(opt[1]) if opt is not None else None
@@ -476,9 +494,9 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
                  "probe_states": probe_states(all_probes),
                  "wall": wall_before + time.perf_counter() - t0})
     if fused_plan is not None:
-        from . import fused
+        from .fast import block
 
-        params, state = fused.run(fused_plan, params=params, state=state, steps=steps,
+        params, state = block.run(fused_plan, params=params, state=state, steps=steps,
                                   rec_steps=rec_steps, record=record, sampler=sampler,
                                   private_idx=private_idx, backend=be, ctx=ctx,
                                   batch_sizes_sum=batch_sizes_sum, bar=bar)
@@ -580,6 +598,9 @@ def simulate(problem, optimizer, **kwargs) -> Result:
         return _simulate(problem, optimizer, **kwargs)
 
 
+simulate.__signature__ = inspect.signature(_simulate)  # help() and numpydoc show every keyword
+
+
 #: The full-data metrics :func:`simulate` can record (``metrics=``).
 FULL_METRICS = ("loss", "grad_norm_sq", "dist_to_opt")
 #: The held-out metrics, for problems with a held-out split (:func:`dpsim.problems.from_data`).
@@ -587,8 +608,21 @@ HELDOUT_METRICS = ("test_loss", "test_accuracy")
 
 
 def check_metrics(metrics, problem) -> tuple:
-    """``metrics`` as a tuple of known names, each available on ``problem``; else one
-    ``ValueError`` naming the value."""
+    """``metrics`` as a tuple of known names, each available on ``problem``.
+
+    Parameters
+    ----------
+    metrics : sequence of str
+        Names from :data:`FULL_METRICS` and :data:`HELDOUT_METRICS`.
+    problem : Problem
+        The problem the run records them on (held-out metrics need a held-out split, and
+        ``test_accuracy`` a logistic link).
+
+    Returns
+    -------
+    tuple of str
+        ``metrics`` as a tuple; a bad value raises one ``ValueError`` naming it.
+    """
     known = FULL_METRICS + HELDOUT_METRICS
     if isinstance(metrics, str) or not hasattr(metrics, "__iter__"):
         raise ValueError(f"metrics must be a sequence of names from {', '.join(known)}, got "

@@ -3,11 +3,13 @@
 A run takes one of three paths (``Result.config["engine"]`` names the one that ran):
 
 ``"block"``
-    the small-d block kernel (:mod:`dpsim.fused`): every step between two records in one
-    compiled call, batches and noise drawn inside it;
+    the small-d block kernel (:mod:`dpsim.fast.block`): every step between two records in one
+    compiled call, batches and noise drawn inside it, the update composed from the chain's
+    elements — for any chain whose pieces compose (below), whoever built it, and for DP² and
+    PAGAN/PASAN (their described shapes), on dense GLMs and the quadratics;
 ``"release"``
     the general step loop, each step one fused pass per trial (clipped sum, noise, recursion,
-    update; :mod:`dpsim.transforms._fused_release`) — for any chain whose pieces compose (a
+    update; :mod:`dpsim.fast.release`) — for any chain whose pieces compose (a
     Gaussian privatizer or ``mean_gradient``, then pieces with a per-coordinate element,
     :mod:`dpsim.transforms.elements`), whoever built it, and for the shapes described by their
     optimizer functions (DP², AdaDPS, PAGAN/PASAN, IME);
@@ -18,6 +20,13 @@ All three give the same numbers to the last bit.  :func:`explain` asks the same 
 the engine asks (:func:`dpsim.engine.block_plan`, :func:`dpsim.engine.release_plan`), so its
 answer is the engine's decision, not a second copy of it; nothing is simulated.  Where a chain
 does not compose, the reason names the piece that stops it (e.g. a piece without an element).
+
+Examples
+--------
+>>> import dpsim
+>>> prob = dpsim.problems.logistic_regression(200, 5, seed=0)
+>>> dpsim.explain(prob, "dp_sgd", steps=3, batch_size=8, trials=2).engine
+'block'
 """
 
 from __future__ import annotations
@@ -83,8 +92,8 @@ def explain(problem, optimizer, **simulate_kwargs) -> Explanation:
     Explanation
         ``str()`` of it reads, e.g.::
 
-            dp_rmsprop on least_squares: the 'release' path
-              not 'block': the small-d kernel does not cover optimizer 'dp_rmsprop' ...
+            dp_adam_stp on least_squares: the 'release' path
+              not 'block': scale_then_privatize has no block kernel ...
 
     Examples
     --------

@@ -56,6 +56,24 @@ SAFETY = 0.9
 
 
 def format_bytes(x: float) -> str:
+    """Human-readable size in binary units (three significant digits).
+
+    Parameters
+    ----------
+    x : float
+        A number of bytes.
+
+    Returns
+    -------
+    str
+        E.g. ``"3 MiB"``.
+
+    Examples
+    --------
+    >>> from dpsim.memory import format_bytes
+    >>> format_bytes(3 * 2**20)
+    '3 MiB'
+    """
     for unit, k in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if x >= k:
             return f"{x / k:.3g} {unit}"
@@ -117,7 +135,43 @@ def estimate_peak_bytes(problem, optimizer, *, trials: int, batch_size: int, ste
                         metrics=("loss", "grad_norm_sq", "dist_to_opt"),
                         record_every: int | None = None) -> dict:
     """Estimated peak of the memory a run allocates (module docstring), as a dict:
-    ``{"bytes", "per_trial", "fixed", "R", "d", "b"}`` (bytes: the estimate at ``trials``)."""
+    ``{"bytes", "per_trial", "fixed", "R", "d", "b"}`` (bytes: the estimate at ``trials``).
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem of the run.
+    optimizer : Optimizer
+        The optimizer of the run.
+    trials : int
+        Number of trials ``R``.
+    batch_size : int
+        The nominal batch size ``b``.
+    steps : int
+        Number of steps ``T``.
+    sampling : str
+        The sampler.
+    dtype : {'float64', 'float32'}
+        The run's dtype.
+    metrics : tuple of str
+        The recorded metrics.
+    record_every : int, optional
+        The record spacing (default: :func:`dpsim.simulate`'s).
+
+    Returns
+    -------
+    dict
+        ``{"bytes", "per_trial", "fixed", "R", "d", "b"}``.
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> from dpsim.memory import estimate_peak_bytes
+    >>> prob = dpsim.problems.logistic_regression(200, 5, seed=0)
+    >>> est = estimate_peak_bytes(prob, dpsim.optimizers.dp_sgd(), trials=2, batch_size=8, steps=3)
+    >>> sorted(est), est["R"], est["d"], est["b"]
+    (['R', 'b', 'bytes', 'd', 'fixed', 'per_trial'], 2, 5, 8)
+    """
     from . import optimizers as _optimizers
 
     if isinstance(optimizer, str):
@@ -184,7 +238,13 @@ def _read_int(path: str):
 def available_bytes() -> int | None:
     """Memory available to this process now: ``MemAvailable`` (``/proc/meminfo``) or
     ``os.sysconf`` available pages, and the cgroup (v2 or v1) limit minus current use when smaller;
-    ``None`` when none of these can be read."""
+    ``None`` when none of these can be read.
+
+    Returns
+    -------
+    int or None
+        Bytes available, or ``None``.
+    """
     avail = None
     try:
         with open("/proc/meminfo") as fh:
@@ -216,7 +276,41 @@ def check_memory(problem, optimizer, *, trials: int, batch_size: int, steps: int
                  available: int | None = None) -> dict:
     """Estimate the run's peak (:func:`estimate_peak_bytes`) and raise ``ValueError`` — one line
     naming R, d, b, the estimate and what is available — when it exceeds :data:`SAFETY` × the
-    available memory (``available`` overrides :func:`available_bytes`).  Returns the estimate."""
+    available memory (``available`` overrides :func:`available_bytes`).  Returns the estimate.
+
+    Parameters
+    ----------
+    problem : Problem
+        The problem of the run.
+    optimizer : Optimizer
+        The optimizer of the run.
+    trials : int
+        Number of trials ``R``.
+    batch_size : int
+        The nominal batch size ``b``.
+    steps : int
+        Number of steps ``T``.
+    sampling : str
+        The sampler.
+    dtype : {'float64', 'float32'}
+        The run's dtype.
+    metrics : tuple of str
+        The recorded metrics.
+    record_every : int, optional
+        The record spacing.
+    available : int, optional
+        Bytes available (default: :func:`available_bytes`).
+
+    Returns
+    -------
+    dict
+        The estimate of :func:`estimate_peak_bytes`.
+
+    Raises
+    ------
+    ValueError
+        When the estimate exceeds ``SAFETY`` × the available memory.
+    """
     est = estimate_peak_bytes(problem, optimizer, trials=trials, batch_size=batch_size, steps=steps,
                               sampling=sampling, dtype=dtype, metrics=metrics,
                               record_every=record_every)

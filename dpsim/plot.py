@@ -1,5 +1,12 @@
 """Plots of comparisons: :func:`curves` draws a :func:`dpsim.compare` Dataset (needs matplotlib,
-the ``figures`` extra)."""
+the ``figures`` extra).
+
+Examples
+--------
+>>> import dpsim.plot
+>>> dpsim.plot.__all__
+['curves']
+"""
 
 from __future__ import annotations
 

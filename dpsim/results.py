@@ -59,7 +59,19 @@ _REPR_METRIC_ROWS = 9
 
 def divergence_rule() -> str:
     """One line naming the rule of :attr:`Result.diverged` (with the current
-    :data:`DIVERGENCE_FACTOR`), for summaries."""
+    :data:`DIVERGENCE_FACTOR`), for summaries.
+
+    Returns
+    -------
+    str
+        The rule, in words.
+
+    Examples
+    --------
+    >>> from dpsim.results import divergence_rule
+    >>> divergence_rule()  # doctest: +ELLIPSIS
+    'non-finite final parameters or loss, or final excess loss > 100x its first record ...'
+    """
     f = f"{DIVERGENCE_FACTOR:g}"
     return (f"non-finite final parameters or loss, or final excess loss > {f}x its first record "
             f"(without an excess loss: loss rise > {f} x max(|first loss|, 1))")
@@ -194,6 +206,26 @@ class Result:
         every trial spent the same, else an ``(R,)`` array (per-trial noise multipliers).  Runs
         whose optimizer declares ``NonPrivate`` return ``inf``.  :meth:`privacy_report` says which
         accountant, adjacency and sampling the number is for.
+
+        Parameters
+        ----------
+        delta : float
+            The δ to report ε at.
+        accountant : {'pld', 'rdp'}, optional
+            Default: the run's.
+
+        Returns
+        -------
+        float or numpy.ndarray
+            ε, or ``(R,)`` per-trial values.
+
+        Examples
+        --------
+        >>> import dpsim
+        >>> prob = dpsim.problems.logistic_regression(200, 5, seed=0)
+        >>> res = dpsim.simulate(prob, "dp_sgd", steps=3, batch_size=8, trials=2, seed=0)
+        >>> round(res.epsilon(1e-5), 2)
+        1.07
         """
         from . import accounting
 
@@ -216,7 +248,20 @@ class Result:
         (the neighbour one example shorter is sampled at the same ``b/n``).  ``accountant_note``
         is ``""`` unless the accountant hit one of its limits and another valid bound is the
         answer (:class:`dpsim.accounting.AccountingNote`; e.g. PLD could not refine and the RDP
-        bound was smaller)."""
+        bound was smaller).
+
+        Parameters
+        ----------
+        delta : float
+            The δ to report ε at.
+        accountant : {'pld', 'rdp'}, optional
+            Default: the run's.
+
+        Returns
+        -------
+        dict
+            ε and what it means.
+        """
         from . import accounting
 
         acc = accountant or self.privacy.get("accountant", "pld")
@@ -639,7 +684,23 @@ def load(path) -> Result:
 
     The format follows the suffix (``.npz`` or ``.nc``); a file with another suffix is read by
     its content (a zip archive as ``.npz``, netCDF as ``.nc``).  A missing, truncated, corrupt or
-    foreign file raises one ``ValueError`` naming the file."""
+    foreign file raises one ``ValueError`` naming the file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.npz`` or ``.nc`` file written by :meth:`Result.save`.
+
+    Returns
+    -------
+    Result
+        The result as saved.
+
+    Raises
+    ------
+    ValueError
+        For a missing, truncated, corrupt or foreign file.
+    """
     try:
         return _load(path)
     except ValueError as exc:

@@ -56,7 +56,25 @@ class BatchIndices(NamedTuple):
 
 def public_count(public_fraction, n: int) -> int:
     """Number of examples of ``n`` that a public split of ``public_fraction`` takes (0 for none;
-    ``ValueError`` when a positive fraction rounds to no example)."""
+    ``ValueError`` when a positive fraction rounds to no example).
+
+    Parameters
+    ----------
+    public_fraction : float
+        The optimizer's public fraction (0: none).
+    n : int
+        Size of the training set.
+
+    Returns
+    -------
+    int
+        The number of public examples.
+
+    Raises
+    ------
+    ValueError
+        When a positive fraction rounds to no example.
+    """
     n_public = int(round(public_fraction * n)) if public_fraction else 0
     if public_fraction and n_public < 1:
         raise ValueError(f"public_fraction={public_fraction} leaves no public example (n={n})")
@@ -66,7 +84,29 @@ def public_count(public_fraction, n: int) -> int:
 def parse_sampling(sampling) -> tuple[str, int | None]:
     """``"poisson"``/``"fixed"``/``"replacement"`` → ``(name, None)``; ``"cyclic_poisson:<k>"`` →
     ``("cyclic_poisson", k)``.  ``ValueError`` naming the value otherwise (``k`` must be an integer
-    ``>= 1``; ``"cyclic_poisson:1"`` is accepted and equals ``"poisson"``)."""
+    ``>= 1``; ``"cyclic_poisson:1"`` is accepted and equals ``"poisson"``).
+
+    Parameters
+    ----------
+    sampling : str
+        The sampler name.
+
+    Returns
+    -------
+    tuple
+        ``(name, k)``, ``k`` ``None`` except for cyclic Poisson sampling.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or a bad ``k``.
+
+    Examples
+    --------
+    >>> from dpsim.sampling import parse_sampling
+    >>> parse_sampling("poisson"), parse_sampling("cyclic_poisson:4")
+    (('poisson', None), ('cyclic_poisson', 4))
+    """
     if not isinstance(sampling, str):
         raise ValueError(f"sampling must be a string ({_SAMPLING_HELP}), got sampling={sampling!r}")
     if sampling in SAMPLINGS:
@@ -83,12 +123,46 @@ def parse_sampling(sampling) -> tuple[str, int | None]:
 def cyclic_rate(sample_rate: float, k: int) -> float:
     """Per-step inclusion probability of cyclic Poisson sampling with ``k`` groups and nominal rate
     ``sample_rate = b/n``: ``q_k = min(1, (b/n)·k)`` (the sampler and the accountant both use this
-    expression, so they agree bit for bit)."""
+    expression, so they agree bit for bit).
+
+    Parameters
+    ----------
+    sample_rate : float
+        The nominal rate ``b/n``.
+    k : int
+        Number of groups.
+
+    Returns
+    -------
+    float
+        ``min(1, (b/n)·k)``.
+
+    Examples
+    --------
+    >>> from dpsim.sampling import cyclic_rate
+    >>> cyclic_rate(0.01, 4)
+    0.04
+    """
     return min(1.0, float(sample_rate) * int(k))
 
 
 def check_sampling(sampling: str, n: int, batch_size) -> None:
-    """Validate a sampler name against the data size ``n`` and the nominal ``batch_size``."""
+    """Validate a sampler name against the data size ``n`` and the nominal ``batch_size``.
+
+    Parameters
+    ----------
+    sampling : str
+        A sampler name (:data:`SAMPLINGS`, or ``"cyclic_poisson:<k>"``).
+    n : int
+        Number of (private) examples.
+    batch_size : int
+        The nominal batch size ``b``.
+
+    Raises
+    ------
+    ValueError
+        Naming the value that is not valid.
+    """
     kind, k = parse_sampling(sampling)
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got batch_size={batch_size!r}")
@@ -120,7 +194,22 @@ def check_rate_fixed_in_advance(sampling: str, n: int, batch_size: int) -> None:
     the same way).  ``batch_size = n`` (rate 1: every example in every batch, under either
     reading) is exact and accepted.  Below ``n − 1`` the fixed-rate claim holds and is what dpsim
     states; the recomputed reading is not claimed there either (with the other examples pointing
-    against the canary it fails at ``b = n − 2`` too: 7.1 against 4.35 at n = 100, σ = 1)."""
+    against the canary it fails at ``b = n − 2`` too: 7.1 against 4.35 at n = 100, σ = 1).
+
+    Parameters
+    ----------
+    sampling : str
+        The sampler name.
+    n : int
+        Number of (private) examples.
+    batch_size : int
+        The nominal batch size ``b``.
+
+    Raises
+    ------
+    ValueError
+        At ``batch_size = n − 1`` (``k·batch_size = n − 1`` for cyclic Poisson sampling).
+    """
     kind, k = parse_sampling(sampling)
     if kind not in ("poisson", CYCLIC) or n < 2:
         return
@@ -151,15 +240,34 @@ class Sampler:
         self.step = 0  # draws made so far (cyclic sampling: the next step samples group step mod k)
 
     def get_state(self) -> dict:
-        """Generator state and draw counter (picklable; :mod:`dpsim.checkpoint`)."""
+        """Generator state and draw counter (picklable; :mod:`dpsim.checkpoint`).
+
+        Returns
+        -------
+        dict
+            The state.
+        """
         return {"rng": self.rng.bit_generator.state, "step": self.step}
 
     def set_state(self, state: dict) -> None:
-        """Restore :meth:`get_state`'s result: the next draw is the one that followed it."""
+        """Restore :meth:`get_state`'s result: the next draw is the one that followed it.
+
+        Parameters
+        ----------
+        state : dict
+            What :meth:`get_state` returned.
+        """
         self.rng.bit_generator.state = state["rng"]
         self.step = int(state["step"])
 
     def draw(self) -> BatchIndices:
+        """The next step's batch indices for every trial.
+
+        Returns
+        -------
+        BatchIndices
+            ``idx`` ``(R, b_max)``, ``mask`` (``None`` when every slot is real) and ``sizes``.
+        """
         R, n, b = self.R, self.n, self.b
         self.step += 1
         if self.kind == CYCLIC:

@@ -73,37 +73,57 @@ def reproduce(names: Iterable[str], *, scale: str = "quick", out_dir=None, force
               backend: str = "numpy") -> Path:
     """Run (or load) the named experiments, render their figures, write the report.
 
-    names : experiment names (see :func:`names`); an unknown one raises ``KeyError`` naming it.
-    scale : ``"tiny"`` (smoke test), ``"quick"`` (default) or ``"full"``; else ``ValueError``.
-    out_dir : figure folder (default ``paper_figures/out/`` under the working directory); the
-        report is written to ``<out_dir>/REPORT.md`` (default ``paper_figures/out/REPORT.md``),
-        with a machine-readable ``<out_dir>/report.json`` beside it.  Sections of experiments
-        reproduced earlier into the same folder are kept, also when another ``reproduce`` writes
-        to the folder at the same time (the report is merged under a lock).
-    force : recompute every cell (cached results are overwritten).
-    results_dir : cache root (default ``results/`` under the working directory).
-    progress : ``None`` (default): a bar over cells on a terminal, else one line per computed
-        cell on stderr; ``True``: bars; ``False``: silent.
-    workers : ``1`` (default here; the command line's default is every core): cells run in this
+    Parameters
+    ----------
+    names : iterable of str
+        Experiment names (see :func:`names`); an unknown one raises ``KeyError`` naming it.
+    scale : {"tiny", "quick", "full"}
+        ``"tiny"`` (smoke test), ``"quick"`` (default) or ``"full"``; else ``ValueError``.
+    out_dir : path, optional
+        Figure folder (default ``paper_figures/out/`` under the working directory); the report
+        is written to ``<out_dir>/REPORT.md`` with a machine-readable ``<out_dir>/report.json``
+        beside it.  Sections of experiments reproduced earlier into the same folder are kept,
+        also when another ``reproduce`` writes to the folder at the same time (the report is
+        merged under a lock).
+    force : bool
+        Recompute every cell (cached results are overwritten).
+    results_dir : path, optional
+        Cache root (default ``results/`` under the working directory).
+    progress : bool or None
+        ``None`` (default): a bar over cells on a terminal, else one line per computed cell on
+        stderr; ``True``: bars; ``False``: silent.
+    verbose : bool
+        Print the wall and CPU time of the simulation phase (below) on stderr.
+    workers : int or None
+        ``1`` (default here; the command line's default is every core): cells run in this
         process, no cluster; ``N > 1``: on a ``dask.distributed`` LocalCluster of ``N`` worker
         processes on 127.0.0.1, started when a sweep first has cells to compute; ``None``: every
-        core.  (Worker processes are spawned: a script that calls ``reproduce`` with
-        ``workers > 1`` needs the usual ``if __name__ == "__main__":`` guard.)
-    scheduler : address of an existing Dask scheduler (``tcp://host:8786``) to run cells on
-        instead (``workers`` must then be ``None``).
-    backend : ``"numpy"`` (default) or ``"cupy"`` (cells run on the GPU; part of the cache key);
-        ``ValueError`` naming it when unknown or when CuPy/CUDA is not usable here.
+        core.  Worker processes are spawned: a script that calls ``reproduce`` with
+        ``workers > 1`` needs the usual ``if __name__ == "__main__":`` guard.
+    scheduler : str, optional
+        Address of an existing Dask scheduler (``tcp://host:8786``) to run cells on instead
+        (``workers`` must then be ``None``).
+    backend : {"numpy", "cupy"}
+        ``"cupy"`` runs cells on the GPU (part of the cache key); ``ValueError`` naming it when
+        unknown or when CuPy/CUDA is not usable here.
 
+    Returns
+    -------
+    pathlib.Path
+        The path of ``REPORT.md``.
+
+    Notes
+    -----
     With more than one worker (or a scheduler) the experiments run at the same time, one thread
     each in this process, their cells sharing the cluster (see :func:`_run_all`); then every
-    experiment's figures are rendered (in as many processes as workers, one experiment each)
-    and the report written once.  Results are bitwise identical
-    whatever ``workers``/``scheduler``.  With ``verbose``, the wall time of the simulation
-    phase (cluster start-up and every experiment's ``run``; not the figures) is printed on
-    stderr as ``simulation phase: <s> s wall, <c> s CPU in this process ...``: ``<c>``, the CPU
-    time of this process (every thread: the experiments' own work, saving cells, the manifest,
-    and with a local cluster its scheduler) measures the driver's overhead when cells run on
-    workers; with one worker it includes the cells.  Returns the path of REPORT.md.
+    experiment's figures are rendered (in as many processes as workers, one experiment each) and
+    the report written once.  Results are bitwise identical whatever ``workers``/``scheduler``.
+    With ``verbose``, the wall time of the simulation phase (cluster start-up and every
+    experiment's ``run``; not the figures) is printed on stderr as ``simulation phase: <s> s
+    wall, <c> s CPU in this process ...``: ``<c>``, the CPU time of this process (every thread:
+    the experiments' own work, saving cells, the manifest, and with a local cluster its
+    scheduler) measures the driver's overhead when cells run on workers; with one worker it
+    includes the cells.
     """
     from . import pipeline
 

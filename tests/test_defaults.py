@@ -28,7 +28,7 @@ from dpsim.optimizers import _hyper
 from dpsim.optimizers.adaptive import GAMMA_PRIME_FALLBACK, GAMMA_PRIME_RATIO, auto_gamma_prime
 from dpsim.optimizers._registry import _REGISTRY
 from dpsim.testing import strategies as S
-from dpsim.transforms import _fused_release as fr
+from dpsim.fast import compose as fr
 
 R = 3
 SPEC = optimizers.hyperparameters("dp_adam_bc")["gamma_prime"]
@@ -129,7 +129,7 @@ def test_auto_with_phi_prime_scales_with_the_true_phi(logreg):
 
 
 def _both_release(prob, opt, **kw):
-    """Chain vs the fused release (:mod:`dpsim.transforms._fused_release`), bit for bit."""
+    """Chain vs the fused release (:mod:`dpsim.fast.release`), bit for bit."""
     out = []
     old = engine.FUSED_RELEASE
     try:
@@ -155,7 +155,7 @@ def test_auto_fused_release_is_the_chain_bit_for_bit(hp):
 @pytest.mark.parametrize("hp", [{}, PER_TRIAL, dict(clip=math.inf, noise_multiplier=0.0)],
                          ids=["scalar", "per-trial", "no-noise"])
 def test_auto_small_d_kernel_matches_the_chain(hp):
-    """dpsim.fused's kernel (dense small d) takes γ' from the same function as the chain: the runs
+    """The block kernel's (dense small d) takes γ' from the same function as the chain: the runs
     agree to test_fused.py's tolerance (1e-10; that kernel orders its clipped sums differently),
     and its γ' is the chain's exactly."""
     prob = problems.least_squares(200, 5, seed=0)
@@ -172,18 +172,19 @@ def test_auto_small_d_kernel_matches_the_chain(hp):
 
 
 def test_small_d_kernel_floor_is_the_resolved_number(monkeypatch):
-    """The plan's floor array is ``auto_gamma_prime(Φ)`` of the run's b, per trial, exactly."""
-    from dpsim import fused
+    """The block kernel's floor constant is ``auto_gamma_prime(Φ)`` of the run's b, per trial,
+    exactly: the constant the piece's own ``consts`` computes (column 7 of Adam's constants)."""
+    from dpsim.fast import block
 
     seen = []
-    real = fused.run
+    real = block._Slots.consts
 
-    def spy(P, **kw):
-        out = real(P, **kw)
-        seen.append(np.array(P.floor))
+    def spy(self, ctx, K):
+        out = real(self, ctx, K)
+        seen.append(np.array(out[-1, :, 7]))
         return out
 
-    monkeypatch.setattr(fused, "run", spy)
+    monkeypatch.setattr(block._Slots, "consts", spy)
     prob = problems.least_squares(200, 5, seed=0)
     res = dpsim.simulate(prob, optimizers.get("dp_adam_bc", **PER_TRIAL), steps=5, batch_size=12,
                          trials=R, seed=7, fast=True)

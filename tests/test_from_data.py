@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import dpsim
-from dpsim import fused
+from dpsim.fast import block as fused
 from dpsim.problems import from_data
 from dpsim.problems.glm import _Logistic
 

@@ -1,4 +1,4 @@
-"""The small-d block kernel (:mod:`dpsim.fused`) against the general chain engine (the reference).
+"""The small-d block kernel (:mod:`dpsim.fast.block`) against the general chain engine (the reference).
 
 Both draw the same batches (the run's sampler) and the same noise (the backend generator, in the
 engine's order), and do the same arithmetic in the same order, with the constants the chain
@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 import dpsim
-from dpsim import fused, optimizers, problems
+from dpsim import optimizers, problems
+from dpsim.fast import block, rows
 from dpsim.problems import Ball
 from dpsim.problems.glm import _GLMProblem
 
@@ -125,7 +126,7 @@ def test_fused_zero_steps_and_one_record():
 
 def test_fused_long_blocks_split_by_memory(monkeypatch):
     """Blocks shorter than the record interval (memory bound) give the same run."""
-    monkeypatch.setattr(fused, "BLOCK_ELEMENTS", 200)
+    monkeypatch.setattr(block, "BLOCK_ELEMENTS", 200)
     prob = PROBLEMS["least_squares"]()
     _compare(*_pair(prob, optimizers.get("dp_adam", **OPTIMIZERS["dp_adam"]), record_every=11))
 
@@ -140,11 +141,14 @@ def test_default_dispatch_and_fallbacks():
     prob = PROBLEMS["least_squares"]()
     r = dpsim.simulate(prob, "dp_sgd", steps=3, batch_size=5)
     assert r.config["engine"] == "block"
-    # unsupported: another optimizer, correlated noise, float32, sparse features
+    # a chain of element pieces takes the block kernel whatever its name
     r = dpsim.simulate(prob, "dp_rmsprop", steps=3, batch_size=5)
-    assert r.config["engine"] == "release"  # described for the per-step fused release
-    with pytest.raises(ValueError, match="fast=True.*dp_rmsprop"):
-        dpsim.simulate(prob, "dp_rmsprop", steps=3, batch_size=5, fast=True)
+    assert r.config["engine"] == "block"
+    # unsupported: scale-then-privatize, correlated noise, float32, sparse features
+    r = dpsim.simulate(prob, "dp_adam_stp", steps=3, batch_size=5)
+    assert r.config["engine"] == "release"
+    with pytest.raises(ValueError, match="fast=True.*scale_then_privatize"):
+        dpsim.simulate(prob, "dp_adam_stp", steps=3, batch_size=5, fast=True)
     with pytest.raises(ValueError, match="correlated noise"):
         dpsim.simulate(prob, optimizers.get("dp_sgd", noise="banded:2"), steps=3, batch_size=5,
                        fast=True)
@@ -157,19 +161,34 @@ def test_default_dispatch_and_fallbacks():
         dpsim.simulate(prob, "dp_sgd", steps=3, batch_size=5, fast="yes")
 
 
-def test_hand_built_chain_under_a_registered_name_is_not_fused():
-    """The kernel is chosen from the registry name only after the chain is checked against a
-    rebuild from the recorded hyperparameters."""
+def _hand_built_chains():
+    """Chains no registry entry describes: a user's DP-SGD with momentum under a registered name,
+    docs/ARCHITECTURE.md's example chain, and dp_adam's exact chain under another name."""
     from dpsim.privacy.privatizers import gaussian_privatizer
     from dpsim.transforms import named_chain, scale, trace
+    from dpsim.transforms.preconditioners import precondition, rmsprop, scale_by_adam
 
-    tx = named_chain(("privatizer", gaussian_privatizer(1.0, 1.0)), ("momentum", trace(0.5)),
-                     ("lr", scale(-0.1)))
-    opt = optimizers.Optimizer(name="dp_sgd", hyperparameters={"lr": 0.1, "clip": 1.0,
-                                                               "noise_multiplier": 1.0,
-                                                               "noise": "gaussian"}, transform=tx)
-    why = fused.plan(PROBLEMS["least_squares"](), opt, trials=1)
-    assert isinstance(why, str) and "piece names" in why
+    sgdm = named_chain(("privatizer", gaussian_privatizer(1.0, 1.0)), ("momentum", trace(0.5)),
+                       ("lr", scale(-0.1)))
+    example = named_chain(("privatizer", gaussian_privatizer(clip=1.0, noise_multiplier=1.2)),
+                          ("preconditioner", precondition(rmsprop(beta=0.9, eps=1e-8))),
+                          ("momentum", trace(0.5)),
+                          ("lr", scale(-0.01)))
+    twin = named_chain(("privatizer", gaussian_privatizer([0.3, 1.0, 50.0], [0.7, 0.0, 1.3])),
+                       ("preconditioner", scale_by_adam(0.8, [0.99, 0.9, 0.999], 1e-6)),
+                       ("lr", scale(-0.01)))
+    return {"dp_sgd": (sgdm, {"lr": 0.1}), "dp_rmsprop_momentum": (example, {}),
+            "my_adam": (twin, {})}
+
+
+@pytest.mark.parametrize("name", ["dp_sgd", "dp_rmsprop_momentum", "my_adam"])
+def test_hand_built_chains_take_the_block_kernel_bit_for_bit(name):
+    """The kernel is composed from the chain's elements, not chosen by name: a hand-built chain
+    (under a registered name or not) takes the block path, says so, and is the chain's run."""
+    tx, hp = _hand_built_chains()[name]
+    opt = optimizers.Optimizer(name=name, hyperparameters=hp, transform=tx)
+    assert isinstance(block.plan(PROBLEMS["least_squares"](), opt, trials=R), block.BlockPlan)
+    _compare(*_pair(PROBLEMS["least_squares"](), opt))
 
 
 def test_subclassed_problem_is_not_fused():
@@ -178,7 +197,7 @@ def test_subclassed_problem_is_not_fused():
 
     p = PROBLEMS["least_squares"]()
     p.__class__ = Mine
-    assert isinstance(fused.plan(p, optimizers.get("dp_sgd"), trials=1), str)
+    assert isinstance(block.plan(p, optimizers.get("dp_sgd"), trials=1), str)
 
 
 ELLIPSOID_CASES = {
@@ -317,12 +336,12 @@ def test_inlined_bit_generator_equals_numba_generator_methods(monkeypatch, sampl
     kw = dict(steps=17, batch_size=12, trials=R, seed=3, record_every=6, sampling=sampling)
     runs = {}
     for mode in ("numba", "inline"):
-        monkeypatch.setenv(fused.RNG_ENV, mode)
+        monkeypatch.setenv(block.RNG_ENV, mode)
         runs[mode] = dpsim.simulate(prob, opt, fast=True, **kw)
     np.testing.assert_array_equal(runs["inline"].params, runs["numba"].params)
     np.testing.assert_array_equal(runs["inline"].loss, runs["numba"].loss)
     np.testing.assert_array_equal(runs["inline"].mean_batch_size, runs["numba"].mean_batch_size)
-    monkeypatch.setenv(fused.RNG_ENV, "mersenne")
+    monkeypatch.setenv(block.RNG_ENV, "mersenne")
     with pytest.raises(ValueError, match="DPSIM_FUSED_RNG"):
         dpsim.simulate(prob, opt, fast=True, **kw)
 
@@ -354,7 +373,7 @@ def test_ball_kernel_equals_engine_kernel(make, d, reg):
     from dpsim.privacy import _ellipsoid as E
 
     X, y, link = _ball_case(make, d, seed=d)
-    xmax = fused._row_abs_max(X)
+    xmax = rows._row_abs_max(X)
     rng = np.random.default_rng(100 + d)
     cap = 48
     XT = np.empty((d, cap + 8))
@@ -378,7 +397,7 @@ def test_ball_kernel_equals_engine_kernel(make, d, reg):
                 sc[:] = rng.standard_normal(sc.shape)  # stale scratch
                 XT[:] = rng.standard_normal(XT.shape)
                 out = np.full((2, d), 7.0)
-                nproj = fused._ball_dense_trial(link, X, xmax, ib, kr, W, y, alpha, reg, out, XT,
+                nproj = rows._ball_dense_trial(link, X, xmax, ib, kr, W, y, alpha, reg, out, XT,
                                                 sc, 1)
                 ref = np.full((1, d), 5.0)
                 lam = np.empty((1, max(kr, 1)))
@@ -449,7 +468,7 @@ def _scaled_case(make, d, seed):
 @pytest.mark.parametrize("d", [1, 2, 5, 20, 37])
 @pytest.mark.parametrize("reg", [0.0, 0.3])
 def test_scaled_kernel_equals_engine_kernel(make, d, reg):
-    """DP²'s preconditioned clipped sum in the fused path (:func:`dpsim.fused._glm_scaled_trial`:
+    """DP²'s preconditioned clipped sum in the fused path (:func:`dpsim.fast.rows._glm_scaled_trial`:
     the scaled sums of four examples on vectors, two examples a vector) against the engine's
     kernel on one trial (:func:`dpsim.problems._glm_kernels._dense_trial` with ``want_scale``, the
     path it replaced), to the last bit: every batch size from 0 to 35 (remainders of the groups of
@@ -476,7 +495,7 @@ def test_scaled_kernel_equals_engine_kernel(make, d, reg):
                     W[1, rng.integers(d)] = np.inf if kr % 2 else np.nan
                 ib = rng.integers(0, X.shape[0], size=cap)
                 out = np.full((3, d), 7.0)
-                fused._glm_scaled_trial(link, X, ib, kr, W, S, y, reg, clip, out, mm, cf, aa, cc,
+                rows._glm_scaled_trial(link, X, ib, kr, W, S, y, reg, clip, out, mm, cf, aa, cc,
                                         s2, 1)
                 ref = np.full((1, d), 5.0)
                 K._dense_trial(X, ib[:kr].reshape(1, kr).copy(), W[1:2], y, link, reg, S[1:2],
@@ -493,7 +512,8 @@ def test_scaled_kernel_runs_without_jit():
     the jitted kernel's bits (odd and even d, a batch with a remainder after the groups of four)."""
     code = (
         "import numpy as np, json, sys\n"
-        "from dpsim import fused, problems\n"
+        "from dpsim import problems\n"
+        "from dpsim.fast import rows as fused\n"
         "res = []\n"
         "for d in (5, 6):\n"
         "    p = problems.logistic_regression(60, d, seed=3)\n"

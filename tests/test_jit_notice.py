@@ -119,7 +119,7 @@ def test_module_filter():
 
 def test_default_filter_is_dpsim(monkeypatch, capsys):
     monkeypatch.setattr(_jit_notice, "_PACKAGE", "dpsim")
-    assert _jit_notice._watched("dpsim") and _jit_notice._watched("dpsim.fused")
+    assert _jit_notice._watched("dpsim") and _jit_notice._watched("dpsim.fast.block")
     assert not _jit_notice._watched("dpsimx") and not _jit_notice._watched("numba.np.arraymath")
     ns = {"__name__": "dpsim._jit_notice_test_probe"}  # a function that says it is dpsim's
     exec("def h(x):\n    return x + 40\n", ns)

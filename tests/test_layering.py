@@ -47,7 +47,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("dpsim.accounting", "dpsim.transforms"),
     ("dpsim.privacy",),
     ("dpsim.optimizers",),
-    ("dpsim.engine", "dpsim.results", "dpsim.calibrate", "dpsim.fused", "dpsim.memory",
+    ("dpsim.engine", "dpsim.results", "dpsim.calibrate", "dpsim.fast", "dpsim.memory",
      "dpsim.checkpoint"),
     ("dpsim", "dpsim.cli", "dpsim.__main__", "dpsim.audit", "dpsim.testing",
      "dpsim.datasets", "dpsim.plot"),

@@ -25,6 +25,8 @@ def test_a_new_private_optimizer_in_a_few_lines():
 
     assert res.epsilon(1e-5) == accounting.epsilon(1.2, 25 / 500, 40, 1e-5)  # one release per step
     assert np.all(res.loss[-1] < res.loss[0])
+    # its pieces carry elements: the small-d block kernel composes them (no registration)
+    assert res.config["engine"] == "block"
 
 
 def test_the_new_optimizer_state_is_read_by_name():

@@ -227,11 +227,11 @@ def _element_pieces():
 
 def _coordinate_kernel(key):
     """A loop over (R, d) applying the composed body of the structure ``key`` coordinate by
-    coordinate (dpsim.transforms._compose.body), as the fused release does."""
+    coordinate (dpsim.fast.compose.body), as the fused release does."""
     import numba
     from numba.np.unsafe.ndarray import to_fixed_tuple
 
-    from dpsim.transforms import _compose
+    from dpsim.fast import compose as _compose
 
     body, _, nk = _compose.body(key)
 
@@ -300,7 +300,8 @@ def test_element_on_one_coordinate_is_the_array_rule_bit_for_bit(monkeypatch, wh
 def test_a_composed_kernel_is_keyed_by_its_rules_sources():
     """The composed kernel's cache key carries a digest of the files defining its rules, so an
     edited rule is recompiled rather than served stale from Numba's disk cache."""
-    from dpsim.transforms import _compose, base
+    from dpsim.fast import compose as _compose
+    from dpsim.transforms import base
     from dpsim.transforms import preconditioners as P
 
     fp = _compose.fingerprint("precondition:rmsprop|trace|scale")

@@ -1,4 +1,4 @@
-"""The fused release of the engine (dpsim.transforms._fused_release) is the chain, bit for bit.
+"""The fused release of the engine (dpsim.fast.release) is the chain, bit for bit.
 
 Every optimizer on that path — a chain composed from its pieces' elements, whoever built it, or
 one with a registered description — runs twice with the same seed: through ``transform.update``
@@ -16,8 +16,9 @@ import pytest
 
 import dpsim
 from dpsim import engine, optimizers, problems
-from dpsim.transforms import _compose
-from dpsim.transforms import _fused_release as fr
+from dpsim.fast import compose as _compose
+from dpsim.fast import release as fr
+from dpsim.fast import release_kernels as frk
 from dpsim.transforms import lookup
 
 R = 3
@@ -186,7 +187,7 @@ def test_hand_built_dp_adam_is_dp_adam(probs):
 def test_fused_release_is_the_chain_on_dense_rows_and_other_problems(probs, which, name, hp):
     opt = optimizers.get(name, **hp)
     for dtype, seed, sampling in (("float64", 0, "poisson"), ("float32", 1, "fixed")):
-        # fast=False keeps the small-d kernel of dpsim.fused out (it takes dense float64 runs)
+        # fast=False keeps the small-d kernel of dpsim.fast.block out (it takes dense float64 runs)
         _both(probs[which], opt, steps=7, batch_size=6, trials=R, seed=seed, dtype=dtype,
               sampling=sampling, record_every=3, fast=False)
 
@@ -512,7 +513,7 @@ def test_pagan_fused_release_is_the_chain(probs, monkeypatch):
 
 def test_row_sum_is_numpys_row_sum():
     """PASAN's fused ``||ĝ||²`` is NumPy's ``np.sum(g * g, axis=1)`` bit for bit (its pairwise
-    summation, replicated by ``fr._row_sum``) over lengths on both sides of every block size;
+    summation, replicated by ``frk._row_sum``) over lengths on both sides of every block size;
     a NumPy that sums otherwise fails here."""
     import numba
 
@@ -520,7 +521,7 @@ def test_row_sum_is_numpys_row_sum():
     def rows(x):
         out = np.empty(x.shape[0])
         for r in range(x.shape[0]):
-            out[r] = fr._row_sum(x[r])
+            out[r] = frk._row_sum(x[r])
         return out
 
     shapes = ([(3, n) for n in (*range(1, 140), 255, 256, 257, 1000, 8191, 8192, 8193, 10 ** 4,

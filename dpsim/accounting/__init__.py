@@ -83,8 +83,8 @@ sampling           accountant      what is computed
                                    cf. Zhu, Dong & Wang 2022 on sampling without replacement
                                    under substitution).  At σ=1.5, q=0.04, 2250 steps, δ=1e-5 the
                                    former gives ε≈13.5, the latter ≥ 25.5: it would under-report.
-``"cyclic_poisson   either          Cyclic Poisson sampling (:mod:`dpsim.sampling`), add/remove:
-:<k>"``                            an example belongs to one of ``k`` fixed groups and can
+cyclic_poisson:k   either          Cyclic Poisson sampling (:mod:`dpsim.sampling`), add/remove:
+                                   an example belongs to one of ``k`` fixed groups and can
                                    only be sampled, at rate ``q_k = min(1, k·q)``, on the
                                    steps of its group (every k-th step, at most ``⌈T/k⌉``
                                    of them).  So each example sees a Poisson-subsampled
@@ -168,6 +168,14 @@ For ``"cyclic_poisson:<k>"`` the record also holds ``participation`` (groups, pe
 ``q_k``, at most ``⌈T/k⌉`` participations, ``k`` steps apart) and ``group_step_types``: per trial,
 the step types one group's example sees, for every group not dominated by another (ε is the
 maximum over them).
+
+Examples
+--------
+ε of 40 steps of the subsampled Gaussian mechanism (σ = 1.2, sampling rate 25/500) at δ = 1e-5:
+
+>>> from dpsim import accounting
+>>> round(accounting.epsilon(1.2, 25 / 500, 40, 1e-5), 2)
+1.67
 """
 
 from __future__ import annotations

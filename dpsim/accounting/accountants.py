@@ -208,8 +208,9 @@ _NOTES: contextvars.ContextVar = contextvars.ContextVar("dpsim_accounting_notes"
 
 
 class collect_notes:
-    """Collect, instead of warning, the :class:`AccountingNote` texts of the ε computed inside
-    the block (thread- and task-safe: a context variable, not the warnings filters)::
+    """Collect, instead of warning, the :class:`AccountingNote` texts of the ε computed inside.
+
+    Thread- and task-safe: a context variable, not the warnings filters.  For example::
 
         with accounting.collect_notes() as notes:
             eps = accounting.epsilon(50, 1e-4, 10**6, 1e-5)

@@ -18,6 +18,16 @@ the module as ``importlib.import_module("dpsim.optimizers.noisy_adagrad")``).
 
 ``hyperparameters(name)`` gives each hyperparameter's declared kind and range (the specs of
 :mod:`._hyper` that annotate the optimizer functions and validate every call).
+
+Examples
+--------
+>>> import dpsim.optimizers as optimizers
+>>> "dp_adam" in optimizers.names()
+True
+>>> repr(optimizers.get("dp_adam", lr=0.05)) == repr(optimizers.dp_adam(lr=0.05))
+True
+>>> optimizers.hyperparameters("dp_adam")["beta2"].describe()
+'real in [0, 1)'
 """
 
 from . import adaptive, baselines, ctcdp, design_space, dp2, ime, noisy_adagrad, pasan_pagan, public

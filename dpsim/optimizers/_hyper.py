@@ -13,16 +13,32 @@ optimizer is covered by the property tests without further code.  For example::
 
     hyperparameters("dp_sgd")["clip"]      # Real('(0, inf]', typical=(0.05, 10.0), log=True)
 
+The specs also write each optimizer's numpydoc ``Parameters`` section (:func:`parameters_section`:
+type from :meth:`Spec.doc_type`, range from :meth:`Spec.describe`, meaning from :data:`MEANINGS`
+or the optimizer's own ``register(doc=...)``) and the annotations ``help()`` shows
+(:meth:`Spec.annotation`), so the documentation cannot drift from the declaration.
+
 ``typical`` is the *generation window*: a sub-range of the valid interval in which every value
 gives a well-posed run on every problem of :mod:`dpsim.problems` (e.g. ``lr`` ∈ [0, ∞) is valid,
 but property tests draw it from ``[1e-4, 0.5]``; ``clip = inf`` is valid only with σ = 0, so the
 window is finite).  It never widens the valid range.
+
+>>> from dpsim.optimizers._hyper import BETA
+>>> BETA.describe(), BETA.doc_type()
+('real in [0, 1)', 'float or sequence of float')
+>>> BETA.validate("beta2", 1.5)
+Traceback (most recent call last):
+...
+ValueError: beta2 must be in [0, 1), got beta2=1.5
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Literal, Optional
 
 import numpy as np
 
@@ -30,7 +46,8 @@ from .._validate import _parse, choice, hyper, positive_int
 from ..privacy.mf import parse_noise
 
 __all__ = ["Spec", "Real", "RealOrAuto", "PositiveInt", "Choice", "Noise", "Flag", "OrNone", "Opaque",
-           "LR", "BETA", "EPS", "EPS_POSITIVE", "CLIP", "SIGMA", "NOISE", "DELAY", "FRACTION"]
+           "LR", "BETA", "EPS", "EPS_POSITIVE", "CLIP", "SIGMA", "NOISE", "DELAY", "FRACTION",
+           "MEANINGS"]
 
 
 class Spec:
@@ -44,6 +61,16 @@ class Spec:
 
     def describe(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def annotation(self):
+        """The Python type a value of this spec has (what ``help()`` and
+        :func:`typing.get_type_hints` show for a registered optimizer's keyword)."""
+        return Any
+
+    def doc_type(self) -> str:
+        """The numpydoc type of a value of this spec (the ``Parameters`` section that
+        :func:`~dpsim.optimizers.register` writes)."""
+        return "object"
 
 
 @dataclass(frozen=True)
@@ -85,6 +112,12 @@ class Real(Spec):
     def describe(self):
         return f"real in {self.interval}"
 
+    def annotation(self):
+        return float | Sequence[float]
+
+    def doc_type(self):
+        return "float or sequence of float"
+
 
 @dataclass(frozen=True)
 class RealOrAuto(Real):
@@ -114,6 +147,12 @@ class RealOrAuto(Real):
     def describe(self):
         return f"'auto' ({self.rule}) or real in {self.interval}"
 
+    def annotation(self):
+        return Literal["auto"] | float | Sequence[float]
+
+    def doc_type(self):
+        return "'auto', float or sequence of float"
+
 
 @dataclass(frozen=True)
 class PositiveInt(Spec):
@@ -127,6 +166,12 @@ class PositiveInt(Spec):
 
     def describe(self):
         return "positive integer"
+
+    def annotation(self):
+        return int
+
+    def doc_type(self):
+        return "int"
 
 
 @dataclass(frozen=True)
@@ -156,6 +201,12 @@ class Choice(Spec):
     def describe(self):
         return "one of " + ", ".join(map(repr, self.options))
 
+    def annotation(self):
+        return Literal[tuple(self.options)]
+
+    def doc_type(self):
+        return "{" + ", ".join(map(repr, self.options)) + "}"
+
 
 @dataclass(frozen=True)
 class Noise(Spec):
@@ -171,6 +222,12 @@ class Noise(Spec):
     def describe(self):
         return "'gaussian', 'sqrt_toeplitz' or 'banded:<k>'"
 
+    def annotation(self):
+        return str
+
+    def doc_type(self):
+        return "str"
+
 
 @dataclass(frozen=True)
 class Flag(Spec):
@@ -184,6 +241,12 @@ class Flag(Spec):
 
     def describe(self):
         return "True or False"
+
+    def annotation(self):
+        return bool
+
+    def doc_type(self):
+        return "bool"
 
 
 @dataclass(frozen=True)
@@ -206,6 +269,12 @@ class OrNone(Spec):
     def describe(self):
         return f"None or {self.inner.describe()}"
 
+    def annotation(self):
+        return Optional[self.inner.annotation()]
+
+    def doc_type(self):
+        return f"{self.inner.doc_type()} or None"
+
 
 @dataclass(frozen=True)
 class Opaque(Spec):
@@ -215,6 +284,7 @@ class Opaque(Spec):
 
     description: str
     examples: tuple = ()
+    type: str = "object"
     kind = "opaque"
 
     def validate(self, name, value):
@@ -222,6 +292,9 @@ class Opaque(Spec):
 
     def describe(self):
         return self.description
+
+    def doc_type(self):
+        return self.type
 
 
 # Shared declarations (the ranges of docs/ALGORITHMS.md)
@@ -234,3 +307,72 @@ SIGMA = Real("[0, inf)", typical=(0.0, 5.0))
 NOISE = Noise()
 DELAY = PositiveInt(typical=(1, 8))
 FRACTION = Real("(0, 1)", typical=(0.05, 0.5))
+
+#: The meaning of the hyperparameters most optimizers share (one line each, in the words of
+#: docs/ALGORITHMS.md §0); an optimizer whose keyword means something else, or a keyword not
+#: listed here, gives its meaning with ``register(doc={...})``.
+MEANINGS = {
+    "lr": "Step size η of the update ``w ← w − η·(…)``.",
+    "beta": "Decay β of the rule's moving average (the update rule above says which).",
+    "beta1": "Decay β₁ of the first moment ``m``.",
+    "beta2": "Decay β₂ of the second moment ``v``.",
+    "eps": "Additive constant ε of the denominator (unrelated to the privacy ε).",
+    "clip": "Per-example clipping norm C: ``clip(g, C) = g·min(1, C/‖g‖₂)``.",
+    "noise_multiplier": "Noise multiplier σ: the Gaussian noise of the clipped sum has std σC.",
+    "noise": "Noise of the release: i.i.d. ``'gaussian'``, or DP-MF correlated noise "
+             "``'sqrt_toeplitz'``/``'banded:<k>'`` (:func:`dpsim.privacy.mf.parse_noise`).",
+    "public_fraction": "Fraction of the training set carved out as public data (never sampled for "
+                       "private batches); one number shared by all trials.",
+}
+
+
+#: The meaning written for a keyword that neither ``register(doc=...)`` nor :data:`MEANINGS`
+#: describes (a user's optimizer; the built-in ones have none, ``tests/test_optimizer_docs.py``).
+UNDOCUMENTED = "Hyperparameter of this optimizer (see its description)."
+
+
+def _per_trial(spec) -> str:
+    inner = spec.inner if isinstance(spec, OrNone) else spec
+    return " A scalar, or one value per trial." if isinstance(inner, Real) else ""
+
+
+def parameters_section(specs: dict, defaults: dict, doc: dict | None = None,
+                       per_coordinate=()) -> str:
+    """The numpydoc ``Parameters`` section of an optimizer, generated from its specs.
+
+    Parameters
+    ----------
+    specs : dict
+        Name → :class:`Spec`, in signature order.
+    defaults : dict
+        Name → default value.
+    doc : dict, optional
+        Name → meaning, overriding :data:`MEANINGS`.
+    per_coordinate : iterable of str
+        Names whose sequences have one value per coordinate, not per trial.
+
+    Returns
+    -------
+    str
+        The section, header included, without leading indentation.
+
+    Examples
+    --------
+    >>> print(parameters_section({"lr": LR}, {"lr": 0.1}))
+    Parameters
+    ----------
+    lr : float or sequence of float, default 0.1
+        Step size η of the update ``w ← w − η·(…)``.  Valid: real in [0, inf).  A scalar, or one
+        value per trial.
+    """
+    doc = doc or {}
+    lines = ["Parameters", "----------"]
+    for name, spec in specs.items():
+        meaning = doc.get(name, MEANINGS.get(name)) or UNDOCUMENTED
+        note = " One value per coordinate ``(d,)`` or ``(R, d)``." if name in per_coordinate \
+            else _per_trial(spec)
+        lines.append(f"{name} : {spec.doc_type()}, default {defaults[name]!r}")
+        lines.append(textwrap.fill(f"{meaning}  Valid: {spec.describe()}.{note}", width=96,
+                                   initial_indent="    ", subsequent_indent="    ",
+                                   break_on_hyphens=False))
+    return "\n".join(lines)

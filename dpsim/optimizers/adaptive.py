@@ -63,32 +63,101 @@ def _private(clip, noise_multiplier, noise):
 
 @register
 def adagrad(lr: LR = 0.1, eps: EPS = 1e-8) -> Optimizer:
-    """AdaGrad: ``v ← v + g²``, ``w ← w − η g / (√v + ε)``.  Not private.  Scale: ``eps`` (1e-8)
-    is relative to the gradient scale (docs/defaults.md)."""
+    """AdaGrad: per-coordinate step sizes from the sum of squared gradients.  Not private.
+
+    Update rule (``g_t`` the minibatch mean gradient)::
+
+        v_t = v_{t-1} + g_t²
+        w_t = w_{t-1} - η g_t / (√v_t + ε)
+
+    Source: Duchi, Hazan, Singer 2011; [DESIGN] Alg. 3 (ALGORITHMS §1).  Pieces ``"gradient"``,
+    ``"preconditioner"`` (``PreconditionState(v)``), ``"lr"``.
+
+    Scale: ``eps`` (1e-8) is relative to the gradient scale (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.optimizers.adagrad(lr=0.5)
+    >>> opt
+    adagrad(lr=0.5, eps=1e-08)
+    >>> opt.private
+    False
+    """
     return optimizer(named_chain(_gradient(), ("preconditioner", precondition(adagrad_rule(eps))),
                                  learning_rate(lr)))
 
 
 @register
 def rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
-    """RMSProp: ``v ← β v + (1−β) g²``, ``w ← w − η g / (√v + ε)``.  Not private.  Scale: ``eps``
-    (1e-8) is relative to the gradient scale (docs/defaults.md)."""
+    """RMSProp: per-coordinate step sizes from a moving average of squared gradients.  Not private.
+
+    Update rule (``g_t`` the minibatch mean gradient)::
+
+        v_t = β v_{t-1} + (1-β) g_t²
+        w_t = w_{t-1} - η g_t / (√v_t + ε)
+
+    Source: Tieleman and Hinton 2012 (ALGORITHMS §1).  Pieces ``"gradient"``, ``"preconditioner"``
+    (``PreconditionState(v)``), ``"lr"``.
+
+    Scale: ``eps`` (1e-8) is relative to the gradient scale (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.rmsprop(beta=0.99)
+    rmsprop(lr=0.01, beta=0.99, eps=1e-08)
+    """
     return optimizer(named_chain(_gradient(), ("preconditioner", precondition(rmsprop_rule(beta, eps))),
                                  learning_rate(lr)))
 
 
 @register
 def yogi(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
-    """Yogi (Zaheer et al. 2018): ``v ← v − (1−β) sign(v − g²) g²``, ``w ← w − η g / (√v + ε)``.
-    Not private.  Scale: ``eps`` (1e-8) is relative to the gradient scale (docs/defaults.md)."""
+    """Yogi: RMSProp with an additive, sign-controlled second-moment update.  Not private.
+
+    Update rule (``g_t`` the minibatch mean gradient)::
+
+        v_t = v_{t-1} - (1-β) sign(v_{t-1} - g_t²) g_t²
+        w_t = w_{t-1} - η g_t / (√v_t + ε)
+
+    Source: Zaheer et al. 2018 (the standard rule; ALGORITHMS §1).  Pieces ``"gradient"``,
+    ``"preconditioner"`` (``PreconditionState(v)``), ``"lr"``.
+
+    Scale: ``eps`` (1e-8) is relative to the gradient scale (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.yogi().transform.names
+    ('gradient', 'preconditioner', 'lr')
+    """
     return optimizer(named_chain(_gradient(), ("preconditioner", precondition(yogi_rule(beta, eps))),
                                  learning_rate(lr)))
 
 
 @register
 def adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8) -> Optimizer:
-    """Adam: ``w ← w − η m̂ / (√v̂ + ε)`` (module docstring).  Not private.  Scale: ``eps`` (1e-8)
-    is relative to the gradient scale (docs/defaults.md)."""
+    """Adam: bias-corrected first and second moments.  Not private.
+
+    Update rule (``g_t`` the minibatch mean gradient)::
+
+        m_t = β₁ m_{t-1} + (1-β₁) g_t
+        v_t = β₂ v_{t-1} + (1-β₂) g_t²
+        m̂_t = m_t / (1-β₁ᵗ),  v̂_t = v_t / (1-β₂ᵗ)
+        w_t = w_{t-1} - η m̂_t / (√v̂_t + ε)
+
+    Source: Kingma and Ba 2015; [DESIGN] Alg. 2 (ALGORITHMS §1).  Pieces ``"gradient"``,
+    ``"preconditioner"`` (``AdamState(m, v, count)``, raw ``v``), ``"lr"``.
+
+    Scale: ``eps`` (1e-8) is relative to the gradient scale (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.adam(lr=0.1)
+    adam(lr=0.1, beta1=0.9, beta2=0.999, eps=1e-08)
+    """
     return optimizer(named_chain(_gradient(), ("preconditioner", scale_by_adam(beta1, beta2, eps)),
                                  learning_rate(lr)))
 
@@ -96,8 +165,28 @@ def adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8)
 @register
 def dp_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
                noise: NOISE = "gaussian") -> Optimizer:
-    """DP-AdaGrad: AdaGrad on the privatized gradient ``g̃`` (post-processing).  Scale: ``eps``
-    (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v`` (docs/defaults.md)."""
+    """DP-AdaGrad: AdaGrad on the privatized gradient (post-processing).
+
+    Update rule (``ξ_t ~ N(0, I_d)``, ``b`` the nominal batch size)::
+
+        g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C) + σC ξ_t)
+        v_t = v_{t-1} + g̃_t²
+        w_t = w_{t-1} - η g̃_t / (√v_t + ε)
+
+    Source: [DP2] §2, [DESIGN] §3.1 (ALGORITHMS §2.1).  One Gaussian release of multiplier σ per
+    step: accounted as DP-SGD.  Pieces ``"privatizer"``, ``"preconditioner"``
+    (``PreconditionState(v)``), ``"lr"``.
+
+    Scale: ``eps`` (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v``
+    (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.optimizers.dp_adagrad(noise_multiplier=2.0)
+    >>> opt.private, opt.transform.names
+    (True, ('privatizer', 'preconditioner', 'lr'))
+    """
     return optimizer(named_chain(_private(clip, noise_multiplier, noise),
                                  ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr)))
 
@@ -105,8 +194,26 @@ def dp_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP = 1.0, noise_multiplier
 @register
 def dp_rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8, clip: CLIP = 1.0,
                noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """DP-RMSProp: RMSProp on the privatized gradient ``g̃`` (post-processing).  Scale: ``eps``
-    (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v`` (docs/defaults.md)."""
+    """DP-RMSProp: RMSProp on the privatized gradient (post-processing).
+
+    Update rule (``ξ_t ~ N(0, I_d)``, ``b`` the nominal batch size)::
+
+        g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C) + σC ξ_t)
+        v_t = β v_{t-1} + (1-β) g̃_t²
+        w_t = w_{t-1} - η g̃_t / (√v_t + ε)
+
+    Source: [DP2] §2 (ALGORITHMS §2.1).  One Gaussian release of multiplier σ per step: accounted
+    as DP-SGD.  Pieces ``"privatizer"``, ``"preconditioner"`` (``PreconditionState(v)``), ``"lr"``.
+
+    Scale: ``eps`` (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v``
+    (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp_rmsprop(lr=[0.01, 0.1]).trial_count()
+    2
+    """
     return optimizer(named_chain(_private(clip, noise_multiplier, noise),
                                  ("preconditioner", precondition(rmsprop_rule(beta, eps))),
                                  learning_rate(lr)))
@@ -115,9 +222,33 @@ def dp_rmsprop(lr: LR = 0.01, beta: BETA = 0.9, eps: EPS = 1e-8, clip: CLIP = 1.
 @register
 def dp_adam(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8, clip: CLIP = 1.0,
             noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """DP-Adam: Adam on the privatized gradient ``g̃`` (post-processing; [DESIGN] §3.1).  Scale:
-    ``eps`` (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v̂``
-    (docs/defaults.md)."""
+    """DP-Adam: Adam on the privatized gradient (post-processing).
+
+    Update rule (``ξ_t ~ N(0, I_d)``, ``b`` the nominal batch size)::
+
+        g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C) + σC ξ_t)
+        m_t = β₁ m_{t-1} + (1-β₁) g̃_t
+        v_t = β₂ v_{t-1} + (1-β₂) g̃_t²
+        m̂_t = m_t / (1-β₁ᵗ),  v̂_t = v_t / (1-β₂ᵗ)
+        w_t = w_{t-1} - η m̂_t / (√v̂_t + ε)
+
+    Source: [DESIGN] §3.1, Alg. 5; [DP2] §2 (ALGORITHMS §2.1).  One Gaussian release of multiplier
+    σ per step: accounted as DP-SGD.  ``E[v̂_t]`` exceeds the clean value by ``Φ = (σC/b)²``
+    ([ADAMBC] Eq. 2).  Pieces ``"privatizer"``, ``"preconditioner"`` (``AdamState(m, v, count)``,
+    raw ``v``), ``"lr"``.
+
+    Scale: ``eps`` (1e-8) is absolute, immaterial while ≪ ``σC/b``, the noise floor of ``√v̂``
+    (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> problem = dpsim.problems.logistic_regression(200, 5, seed=0)
+    >>> res = dpsim.simulate(problem, dpsim.optimizers.dp_adam(lr=0.05), steps=3, batch_size=8,
+    ...                      trials=2, seed=0)
+    >>> res.loss.shape, res.config["optimizer"]
+    ((4, 2), 'dp_adam')
+    """
     return optimizer(named_chain(_private(clip, noise_multiplier, noise),
                                  ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr)))
 
@@ -151,7 +282,7 @@ def auto_gamma_prime(phi, xp=None):
     -------
     float or array
         ``γ'``, a float for a float ``Φ``, else an array shaped as ``phi``.  The chain, the fused
-        release and the small-d kernel of :mod:`dpsim.fused` all call this function on the Φ they
+        release and the small-d kernel of :mod:`dpsim.fast.block` all call this function on the Φ they
         computed, so they use the same floor, bit for bit.
     """
     if isinstance(phi, float):
@@ -162,7 +293,20 @@ def auto_gamma_prime(phi, xp=None):
 
 def noise_variance(clip, noise_multiplier):
     """``Φ = (σC/b)²`` ([ADAMBC] Eq. 2), the per-coordinate variance of the privatized gradient's
-    noise, as a function of the step context (``b`` is its batch size)."""
+    noise, as a function of the step context (``b`` is its batch size).
+
+    Parameters
+    ----------
+    clip : float or sequence of float
+        The clipping norm C.
+    noise_multiplier : float or sequence of float
+        The noise multiplier σ.
+
+    Returns
+    -------
+    callable
+        ``ctx -> Φ`` (a float or a per-trial column).
+    """
     c, s = check_clip_sigma(clip, noise_multiplier)
     if any_inf(c):  # only valid with σ = 0: no noise, Φ = 0
         return lambda ctx: 0.0
@@ -202,43 +346,53 @@ def _above_floor_probe(phi, gamma, beta2):
     return probe
 
 
-@register
+_BC_DOC = {
+    "gamma_prime": "The floor ``γ'`` of the debiased second moment.  ``\"auto\"``: ``γ' = 0.01·Φ`` "
+                   "with ``Φ = (σC/b)²`` and ``b`` the nominal batch size of the run (per trial when "
+                   "σ or C is), and ``γ' = 1e-8`` where ``Φ = 0`` (σ = 0 or C = ∞) "
+                   "(:func:`auto_gamma_prime`; the factor 0.01 is [ADAMBC] §5 Table 2's "
+                   "``γ' = 3e-10`` at ``Φ ≈ 2.441e-8``).  A number is an absolute ``γ'``.  With "
+                   "``phi_prime`` set, ``\"auto\"`` still scales with the true Φ, so a Φ' sweep keeps "
+                   "one γ'.",
+    "phi_prime": "``None`` subtracts the true ``Φ``; a number ``Φ'`` subtracts ``Φ'`` instead — the "
+                 "mis-specified bias of [ADAMBC] Fig. 5 (upper left) and Fig. 2 (right).  It changes "
+                 "only the update, not the privatizer, so ε is that of the same σ either way.",
+}
+
+
+@register(doc=_BC_DOC)
 def dp_adam_bc(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999,
                gamma_prime: GAMMA_PRIME = "auto", clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian",
                phi_prime: PHI_PRIME = None) -> Optimizer:
-    """DP-AdamBC ([ADAMBC] Alg. 1, Eq. 4): DP-Adam with the noise variance removed from the
-    second moment, ``w ← w − η m̂ / √max(v̂ − Φ, γ')`` with ``Φ = (σC/b)²`` and no additive ε.
+    """DP-AdamBC: DP-Adam with the DP noise variance removed from the second moment.
 
-    Scale: the default ``γ'`` is relative to the DP bias Φ (``"auto"``: ``γ' = 0.01·Φ``), as
-    the paper's tuned values are (docs/defaults.md).
+    Update rule (``ξ_t ~ N(0, I_d)``, ``b`` the nominal batch size, ``Φ = (σC/b)²``, or ``Φ'`` when
+    ``phi_prime`` is set)::
 
-    Parameters
-    ----------
-    lr, beta1, beta2 : float or per-trial sequence
-        η ∈ [0, ∞), β1, β2 ∈ [0, 1) of Adam.
-    gamma_prime : "auto" (default), float or per-trial sequence
-        The floor ``γ'`` of the debiased second moment.  ``"auto"``:
-        ``γ' = 0.01·Φ`` with ``Φ = (σC/b)²`` and ``b`` the nominal batch size of the run
-        (per trial when σ or C is), and ``γ' = 1e-8`` where ``Φ = 0`` (σ = 0 or C = ∞)
-        (:func:`auto_gamma_prime`; the factor 0.01 is [ADAMBC] §5 Table 2's
-        ``γ' = 3e-10`` at ``Φ ≈ 2.441e-8``).  A number ∈ (0, ∞) is an absolute ``γ'``, the
-        meaning it always had (the default used to be the absolute ``1e-8``: about 1.4e-5·Φ
-        on the ε = 1 logistic problem of docs/defaults.md, where it made DP-AdamBC look the
-        worst of DP-SGD, DP-Adam and DP-AdamBC).  With ``phi_prime`` set, ``"auto"`` still
-        scales with the true Φ, so a Φ' sweep keeps one γ'.
-    clip, noise_multiplier, noise
-        The privatizer's C ∈ (0, ∞] (∞ only with σ = 0), σ ∈ [0, ∞) and noise.
-    phi_prime : None or float
-        ``None`` (default) subtracts the true ``Φ``; a number ``Φ'`` subtracts ``Φ'`` instead —
-        the mis-specified bias of [ADAMBC] Fig. 5 (upper left) and Fig. 2 (right), where ``Φ'``
-        is swept around ``Φ``.  It changes only the update, not the privatizer, so ε is that of
-        the same σ either way.
+        g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C) + σC ξ_t)
+        m_t = β₁ m_{t-1} + (1-β₁) g̃_t
+        v_t = β₂ v_{t-1} + (1-β₂) g̃_t²
+        m̂_t = m_t / (1-β₁ᵗ),  v̂_t = v_t / (1-β₂ᵗ)
+        w_t = w_{t-1} - η m̂_t / √max(v̂_t - Φ, γ')
+
+    with no additive ε.  Source: [ADAMBC] Alg. 1, Eq. 4 (ALGORITHMS §2.2).  One Gaussian release of
+    multiplier σ per step: accounted as DP-SGD.
+
+    Scale: the default ``γ'`` is relative to the DP bias Φ (``"auto"``: ``γ' = 0.01·Φ``), as the
+    paper's tuned values are (docs/defaults.md).
 
     Returns
     -------
     Optimizer
         With probe ``frac_above_floor``: fraction of coordinates with ``v̂ − Φ' > γ'``
         (``Φ' = Φ`` by default).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.optimizers.dp_adam_bc(gamma_prime="auto")
+    >>> opt.private, sorted(opt.probes)
+    (True, ['frac_above_floor'])
     """
     if phi_prime is None:
         phi = noise_variance(clip, noise_multiplier)

@@ -97,6 +97,29 @@ def plan(epsilon, delta, steps, n, clip, *, noise_norm=False, sample_rate=None) 
     Call it before :func:`dpsim.simulate` to get the batch size to pass (``plan(...)["batch_size"]``,
     with ``sampling="fixed"``).  ``steps`` is the planned ``T``; ``n`` the number of training
     examples.  Adds ``clip``, ``adjacency="replace-one"`` and ``norm_sq_sensitivity`` to the dict.
+
+    Parameters
+    ----------
+    epsilon : float or array
+        The budget's ε.
+    delta : float or array
+        The budget's δ.
+    steps : int
+        The planned ``T``.
+    n : int
+        Number of training examples.
+    clip : float or array
+        The clipping norm C.
+    noise_norm : bool
+        Also release the noised squared norm each step.
+    sample_rate : float, optional
+        Override of the nominal rate.
+
+    Returns
+    -------
+    dict
+        Algorithm 3's plan, with ``batch_size``, ``clip``, ``adjacency`` and
+        ``norm_sq_sensitivity``.
     """
     c = tcdp._arr("clip", clip)
     if np.any(~(c > 0) | ~np.isfinite(c)):
@@ -125,6 +148,26 @@ def noise_schedule(schedule, t, steps, *, sigma_g, sigma_min, param=0.5):
     App. B.7's range; clamping can only end a run early, never overspend).  Past ``T`` the schedule
     stays at its step-``T`` value.  ``sigma_g``, ``sigma_min``, ``param`` broadcast against ``t``
     (for per-trial values of shape ``(R,)`` pass ``t[:, None]`` to get ``(T, R)``).
+
+    Parameters
+    ----------
+    schedule : {'uniform', 'linear', 'exponential'}
+        The shape φ.
+    t : int or array
+        The 1-based step.
+    steps : int
+        The planned ``T``.
+    sigma_g : float or array
+        The uniform noise std σ_g.
+    sigma_min : float or array
+        The smallest std allowed.
+    param : float or array
+        The shape's parameter p.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ``σ_t``.
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; expected one of {', '.join(SCHEDULES)}")
@@ -183,6 +226,30 @@ def ctcdp_privatizer(clip, epsilon, delta, *, schedule="uniform", schedule_param
     Emits ``g̃ = (1/b)(Σ clip(g_i, C) + σ_t ξ)`` for the trials whose step fits the budget and
     zeros for stopped trials.  Declares a :class:`~dpsim.privacy.events.TcdpBudget`: its spend
     depends on the run and is read from its final :class:`CtcdpState`.
+
+    Parameters
+    ----------
+    clip : float or sequence of float
+        The (finite) clipping norm C.
+    epsilon : float or sequence of float
+        The budget's ε.
+    delta : float or sequence of float
+        The budget's δ.
+    schedule : {'uniform', 'linear', 'exponential'}
+        The noise schedule.
+    schedule_param : float or sequence of float
+        Its parameter.
+    noise_norm : bool
+        Also release the noised squared norm.
+    planned_steps : int, optional
+        The planned ``T`` (default: the run's steps).
+    sample_rate : float, optional
+        Override of the nominal rate.
+
+    Returns
+    -------
+    GradientTransformation
+        The privatizer (state :class:`CtcdpState`).
     """
     clip = hyper("clip", clip, "(0, inf)")
     eps = hyper("epsilon", epsilon, "(0, inf)")
@@ -320,19 +387,55 @@ SCHEDULE_PARAM = Real("(-inf, inf)", typical=(-0.9, 0.9))  # |p| < 1 for "linear
 SAMPLE_RATE = OrNone(Real("(0, 1]", typical=(0.05, 0.1)), draw_value=False)
 
 
-@register
+_DOC = {
+    "clip": "Per-example clipping norm C (finite: the replace-one sensitivity is Δ = 2C).",
+    "epsilon": "The (ε, δ)-DP budget's ε, converted to ``ρ_tot = ρ_a`` and ``a = log(1/δ)/ε`` "
+               "(Algorithm 3).",
+    "delta": "The (ε, δ)-DP budget's δ.",
+    "schedule": "Noise schedule of :func:`noise_schedule`.",
+    "schedule_param": "Parameter p of the schedule (``|p| < 1`` for ``\"linear\"``).",
+    "noise_norm": "Also release a noised ``‖Σ clip(g_i, C)‖²`` each step (Thm B.1), recorded as "
+                  "the probe ``noisy_norm_sq``.",
+    "planned_steps": "The ``T`` of Algorithm 3 (``None``: the ``steps`` given to ``simulate``).",
+    "sample_rate": "Override of the nominal rate ``(√n + 10)/n`` (Algorithm 3 step 4); must lie in "
+                   "its feasible range.",
+}
+
+
+@register(doc=_DOC)
 def dp_sgd_ctcdp(lr: LR = 0.1, clip: CLIP_FINITE = 1.0, epsilon: EPSILON = 1.0, delta: DELTA = 1e-5,
                  schedule: SCHEDULE = "uniform", schedule_param: SCHEDULE_PARAM = 0.5,
                  noise_norm: Flag() = False, planned_steps: OrNone(PositiveInt(typical=(1, 50))) = None,
                  sample_rate: SAMPLE_RATE = None) -> Optimizer:
-    """Budget-constrained DP-SGD under (ρ, a)-ctCDP ([L2P] Alg. 1 and 3, Thm B.1; module docstring).
+    """Budget-constrained DP-SGD under (ρ, a)-ctCDP: each trial stops once its budget is spent.
 
-    ``w ← w − η g̃`` with ``g̃ = (1/b)(Σ clip(g_i, C) + σ_t ξ)`` while the step fits the budget;
-    the trial stops once it does not.  Pieces ``"privatizer"`` (:class:`CtcdpState`) and ``"lr"``.
-    Probes ``rho_spent``, ``steps_taken``, ``sigma`` (and ``noisy_norm_sq`` with ``noise_norm``).
-    Ranges: ``lr`` ∈ [0, ∞); ``clip`` ∈ (0, ∞); ``epsilon`` ∈ (0, ∞); ``delta`` ∈ (0, 1);
-    ``schedule`` ∈ {uniform, linear, exponential}; ``schedule_param`` real (``|p| < 1`` for
-    linear); ``planned_steps`` a positive integer or None; ``sample_rate`` ∈ (0, 1] or None.
+    Update rule at step ``t`` (every trial independently; ``ξ_t ~ N(0, I_d)``, ``Δ = 2C``, ``q`` the
+    sample rate, ``σ_g`` and ``σ_min`` from Algorithm 3)::
+
+        σ_t = noise_schedule(t)                       clamped to [σ_min, 2σ_g]
+        ρ_t = 13 q² Δ² / (2σ_t²)                      (+ 13 q² Δ² / (2σ_g²) with noise_norm)
+        if active and ρ_spent + ρ_t ≤ ρ_tot:
+            g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C) + σ_t ξ_t)
+            w_t = w_{t-1} - η g̃_t,   ρ_spent += ρ_t
+        else:
+            the trial stops for good (zero updates, nothing more released)
+
+    Source: [L2P] Alg. 1 and 3, Thm B.1, App. B.7 (ALGORITHMS §2.7; module docstring).  Requires
+    ``sampling="fixed"`` with the batch size of :func:`plan`; replace-one adjacency.  Pieces
+    ``"privatizer"`` (:class:`CtcdpState`) and ``"lr"``.
+
+    Returns
+    -------
+    Optimizer
+        With probes ``rho_spent``, ``steps_taken``, ``sigma`` (and ``noisy_norm_sq`` with
+        ``noise_norm``).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.optimizers.dp_sgd_ctcdp(epsilon=2.0, schedule="linear")
+    >>> sorted(opt.probes)
+    ['rho_spent', 'sigma', 'steps_taken']
     """
     priv = ctcdp_privatizer(clip, epsilon, delta, schedule=schedule, schedule_param=schedule_param,
                             noise_norm=noise_norm, planned_steps=planned_steps, sample_rate=sample_rate)

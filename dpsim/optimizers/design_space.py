@@ -34,7 +34,7 @@ from .._validate import choice, hyper, is_zero
 from ..privacy.noise import NoiseSource, add_noise
 from ..privacy.privatizers import (ImeState, gaussian_privatizer, ime_constants, ime_privatizer,
                                    noiseless_v_privatizer)
-from ..transforms import _fused_release as _fr
+from ..transforms import elements as _fr
 from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import (AdamState, MomentInputs, _adam_moments_element, adagrad,
@@ -51,6 +51,12 @@ EPS_SCALE = Real("(0, inf)", typical=(1e-4, 1e-1), log=True)
 BASE = Choice(("adam", "rmsprop", "adagrad"))
 #: Independent moment estimation needs a finite clip.
 CLIP_FINITE = Real("(0, inf)", typical=(0.05, 10.0), log=True)
+#: Meanings of the keywords :data:`dpsim.optimizers._hyper.MEANINGS` does not cover.
+_DOC = {
+    "eps_scale": "Guard ε_s of the scale ``s = 1/(√max(v, 0) + ε_s)`` (separate from ε).",
+    "base": "The rule fed the release: Adam, or RMSProp (with β = ``beta2``), or AdaGrad.",
+}
+_IME_DOC = {"clip": "Per-example clipping norm C (finite: the square's sensitivity needs it)."}
 
 __all__ = ["dp_adam_corrected", "dp_adam_ime", "dp_adam_ime_free", "dp_adam_stp", "dp_adam_noiseless_v",
            "dp_adam_stp_noiseless_v"]
@@ -59,35 +65,89 @@ __all__ = ["dp_adam_corrected", "dp_adam_ime", "dp_adam_ime_free", "dp_adam_stp"
 @register
 def dp_adam_corrected(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                       clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """Corrected DP-Adam ([DESIGN] Alg. 7): ``m̂ / (√max(v̂ − Φ, 0) + ε)`` with ``Φ = (σC/b)²``.
+    """Corrected DP-Adam: DP-Adam with the noise variance Φ subtracted from ``v̂``, floor 0.
+
+    Update rule (``ξ_t ~ N(0, I_d)``, ``Φ = (σC/b)²``)::
+
+        g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C) + σC ξ_t)
+        m_t = β₁ m_{t-1} + (1-β₁) g̃_t,   v_t = β₂ v_{t-1} + (1-β₂) g̃_t²
+        m̂_t = m_t / (1-β₁ᵗ),  v̂_t = v_t / (1-β₂ᵗ)
+        w_t = w_{t-1} - η m̂_t / (√max(v̂_t - Φ, 0) + ε)
+
+    Source: [DESIGN] Alg. 7, after [ADAMBC] (ALGORITHMS §2.6; **reconstructed**).  One Gaussian
+    release per step: accounted as DP-SGD.
 
     Scale: where ``v̂ < Φ`` the denominator is ε alone, so the absolute ``eps=1e-8`` diverges where
-    ``eps ≈ √Φ = σC/b`` works (docs/defaults.md)."""
+    ``eps ≈ √Φ = σC/b`` works (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp_adam_corrected(eps=1e-3).private
+    True
+    """
     phi = noise_variance(clip, noise_multiplier)
     return optimizer(named_chain(("privatizer", gaussian_privatizer(clip, noise_multiplier, noise=noise)),
                                  ("preconditioner", scale_by_adam(beta1, beta2, eps, phi=phi, floor=0.0)),
                                  learning_rate(lr)))
 
 
-@register
+@register(doc=_IME_DOC)
 def dp_adam_ime(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                 clip: CLIP_FINITE = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """DP-Adam with independent moment estimation: two releases per step at ``√2σ`` each.
+    """DP-Adam with independent moment estimation (IME): ``m`` and ``v`` fed separate releases.
+
+    Update rule (``ḡ_t = (1/b) Σ_{i∈B_t} clip(g_i, C)``; ``ξ_t, ξ'_t ~ N(0, I_d)``;
+    ``σ₁ = σ₂ = √2 σ``; ``Δ₂ = (2b-1)C²/b²`` with fixed-size batches, else ``2C²/b`` with ``ḡ_t``
+    projected onto the C-ball before squaring)::
+
+        g̃_t = ḡ_t + (σ₁C/b) ξ_t                        (release 1)
+        s̃_t = ḡ_t² + σ₂Δ₂ ξ'_t                          (release 2)
+        m_t = β₁ m_{t-1} + (1-β₁) g̃_t,   v_t = β₂ v_{t-1} + (1-β₂) s̃_t
+        m̂_t = m_t / (1-β₁ᵗ),  v̂_t = v_t / (1-β₂ᵗ)
+        w_t = w_{t-1} - η m̂_t / (√max(v̂_t, 0) + ε)
+
+    Source: Kalinin et al. 2025; [DESIGN] §3.2, Alg. 6 (ALGORITHMS §2.6; **reconstructed**).  Two
+    releases per step at ``√2σ`` each: the pair costs one DP-SGD step at σ.
 
     Scale: ``eps`` (1e-8) is absolute, but ``max(v̂, 0)`` is often ≈ 0 under the noise of the
-    ``ḡ²`` release: set it relative to that noise (docs/defaults.md)."""
+    ``ḡ²`` release: set it relative to that noise (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> len(dpsim.optimizers.dp_adam_ime().events)
+    2
+    """
     tx = named_chain(("privatizer", _ime(clip, noise_multiplier, None, noise)),
                      ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr))
     return optimizer(_ime_described(tx, clip, noise_multiplier, None, noise, lr, "adam", eps,
                                     beta1, beta2))
 
 
-@register
+@register(doc=_IME_DOC)
 def dp_adam_ime_free(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                      clip: CLIP_FINITE = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """The "IME for free" comparator: both moments released at σ (two releases per step; its ε is
-    larger than DP-Adam's).  Scale: as ``dp_adam_ime``, ``eps`` must be relative to the noise of
-    the ``ḡ²`` release (docs/defaults.md)."""
+    """The "IME for free" comparator: :func:`dp_adam_ime` with both moments released at σ.
+
+    Update rule: that of :func:`dp_adam_ime` with ``σ₁ = σ₂ = σ``::
+
+        g̃_t = ḡ_t + (σC/b) ξ_t,   s̃_t = ḡ_t² + σΔ₂ ξ'_t
+        m_t = β₁ m_{t-1} + (1-β₁) g̃_t,   v_t = β₂ v_{t-1} + (1-β₂) s̃_t
+        w_t = w_{t-1} - η m̂_t / (√max(v̂_t, 0) + ε)
+
+    Source: [DESIGN] §3.2's comparator (ALGORITHMS §2.6).  Two releases per step at σ, accounted as
+    such: its ε is larger than DP-Adam's and must not be reported as DP-Adam's.
+
+    Scale: as ``dp_adam_ime``, ``eps`` must be relative to the noise of the ``ḡ²`` release
+    (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp_adam_ime_free().note.startswith("IME 'for free'")
+    True
+    """
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
     tx = named_chain(("privatizer", _ime(clip, sigma, (sigma, sigma), noise)),
                      ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr))
@@ -109,15 +169,31 @@ def _stp(privatizer, base, lr, beta1, beta2, eps, eps_scale):
     return named_chain(scale_then_privatize(privatizer, pre, eps_scale=eps_scale), learning_rate(lr))
 
 
-@register
+@register(doc=_DOC)
 def dp_adam_stp(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                 eps_scale: EPS_SCALE = 1e-3, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
                 base: BASE = "adam", noise: NOISE = "gaussian") -> Optimizer:
-    """Scale-then-privatize over ``base`` ([DESIGN] Alg. 8): release
-    ``g̃ = (1/b)(Σ clip(s ⊙ g_i, C) + N(0, σ²C²I)) / s`` with ``s = 1/(√v + ε_s)`` from the
-    preconditioner's raw ``v`` before this step, then the ``base`` rule on ``g̃``.  Scale:
-    ``eps_scale`` (1e-3) is absolute; at t = 1 ``s = 1/ε_s`` multiplies gradients by 1000 before
-    clipping at C (docs/defaults.md)."""
+    """Scale-then-privatize: clip and noise the preconditioned gradients, then unscale.
+
+    Update rule (``v_{t-1}`` the ``base`` rule's raw second moment, ``ξ_t ~ N(0, I_d)``)::
+
+        s_t = 1 / (√max(v_{t-1}, 0) + ε_s)
+        g̃_t = (1/b) (Σ_{i∈B_t} clip(s_t ⊙ g_i, C) + σC ξ_t) / s_t
+        then the ``base`` rule on g̃_t (Adam: as dp_adam; ``"rmsprop"``: RMSProp with β = beta2;
+        ``"adagrad"``: AdaGrad)
+
+    Source: [DESIGN] Alg. 8 (ALGORITHMS §2.6; **reconstructed**).  Isotropic noise on clipped
+    vectors: accounted as DP-SGD.
+
+    Scale: ``eps_scale`` (1e-3) is absolute; at t = 1 ``s = 1/ε_s`` multiplies gradients by 1000
+    before clipping at C (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp_adam_stp(base="rmsprop")
+    dp_adam_stp(lr=0.01, ..., base='rmsprop', noise='gaussian')
+    """
     return optimizer(_stp(gaussian_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1,
                           beta2, eps, eps_scale))
 
@@ -129,22 +205,55 @@ _ORACLE_NOTE = ("non-private oracle: the second moment is fed the noiseless clip
 @register
 def dp_adam_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                         clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """Oracle ([DESIGN] Alg. 9): DP-Adam whose ``v`` is fed the noiseless clipped ``ḡ²``.  Not
-    private (declares NonPrivate).  Scale: ``eps`` (1e-8) is relative to the clean gradient scale
-    while ``m`` is noisy (docs/defaults.md)."""
+    """Oracle: DP-Adam whose second moment is fed the noiseless clipped mean.  Not private.
+
+    Update rule (``ḡ_t = (1/b) Σ_{i∈B_t} clip(g_i, C)``)::
+
+        g̃_t = ḡ_t + (σC/b) ξ_t
+        m_t = β₁ m_{t-1} + (1-β₁) g̃_t,   v_t = β₂ v_{t-1} + (1-β₂) ḡ_t²
+        w_t = w_{t-1} - η m̂_t / (√v̂_t + ε)
+
+    Source: [DESIGN] Alg. 9 (ALGORITHMS §2.6).  Declares
+    :class:`~dpsim.privacy.events.NonPrivate`: its ε is infinite.
+
+    Scale: ``eps`` (1e-8) is relative to the clean gradient scale while ``m`` is noisy
+    (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp_adam_noiseless_v().private
+    False
+    """
     tx = named_chain(("privatizer", noiseless_v_privatizer(clip, noise_multiplier, noise=noise)),
                      ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
     return optimizer(_oracle_described(tx, clip, noise_multiplier, noise, lr, "adam", eps, beta1, beta2),
                      note=_ORACLE_NOTE)
 
 
-@register
+@register(doc=_DOC)
 def dp_adam_stp_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS = 1e-8,
                             eps_scale: EPS_SCALE = 1e-3, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
                             base: BASE = "adam", noise: NOISE = "gaussian") -> Optimizer:
-    """Oracle ([DESIGN] Alg. 9 with STP): ``dp_adam_stp`` whose ``v`` is fed the noiseless
-    ``(Σ clip(s ⊙ g_i, C)/(b s))²``.  Not private (declares NonPrivate).  Scale: ``eps_scale``
-    as in ``dp_adam_stp`` (docs/defaults.md)."""
+    """Oracle: :func:`dp_adam_stp` with the second moment fed the noiseless mean.  Not private.
+
+    Update rule (``s_t`` as in :func:`dp_adam_stp`)::
+
+        ḡ_t = (1/b) Σ_{i∈B_t} clip(s_t ⊙ g_i, C) / s_t
+        g̃_t = ḡ_t + (σC/b) ξ_t / s_t
+        the ``base`` rule with m fed g̃_t and v fed ḡ_t²
+
+    Source: [DESIGN] Alg. 9 with scale-then-privatize (ALGORITHMS §2.6).  Declares
+    :class:`~dpsim.privacy.events.NonPrivate`: its ε is infinite.
+
+    Scale: ``eps_scale`` as in ``dp_adam_stp`` (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp_adam_stp_noiseless_v(base="adagrad").private
+    False
+    """
     tx = _stp(noiseless_v_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
               eps_scale)
     if base in ("adam", "adagrad"):  # IME's pass has no RMSProp rule: with it the chain runs
@@ -156,7 +265,7 @@ def _oracle_described(tx, clip, noise_multiplier, noise, lr, rule, eps, beta1, b
     """``tx`` (a noiseless-v oracle's chain: :func:`noiseless_v_privatizer`, optionally behind
     scale-then-privatize with guard ``eps_scale``, then ``rule`` — Adam or AdaGrad on the moment
     inputs — then the learning rate) with its fused-release description: IME's one pass with a
-    plain, noiseless square (:class:`dpsim.transforms._fused_release.Ime` ``noiseless``; Adam on
+    plain, noiseless square (:class:`dpsim.transforms.elements.Ime` ``noiseless``; Adam on
     ``MomentInputs`` is IME's Adam element), made from the same validated values (with
     correlated noise, the release carries the privatizer's noise source)."""
     rel = release(clip, noise_multiplier, noise, scaled=eps_scale is not None, correlated=True)

@@ -45,7 +45,7 @@ import numpy as np
 from .._validate import any_inf, hyper, positive_int, product
 from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
 from ..transforms.base import GradientTransformation, mean_gradient, named_chain
-from ..transforms import _fused_release as _fr
+from ..transforms import elements as _fr
 from ..transforms.combinators import alongside, alternate, scale_then_privatize
 from ..transforms.preconditioners import accumulate, apply_delayed, by_rule, refresh
 from ._hyper import BETA, CLIP, DELAY, EPS, LR, NOISE, SIGMA, Flag, OrNone
@@ -57,7 +57,20 @@ __all__ = ["dp2_rmsprop", "dp2_adagrad", "dp2_yogi", "dp2_extra_query", "dp2_noi
 
 
 def extra_query_steps(s: int, steps: int) -> np.ndarray:
-    """Steps of ablation variant 1 that make a second release: ``(t−1) mod s ≠ 0``."""
+    """Steps of ablation variant 1 that make a second release: ``(t−1) mod s ≠ 0``.
+
+    Parameters
+    ----------
+    s : int
+        The delay.
+    steps : int
+        Number of steps.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean ``(steps,)`` mask.
+    """
     return (np.arange(steps) % s) != 0
 
 
@@ -134,70 +147,197 @@ def _delayed_scale_release(privatizer, P, eps, name):
     return GradientTransformation(ref.init, update, ref.privacy, ref.names)
 
 
-@register
+#: Meanings of the DP² keywords (the Parameters sections :func:`register` writes).
+_DOC = {
+    "s1": "Delay: steps of the SGD phase, whose releases feed the preconditioner (shared by all "
+          "trials).",
+    "s2": "Steps of the adaptive phase (``None``: ``s1``; shared by all trials).",
+    "lr": "Step size η1 of the SGD phase.",
+    "lr2": "Step size η2 of the adaptive phase (``None``: ``lr``).",
+    "clip": "Clipping norm C1 of the SGD-phase releases.",
+    "clip2": "Clipping norm C2 of the adaptive-phase releases (``None``: ``clip``).",
+    "beta": "Decay β of the delayed second moment (RMSProp and Yogi).",
+    "eps": "Additive constant ε of ``D = √max(v, 0) + ε`` (unrelated to the privacy ε).",
+    "unbias": "Subtract the noise term ``σ²C1²/(s1 b²)`` from ``(G/s1)²`` at each refresh "
+              "([DP2] §3.2).",
+}
+
+
+@register(doc=_DOC)
 def dp2_rmsprop(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
                 clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
                 beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
-    """DP² with a delayed RMSProp preconditioner ([DP2] Alg. 1; module docstring).
+    """DP² with a delayed RMSProp preconditioner: alternating private SGD and adaptive phases.
+
+    Update rule. With ``p = (t-1) mod (s1+s2)`` for the 1-based step ``t``, ``ξ_t ~ N(0, I_d)``::
+
+        p < s1 (SGD phase):   g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C1) + σC1 ξ_t)
+                              G ← G + g̃_t;   w_t = w_{t-1} - η1 g̃_t
+        p = s1 (switch):      v ← β v + (1-β) (G/s1)²;   G ← 0
+        p ≥ s1 (adaptive):    D = √max(v, 0) + ε
+                              g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i / D, C2) + σC2 ξ_t)
+                              w_t = w_{t-1} - η2 g̃_t
+
+    With ``unbias`` the noise term ``σ²C1²/(s1 b²)`` is subtracted from ``(G/s1)²`` first
+    ([DP2] §3.2).
+    Adaptive-phase releases are not added to ``G`` (the authors' code).
+
+    Source: [DP2] Alg. 1, Thm 1 (ALGORITHMS §2.3).  One Gaussian release of multiplier σ per step:
+    accounted as DP-SGD.
 
     Scale: ``s1`` (10 steps) and ``eps`` (1e-8) are absolute; [DP2] App. C.2 sets the delay in
-    epochs (≈ 0.5–2 of ``n/b`` steps) and tunes ``eps`` on {1e-2 … 1e-7} (docs/defaults.md)."""
+    epochs (about 0.5–2 of ``n/b`` steps) and tunes ``eps`` on {1e-2 … 1e-7} (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.optimizers.dp2_rmsprop(s1=5, eps=1e-3)
+    >>> opt.private, opt.hyperparameters["s2"]
+    (True, None)
+    """
     return optimizer(_dp2("rmsprop", "dp2", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                           noise_multiplier=noise_multiplier, beta=beta, eps=eps, unbias=unbias,
                           noise=noise))
 
 
-@register
+@register(doc=_DOC)
 def dp2_adagrad(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
                 clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
                 beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
-    """DP² with a delayed AdaGrad preconditioner (``beta`` unused).  Scale: ``s1``, ``eps`` as in
-    ``dp2_rmsprop`` (docs/defaults.md)."""
+    """DP² with a delayed AdaGrad preconditioner (``beta`` unused).
+
+    Update rule. With ``p = (t-1) mod (s1+s2)`` for the 1-based step ``t``, ``ξ_t ~ N(0, I_d)``::
+
+        p < s1 (SGD phase):   g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C1) + σC1 ξ_t)
+                              G ← G + g̃_t;   w_t = w_{t-1} - η1 g̃_t
+        p = s1 (switch):      v ← v + (G/s1)²;   G ← 0
+        p ≥ s1 (adaptive):    D = √max(v, 0) + ε
+                              g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i / D, C2) + σC2 ξ_t)
+                              w_t = w_{t-1} - η2 g̃_t
+
+    Source: [DP2] Alg. 1 with AdaGrad, App. D (ALGORITHMS §2.3).  One Gaussian release per step:
+    accounted as DP-SGD.
+
+    Scale: ``s1``, ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp2_adagrad(s1=3).private
+    True
+    """
     return optimizer(_dp2("adagrad", "dp2", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                           noise_multiplier=noise_multiplier, beta=beta, eps=eps, unbias=unbias,
                           noise=noise))
 
 
-@register
+@register(doc=_DOC)
 def dp2_yogi(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
              clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
              beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
-    """DP² with a delayed Yogi preconditioner ([DP2] App. D).  Scale: ``s1``, ``eps`` as in
-    ``dp2_rmsprop`` (docs/defaults.md)."""
+    """DP² with a delayed Yogi preconditioner.
+
+    Update rule. With ``p = (t-1) mod (s1+s2)`` for the 1-based step ``t``, ``ξ_t ~ N(0, I_d)``::
+
+        p < s1 (SGD phase):   g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C1) + σC1 ξ_t)
+                              G ← G + g̃_t;   w_t = w_{t-1} - η1 g̃_t
+        p = s1 (switch):      v ← v - (1-β) sign(v - (G/s1)²) (G/s1)²;   G ← 0
+        p ≥ s1 (adaptive):    D = √max(v, 0) + ε
+                              g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i / D, C2) + σC2 ξ_t)
+                              w_t = w_{t-1} - η2 g̃_t
+
+    Source: [DP2] App. D, with the standard Yogi rule of Zaheer et al. 2018 (ALGORITHMS §1, §2.3).
+    One Gaussian release per step: accounted as DP-SGD.
+
+    Scale: ``s1``, ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp2_yogi(s1=3, s2=2).hyperparameters["s2"]
+    2
+    """
     return optimizer(_dp2("yogi", "dp2", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip, clip2=clip2,
                           noise_multiplier=noise_multiplier, beta=beta, eps=eps, unbias=unbias,
                           noise=noise))
 
 
-@register
+@register(doc=_DOC)
 def dp2_extra_query(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
                     clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
                     beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
-    """DP² ablation 1 ([DP2] Alg. 2): a raw release into ``G`` every step, plus a second,
-    preconditioned release on the steps ``(t−1) mod s1 ≠ 0`` (``s2`` unused).  Scale: ``s1``,
-    ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md)."""
+    """DP² ablation 1 ("extra query"): a raw release into ``G`` every step, and a second one.
+
+    Update rule (delay ``s = s1``; ``s2`` unused; ``D = √max(v, 0) + ε``)::
+
+        every step:          r_t = (1/b) (Σ_{i∈B_t} clip(g_i, C1) + σC1 ξ_t);   G ← G + r_t
+        (t-1) mod s = 0:     v ← β v + (1-β) (G/s)²;   G ← 0;   w_t = w_{t-1} - η1 r_t
+        otherwise:           g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i / D, C2) + σC2 ξ'_t)
+                             w_t = w_{t-1} - η2 g̃_t
+
+    Source: [DP2] App. D, Alg. 2 (ALGORITHMS §2.3).  Two releases on the steps that make the second
+    one, both declared: its ε exceeds DP²'s at equal σ.
+
+    Scale: ``s1``, ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp2_extra_query(s1=4).transform.names
+    ('privatizer', 'preconditioner', 'lr', 'extra_privatizer')
+    """
     return optimizer(_dp2("rmsprop", "extra_query", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip,
                           clip2=clip2, noise_multiplier=noise_multiplier, beta=beta, eps=eps,
                           unbias=unbias, noise=noise))
 
 
-@register
+@register(doc=_DOC)
 def dp2_noise_first(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
                     clip: CLIP = 1.0, clip2: OrNone(CLIP) = None, noise_multiplier: SIGMA = 1.0,
                     beta: BETA = 0.9, eps: EPS = 1e-8, unbias: Flag() = False, noise: NOISE = "gaussian") -> Optimizer:
-    """DP² ablation 2: the adaptive phase privatizes first, then divides by ``D``.  Scale:
-    ``s1``, ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md)."""
+    """DP² ablation 2 ("noise first"): the adaptive phase privatizes, then divides by ``D``.
+
+    Update rule. As :func:`dp2_rmsprop` except the adaptive phase::
+
+        p ≥ s1:   g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C2) + σC2 ξ_t) / D
+                  w_t = w_{t-1} - η2 g̃_t
+
+    Source: [DP2] App. D (ALGORITHMS §2.3).  One Gaussian release per step: accounted as DP-SGD.
+
+    Scale: ``s1``, ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.dp2_noise_first(s1=2).private
+    True
+    """
     return optimizer(_dp2("rmsprop", "noise_first", s1=s1, s2=s2, lr=lr, lr2=lr2, clip=clip,
                           clip2=clip2, noise_multiplier=noise_multiplier, beta=beta, eps=eps,
                           unbias=unbias, noise=noise))
 
 
-@register
+@register(doc=_DOC)
 def delayed_rmsprop(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2: OrNone(LR) = None,
                     beta: BETA = 0.9, eps: EPS = 1e-8) -> Optimizer:
-    """Non-private DP² ([DP2] §3.1): ``s1`` SGD steps accumulating ``G``, refresh
-    ``v ← β v + (1−β)(G/s1)²``, ``s2`` steps of ``w ← w − η2 g / (√v + ε)``.  Scale: ``s1``,
-    ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md)."""
+    """Non-private DP²: the delayed-preconditioner schedule without clipping or noise.  Not private.
+
+    Update rule (``p = (t-1) mod (s1+s2)``, ``g_t`` the minibatch mean gradient)::
+
+        p < s1:   G ← G + g_t;   w_t = w_{t-1} - η g_t
+        p = s1:   v ← β v + (1-β) (G/s1)²;   G ← 0
+        p ≥ s1:   w_t = w_{t-1} - η2 g_t / (√v + ε)
+
+    Source: [DP2] §3.1 (ALGORITHMS §2.3).
+
+    Scale: ``s1``, ``eps`` as in ``dp2_rmsprop`` (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.delayed_rmsprop(s1=2).private
+    False
+    """
     s1 = positive_int("s1", s1)
     s2 = s1 if s2 is None else positive_int("s2", s2)
     P = by_rule("rmsprop", beta, eps)

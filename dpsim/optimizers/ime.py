@@ -51,7 +51,7 @@ from __future__ import annotations
 from .._validate import hyper
 from ..privacy.noise import NoiseSource
 from ..privacy.privatizers import ime_constants, ime_privatizer
-from ..transforms import _fused_release as _fr
+from ..transforms import elements as _fr
 from ..transforms.base import named_chain
 from ..transforms.preconditioners import adagrad as adagrad_rule
 from ..transforms.preconditioners import precondition
@@ -63,13 +63,14 @@ __all__ = ["ime_adagrad", "ime_adagrad_free"]
 
 #: IME releases the square of the clipped mean, whose sensitivity needs a finite clip.
 CLIP_FINITE = Real("(0, inf)", typical=(0.05, 10.0), log=True)
+_DOC = {"clip": "Per-example clipping norm C (finite: the square's sensitivity needs it)."}
 
 
 def _ime_described(tx, clip, noise_multiplier, split, noise, lr, rule, eps, beta1=None, beta2=None):
     """``tx`` (an IME chain: the privatizer of :func:`ime_privatizer` or
     :func:`dpsim.optimizers.design_space._ime`, then
     ``rule``'s moment recursion, then the learning rate) with its fused-release description
-    (:class:`dpsim.transforms._fused_release.Ime`), made from the same validated values; with
+    (:class:`dpsim.transforms.elements.Ime`), made from the same validated values; with
     correlated noise the release carries the privatizer's noise source type (the fused step
     draws both releases' unit noise through it, on the privatizer's ``noise1``/``noise2``)."""
     source = None if noise == "gaussian" else NoiseSource(noise)
@@ -82,24 +83,59 @@ def _ime_described(tx, clip, noise_multiplier, split, noise, lr, rule, eps, beta
                                  eps=hyper("eps", eps, "[0, inf)"), **kw))
 
 
-@register
+@register(doc=_DOC)
 def ime_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP_FINITE = 1.0,
                 noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """AdaGrad with independent moment estimation (module docstring): ``v`` is fed a separate
-    release of ``ḡ²``; both releases at ``√2σ``, so the pair costs one DP-SGD step at σ.
+    """AdaGrad with independent moment estimation: ``v`` is fed a separate release of ``ḡ²``.
+
+    Update rule (``ḡ_t = (1/b) Σ_{i∈B_t} clip(g_i, C)``; ``σ₁ = σ₂ = √2 σ``; ``ū_t = ḡ_t`` with
+    fixed-size batches, else ``ḡ_t`` projected onto the C-ball; ``Δ₂`` as in the module docstring)::
+
+        g̃_t = ḡ_t + (σ₁C/b) ξ_t                         (release 1)
+        s̃_t = ū_t² + σ₂Δ₂ ξ'_t                          (release 2)
+        v_t = v_{t-1} + s̃_t
+        w_t = w_{t-1} - η g̃_t / (√max(v_t, 0) + ε)
+
+    Source: [DESIGN] §5.1's 1-D table, Alg. 3 with Kalinin et al. 2025's IME (ALGORITHMS §2.6;
+    **reconstructed**).  The pair of releases costs one DP-SGD step at σ: accounted as DP-AdaGrad.
+
     Scale: ``eps`` (1e-8) is absolute, but ``v`` sums noisy squares: set it relative to that noise
-    (docs/defaults.md)."""
+    (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.optimizers.ime_adagrad(clip=0.5)
+    >>> opt.private, len(opt.events)
+    (True, 2)
+    """
     tx = named_chain(("privatizer", ime_privatizer(clip, noise_multiplier, noise=noise)),
                      ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
     return optimizer(_ime_described(tx, clip, noise_multiplier, None, noise, lr, "adagrad", eps))
 
 
-@register
+@register(doc=_DOC)
 def ime_adagrad_free(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP_FINITE = 1.0,
                      noise_multiplier: SIGMA = 1.0, noise: NOISE = "gaussian") -> Optimizer:
-    """The "IME for free" comparator of [DESIGN]'s table: both releases at σ (two releases per
-    step, accounted as such: its ε is larger than DP-AdaGrad's at the same σ).  Scale: ``eps``
-    as in ``ime_adagrad`` (docs/defaults.md)."""
+    """The "IME for free" comparator: :func:`ime_adagrad` with both releases at σ.
+
+    Update rule: that of :func:`ime_adagrad` with ``σ₁ = σ₂ = σ``::
+
+        g̃_t = ḡ_t + (σC/b) ξ_t,   s̃_t = ū_t² + σΔ₂ ξ'_t
+        v_t = v_{t-1} + s̃_t
+        w_t = w_{t-1} - η g̃_t / (√max(v_t, 0) + ε)
+
+    Source: [DESIGN] §5.1's table (ALGORITHMS §2.6).  Two releases per step at σ, accounted as
+    such: its ε is larger than DP-AdaGrad's at the same σ.
+
+    Scale: ``eps`` as in ``ime_adagrad`` (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> "for free" in dpsim.optimizers.ime_adagrad_free().note
+    True
+    """
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
     tx = named_chain(("privatizer", ime_privatizer(clip, sigma, split=(sigma, sigma), noise=noise)),
                      ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))

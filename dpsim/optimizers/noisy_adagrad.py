@@ -73,10 +73,10 @@ is fed the mean of the per-example squares ``(1/b) Σ g_i²`` (not the square of
 Cost: the squares need the per-example gradients (``O(nnz)`` per example for a sparse GLM,
 :func:`_glm_square_sum`; materialized ``(R, b, d)`` otherwise) and the projection one partial
 eigendecomposition per trial and step (the public-Gram path of :mod:`dpsim.optimizers.public`,
-reused, for a GLM with ``m ≤ d``; else the SVD of the ``(m, d)`` public gradients).  Measured on
-the sparse logistic problems of ``experiments/dp2_noisy_adagrad.py`` (one BLAS thread, loaded
-2-core machine): ≈ 0.3 ms per trial-step at d = 1000, m = 25 (≈ 9× DP-SGD); ≈ 1.25 ms at
-d = 10⁴, m = 50; ≈ 17 ms at d = 10⁴, m = 250 (the eigendecomposition, ``O(m³)``, dominates).
+reused, for a GLM with ``m ≤ d``; else the SVD of the ``(m, d)`` public gradients).  A step
+costs several DP-SGD steps, growing with the public split ``m`` (the eigendecomposition,
+``O(m³)``, dominates at large ``m``); the measurements on the sparse logistic problems of
+``experiments/dp2_noisy_adagrad.py`` are in docs/performance.md.
 
 Ranges: ``lr`` ∈ [0, ∞); ``clip``, ``clip2`` ∈ (0, ∞] (``inf`` only with σ = 0);
 ``noise_multiplier`` ∈ [0, ∞); ``precond_share`` ∈ (0, 1); ``k`` a positive integer at most
@@ -133,7 +133,22 @@ def clipped_square_sum(batch, clip2, ctx):
     """``Σ_{i∈B} clip(g_i ⊙ g_i, C₂)`` per trial, shape (R, d); ``clip2`` a float (``inf``: no
     clipping) or a per-trial array.  A GLM with CSR features on host NumPy float64 takes
     :func:`_glm_square_sum` (no per-example gradients built); every other problem or backend the
-    reference: the materialized per-example gradients (padded slots are zero and add nothing)."""
+    reference: the materialized per-example gradients (padded slots are zero and add nothing).
+
+    Parameters
+    ----------
+    batch : Batch
+        The step's batch.
+    clip2 : float or array
+        C₂ (``inf``: no clipping), scalar or per trial.
+    ctx : StepContext
+        The step's context.
+
+    Returns
+    -------
+    array
+        ``(R, d)``.
+    """
     fast = _glm_square_sum(batch, clip2)
     if fast is not None:
         return fast
@@ -259,7 +274,22 @@ def _xp(a):
 def public_projection(batch, params, k) -> Callable:
     """``x -> V Vᵀ x`` for the top-``k`` public gradient subspace at ``params``: for a GLM on host
     NumPy with ``m ≤ d`` public examples the public-Gram path of :mod:`dpsim.optimizers.public`
-    (PDP-SGD's, same projection to rounding), else the SVD of the public gradients."""
+    (PDP-SGD's, same projection to rounding), else the SVD of the public gradients.
+
+    Parameters
+    ----------
+    batch : Batch
+        The step's batch (its public split).
+    params : array
+        ``(R, d)`` parameters.
+    k : int
+        Subspace dimension.
+
+    Returns
+    -------
+    callable
+        ``x -> V Vᵀ x``.
+    """
 
     def project(x):
         pub = _PUBLIC.get(batch)
@@ -283,7 +313,28 @@ def noisy_moment_privatizer(clip, clip2, noise_multiplier, *, k, precond_share=0
     release at ``σ`` per step (sensitivities ``C`` and ``C₂``, add/remove).  ``noise``: a noise
     name of :class:`~dpsim.privacy.noise.NoiseSource`; with DP-MF correlated noise both releases
     use that strategy, each with its own stream (two ``CorrelatedRelease`` events, merged the same
-    way by the accountant)."""
+    way by the accountant).
+
+    Parameters
+    ----------
+    clip : float or sequence of float
+        Clipping norm C of the gradients.
+    clip2 : float or sequence of float
+        Clipping norm C₂ of the squared gradients.
+    noise_multiplier : float or sequence of float
+        σ of the pair.
+    k : int
+        Dimension of the public subspace.
+    precond_share : float
+        ρ.
+    noise : str
+        The noise name.
+
+    Returns
+    -------
+    GradientTransformation
+        The privatizer, declaring two releases.
+    """
     k = positive_int("k", k)
     rho = hyper("precond_share", precond_share, "(0, 1)")
     sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
@@ -343,16 +394,46 @@ def projected_adagrad(eps) -> GradientTransformation:
     return GradientTransformation(init, update)
 
 
-@register
+_DOC = {
+    "clip": "Clipping norm C of the per-example gradients (release 1).",
+    "clip2": "Clipping norm C₂ of the per-example squared gradients ``g_i ⊙ g_i`` (release 2).",
+    "noise_multiplier": "Noise multiplier σ of the pair of releases (split by ``precond_share``).",
+    "k": "Dimension of the public gradient subspace the preconditioner is projected onto.",
+    "eps": "Additive constant ε of the denominator (unrelated to the privacy ε).",
+    "precond_share": "Share ρ of the privacy cost spent on the preconditioner: "
+                     "``σ_g = σ/√(1-ρ)``, ``σ_v = σ/√ρ``.",
+}
+
+
+@register(doc=_DOC)
 def noisy_adagrad(lr: LR = 0.1, clip: CLIP = 1.0, clip2: CLIP = 1.0, noise_multiplier: SIGMA = 1.0,
                   k: SUBSPACE = 1, eps: EPS_POSITIVE = 0.1, precond_share: FRACTION = 0.5,
                   public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
-    """Noisy AdaGrad after Kairouz et al. (2021a) as in [DP2] App. C.6 / Fig. 12 (reconstructed,
-    module docstring): the gradient and the per-example squared gradients are released separately
-    (``σ_g = σ/√(1−ρ)``, ``σ_v = σ/√ρ``: the pair costs one DP-SGD step at σ), the noisy
-    AdaGrad preconditioner ``√v`` is projected onto the top-``k`` public gradient subspace, and
-    ``w ← w − η g̃ / (max(V Vᵀ √v, 0) + ε)``.  Needs public data.  Scale: ``eps`` (0.1) and ``k``
-    (1) are absolute, relative to ``√v`` and to ``d`` (docs/defaults.md)."""
+    """Noisy AdaGrad with a privatized preconditioner projected onto a public gradient subspace.
+
+    Update rule (**reconstructed**, module docstring; ``σ_g = σ/√(1-ρ)``, ``σ_v = σ/√ρ`` with
+    ``ρ`` = ``precond_share``; ``V_t`` the top-``k`` right singular vectors of the public
+    per-example gradients at ``w_{t-1}``)::
+
+        g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i, C) + σ_g C ξ_t)
+        s̃_t = (1/b) (Σ_{i∈B_t} clip(g_i ⊙ g_i, C₂) + σ_v C₂ ξ'_t)
+        v_t = v_{t-1} + s̃_t
+        H_t = V_t V_tᵀ √max(v_t, 0)
+        w_t = w_{t-1} - η g̃_t / (max(H_t, 0) + ε)
+
+    Source: [DP2] App. C.6, Fig. 12 (after Kairouz et al. 2021a).  The pair of releases costs one
+    DP-SGD step at σ.  Needs public data.
+
+    Scale: ``eps`` (0.1) and ``k`` (1) are absolute, relative to ``√v`` and to ``d``
+    (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.optimizers.noisy_adagrad(k=2)
+    >>> opt.public_fraction, opt.private
+    (0.01, True)
+    """
     pub = hyper("public_fraction", public_fraction, "(0, 1)")
     if not isinstance(pub, float):
         raise ValueError(f"public_fraction must be one number shared by every trial, got "

@@ -33,7 +33,7 @@ from .._validate import hyper
 from ..privacy.ellipsoid import (OPTIMAL_EXPONENT, EllipsoidState, ellipsoid_parts,  # noqa: F401
                                  ellipsoid_privatizer, ellipsoid_radius, empirical_moment,
                                  project_ellipsoid, scaling_diagonal)
-from ..transforms import _fused_release as _fr
+from ..transforms import elements as _fr
 from ..transforms.base import named_chain
 from ..transforms.preconditioners import adagrad, precondition
 from ._hyper import EPS_POSITIVE, LR, NOISE, SIGMA, Opaque, OrNone, Real
@@ -47,8 +47,20 @@ _PER_COORDINATE = ("scaling", "sigma_hat")
 
 #: ``radius=None`` (Theorem 1/2) needs a box domain and known Lipschitz rows: not drawn.
 RADIUS = OrNone(Real("(0, inf]", typical=(0.1, 10.0), log=True), draw_none=False)
-SCALING = Opaque("'identity', 'optimal' or positive C_jj of shape (d,) or (R, d)", examples=("identity",))
-SIGMA_HAT = Opaque("None or positive (d,) coordinate scales (with scaling='optimal')")
+SCALING = Opaque("'identity', 'optimal' or positive C_jj of shape (d,) or (R, d)",
+                 examples=("identity",), type="str or array_like")
+SIGMA_HAT = Opaque("None or positive (d,) coordinate scales (with scaling='optimal')",
+                   type="array_like or None")
+_DOC = {
+    "lr": "Base step size α.",
+    "noise_multiplier": "Noise multiplier σ: the release's noise is ``(σ/b) ξ``, ``ξ ~ N(0, A⁻¹)``.",
+    "radius": "Longest semi-axis B of the ellipsoid (``None``: the Theorem 1/2 formula on the "
+              "training data, which makes the run non-private).",
+    "scaling": "The ellipsoid's shape ``C`` of ``A = C/B²``: ``'identity'`` (ℓ2 clipping), "
+               "``'optimal'`` (Theorem 1/2 from coordinate scales) or an explicit positive array.",
+    "sigma_hat": "Coordinate scales for ``scaling='optimal'`` (``None``: the problem's).",
+    "eps": "Guard of ``max(√(…), ε)``; it only avoids 0/0.",
+}
 
 
 def _projected_probe(state, params, ctx):
@@ -69,17 +81,66 @@ def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noi
     return optimizer(tx, probes={"projected_fraction": _projected_probe})
 
 
-@register(per_coordinate=_PER_COORDINATE)
+@register(per_coordinate=_PER_COORDINATE, doc=_DOC)
 def pasan(lr: LR = 0.1, noise_multiplier: SIGMA = 1.0, radius: RADIUS = None, scaling: SCALING = "identity",
           sigma_hat: SIGMA_HAT = None, eps: EPS_POSITIVE = 1e-12, noise: NOISE = "gaussian") -> Optimizer:
-    """PASAN ([PAGAN] Alg. 1): ellipsoid privatizer + ``α/√(Σ||ĝ||²)`` step size.  Scale: ``lr``
-    (0.1) is absolute; [PAGAN] Thm 1 takes ``α = diam₂(X)`` (docs/defaults.md)."""
+    """PASAN: ellipsoid privatizer and an AdaGrad-norm step size.
+
+    Update rule (``π_A`` the Euclidean projection onto the ellipsoid ``{x : xᵀAx ≤ 1}``,
+    ``A = C/B²``, ``ξ_k ~ N(0, A⁻¹)``, ``α`` = ``lr``; ``proj_X`` applied by the engine)::
+
+        ĝ^k = (1/b) Σ_{i∈B_k} π_A(g_i) + (σ/b) ξ_k
+        α_k = α / max(√(Σ_{i≤k} ‖ĝ^i‖²), ε)
+        x_k = proj_X(x_{k-1} - α_k ĝ^k)
+
+    Source: [PAGAN] Alg. 1, lines 7–8; radius from Theorem 1 (ALGORITHMS §2.4).  One Gaussian
+    release of multiplier σ per step (``radius=None`` is data-dependent: declared non-private).
+
+    Scale: ``lr`` (0.1) is absolute; [PAGAN] Thm 1 takes ``α = diam₂(X)`` (docs/defaults.md).
+
+    Returns
+    -------
+    Optimizer
+        With probe ``projected_fraction``: the fraction of the step's examples moved by the
+        projection.
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.optimizers.pasan(radius=2.0)
+    >>> opt.private, sorted(opt.probes)
+    (True, ['projected_fraction'])
+    """
     return _build("pasan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)
 
 
-@register(per_coordinate=_PER_COORDINATE)
+@register(per_coordinate=_PER_COORDINATE, doc=_DOC)
 def pagan(lr: LR = 0.1, noise_multiplier: SIGMA = 1.0, radius: RADIUS = None, scaling: SCALING = "identity",
           sigma_hat: SIGMA_HAT = None, eps: EPS_POSITIVE = 1e-12, noise: NOISE = "gaussian") -> Optimizer:
-    """PAGAN ([PAGAN] Alg. 2): ellipsoid privatizer + diagonal AdaGrad step.  Scale: ``lr`` (0.1)
-    is absolute; [PAGAN] Thm 2 takes ``α = diam_∞(X)`` (docs/defaults.md)."""
+    """PAGAN: ellipsoid privatizer and a diagonal AdaGrad step.
+
+    Update rule (``ĝ^k`` the ellipsoid release of :func:`pasan`, ``α`` = ``lr``)::
+
+        x_{k,j} = x_{k-1,j} - α ĝ^k_j / max(√(Σ_{i≤k} (ĝ^i_j)²), ε)
+        x_k = proj_X(x_k)               (box domains only)
+
+    i.e. ``H_k = diag(Σ_{i≤k} ĝ^i ĝ^{iᵀ})^{1/2} / α``, ``x ← proj_X^{H_k}(x − H_k⁻¹ ĝ^k)``.
+
+    Source: [PAGAN] Alg. 2, lines 7–8; radius from Theorem 2 (ALGORITHMS §2.4).  One Gaussian
+    release of multiplier σ per step.
+
+    Scale: ``lr`` (0.1) is absolute; [PAGAN] Thm 2 takes ``α = diam_∞(X)`` (docs/defaults.md).
+
+    Returns
+    -------
+    Optimizer
+        With probe ``projected_fraction``: the fraction of the step's examples moved by the
+        projection.
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.pagan(radius=1.0, scaling="optimal").hyperparameters["scaling"]
+    'optimal'
+    """
     return _build("pagan", lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise)

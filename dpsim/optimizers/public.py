@@ -58,20 +58,18 @@ this module that moved when it came in; the public splits of the experiments —
 dense ``eigh``, unchanged).  A trial it does not settle to ARPACK's residual criterion takes the
 per-trial path.
 
-Measured at the throughput workload W (``n = 25 000``, ``d = 10 000``, 1 % dense, ``R = 64``,
-``public_fraction = 0.05``: ``m = 1 250``, ``k = 2``): the public Gram spectrum has one spike and
-a flat bulk, ``λ_2/λ_3 ≈ 1.01–1.02``.  Per trial, ARPACK needed about 89 products with the dense
-``K`` (≈ 1.5 ms each, 64 trials one after another: ≈ 4 s of CPU a step, 0.004× DP-SGD); the
-batched Lanczos converges in about 60 steps of ≈ 8 ms (the GEMM) plus the reorthogonalization,
-≈ 0.9 s a step, 0.015× DP-SGD (CPU clock, interleaved with DP-SGD on a loaded machine).  Why
-0.5× is out of reach of any method returning the reference's projection to rounding: a Krylov
-method at that gap needs on the order of 50–100 applications of each ``K_r`` whatever the start
-(a block method more); one application to all 64 trials costs at least ``2 nnz(X_pub) R ≈
-1.6·10⁷`` multiply-adds through the sparse rows (``10⁸`` through the dense ``M``), i.e. ≥ 10⁹ a
-step — ≥ 0.07 s at this machine's GEMM rate even at peak, against DP-SGD's ≈ 13 ms: ≤ 0.2×.
-A dense LAPACK eigensolver (``eigh`` with ``subset_by_index``, driver ``evr`` or ``evx``) first
-reduces ``K_r`` to tridiagonal form (``(4/3) m³ ≈ 2.6·10⁹`` flops per trial, ``1.7·10¹¹`` a step),
-slower still.
+At the throughput workload W (``n = 25 000``, ``d = 10 000``, 1 % dense, ``R = 64``,
+``public_fraction = 0.05``: ``m = 1 250``, ``k = 2``) the public Gram spectrum has one spike and
+a flat bulk, ``λ_2/λ_3 ≈ 1.01–1.02``: per-trial ARPACK needs many products with the dense ``K``,
+one trial after another, and the batched Lanczos, which applies all trials' ``K`` in one GEMM,
+is measured several times faster (docs/performance.md).  Why PDP-SGD stays far slower than
+DP-SGD with any method returning the reference's projection to rounding: a Krylov method at that
+gap needs on the order of 50–100 applications of each ``K_r`` whatever the start (a block method
+more); one application to all 64 trials costs at least ``2 nnz(X_pub) R ≈ 1.6·10⁷``
+multiply-adds through the sparse rows (``10⁸`` through the dense ``M``), i.e. ≥ 10⁹ a step,
+orders of magnitude more than a DP-SGD step's work.  A dense LAPACK eigensolver (``eigh`` with
+``subset_by_index``, driver ``evr`` or ``evx``) first reduces ``K_r`` to tridiagonal form
+(``(4/3) m³ ≈ 2.6·10⁹`` flops per trial, ``1.7·10¹¹`` a step), slower still.
 
 Pieces: ``"privatizer"``, ``"preconditioner"`` (adadps), ``"lr"``.  Ranges: ``lr`` ∈ [0, ∞),
 ``clip`` ∈ (0, ∞], ``noise_multiplier`` ∈ [0, ∞), ``beta`` ∈ [0, 1), ``eps`` ∈ (0, ∞), ``k`` a
@@ -92,7 +90,7 @@ from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import PreconditionState, precondition, rmsprop
 from ._hyper import BETA, CLIP, EPS_POSITIVE, FRACTION, LR, NOISE, SIGMA, PositiveInt
 from ._registry import Optimizer, optimizer, register
-from ..transforms import _fused_release as _fr
+from ..transforms import elements as _fr
 from .baselines import described, learning_rate, neg_lr, release
 
 __all__ = ["pdp_sgd", "adadps"]
@@ -109,11 +107,36 @@ def _fraction(x) -> float:
     return hyper("public_fraction", x, "(0, 1)")
 
 
-@register
+_DOC = {
+    "k": "Dimension of the public gradient subspace (at most min(public examples, d)).",
+    "eps": "Additive constant ε of ``D = √v + ε`` (unrelated to the privacy ε).",
+    "beta": "Decay β of the public second moment.",
+}
+
+
+@register(doc=_DOC)
 def pdp_sgd(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, k: SUBSPACE = 10,
             public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
     """PDP-SGD: the DP-SGD release projected onto the top-``k`` public gradient subspace.
-    Scale: ``k`` (10) must fit ``d`` and the ``public_fraction·n`` public examples (docs/defaults.md)."""
+
+    Update rule (``V_t`` (d × k): the top-``k`` right singular vectors of the public per-example
+    gradients at ``w_{t-1}``, recomputed each step)::
+
+        g̃_t = V_t V_tᵀ (1/b) (Σ_{i∈B_t} clip(g_i, C) + σC ξ_t)
+        w_t = w_{t-1} - η g̃_t
+
+    Source: Zhou et al. 2021, a baseline of [PAGAN] §6 (ALGORITHMS §2.4).  The public split is not
+    protected; ε covers the private part.
+
+    Scale: ``k`` (10) must fit ``d`` and the ``public_fraction·n`` public examples
+    (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> dpsim.optimizers.pdp_sgd(k=2).public_fraction
+    0.01
+    """
     return optimizer(named_chain(("privatizer", _subspace_privatizer(clip, noise_multiplier, k, noise)),
                                  learning_rate(lr)),
                      note=_PUBLIC_NOTE, public_fraction=_fraction(public_fraction))
@@ -133,12 +156,31 @@ def _public_mean_gradient(batch, ctx):
     return out
 
 
-@register
+@register(doc=_DOC)
 def adadps(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, beta: BETA = 0.9,
            eps: EPS_POSITIVE = 1e-8, public_fraction: FRACTION = 0.01, noise: NOISE = "gaussian") -> Optimizer:
     """AdaDPS-RMSProp: preconditioner from public gradients, preconditioned per-example clipping.
+
+    Update rule (``ḡ_pub`` the mean public gradient at ``w_{t-1}``)::
+
+        v_t = β v_{t-1} + (1-β) ḡ_pub²
+        D_t = √v_t + ε
+        g̃_t = (1/b) (Σ_{i∈B_t} clip(g_i / D_t, C) + σC ξ_t)
+        w_t = w_{t-1} - η g̃_t
+
+    Source: Li et al. 2022 (AdaDPS), a baseline of [DP2] §5.2 (ALGORITHMS §2.5).  One Gaussian
+    release per step on the private part.
+
     Scale: ``eps`` (1e-8) is relative to the public ``√v``; [DP2] Table 2 tuned 1e-3 to 1e-2
-    (docs/defaults.md)."""
+    (docs/defaults.md).
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> opt = dpsim.optimizers.adadps(eps=1e-3)
+    >>> opt.private, opt.public_fraction
+    (True, 0.01)
+    """
     eps = hyper("eps", eps, "(0, inf)")
     beta = hyper("beta", beta, "[0, 1)")
     privatizer = gaussian_privatizer(clip, noise_multiplier, noise=noise)
@@ -157,7 +199,7 @@ def _adadps_fast(stp, privatizer, beta, eps):
     ``(transform, prepare)``.  ``prepare(batch, state, params, ctx) -> (state', s)`` (or ``None``
     off the fast path) is the public part below; the transform follows it with the privatizer's
     release of ``batch.scaled(s)``, and the engine's fused release
-    (:class:`dpsim.transforms._fused_release.Prepared`) with the same release, the learning rate
+    (:class:`dpsim.transforms.elements.Prepared`) with the same release, the learning rate
     and the parameter update in one kernel pass (bit for bit, ``tests/test_w_fast.py``).
 
     The reference computes the mean public gradient ``ḡ`` (R, d), feeds it to RMSProp
@@ -183,9 +225,9 @@ def _adadps_fast(stp, privatizer, beta, eps):
     ``C``, which change every step (the noise makes ``W`` dense), and the statistic is the square
     of the *mean* public gradient, not a mean of squares, so the fixed ``X_pub ∘ X_pub`` of a GLM's
     per-example second moment (``Σ_j c_j² x_j ∘ x_j``) does not enter.  At workload W (``m = 1 250``,
-    ``2 × 8·10⁶`` multiply-adds, ``6.4·10⁵`` divisions and square roots) this path runs at
-    ≈ 0.5× DP-SGD, the previous one (row-order products through ``Wᵀ`` and an ``(R, d)``
-    ``X_pubᵀ C``) at ≈ 0.35–0.44× (CPU clock, interleaved, loaded machine)."""
+    ``2 × 8·10⁶`` multiply-adds, ``6.4·10⁵`` divisions and square roots) this path is measured
+    faster than the previous one (row-order products through ``Wᵀ`` and an ``(R, d)``
+    ``X_pubᵀ C``); the numbers are in docs/performance.md."""
     pname, qname = stp.names
 
     def prepare(batch, state, params, ctx):

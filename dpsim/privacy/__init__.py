@@ -4,6 +4,18 @@
 
 Primitives exposed here: :func:`clip_l2`, :func:`project_ellipsoid`, and the DP-MF helpers
 :func:`strategy`, :func:`sensitivity`, :func:`prefix_rmse`.
+
+Examples
+--------
+The DP-MF strategies: the square-root Toeplitz factorization has a smaller prefix-sum error
+than independent noise (the identity) at the same sensitivity:
+
+>>> from dpsim.privacy import prefix_rmse, sensitivity, strategy
+>>> M = strategy("sqrt_toeplitz", 4)
+>>> round(prefix_rmse(strategy("identity", 4)), 4), round(prefix_rmse(M), 4)
+(1.5811, 1.3814)
+>>> round(sensitivity(M), 4)
+1.22
 """
 
 import importlib as _importlib

@@ -359,7 +359,7 @@ def _ball_factor(nrm, sqa, alpha):
     else ``f = 1``, ``λ = 0``; both NaN when ``nrm`` is not finite ([PAGAN] §2: ``π_A(g) = g/(1 + λα)``
     with ``1 + λα = √α ||g||``).  Written without branches (the operands are selected, so no
     division by zero is ever evaluated and the result is the same under either error model): the
-    fused kernel (:mod:`dpsim.fused`) runs it on vectors of examples with the same bits."""
+    fused kernel (:mod:`dpsim.fast.block`) runs it on vectors of examples with the same bits."""
     s = sqa * nrm
     out = s > 1.0
     f = 1.0 / (s if out else 1.0)
@@ -531,7 +531,7 @@ def glm_arguments(X, y, link, reg, W, idx, mask, Amat, arow):
     Amat, SA, ISA, arow, const_a), work)`` — the rows as CSR or flattened dense, the link's code,
     the per-row constants of ``A`` (``√a``, ``1/√a``, the constant value of a row or ``-1``).
     Shared by :func:`glm_projected_sum` and the fused release of PAGAN
-    (:mod:`dpsim.transforms._fused_release`), so both run the kernel on the same inputs."""
+    (:mod:`dpsim.fast.release`), so both run the kernel on the same inputs."""
     d = W.shape[1]
     R = W.shape[0]
     idx = np.ascontiguousarray(idx, dtype=np.int64)

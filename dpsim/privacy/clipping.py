@@ -14,6 +14,31 @@ def clip_l2(g, clip):
 
     ``g`` has shape ``(..., d)``; ``clip`` is a positive scalar (``inf`` = no clipping) or an array
     broadcastable to ``g.shape[:-1]``.  Zero rows stay zero.  Does not modify ``g``.
+
+    Parameters
+    ----------
+    g : array
+        Rows to clip, shape ``(..., d)``, on any backend.
+    clip : float or array
+        The norm ``C`` > 0 (``inf``: no clipping), or an array broadcastable to ``g.shape[:-1]``.
+
+    Returns
+    -------
+    array
+        ``g · min(1, C / ||g||₂)`` row by row, shaped as ``g``.
+
+    Raises
+    ------
+    ValueError
+        If a scalar ``clip`` is not positive.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpsim.privacy import clip_l2
+    >>> clip_l2(np.array([[3.0, 4.0], [0.3, 0.4]]), 1.0)
+    array([[0.6, 0.8],
+           [0.3, 0.4]])
     """
     xp = array_namespace(g)
     norms = xp.sqrt(xp.sum(g * g, axis=-1))  # core standard (no linalg extension needed)

@@ -135,6 +135,27 @@ def scaling_diagonal(sigma, algorithm):
     longest semi-axis of ``E_{C/B²}``.
 
     ``sigma``: positive ``(d,)`` or ``(R, d)``; returns the same shape.
+
+    Parameters
+    ----------
+    sigma : numpy.ndarray
+        Positive coordinate scales, ``(d,)`` or ``(R, d)``.
+    algorithm : {'pasan', 'pagan'}
+        Which theorem's exponent (1 or 4/3).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``C_jj``, shaped as ``sigma``, with ``min_j C_jj = 1``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpsim.privacy.ellipsoid import project_ellipsoid, scaling_diagonal
+    >>> scaling_diagonal(np.array([1.0, 0.5]), "pasan")
+    array([1., 2.])
+    >>> project_ellipsoid(np.array([[2.0, 0.0]]), np.array([1.0, 4.0]))
+    array([[1., 0.]])
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {ALGORITHMS}, got algorithm={algorithm!r}")
@@ -151,6 +172,20 @@ def empirical_moment(C_diag, grads, p):
     ``G(z_i; C)`` of Assumption 1 (for a GLM with 1-Lipschitz link, the feature rows ``x_i``).
     ``C_diag`` ``(d,)`` → float; ``(M, d)`` → ``(M,)``.  Computed with the largest entry and the
     largest norm factored out, so neither large gradients nor large ``p`` overflow.
+
+    Parameters
+    ----------
+    C_diag : numpy.ndarray
+        The diagonal ``C``, ``(d,)`` or ``(M, d)``.
+    grads : array_like or scipy.sparse matrix
+        ``(n, d)`` vectors whose ``C``-norms are the Lipschitz constants.
+    p : float
+        The moment's order.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ``Ĝ_p``, a float for a ``(d,)`` ``C_diag``, else ``(M,)``.
     """
     C = _positive_array("C_diag", C_diag)
     p = float(p)
@@ -200,20 +235,33 @@ def ellipsoid_radius(C_diag, grads, *, n, noise_multiplier=None, epsilon=None, d
 
     Parameters
     ----------
-    C_diag : positive ``(d,)`` or ``(M, d)`` (one ``C`` per trial).
-    grads : per-example gradients ``(n_s, d)`` (or Lipschitz vectors, see
+    C_diag : numpy.ndarray
+        Positive ``(d,)``, or ``(M, d)`` (one ``C`` per trial).
+    grads : array_like, scipy.sparse matrix or float
+        Per-example gradients ``(n_s, d)`` (or Lipschitz vectors, see
         :func:`empirical_moment`), giving ``G_{2p}(C) = Ĝ_{2p}(S; C)``; or a positive scalar /
         ``(M,)`` array: the moment ``G_{2p}(C)`` itself.
-    n : the data set size in the formula.
-    noise_multiplier : σ — dpsim's calibration; replaces ``nε/√log(1/δ)`` by ``n/σ`` (the
-        paper's noise scale ``√log(1/δ)/(bε)`` is dpsim's ``σ/b``).  ``σ = 0`` gives ``B = inf``.
-        Scalar or ``(M,)``.
-    epsilon, delta : the paper's parametrization instead of ``noise_multiplier`` (give exactly
-        one of the two).
-    algorithm : ``"pasan"`` (Theorem 1) or ``"pagan"`` (Theorem 2).
-    domain, domain_radius : ``"box"`` (``[-r, r]^d``) or ``"ball"`` (ℓ2 ball), radius ``r``.
+    n : int
+        The data set size in the formula.
+    noise_multiplier : float or numpy.ndarray, optional
+        σ, dpsim's calibration: replaces ``nε/√log(1/δ)`` by ``n/σ`` (the paper's noise scale
+        ``√log(1/δ)/(bε)`` is dpsim's ``σ/b``).  ``σ = 0`` gives ``B = inf``.  Scalar or ``(M,)``.
+    epsilon, delta : float, optional
+        The paper's parametrization instead of ``noise_multiplier`` (give exactly one of the
+        two).
+    algorithm : {'pasan', 'pagan'}
+        Theorem 1 or Theorem 2.
+    domain : {'box', 'ball'}
+        ``[-r, r]^d`` or the ℓ2 ball of radius ``r``.
+    domain_radius : float
+        ``r``.
+    p : float, optional
+        The moment order ``p ≥ 1`` (default ``max(1, ln d)``).
 
-    Returns a float, or an ``(M,)`` array when ``C_diag`` is 2-D or σ is per-trial.
+    Returns
+    -------
+    float or numpy.ndarray
+        ``B``, a float or ``(M,)`` (``inf`` at ``σ = 0``).
     """
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm must be one of {ALGORITHMS}, got algorithm={algorithm!r}")
@@ -321,6 +369,26 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     the domain is a box (or absent).  Declares a release with noise multiplier σ.  A and the noise
     scale are fixed at the first step (``A_k = A`` for all k).
     The transformation is the first item of :func:`ellipsoid_parts`.
+
+    Parameters
+    ----------
+    noise_multiplier : float or sequence of float
+        σ ≥ 0.
+    radius : float, optional
+        ``B`` (``None``: the Theorem 1/2 formula, non-private).
+    scaling : str or array_like
+        ``"identity"``, ``"optimal"`` or ``C_diag``.
+    sigma_hat : array_like, optional
+        Coordinate scales for ``"optimal"``.
+    algorithm : {'pasan', 'pagan'}
+        Which algorithm's exponent and radius formula.
+    noise : str
+        The noise name.
+
+    Returns
+    -------
+    GradientTransformation
+        The privatizer (state :class:`EllipsoidState`).
     """
     return ellipsoid_parts(noise_multiplier, radius=radius, scaling=scaling, sigma_hat=sigma_hat,
                            algorithm=algorithm, noise=noise)[0]
@@ -329,12 +397,32 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
 def ellipsoid_parts(noise_multiplier, *, radius=None, scaling="identity", sigma_hat=None,
                     algorithm="pasan", noise="gaussian"):
     """``(tx, glm_release)``: :func:`ellipsoid_privatizer`'s transformation ``tx`` and, for the
-    fused release of PAGAN (:class:`dpsim.transforms._fused_release.Ellipsoid`),
+    fused release of PAGAN (:class:`dpsim.transforms.elements.Ellipsoid`),
     ``glm_release(batch, state, params, ctx) -> (state', rows, kernel_batch, std) | None``: the
     privatizer's state after its first-step set-up, the GLM kernel's arguments
     (:func:`~dpsim.privacy._ellipsoid.glm_arguments`) and the noise std ``(M, d)`` (``None``: no
     noise is drawn) — what ``tx.update`` hands the kernel and the noise on the same step — or
     ``None`` when the step has no GLM form or the noise is correlated (the chain then runs).
+
+    Parameters
+    ----------
+    noise_multiplier : float or sequence of float
+        σ ≥ 0.
+    radius : float, optional
+        ``B``.
+    scaling : str or array_like
+        ``"identity"``, ``"optimal"`` or ``C_diag``.
+    sigma_hat : array_like, optional
+        Coordinate scales for ``"optimal"``.
+    algorithm : {'pasan', 'pagan'}
+        Which algorithm.
+    noise : str
+        The noise name.
+
+    Returns
+    -------
+    tuple
+        ``(tx, glm_release)``.
     """
     src = NoiseSource(noise)  # ValueError naming a bad value
     if algorithm not in ALGORITHMS:

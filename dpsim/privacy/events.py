@@ -98,14 +98,40 @@ _TYPES = (GaussianRelease, CorrelatedRelease, TcdpBudget, NonPrivate)
 
 
 def at(event: PrivacyEvent, key) -> PrivacyEvent:
-    """``event`` seen from one level up: its piece's state is ``state[key]`` of the parent."""
+    """``event`` seen from one level up: its piece's state is ``state[key]`` of the parent.
+
+    Parameters
+    ----------
+    event : PrivacyEvent
+        An event declared by a piece.
+    key : str or int
+        The piece's key in its parent's state.
+
+    Returns
+    -------
+    PrivacyEvent
+        The event with ``key`` prepended to its path.
+    """
     if not isinstance(event, _TYPES):
         raise TypeError(f"not a privacy event: {event!r}")
     return dataclasses.replace(event, path=(key,) + event.path)
 
 
 def restrict(event: PrivacyEvent, mask: Callable[[int], np.ndarray]) -> PrivacyEvent:
-    """``event`` limited to the steps of ``mask`` (releases only; other events unchanged)."""
+    """``event`` limited to the steps of ``mask`` (releases only; other events unchanged).
+
+    Parameters
+    ----------
+    event : PrivacyEvent
+        An event.
+    mask : callable
+        ``mask(steps) -> (steps,)`` boolean array of the steps kept.
+
+    Returns
+    -------
+    PrivacyEvent
+        The restricted event.
+    """
     if not isinstance(event, (GaussianRelease, CorrelatedRelease)):
         return event
     inner = event.schedule
@@ -115,7 +141,27 @@ def restrict(event: PrivacyEvent, mask: Callable[[int], np.ndarray]) -> PrivacyE
 
 
 def schedule_mask(event, steps: int) -> np.ndarray:
-    """Boolean ``(steps,)`` mask of the steps on which a release happens."""
+    """Boolean ``(steps,)`` mask of the steps on which a release happens.
+
+    Parameters
+    ----------
+    event : PrivacyEvent
+        A release.
+    steps : int
+        Number of steps.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean ``(steps,)``.
+
+    Examples
+    --------
+    >>> from dpsim.privacy.events import GaussianRelease, schedule_mask
+    >>> release = GaussianRelease(noise_multiplier=1.0)
+    >>> schedule_mask(release, 3)
+    array([ True,  True,  True])
+    """
     if event.schedule is None:
         return np.ones(steps, dtype=bool)
     m = np.asarray(event.schedule(steps), dtype=bool)
@@ -126,7 +172,20 @@ def schedule_mask(event, steps: int) -> np.ndarray:
 
 def union(a, b):
     """One release from two declarations of the same piece on disjoint or overlapping steps
-    (a piece shared by two phases of :func:`dpsim.transforms.alternate`)."""
+    (a piece shared by two phases of :func:`dpsim.transforms.alternate`).
+
+    Parameters
+    ----------
+    a : PrivacyEvent
+        One declaration.
+    b : PrivacyEvent
+        The other, of the same release.
+
+    Returns
+    -------
+    PrivacyEvent
+        One release on the union of their steps.
+    """
     sa, sb = a.schedule, b.schedule
     if sa is None or sb is None:
         return dataclasses.replace(a, schedule=None)
@@ -134,7 +193,20 @@ def union(a, b):
 
 
 def same_release(a, b) -> bool:
-    """True when ``a`` and ``b`` differ at most in their schedules."""
+    """True when ``a`` and ``b`` differ at most in their schedules.
+
+    Parameters
+    ----------
+    a : PrivacyEvent
+        An event.
+    b : PrivacyEvent
+        Another.
+
+    Returns
+    -------
+    bool
+        Whether they are one release (schedules aside).
+    """
     if type(a) is not type(b) or not isinstance(a, (GaussianRelease, CorrelatedRelease)):
         return False
     return dataclasses.replace(a, schedule=None) == dataclasses.replace(b, schedule=None)

@@ -80,6 +80,7 @@ Large T: every Toeplitz quantity has an O(T)–O(T log T) coefficient version (`
 
 Streaming (:func:`noise_stream`): ``init(shape, backend) -> state``, ``next(state, backend) ->
 (u, state)`` with one ``backend.normal(shape)`` draw ``Z_t`` per step, in order.
+
     * identity: ``u = Z_t`` exactly (bit-identical to DP-SGD's draws).
     * banded (and any short Toeplitz strategy): forward substitution
       ``y_t = (Z_t − Σ_{j=1}^{k−1} m_j y_{t−j}) / m_0`` (an IIR filter), state = the last ``k−1``
@@ -146,7 +147,24 @@ _NAMES_HELP = "'identity' (or 'gaussian'), 'sqrt_toeplitz', 'banded:<k>' with an
 def parse_noise(name) -> tuple[str, int | None]:
     """Parse a noise/strategy name → ``("identity", None)``, ``("sqrt_toeplitz", None)`` or
     ``("banded", k)``.  ``"gaussian"`` is an alias of ``"identity"``.  Raises ``ValueError`` naming
-    the value otherwise."""
+    the value otherwise.
+
+    Parameters
+    ----------
+    name : str
+        A noise name.
+
+    Returns
+    -------
+    tuple
+        ``(kind, k)``.
+
+    Examples
+    --------
+    >>> from dpsim.privacy.mf import parse_noise
+    >>> parse_noise("gaussian"), parse_noise("banded:3")
+    (('identity', None), ('banded', 3))
+    """
     if not isinstance(name, str):
         raise ValueError(f"noise/strategy name must be a string ({_NAMES_HELP}), got {name!r}")
     if name in ("identity", "gaussian"):
@@ -175,7 +193,18 @@ def _check_steps(steps) -> int:
 # ----------------------------------------------------------------------------------------------
 def sqrt_toeplitz_coefficients(n: int) -> np.ndarray:
     """First ``n`` coefficients of ``(1−x)^{-1/2}``: ``c_k = C(2k,k)/4^k`` by the stable recurrence
-    ``c_0 = 1``, ``c_k = c_{k−1}(2k−1)/(2k)`` (no factorials).  Toeplitz with these is ``A^{1/2}``."""
+    ``c_0 = 1``, ``c_k = c_{k−1}(2k−1)/(2k)`` (no factorials).  Toeplitz with these is ``A^{1/2}``.
+
+    Parameters
+    ----------
+    n : int
+        Number of coefficients.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``c_0, …, c_{n−1}``.
+    """
     n = _check_steps(n)
     k = np.arange(1, n, dtype=float)
     return np.concatenate(([1.0], np.cumprod((2.0 * k - 1.0) / (2.0 * k))))
@@ -183,7 +212,18 @@ def sqrt_toeplitz_coefficients(n: int) -> np.ndarray:
 
 def sqrt_toeplitz_inverse_coefficients(n: int) -> np.ndarray:
     """First ``n`` coefficients of ``(1−x)^{1/2}`` (those of ``A^{-1/2}``): ``r_0 = 1``,
-    ``r_k = r_{k−1}(2k−3)/(2k)`` (``r_1 = −1/2``; all ``r_k < 0`` for ``k ≥ 1``)."""
+    ``r_k = r_{k−1}(2k−3)/(2k)`` (``r_1 = −1/2``; all ``r_k < 0`` for ``k ≥ 1``).
+
+    Parameters
+    ----------
+    n : int
+        Number of coefficients.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``r_0, …, r_{n−1}``.
+    """
     n = _check_steps(n)
     k = np.arange(1, n, dtype=float)
     return np.concatenate(([1.0], np.cumprod((2.0 * k - 3.0) / (2.0 * k))))
@@ -192,7 +232,26 @@ def sqrt_toeplitz_inverse_coefficients(n: int) -> np.ndarray:
 def toeplitz_coefficients(name: str, steps: int) -> np.ndarray:
     """Toeplitz coefficients ``m_0, m_1, …`` (first column of ``M``) of a named strategy for ``T``
     steps: identity → ``[1]``, sqrt_toeplitz → ``T`` coefficients, ``banded:k`` → ``min(k, T)``
-    optimized coefficients (normalized to ``m_0 = 1``).  Missing trailing coefficients are 0."""
+    optimized coefficients (normalized to ``m_0 = 1``).  Missing trailing coefficients are 0.
+
+    Parameters
+    ----------
+    name : str
+        A strategy name.
+    steps : int
+        ``T``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The coefficients.
+
+    Examples
+    --------
+    >>> from dpsim.privacy.mf import toeplitz_coefficients
+    >>> toeplitz_coefficients("sqrt_toeplitz", 3)
+    array([1.   , 0.5  , 0.375])
+    """
     kind, k = parse_noise(name)
     steps = _check_steps(steps)
     if kind == "identity":
@@ -226,7 +285,20 @@ def _trim(coefs, steps: int) -> np.ndarray:
 
 def toeplitz_matrix(coefs, steps: int) -> np.ndarray:
     """The ``T×T`` lower-triangular Toeplitz matrix with first column ``coefs`` (zero-padded or
-    truncated to ``T``).  For building/inspecting small cases only."""
+    truncated to ``T``).  For building/inspecting small cases only.
+
+    Parameters
+    ----------
+    coefs : array_like
+        The Toeplitz coefficients ``m_0, m_1, …`` of ``M``.
+    steps : int
+        ``T``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``M``, (T, T).
+    """
     steps = _check_steps(steps)
     c = _pad(coefs, steps)
     idx = np.arange(steps)
@@ -252,7 +324,20 @@ def _series_inverse_fft(c: np.ndarray, n: int) -> np.ndarray:
 def inverse_coefficients(coefs, steps: int) -> np.ndarray:
     """The ``T`` Toeplitz coefficients of ``M⁻¹`` (lower-triangular Toeplitz too): the power series
     ``1 / m(x)`` mod ``x^T``.  O(T·k) by the IIR recurrence (``scipy.signal.lfilter``) for ``k``
-    coefficients when ``T·k`` is moderate, else O(T log T) by Newton's iteration with FFTs."""
+    coefficients when ``T·k`` is moderate, else O(T log T) by Newton's iteration with FFTs.
+
+    Parameters
+    ----------
+    coefs : array_like
+        The Toeplitz coefficients ``m_0, m_1, …`` of ``M``.
+    steps : int
+        ``T``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The ``T`` coefficients of ``M⁻¹``.
+    """
     steps = _check_steps(steps)
     c = _trim(coefs, steps)
     if c.size * steps <= 4_000_000 or c.size <= 64:
@@ -266,7 +351,20 @@ def inverse_coefficients(coefs, steps: int) -> np.ndarray:
 
 def toeplitz_sensitivity(coefs, steps: int | None = None) -> float:
     """Single-participation sensitivity of a lower-triangular Toeplitz ``M`` (T×T): its first column
-    is the longest, so ``sens = sqrt(Σ_{k<T} m_k²)``."""
+    is the longest, so ``sens = sqrt(Σ_{k<T} m_k²)``.
+
+    Parameters
+    ----------
+    coefs : array_like
+        The Toeplitz coefficients of ``M``.
+    steps : int, optional
+        ``T`` (default: all coefficients).
+
+    Returns
+    -------
+    float
+        The norm of the first column.
+    """
     c = np.asarray(coefs, dtype=float).reshape(-1)
     if steps is not None:
         c = c[: _check_steps(steps)]
@@ -276,7 +374,20 @@ def toeplitz_sensitivity(coefs, steps: int | None = None) -> float:
 def toeplitz_worst_case_sensitivity(coefs, steps: int) -> float:
     """:func:`worst_case_sensitivity` of the T×T lower-triangular Toeplitz ``M`` in O(T):
     ``sqrt(Σ_t (Σ_{k≤t} m_k)²)`` (= ``||M·1||``) when all ``m_k ≥ 0``, else
-    ``Σ_j ||M_{:,j}|| = Σ_{j} sqrt(Σ_{k<T−j} m_k²)``."""
+    ``Σ_j ||M_{:,j}|| = Σ_{j} sqrt(Σ_{k<T−j} m_k²)``.
+
+    Parameters
+    ----------
+    coefs : array_like
+        The Toeplitz coefficients ``m_0, m_1, …`` of ``M``.
+    steps : int
+        ``T``.
+
+    Returns
+    -------
+    float
+        The sensitivity under any participation.
+    """
     steps = _check_steps(steps)
     c = _pad(coefs, steps)
     if np.all(c >= 0):
@@ -290,7 +401,20 @@ def toeplitz_bandwidth(coefs, steps: int) -> int:
     """Number of nonzero diagonals of the T×T lower-triangular Toeplitz ``M``: one plus the index
     of its last nonzero coefficient among the first T (column ``j`` is supported on rows
     ``j … j + w − 1``).  The amplified cyclic-Poisson accounting needs ``w ≤ k`` (module
-    docstring)."""
+    docstring).
+
+    Parameters
+    ----------
+    coefs : array_like
+        The Toeplitz coefficients ``m_0, m_1, …`` of ``M``.
+    steps : int
+        ``T``.
+
+    Returns
+    -------
+    int
+        The number of nonzero diagonals.
+    """
     steps = _check_steps(steps)
     c = np.asarray(coefs, dtype=float).reshape(-1)[:steps]
     nz = np.flatnonzero(c)
@@ -302,7 +426,22 @@ def toeplitz_prefix_rmse(coefs, steps: int, *, inverse=None) -> float:
 
     ``A M⁻¹`` is Toeplitz with coefficients ``s = cumsum(r)`` (``r`` = coefficients of ``M⁻¹``), and
     its diagonal ``k`` has ``T − k`` entries, so ``||A M⁻¹||_F² = Σ_k (T−k) s_k²``.  ``inverse``:
-    the coefficients of ``M⁻¹`` when already known (else :func:`inverse_coefficients`)."""
+    the coefficients of ``M⁻¹`` when already known (else :func:`inverse_coefficients`).
+
+    Parameters
+    ----------
+    coefs : array_like
+        The Toeplitz coefficients ``m_0, m_1, …`` of ``M``.
+    steps : int
+        ``T``.
+    inverse : array_like, optional
+        The coefficients of ``M⁻¹``, when known.
+
+    Returns
+    -------
+    float
+        The prefix-sum RMSE.
+    """
     steps = _check_steps(steps)
     r = inverse_coefficients(coefs, steps) if inverse is None else _pad(inverse, steps)
     s = np.cumsum(r)
@@ -315,7 +454,22 @@ def toeplitz_step_variance(coefs, steps: int, *, inverse=None) -> np.ndarray:
     """Per-step variance ``E[u_t²] = sens² Σ_{j≤t} r_j²`` (per coordinate) of the unit-scale streamed
     noise ``u = sens · M⁻¹ Z``: the diagonal of ``sens² M⁻¹ M⁻ᵀ``, shape ``(T,)``.  This is what
     bias corrections with DP-MF need (ALGORITHMS §4.3): the noise variance of step ``t`` is
-    ``Φ · step_variance[t−1]`` with ``Φ = (σC/b)²``."""
+    ``Φ · step_variance[t−1]`` with ``Φ = (σC/b)²``.
+
+    Parameters
+    ----------
+    coefs : array_like
+        The Toeplitz coefficients ``m_0, m_1, …`` of ``M``.
+    steps : int
+        ``T``.
+    inverse : array_like, optional
+        The coefficients of ``M⁻¹``, when known.
+
+    Returns
+    -------
+    numpy.ndarray
+        (T,) variances.
+    """
     steps = _check_steps(steps)
     r = inverse_coefficients(coefs, steps) if inverse is None else _pad(inverse, steps)
     return toeplitz_sensitivity(coefs, steps) ** 2 * np.cumsum(r * r)
@@ -388,6 +542,18 @@ def banded_coefficients(bands: int, steps: int) -> np.ndarray:
     coefficients of ``sqrt_toeplitz`` (the banded square root, BSR, of Kalinin & Lampert 2024).
     The result is the best of {optimized, truncated sqrt, identity}, so its RMSE is never above
     either.  ``k > T`` is clamped to ``T``.  Cached on ``(k, T)``; returns a fresh copy.
+
+    Parameters
+    ----------
+    bands : int
+        ``k``.
+    steps : int
+        ``T``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The ``min(k, T)`` coefficients, ``m_0 = 1``.
     """
     if isinstance(bands, bool) or not isinstance(bands, (int, np.integer)) or bands < 1:
         raise ValueError(f"bands must be a positive integer, got bands={bands!r}")
@@ -399,7 +565,18 @@ def banded_coefficients(bands: int, steps: int) -> np.ndarray:
 # matrices (small T)
 # ----------------------------------------------------------------------------------------------
 def prefix_sum_matrix(steps: int) -> np.ndarray:
-    """``A``: the T×T all-ones lower triangle (prefix sums)."""
+    """``A``: the T×T all-ones lower triangle (prefix sums).
+
+    Parameters
+    ----------
+    steps : int
+        ``T``.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``A``, (T, T).
+    """
     steps = _check_steps(steps)
     return np.tril(np.ones((steps, steps)))
 
@@ -407,7 +584,28 @@ def prefix_sum_matrix(steps: int) -> np.ndarray:
 def strategy(name: str, steps: int) -> np.ndarray:
     """Lower-triangular T×T DP-MF strategy matrix ``M`` for ``"identity"``, ``"sqrt_toeplitz"``
     (``M @ M = A``) or ``"banded:<k>"`` (optimized, ``m_0 = 1``).  Builds the dense matrix: for
-    inspecting small cases; simulations stream the noise (:func:`noise_stream`)."""
+    inspecting small cases; simulations stream the noise (:func:`noise_stream`).
+
+    Parameters
+    ----------
+    name : str
+        ``"identity"`` (or ``"gaussian"``), ``"sqrt_toeplitz"`` or ``"banded:<k>"``.
+    steps : int
+        ``T``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The ``T×T`` matrix ``M``.
+
+    Examples
+    --------
+    >>> from dpsim.privacy.mf import strategy
+    >>> strategy("sqrt_toeplitz", 3)
+    array([[1.   , 0.   , 0.   ],
+           [0.5  , 1.   , 0.   ],
+           [0.375, 0.5  , 1.   ]])
+    """
     steps = _check_steps(steps)
     return toeplitz_matrix(toeplitz_coefficients(name, steps), steps)
 
@@ -421,7 +619,18 @@ def _check_square(M) -> np.ndarray:
 
 def sensitivity(M) -> float:
     """Single-participation ℓ2 sensitivity of ``M X``: the largest column norm ``max_j ||M_{:,j}||₂``
-    (one example changes one row of ``X`` by a vector of norm ≤ 1)."""
+    (one example changes one row of ``X`` by a vector of norm ≤ 1).
+
+    Parameters
+    ----------
+    M : numpy.ndarray
+        A strategy matrix.
+
+    Returns
+    -------
+    float
+        The largest column norm.
+    """
     M = _check_square(M)
     return float(np.sqrt((M * M).sum(axis=0)).max())
 
@@ -432,10 +641,21 @@ def worst_case_sensitivity(M) -> float:
 
     The change is ``M G`` with rows ``g_j`` (``||g_j|| ≤ 1``, zero off the participation set), and
     ``||M G||_F² = Σ_{ij} (MᵀM)_{ij} g_i·g_j``.
+
       * ``M ≥ 0`` entrywise: then ``MᵀM ≥ 0`` and the maximum is attained by all ``g_j`` equal unit
         vectors, i.e. all columns: **exact** value ``||M·1||₂``.
       * otherwise: the triangle-inequality bound ``Σ_j ||M_{:,j}||₂`` (a valid upper bound, in
         general not tight).
+
+    Parameters
+    ----------
+    M : numpy.ndarray
+        A strategy matrix.
+
+    Returns
+    -------
+    float
+        The sensitivity per unit clip norm (exact for M ≥ 0, else an upper bound).
     """
     M = _check_square(M)
     if np.all(M >= 0):
@@ -447,7 +667,18 @@ def prefix_rmse(M) -> float:
     """Prefix-sum RMSE of the factorization ``A = B M``, ``B = A M⁻¹``, with noise scaled by
     ``sens(M)``: ``sens(M) · ||A M⁻¹||_F / √T`` (root-mean over the T prefix sums of the
     per-coordinate noise variance at unit noise scale; identity gives ``√((T+1)/2)``).
-    ``M`` must be lower triangular with a non-zero diagonal."""
+    ``M`` must be lower triangular with a non-zero diagonal.
+
+    Parameters
+    ----------
+    M : numpy.ndarray
+        A lower-triangular strategy matrix.
+
+    Returns
+    -------
+    float
+        The prefix-sum RMSE at unit noise scale.
+    """
     from scipy.linalg import solve_triangular
 
     M = _check_square(M)
@@ -540,7 +771,20 @@ class NoiseStream:
         ``participation="single"``: ``σ`` (each example in at most one step).
         ``participation="any"``: ``σ · sens / worst_sens`` (any participation pattern; no
         amplification).  The amplified cyclic-Poisson bound is not one Gaussian mechanism but
-        ``⌈T/k⌉`` subsampled ones at ``σ``, valid when :meth:`amplifiable` (module docstring)."""
+        ``⌈T/k⌉`` subsampled ones at ``σ``, valid when :meth:`amplifiable` (module docstring).
+
+        Parameters
+        ----------
+        noise_multiplier : float
+            σ.
+        participation : {'single', 'any'}
+            The participation pattern.
+
+        Returns
+        -------
+        float
+            The equivalent noise multiplier.
+        """
         if participation == "single":
             return float(noise_multiplier)
         if participation == "any":
@@ -549,12 +793,36 @@ class NoiseStream:
 
     def amplifiable(self, groups: int) -> bool:
         """True when cyclic Poisson sampling with ``groups`` groups amplifies this strategy:
-        ``bandwidth ≤ groups`` (each example's column blocks are disjoint; module docstring)."""
+        ``bandwidth ≤ groups`` (each example's column blocks are disjoint; module docstring).
+
+        Parameters
+        ----------
+        groups : int
+            Number of cyclic Poisson groups.
+
+        Returns
+        -------
+        bool
+            Whether the amplified bound applies.
+        """
         return self.bandwidth <= int(groups)
 
     # -- memory -------------------------------------------------------------------------------
     def state_bytes(self, shape, itemsize: int = 8) -> int:
-        """Bytes of backend arrays the stream keeps between steps for draws of ``shape``."""
+        """Bytes of backend arrays the stream keeps between steps for draws of ``shape``.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The draw shape.
+        itemsize : int
+            Bytes per element.
+
+        Returns
+        -------
+        int
+            Bytes.
+        """
         size = int(np.prod(shape, dtype=np.int64))
         if self.kind == "history":
             return self.steps * size * itemsize
@@ -564,7 +832,20 @@ class NoiseStream:
 
     # -- streaming ----------------------------------------------------------------------------
     def init(self, shape, backend):
-        """Fresh state for draws of ``shape`` (e.g. ``(R, d)``) on ``backend``."""
+        """Fresh state for draws of ``shape`` (e.g. ``(R, d)``) on ``backend``.
+
+        Parameters
+        ----------
+        shape : tuple of int
+            The draw shape.
+        backend : Backend
+            Where the draws are made.
+
+        Returns
+        -------
+        object
+            The stream's state.
+        """
         shape = tuple(int(s) for s in shape)
         itemsize = np.dtype(backend.dtype).itemsize
         need = self.state_bytes(shape, itemsize)
@@ -594,7 +875,20 @@ class NoiseStream:
         return HistoryNoiseState(z=z, coef=coef, t=0)
 
     def next(self, state, backend):
-        """One step: ``(u_t, new_state)``; ``u_t`` is a fresh array of the state's shape."""
+        """One step: ``(u_t, new_state)``; ``u_t`` is a fresh array of the state's shape.
+
+        Parameters
+        ----------
+        state : object
+            The stream's state.
+        backend : Backend
+            Where the draws are made.
+
+        Returns
+        -------
+        tuple
+            ``(u_t, new_state)``.
+        """
         t = state.t
         if t >= self.steps:
             raise ValueError(
@@ -682,6 +976,20 @@ def noise_stream(noise, steps: int, *, max_bytes: int = DEFAULT_MAX_BYTES) -> No
     with ``k−1`` arrays of state), or a 1-D sequence of Toeplitz coefficients ``m_0, …, m_{k−1}`` of a
     custom lower-triangular Toeplitz strategy (streamed by the IIR filter).  ``max_bytes`` caps the
     memory the stream keeps (checked at ``init`` when the draw shape is known; default 2 GiB).
+
+    Parameters
+    ----------
+    noise : str or array_like
+        A noise name or custom Toeplitz coefficients.
+    steps : int
+        ``T``.
+    max_bytes : int
+        Cap on the memory the stream keeps.
+
+    Returns
+    -------
+    NoiseStream
+        The stream.
     """
     steps = _check_steps(steps)
     if isinstance(max_bytes, bool) or not isinstance(max_bytes, (int, np.integer)) or max_bytes < 0:

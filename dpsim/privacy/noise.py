@@ -31,7 +31,17 @@ class StreamState(NamedTuple):
 
 
 class NoiseSource:
-    """Unit noise of one release per step; ``noise`` is ``"gaussian"`` or a DP-MF strategy name."""
+    """Unit noise of one release per step; ``noise`` is ``"gaussian"`` or a DP-MF strategy name.
+
+    Examples
+    --------
+    >>> from dpsim.privacy.noise import NoiseSource
+    >>> src = NoiseSource("banded:2")
+    >>> src.correlated, src.event(1.0).strategy
+    (True, 'banded:2')
+    >>> NoiseSource("gaussian").correlated
+    False
+    """
 
     def __init__(self, noise: str = "gaussian"):
         kind, _ = mf.parse_noise(noise)  # ValueError naming a bad value
@@ -39,7 +49,22 @@ class NoiseSource:
         self.correlated = kind != "identity"
 
     def draw(self, nstate, ctx, shape):
-        """``(u, nstate)``: one step of unit noise of ``shape`` (``nstate`` None before step 1)."""
+        """``(u, nstate)``: one step of unit noise of ``shape`` (``nstate`` None before step 1).
+
+        Parameters
+        ----------
+        nstate : object or None
+            The source's state.
+        ctx : StepContext
+            The step's context.
+        shape : tuple of int
+            The draw shape.
+
+        Returns
+        -------
+        tuple
+            ``(u, nstate)``.
+        """
         if not self.correlated:
             return ctx.backend.normal(shape), None
         if nstate is None:
@@ -50,7 +75,23 @@ class NoiseSource:
 
     def event(self, sigma, schedule=None, sensitivity=None):
         """The privacy event of this source releasing with noise multiplier ``sigma`` (a validated
-        hyperparameter) on the steps of ``schedule`` (``None``: every step)."""
+        hyperparameter) on the steps of ``schedule`` (``None``: every step).
+
+        Parameters
+        ----------
+        sigma : float or array
+            The noise multiplier.
+        schedule : callable, optional
+            The release's steps (default every step).
+        sensitivity : str, optional
+            The sensitivity, in words.
+
+        Returns
+        -------
+        PrivacyEvent
+            A :class:`~dpsim.privacy.events.GaussianRelease` or
+            :class:`~dpsim.privacy.events.CorrelatedRelease`.
+        """
         s = sigma if isinstance(sigma, float) else tuple(float(x) for x in sigma)
         kw = {} if sensitivity is None else {"sensitivity": sensitivity}
         if self.correlated:
@@ -64,7 +105,28 @@ def add_noise(total, std, b: float, ctx, src: NoiseSource, nstate=None):
 
     On NumPy the three element-wise operations run as one fused pass (:func:`_noisy_mean`), with
     the same operations in the same order as ``u *= std; u += total; u /= b``, so the result is
-    bit-for-bit the one of the three-pass form (``tests/test_backend.py``)."""
+    bit-for-bit the one of the three-pass form (``tests/test_backend.py``).
+
+    Parameters
+    ----------
+    total : array
+        The clipped sums, ``(R, d)``.
+    std : float, array or None
+        Noise standard deviation (``σC``), scalar or per trial.
+    b : float
+        The nominal batch size to divide by.
+    ctx : StepContext
+        The step's context (backend, generator).
+    src : NoiseSource
+        Where the unit noise comes from.
+    nstate : object, optional
+        The noise source's state.
+
+    Returns
+    -------
+    tuple
+        ``(noisy mean, new noise state)``.
+    """
     if std is None or is_zero(std):
         return total / b, nstate
     z, nstate = src.draw(nstate, ctx, total.shape)

@@ -34,7 +34,37 @@ class PrivatizerState(NamedTuple):
 
 
 def check_clip_sigma(clip, noise_multiplier, name="noise_multiplier"):
-    """Validate ``clip`` ∈ (0, ∞] and ``noise_multiplier`` ∈ [0, ∞); ``clip = ∞`` only with σ = 0."""
+    """Validate ``clip`` ∈ (0, ∞] and ``noise_multiplier`` ∈ [0, ∞); ``clip = ∞`` only with σ = 0.
+
+    Parameters
+    ----------
+    clip : float or sequence of float
+        The clipping norm.
+    noise_multiplier : float or sequence of float
+        The noise multiplier.
+    name : str
+        The noise multiplier's name in errors.
+
+    Returns
+    -------
+    tuple
+        The validated ``(clip, noise_multiplier)``.
+
+    Raises
+    ------
+    ValueError
+        Naming the bad value.
+
+    Examples
+    --------
+    >>> from dpsim.privacy.privatizers import check_clip_sigma
+    >>> check_clip_sigma(1.0, 2.0)
+    (1.0, 2.0)
+    >>> check_clip_sigma(float("inf"), 1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: ...
+    """
     clip = hyper("clip", clip, "(0, inf]")
     sigma = hyper(name, noise_multiplier, "[0, inf)")
     if any_inf(clip) and any_positive(sigma):
@@ -62,6 +92,26 @@ def gaussian_privatizer(clip, noise_multiplier, *, noise="gaussian") -> Gradient
     (:class:`~dpsim.privacy.noise.NoiseSource`).  Its element is the
     :class:`~dpsim.transforms.elements.Release` ``(C, σC, source)`` that its update computes
     (the source only for correlated noise), which the fused release reads.
+
+    Parameters
+    ----------
+    clip : float or sequence of float
+        The clipping norm ``C``.
+    noise_multiplier : float or sequence of float
+        The noise multiplier σ.
+    noise : str
+        ``"gaussian"`` or a DP-MF strategy name.
+
+    Returns
+    -------
+    GradientTransformation
+        The privatizer piece, declaring its release.
+
+    Examples
+    --------
+    >>> from dpsim.privacy.privatizers import gaussian_privatizer
+    >>> gaussian_privatizer(1.0, 2.0).privacy[0].noise_multiplier
+    2.0
     """
     clip, sigma = check_clip_sigma(clip, noise_multiplier)
     std = _noise_std(clip, sigma)
@@ -119,6 +169,22 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
     In both cases the whitened shift of the pair ``(g̃, sq̃)`` has norm² ≤ ``σ1⁻² + σ2⁻²``, so the
     two releases on one batch cost one Gaussian release with ``σ_eff = (σ1⁻² + σ2⁻²)^{-1/2}``
     (:mod:`dpsim.accounting`).  ``C`` is a hyperparameter (no data-dependent constant).
+
+    Parameters
+    ----------
+    clip : float or sequence of float
+        The (finite) clipping norm C.
+    noise_multiplier : float or sequence of float
+        σ.
+    split : tuple, optional
+        ``(σ1, σ2)`` (default ``√2 σ`` each).
+    noise : str
+        The noise name.
+
+    Returns
+    -------
+    GradientTransformation
+        The privatizer, declaring its two releases.
     """
     clip, s1, s2, std1 = ime_constants(clip, noise_multiplier, split)
     src1, src2 = NoiseSource(noise), NoiseSource(noise)
@@ -154,7 +220,22 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
 
 def ime_constants(clip, noise_multiplier, split=None):
     """The validated constants of :func:`ime_privatizer`: ``(C, σ1, σ2, σ1·C)`` (``split=None``:
-    ``σ1 = σ2 = √2 σ``).  Raises ``ValueError`` for an infinite clip."""
+    ``σ1 = σ2 = √2 σ``).  Raises ``ValueError`` for an infinite clip.
+
+    Parameters
+    ----------
+    clip : float or sequence of float
+        The (finite) clipping norm.
+    noise_multiplier : float or sequence of float
+        σ.
+    split : tuple, optional
+        ``(σ1, σ2)``.
+
+    Returns
+    -------
+    tuple
+        ``(C, σ1, σ2, σ1·C)``.
+    """
     clip, sigma = check_clip_sigma(clip, noise_multiplier)
     if any_inf(clip):
         raise ValueError("independent moment estimation needs a finite clip")
@@ -176,7 +257,22 @@ def _project_ball(xp, u, radius):
 def noiseless_v_privatizer(clip, noise_multiplier, *, noise="gaussian") -> GradientTransformation:
     """Non-private oracle ([DESIGN] Alg. 9): ``m`` is fed the noisy ``g̃``, ``v`` the clipped but
     noiseless ``ḡ²``.  Releases ``ḡ`` without noise, so it declares
-    :class:`~dpsim.privacy.events.NonPrivate`."""
+    :class:`~dpsim.privacy.events.NonPrivate`.
+
+    Parameters
+    ----------
+    clip : float or sequence of float
+        The clipping norm C.
+    noise_multiplier : float or sequence of float
+        σ of the release fed to ``m``.
+    noise : str
+        The noise name.
+
+    Returns
+    -------
+    GradientTransformation
+        The oracle's privatizer (declares :class:`~dpsim.privacy.events.NonPrivate`).
+    """
     clip, sigma = check_clip_sigma(clip, noise_multiplier)
     std = _noise_std(clip, sigma)
     src = NoiseSource(noise)
@@ -199,7 +295,24 @@ def noiseless_v_privatizer(clip, noise_multiplier, *, noise="gaussian") -> Gradi
 def public_subspace_privatizer(clip, noise_multiplier, *, k, noise="gaussian") -> GradientTransformation:
     """PDP-SGD (Zhou et al. 2021, baseline of [PAGAN] §6): the Gaussian release ``g̃`` projected
     onto the top-``k`` right singular vectors of the public per-example gradients at the current
-    iterate (the top eigenvectors of ``(1/m) Σ g_j g_jᵀ``).  Needs public data."""
+    iterate (the top eigenvectors of ``(1/m) Σ g_j g_jᵀ``).  Needs public data.
+
+    Parameters
+    ----------
+    clip : float or sequence of float
+        The clipping norm C.
+    noise_multiplier : float or sequence of float
+        σ.
+    k : int
+        Dimension of the public subspace.
+    noise : str
+        The noise name.
+
+    Returns
+    -------
+    GradientTransformation
+        The privatizer.
+    """
     k = positive_int("k", k)
     inner = gaussian_privatizer(clip, noise_multiplier, noise=noise)
 

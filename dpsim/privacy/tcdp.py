@@ -107,7 +107,25 @@ def _log1_over(delta: np.ndarray) -> np.ndarray:
 
 def check_epsilon_delta(epsilon, delta):
     """Validate a DP target: ``epsilon`` positive and finite, ``delta`` in (0, 1) (arrays allowed);
-    returns them as float arrays.  ``ValueError`` naming the offending value otherwise."""
+    returns them as float arrays.  ``ValueError`` naming the offending value otherwise.
+
+    Parameters
+    ----------
+    epsilon : float or array
+        ε of the target, positive and finite.
+    delta : float or array
+        δ of the target, in (0, 1).
+
+    Returns
+    -------
+    tuple of ndarray
+        ``(epsilon, delta)`` as float arrays.
+
+    Raises
+    ------
+    ValueError
+        Naming the first offending value.
+    """
     eps = _arr("epsilon", epsilon)
     dlt = _arr("delta", delta)
     _require((eps > 0) & np.isfinite(eps), "epsilon must be positive and finite, got epsilon={epsilon}",
@@ -124,6 +142,16 @@ def omega_of_a(a):
     """``ω_a = (1 + a) + √(a(a+1))`` for ``a > 0`` ([L2P] Def. 3.1, App. A.2).
 
     ``a`` may be ``inf`` (then ``ω_a = inf``).  Raises ``ValueError`` for ``a ≤ 0``.
+
+    Parameters
+    ----------
+    a : float or array
+        ``a = log(1/δ)/ε`` > 0, ``inf`` allowed.
+
+    Returns
+    -------
+    float or ndarray
+        ``ω_a``.
     """
     a = _arr("a", a)
     _require(a > 0, "a must be positive (a = log(1/delta)/epsilon), got a={a}", a=a)
@@ -138,6 +166,18 @@ def omega_a(epsilon, delta):
     Source: [L2P] (Hong et al., *Learning Model-Based Privacy Protection under Budget
     Constraints*), Definition 3.1 and App. A.2 (the larger root of ``ω = (ω−1)(ω−(a+1))``, the only
     one with ``ω ≥ a + 1``).  Assumes ``ε > 0`` finite and ``δ ∈ (0, 1)``.
+
+    Parameters
+    ----------
+    epsilon : float or array
+        ε of the budget.
+    delta : float or array
+        δ of the budget.
+
+    Returns
+    -------
+    float or ndarray
+        The truncation order ``ω_a``.
     """
     eps, dlt = check_epsilon_delta(epsilon, delta)
     return omega_of_a(_log1_over(dlt) / eps)
@@ -155,6 +195,24 @@ def rho_a(epsilon, delta):
     Writing ``u = √a``, ``v = √(a+1)``: ``√(a(a+1)) = uv``, ``1+a+uv = v(u+v)``, ``a+uv = u(u+v)``,
     so the paper's fraction is ``ε uv / (uv (u+v)²)``.  Source: [L2P], App. A.2 Eq. (12).
     Assumes ``ε > 0`` finite, ``δ ∈ (0, 1)``.
+
+    Parameters
+    ----------
+    epsilon : float or array
+        ε of the budget.
+    delta : float or array
+        δ of the budget.
+
+    Returns
+    -------
+    float or ndarray
+        ``ρ_a``, the total ctCDP budget of an (ε, δ) target.
+
+    Examples
+    --------
+    >>> from dpsim.privacy import tcdp
+    >>> round(float(tcdp.rho_a(1.0, 1e-5)), 5), round(float(tcdp.omega_a(1.0, 1e-5)), 3)
+    (0.02082, 24.515)
     """
     eps, dlt = check_epsilon_delta(epsilon, delta)
     a = _log1_over(dlt) / eps
@@ -182,6 +240,20 @@ def tcdp_to_dp(rho, omega, delta):
     Assumptions: ``ρ ≥ 0``, ``ω > 1`` (``inf`` allowed: ρ-zCDP), ``δ ∈ (0, 1)``.  ``ρ = 0`` returns
     ``ε = 0``: ``D_α = 0`` for some ``α > 1`` means the output distributions are equal (the
     formula, which needs ``ρ > 0``, would give ``log(1/δ)/(ω−1)`` there).
+
+    Parameters
+    ----------
+    rho : float or array
+        ρ ≥ 0 of the tCDP guarantee.
+    omega : float or array
+        Truncation ω > 1 (``inf``: ρ-zCDP).
+    delta : float or array
+        The δ to convert at, in (0, 1).
+
+    Returns
+    -------
+    float or ndarray
+        ε.
     """
     rho = _arr("rho", rho)
     om = _arr("omega", omega)
@@ -216,6 +288,18 @@ def ctcdp_to_dp(rho, a):
     unless ``ρ = ρ_a``: a smaller ρ gives a smaller ε and a *larger* δ.
 
     Assumptions: ``ρ ≥ 0`` finite, ``a > 0`` finite.  Returns ``(epsilon, delta)``.
+
+    Parameters
+    ----------
+    rho : float or array
+        ρ ≥ 0 of the ctCDP guarantee.
+    a : float or array
+        ``a`` > 0 of the ctCDP guarantee.
+
+    Returns
+    -------
+    tuple
+        ``(epsilon, delta)``.
     """
     rho = _arr("rho", rho)
     a = _arr("a", a)
@@ -237,6 +321,24 @@ def gaussian_zcdp(sensitivity, sigma):
     Source: [L2P] Lemma A.5 (Bun and Steinke 2016, Prop. 1.6); the ℓ2 sensitivity ``Δ`` is
     taken under whichever neighbouring relation the caller uses.  ρ-zCDP is ``(ρ, ∞)``-tCDP.
     Assumptions: ``Δ ≥ 0`` finite, ``σ > 0`` (``σ = inf`` gives 0).
+
+    Parameters
+    ----------
+    sensitivity : float or array
+        ℓ2 sensitivity Δ ≥ 0.
+    sigma : float or array
+        Noise standard deviation σ > 0.
+
+    Returns
+    -------
+    float or ndarray
+        ``ρ = Δ²/(2σ²)``.
+
+    Examples
+    --------
+    >>> from dpsim.privacy.tcdp import gaussian_zcdp
+    >>> gaussian_zcdp(2.0, 4.0)
+    0.125
     """
     d = _arr("sensitivity", sensitivity)
     s = _arr("sigma", sigma)
@@ -258,6 +360,20 @@ def norm_sq_sensitivity(batch_size, clip, *, adjacency="remove"):
       ``max(4(b − 1), 1) C²``.  [L2P] does not state this case; it is derived here.
 
     Assumptions: ``b`` a positive integer, ``C > 0`` finite.
+
+    Parameters
+    ----------
+    batch_size : int or array
+        The batch size ``b`` ≥ 1.
+    clip : float or array
+        The clipping norm ``C`` > 0, finite.
+    adjacency : {'remove', 'replace'}
+        The neighbouring relation.
+
+    Returns
+    -------
+    float or ndarray
+        ``(2b − 1) C²`` (remove) or ``max(4(b − 1), 1) C²`` (replace).
     """
     b = _arr("batch_size", batch_size)
     c = _arr("clip", clip)
@@ -277,6 +393,18 @@ def compose(rhos, axis=None):
     Source: [L2P] Lemma A.4 (composition and post-processing; linear in ρ at fixed ω_a, from
     tCDP composition, Bun et al. 2018).  ``rhos`` is an array of non-negative ρ's summed over
     ``axis`` (default: all of them).  Mechanisms with different ``a`` do not compose this way.
+
+    Parameters
+    ----------
+    rhos : array_like
+        Non-negative ρ's.
+    axis : int, optional
+        The axis summed over (default: all).
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ``Σ ρ_i``.
     """
     r = _arr("rhos", rhos)
     _require((r >= 0) & np.isfinite(r), "each rho must be non-negative and finite, got rho={rho}", rho=r)
@@ -304,6 +432,22 @@ def subsample_conditions(rho, q, a, *, rho_tot=None) -> dict:
     Lemma A.6 writes (10) with a strict ``<``; its proof (Thm A.3 plus ``ω_a ≤ ω'' =
     log(1/q)/(4ρ)``) and Eq. (13) only need ``≤``, which is what is checked.  ``ρ = 0`` (nothing
     released) satisfies everything.
+
+    Parameters
+    ----------
+    rho : float or array
+        ρ of the inner zCDP mechanism.
+    q : float or array
+        The sample rate.
+    a : float or array
+        ``a`` of the budget.
+    rho_tot : float or array, optional
+        The ctCDP budget ρ_a.
+
+    Returns
+    -------
+    dict
+        Name → ``{"ok", "lhs", "rhs", "text"}``.
     """
     rho = _arr("rho", rho)
     q = _arr("q", q)
@@ -367,6 +511,22 @@ def subsample(rho, q, a, *, rho_tot=None):
 
     Raises ``ValueError`` naming the failing condition and the values when any does not hold.
     ``rho_tot`` (the ctCDP budget ρ_a) enables the check of (10)'s second term.
+
+    Parameters
+    ----------
+    rho : float or array
+        ρ of the inner zCDP mechanism.
+    q : float or array
+        The sample rate.
+    a : float or array
+        ``a`` of the budget.
+    rho_tot : float or array, optional
+        The ctCDP budget ρ_a.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ``ρ' = 13 q² ρ``.
     """
     conds = subsample_conditions(rho, q, a, rho_tot=rho_tot)
     ctx = {"rho": rho, "q": q, "a": a}
@@ -444,6 +604,28 @@ def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=Fal
     ``epsilon, delta, a, omega_a, steps, n, sensitivity, rho_step (ρ'_0), rho_0, rho_ub,
     q_nominal, q_adjusted, noise_norm, noise_multiplier (σ_g/Δ), conditions`` (:func:`subsample_conditions`
     evaluated at ``(ρ_0, q)``; all true).  Inputs broadcast; array inputs give array outputs.
+
+    Parameters
+    ----------
+    epsilon : float or array
+        The budget's ε.
+    delta : float or array
+        The budget's δ.
+    steps : int
+        The planned ``T``.
+    n : int
+        Number of training examples.
+    sensitivity : float or array
+        The ℓ2 sensitivity Δ.
+    q : float, optional
+        Override of the nominal rate.
+    noise_norm : bool
+        Budget a noised squared norm per step too.
+
+    Returns
+    -------
+    dict
+        The plan: ``rho_tot, sigma_g, sigma_min, q, batch_size`` and the derived values.
     """
     eps, dlt = check_epsilon_delta(epsilon, delta)
     T = _arr("steps", steps)

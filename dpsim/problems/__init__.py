@@ -5,22 +5,26 @@ Contract
 Every factory returns a :class:`Problem` that the simulation engine drives through exactly these
 members (``R`` trials, ``b`` examples per batch, ``d`` parameters):
 
-========================================  ======================================================
-``name, n, d, config, has_domain``        identity; ``config`` is a JSON-serializable dict whose
-                                          ``"name"`` is the factory name and whose other keys are
-                                          the factory's arguments (``get(**config)`` rebuilds it)
-``optimum``                               ``(w_star (d,), F(w_star))`` as host NumPy float64, or
-                                          ``None``; computed lazily on first access and cached
-``on(backend)``                           the same problem with its data on ``backend.xp`` in
-                                          ``backend.dtype`` (cached per backend name and dtype)
-``loss(w) -> (R,)``                       full objective ``F`` over all ``n`` examples
-``grad(w) -> (R, d)``                     ``grad F``
-``per_example_grads(w, idx) -> (R,b,d)``  ``grad f(x_{idx[r,i]}; w_r)``; ``idx`` an int64 array
-``project(w) -> (R, d)``                  Euclidean projection onto the domain (identity if none)
-``clipped_grad_sum(w, idx, clip, *,       ``(S, norms)``: ``S_r = sum_{i: mask[r,i]}
-mask=None, scale=None)``                  clip(s_r * g_{r,i}, C_r)`` and ``norms[r,i] =
-                                          ||s_r * g_{r,i}||_2`` (0 where masked out)
-========================================  ======================================================
+``name, n, d, config, has_domain``
+    identity; ``config`` is a JSON-serializable dict whose ``"name"`` is the factory name and
+    whose other keys are the factory's arguments (``get(**config)`` rebuilds it)
+``optimum``
+    ``(w_star (d,), F(w_star))`` as host NumPy float64, or ``None``; computed lazily on first
+    access and cached
+``on(backend)``
+    the same problem with its data on ``backend.xp`` in ``backend.dtype`` (cached per backend
+    name and dtype)
+``loss(w) -> (R,)``
+    full objective ``F`` over all ``n`` examples
+``grad(w) -> (R, d)``
+    ``grad F``
+``per_example_grads(w, idx) -> (R, b, d)``
+    ``grad f(x_{idx[r,i]}; w_r)``; ``idx`` an int64 array
+``project(w) -> (R, d)``
+    Euclidean projection onto the domain (identity if none)
+``clipped_grad_sum(w, idx, clip, *, mask=None, scale=None)``
+    ``(S, norms)``: ``S_r = sum_{i: mask[r,i]} clip(s_r * g_{r,i}, C_r)`` and
+    ``norms[r,i] = ||s_r * g_{r,i}||_2`` (0 where masked out)
 
 Capabilities
 ------------
@@ -47,7 +51,7 @@ factory                    domain            link        reg        features    
 =========================  ================  ==========  =========  ==================  ==========
 ``least_squares``          ``None``          squared     0.0        dense               ``None``
 ``logistic_regression``    ``None``          logistic    ``reg``    dense or CSR        ``None``
-``absolute_regression``    ``Box(1.0)``/None absolute    0.0        dense               ``sigma``
+``absolute_regression``    Box(1.0) or None  absolute    0.0        dense               ``sigma``
 ``linear_box``             ``Box(1.0)``      linear      0.0        dense               ``sigma``
 ``sparse_logistic_1d``     ``None``          logistic    0.0        dense ``(n, 1)``    ``None``
 ``random_quadratic``       ``None``          ``None``    ``reg``    ``None``            ``None``
@@ -73,6 +77,16 @@ features (``scipy.sparse.csr_matrix``) stay sparse end to end.
 
 All factories are deterministic in ``seed`` (``numpy.random.default_rng(seed)``) and raise
 ``ValueError`` naming the offending value.
+
+Examples
+--------
+>>> import dpsim
+>>> dpsim.problems.names()
+['least_squares', 'logistic_regression', 'absolute_regression', 'random_quadratic',
+ 'sparse_logistic_1d', 'quadratic_2d', 'linear_box']
+>>> prob = dpsim.problems.get(name="least_squares", n=100, d=4)
+>>> prob.n, prob.d, prob.link, prob.domain
+(100, 4, 'squared', None)
 """
 
 from __future__ import annotations
@@ -116,12 +130,36 @@ FACTORIES = {
 
 
 def names() -> list[str]:
-    """Names of all problem factories."""
+    """Names of all problem factories.
+
+    Returns
+    -------
+    list of str
+        The factory names, in registration order (the keys of ``FACTORIES``).
+    """
     return list(FACTORIES)
 
 
 def get(name: str, **kwargs) -> Problem:
-    """Build a problem by factory name; ``get(**problem.config)`` rebuilds ``problem``."""
+    """Build a problem by factory name; ``get(**problem.config)`` rebuilds ``problem``.
+
+    Parameters
+    ----------
+    name : str
+        A factory name (:func:`names`).
+    **kwargs
+        The factory's arguments.
+
+    Returns
+    -------
+    Problem
+        The problem the factory builds.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or ``"from_data"`` (its data are not in its config).
+    """
     if name == "from_data":
         raise ValueError("a problem built by from_data cannot be rebuilt by name (its data are not "
                          "in its config, only their hash): pass the Problem object itself")

@@ -310,7 +310,7 @@ def _finish_trial(out, W, S, want_scale, lam, fsum, r):
 def _trial_row(X, data, indices, indptr, rn2, idx, W, y, kind, lam, S, want_scale, C, mask,
               want_mask, o, norms, r):
     """The clipped sum of trial ``r`` into the row ``o`` (d,), the per-trial body of every driver
-    here and of :mod:`dpsim.transforms._fused_release` (which passes its row buffer).
+    here and of :mod:`dpsim.fast.release` (which passes its row buffer).
 
     The rows come from the dense ``X`` (n, d) when it is given, else (``X=None``) from the CSR
     ``(data, indices, indptr)`` with squared row norms ``rn2``; ``norms[r, i] = ||s g_i||`` (0
@@ -411,9 +411,9 @@ def _row_sq_norms_csr(data, indptr, out):
 
 # The parallel build is used only when the call has enough work to amortize waking the thread
 # pool (tiny batches, e.g. the 1-D problems with b = 1, stay serial) and Numba has at least
-# PARALLEL_MIN_THREADS threads: on small virtual machines (2 vCPUs) waking an idle vCPU can take
-# milliseconds, far more than the kernel itself (measured: ~1.5-8 ms parallel vs ~2.5 ms serial
-# for R = b = 64 on the 25k x 10k sparse benchmark on a 2-vCPU VM).
+# PARALLEL_MIN_THREADS threads: on small virtual machines (2 vCPUs) waking an idle vCPU can cost
+# more than the kernel itself (measured on the 25k x 10k sparse benchmark with R = b = 64: the
+# parallel build was no faster than the serial one there; docs/performance.md).
 PARALLEL_MIN_WORK = 100_000
 PARALLEL_MIN_THREADS = 4
 

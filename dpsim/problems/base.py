@@ -114,6 +114,13 @@ class Box:
 
     With ``radius = 1`` it is the constraint set ``X_inf = [-1, 1]^d`` of [PAGAN] §3.2 and §5.1.
     The Euclidean projection clips every coordinate to ``[-radius, radius]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpsim.problems import Box
+    >>> Box(1.0).project(np.array([[2.0, -0.5, -3.0]]))
+    array([[ 1. , -0.5, -1. ]])
     """
 
     radius: float = 1.0
@@ -122,7 +129,20 @@ class Box:
         object.__setattr__(self, "radius", _radius(self.radius))
 
     def project(self, w, xp=np):
-        """Euclidean projection of each row of ``w`` (array namespace ``xp``)."""
+        """Euclidean projection of each row of ``w`` (array namespace ``xp``).
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+        xp : module
+            The array namespace.
+
+        Returns
+        -------
+        array
+            The rows clipped to [-radius, radius].
+        """
         return xp.clip(w, -self.radius, self.radius)
 
 
@@ -139,7 +159,20 @@ class Ball:
         object.__setattr__(self, "radius", _radius(self.radius))
 
     def project(self, w, xp=np):
-        """Euclidean projection of each row of ``w`` (array namespace ``xp``)."""
+        """Euclidean projection of each row of ``w`` (array namespace ``xp``).
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+        xp : module
+            The array namespace.
+
+        Returns
+        -------
+        array
+            The rows scaled into the ball.
+        """
         nrm = xp.sqrt(xp.sum(w * w, axis=-1, keepdims=True))
         outside = nrm > self.radius
         return xp.where(outside, w * (self.radius / xp.where(outside, nrm, xp.ones_like(nrm))), w)
@@ -319,18 +352,51 @@ class Problem:
 
     def heldout_loss(self, w):
         """Mean loss on the held-out rows per row of ``w`` (R, d) -> host (R,); only problems
-        with a held-out split (:func:`dpsim.problems.from_data` with ``test=``) have one."""
+        with a held-out split (:func:`dpsim.problems.from_data` with ``test=``) have one.
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            (R,) on the host.
+        """
         raise ValueError(f"problem {self.name!r} has no held-out split; build it with "
                          "dpsim.problems.from_data(..., test=...) to record test metrics")
 
     def heldout_accuracy(self, w):
-        """Classification accuracy on the held-out rows (see :meth:`heldout_loss`)."""
+        """Classification accuracy on the held-out rows (see :meth:`heldout_loss`).
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+
+        Returns
+        -------
+        numpy.ndarray
+            (R,) on the host.
+        """
         raise ValueError(f"problem {self.name!r} has no held-out split; build it with "
                          "dpsim.problems.from_data(..., test=...) to record test metrics")
 
     # -- backends -----------------------------------------------------------------------------
     def on(self, backend) -> "Problem":
-        """This problem with its data on ``backend`` (a :class:`dpsim.backend.Backend` or a name)."""
+        """This problem with its data on ``backend`` (a :class:`dpsim.backend.Backend` or a name).
+
+        Parameters
+        ----------
+        backend : Backend or str
+            The backend (or its name).
+
+        Returns
+        -------
+        Problem
+            The problem on that backend (cached).
+        """
         if isinstance(backend, str):
             backend = Backend(backend)
         key = (backend.name, backend.dtype)
@@ -358,11 +424,33 @@ class Problem:
 
     # -- the interface ------------------------------------------------------------------------
     def loss(self, w):
-        """Full objective ``F(w_r)`` for each row of ``w`` (R, d) -> (R,)."""
+        """Full objective ``F(w_r)`` for each row of ``w`` (R, d) -> (R,).
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+
+        Returns
+        -------
+        array
+            (R,).
+        """
         raise NotImplementedError
 
     def grad(self, w):
-        """Full gradient (R, d).  Default: mean of all per-example gradients (small problems)."""
+        """Full gradient (R, d).  Default: mean of all per-example gradients (small problems).
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+
+        Returns
+        -------
+        array
+            (R, d).
+        """
         xp = self.xp
         R = w.shape[0]
         idx = xp.reshape(xp.arange(self.n, dtype=xp.int64), (1, self.n))
@@ -370,20 +458,74 @@ class Problem:
         return xp.sum(self.per_example_grads(w, idx), axis=1) / self.n
 
     def per_example_grads(self, w, idx):
-        """``g[r, i] = grad f(x_{idx[r, i]}; w_r)``: (R, d), (R, b) -> (R, b, d)."""
+        """``g[r, i] = grad f(x_{idx[r, i]}; w_r)``: (R, d), (R, b) -> (R, b, d).
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+        idx : array
+            Example indices, (R, b) int64.
+
+        Returns
+        -------
+        array
+            (R, b, d).
+        """
         raise NotImplementedError
 
     def loss_and_grad(self, w):
-        """``(loss(w), grad(w))``; problems override it to share work between the two."""
+        """``(loss(w), grad(w))``; problems override it to share work between the two.
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+
+        Returns
+        -------
+        tuple
+            (loss (R,), grad (R, d)).
+        """
         return self.loss(w), self.grad(w)
 
     def project(self, w):
-        """Euclidean projection of each row onto :attr:`domain`; ``w`` itself when there is none."""
+        """Euclidean projection of each row onto :attr:`domain`; ``w`` itself when there is none.
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+
+        Returns
+        -------
+        array
+            (R, d).
+        """
         domain = self.domain
         return w if domain is None else domain.project(w, self.xp)
 
     def clipped_grad_sum(self, w, idx, clip, *, mask=None, scale=None):
-        """``(S, norms)`` with ``S_r = sum_i clip(s_r * g_{r,i}, C_r)`` (generic, materializing)."""
+        """``(S, norms)`` with ``S_r = sum_i clip(s_r * g_{r,i}, C_r)`` (generic, materializing).
+
+        Parameters
+        ----------
+        w : array
+            Parameters, ``(R, d)``.
+        idx : array
+            Example indices, (R, b) int64.
+        clip : float, array or None
+            C (None or inf: no clipping), scalar or (R,).
+        mask : array, optional
+            (R, b) boolean: which slots count.
+        scale : array, optional
+            (R, d) scaling s of the gradients before clipping.
+
+        Returns
+        -------
+        tuple
+            (S (R, d), norms (R, b)).
+        """
         xp = self.xp
         g = self.per_example_grads(w, idx)
         if scale is not None:

@@ -97,7 +97,24 @@ def _pm1(y, enc):
 def data_hash(X, y, X_test=None, y_test=None) -> str:
     """SHA-256 (hex) of the training and held-out arrays as :func:`from_data` stores them
     (float64 values, shapes, sparse structure), so two problems share a hash only if their data
-    are identical."""
+    are identical.
+
+    Parameters
+    ----------
+    X : array_like or scipy.sparse matrix
+        Training features.
+    y : array_like
+        Training labels.
+    X_test : array_like or scipy.sparse matrix, optional
+        Held-out features.
+    y_test : array_like, optional
+        Held-out labels.
+
+    Returns
+    -------
+    str
+        The hex digest.
+    """
     h = hashlib.sha256()
     for part in (X, y, X_test, y_test):
         if part is None:

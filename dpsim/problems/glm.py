@@ -446,6 +446,33 @@ def least_squares(n, d, *, condition=10.0, noise=0.1, rotate=True, seed=0) -> Pr
 
     A standard synthetic benchmark (no single source paper); the quadratic member of the
     generalized-linear family used throughout dpsim.
+
+    Parameters
+    ----------
+    n : int
+        Number of examples.
+    d : int
+        Dimension.
+    condition : float
+        Condition number of the population feature covariance.
+    noise : float
+        Standard deviation of the label noise.
+    rotate : bool
+        Rotate the features by a Haar-random rotation (False: axis aligned).
+    seed : int
+        Seed of the data (the problem is a deterministic function of its arguments).
+
+    Returns
+    -------
+    Problem
+        With link ``"squared"``, no domain, dense features.
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> prob = dpsim.problems.least_squares(100, 4, seed=0)
+    >>> prob.name, prob.n, prob.d, prob.link, prob.domain
+    ('least_squares', 100, 4, 'squared', None)
     """
     n, d = _pos_int("n", n), _pos_int("d", d)
     _check_feature_memory(n, d)
@@ -570,6 +597,37 @@ def logistic_regression(n, d, *, density=1.0, reg=1e-4, zipf=1.0, signal=2.0, co
 
     The optimum is found by Newton's method (Newton-CG with Hessian-vector products for large
     ``d``) to ``||grad F|| < 1e-10``, lazily on first access of ``.optimum``.
+
+    Parameters
+    ----------
+    n : int
+        Number of examples.
+    d : int
+        Dimension.
+    density : float
+        Fraction of nonzero features per row (1: dense; < 1: sparse bag-of-words, CSR).
+    reg : float
+        The l2 regularization coefficient.
+    zipf : float
+        Zipf exponent of the column popularity (sparse features).
+    signal : float
+        Standard deviation of the planted model's coordinates.
+    col_scale : float
+        Exponent a of the column scales (j+1)^(-a) (0: none).
+    seed : int
+        Seed of the data (the problem is a deterministic function of its arguments).
+
+    Returns
+    -------
+    Problem
+        With link ``"logistic"`` and regularization ``reg``.
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> prob = dpsim.problems.logistic_regression(200, 5, seed=0)
+    >>> prob.link, prob.reg, prob.features.shape
+    ('logistic', 0.0001, (200, 5))
     """
     n, d = _pos_int("n", n), _pos_int("d", d)
     _check_feature_memory(n, d, _real("density", density, lo=0.0, lo_open=True, hi=1.0))
@@ -623,6 +681,33 @@ def absolute_regression(n, d, *, scales="power", tau=0.01, domain="box", seed=0)
     PAGAN analysis is stated (§3.2) and which contains ``x_true``; §6.1 does not restate the
     constraint set, so this is our reading.  ``domain=None`` drops the constraint.  The exact
     empirical optimum (with the constraint) comes from a linear program (HiGHS).
+
+    Parameters
+    ----------
+    n : int
+        Number of examples.
+    d : int
+        Dimension.
+    scales : {'power', 'ones'} or array_like
+        Coordinate scales σ_j (``"power"``: j^{-3/2}).
+    tau : float
+        Scale of the Laplace label noise.
+    domain : {'box', None}
+        The box [-1, 1]^d or no constraint.
+    seed : int
+        Seed of the data (the problem is a deterministic function of its arguments).
+
+    Returns
+    -------
+    Problem
+        With link ``"absolute"``, coordinate ``scales`` and the chosen domain.
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> prob = dpsim.problems.absolute_regression(100, 4, seed=0)
+    >>> prob.domain, prob.scales.shape
+    (Box(radius=1.0), (4,))
     """
     n, d = _pos_int("n", n), _pos_int("d", d)
     _check_feature_memory(n, d)
@@ -670,6 +755,24 @@ def linear_box(n, d, *, scales="power", bias=0.1, seed=0) -> Problem:
     such data sets).  ``scales="power"`` gives ``sigma_j = j^{-3/2}``.  The minimizer is the
     corner ``x*_j = sign(zbar_j)`` (``+1`` where ``zbar_j = 0``) with ``F* = -||zbar||_1``.
     Gradients do not depend on ``x``: ``grad f(x; z_i) = -z_i``.  ``project`` clips to the box.
+
+    Parameters
+    ----------
+    n : int
+        Number of examples.
+    d : int
+        Dimension.
+    scales : {'power', 'ones'} or array_like
+        Coordinate scales σ_j (``"power"``: j^{-3/2}).
+    bias : float
+        Size of each coordinate's mean relative to its scale.
+    seed : int
+        Seed of the data (the problem is a deterministic function of its arguments).
+
+    Returns
+    -------
+    Problem
+        With link ``"linear"`` on the box [-1, 1]^d.
     """
     n, d = _pos_int("n", n), _pos_int("d", d)
     _check_feature_memory(n, d)
@@ -725,6 +828,27 @@ def sparse_logistic_1d(n=1000, *, zero_fraction=0.9, w_star=1.0, seed=0) -> Prob
     comes from a safeguarded 1-D Newton iteration; a linearly separable data set (no finite
     optimum) raises ``ValueError``.  :meth:`test_loss` gives the population loss on un-zeroed
     ``N(0,1)`` inputs (about 0.598 at ``w = w_star = 1``).
+
+    Parameters
+    ----------
+    n : int
+        Number of examples.
+    zero_fraction : float
+        Fraction of inputs set to 0.
+    w_star : float
+        The planted model.
+    seed : int
+        Seed of the data (the problem is a deterministic function of its arguments).
+
+    Returns
+    -------
+    Problem
+        One-dimensional, link ``"logistic"``, no regularization.
+
+    Raises
+    ------
+    ValueError
+        If the data set is linearly separable (no finite optimum).
     """
     n = _pos_int("n", n)
     zero_fraction = _real("zero_fraction", zero_fraction, lo=0.0, hi=1.0)

@@ -70,6 +70,29 @@ def random_quadratic(m=60, d=2, *, reg=1e-3, seed=0) -> Problem:
     (reg/m) ||theta||^2``, so dpsim's ``F = (1/m) sum_i f_i`` is exactly the paper's objective
     divided by ``m`` (same minimizer; losses and gradients are ``1/m`` of the paper's).  Closed-
     form optimum ``theta* = (sum W_i^T W_i + reg I)^{-1} sum W_i^T y_i``.
+
+    Parameters
+    ----------
+    m : int
+        Number of examples (W_i, y_i).
+    d : int
+        Dimension.
+    reg : float
+        The paper's regularization coefficient (each example carries reg/m).
+    seed : int
+        Seed of the data (the problem is a deterministic function of its arguments).
+
+    Returns
+    -------
+    Problem
+        With a closed-form optimum.
+
+    Examples
+    --------
+    >>> import dpsim
+    >>> prob = dpsim.problems.random_quadratic(60, 3, seed=0)
+    >>> prob.n, prob.d, prob.optimum[0].shape
+    (60, 3, (3,))
     """
     m, d = _pos_int("m", m), _pos_int("d", d)
     reg = _real("reg", reg, lo=0.0)
@@ -134,6 +157,26 @@ def quadratic_2d(a, b, *, noise=1.0, n=1000, noise_shape="hessian", seed=0) -> P
       example whose gradient coordinates are within a constant factor of ``a`` and ``b`` near
       the origin (so Adam's preconditioner approximates the inverse Hessian).
     * ``noise_shape="isotropic"``: ``xi_i ~ N(0, noise^2 I)``.
+
+    Parameters
+    ----------
+    a : float
+        Curvature of the first coordinate.
+    b : float
+        Curvature of the second coordinate.
+    noise : float
+        Standard deviation of the gradient noise.
+    n : int
+        Number of examples.
+    noise_shape : {'hessian', 'isotropic'}
+        Shape of the per-example noise.
+    seed : int
+        Seed of the data (the problem is a deterministic function of its arguments).
+
+    Returns
+    -------
+    Problem
+        With optimum w* = 0, F* = 0.
     """
     a = _real("a", a, lo=0.0, lo_open=True)
     b = _real("b", b, lo=0.0, lo_open=True)

@@ -11,6 +11,15 @@
   ``dpsim-ci`` hypothesis profile, the ``dpsim_seed`` fixture, ``--dpsim-trials``.
 
 A tutorial is in ``docs/property-testing.md``.
+
+Examples
+--------
+Strategies are ordinary hypothesis strategies; ``find`` shrinks to the smallest example:
+
+>>> from hypothesis import find
+>>> from dpsim.testing import strategies
+>>> find(strategies.seeds(), lambda seed: seed > 10)
+11
 """
 
 from ..extras import require as _require

@@ -35,7 +35,13 @@ class BoundViolation(AssertionError):
 
 def set_trials_scale(factor: float) -> None:
     """Scale every Monte Carlo size requested through :func:`scaled_trials` by ``factor`` (the
-    pytest plugin sets it from ``--dpsim-trials``)."""
+    pytest plugin sets it from ``--dpsim-trials``).
+
+    Parameters
+    ----------
+    factor : float
+        The scale, > 0.
+    """
     f = float(factor)
     if not (f > 0 and math.isfinite(f)):
         raise ValueError(f"the trials scale must be positive and finite, got {factor!r}")
@@ -43,7 +49,26 @@ def set_trials_scale(factor: float) -> None:
 
 
 def scaled_trials(trials: int, *, minimum: int = 2) -> int:
-    """``trials`` times the configured scale (``--dpsim-trials``), at least ``minimum``."""
+    """``trials`` times the configured scale (``--dpsim-trials``), at least ``minimum``.
+
+    Parameters
+    ----------
+    trials : int
+        The size a test asks for.
+    minimum : int
+        The smallest size returned.
+
+    Returns
+    -------
+    int
+        The scaled size.
+
+    Examples
+    --------
+    >>> from dpsim.testing import scaled_trials
+    >>> scaled_trials(1000)  # the default scale is 1
+    1000
+    """
     if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
         raise ValueError(f"trials must be a positive integer, got trials={trials!r}")
     return max(int(minimum), int(round(int(trials) * _TRIALS_SCALE[0])))
@@ -115,6 +140,49 @@ def assert_bound_holds(estimate_fn, bound, *, trials: int | None = None, alpha: 
 
     Raises :class:`BoundViolation` (an ``AssertionError``) naming the bound, the estimate, its
     two-sided ``1 − 2·alpha/m`` interval, ``R`` and the seed.
+
+    Parameters
+    ----------
+    estimate_fn : callable or array_like
+        ``estimate_fn(trials, seed) -> (R,) or (R, m)`` samples, or the samples themselves.
+    bound : float or array_like
+        The claimed bound, scalar or ``(m,)``.
+    trials : int, optional
+        ``R`` (scaled by ``--dpsim-trials``).
+    alpha : float
+        The false-alarm probability (miss rate with ``demonstrate``).
+    seed : int
+        Seed passed to ``estimate_fn``.
+    side : {'upper', 'lower'}
+        Which side the claim bounds.
+    kind : {'mean', 'probability'}
+        What ``θ`` is.
+    value_range : tuple, optional
+        ``(a, b)`` containing every sample (Hoeffding's bound).
+    rtol : float
+        Floating-point slack of the comparison.
+    what : str
+        The quantity's name in the message.
+    demonstrate : bool
+        Pass only when the data show the claim.
+
+    Returns
+    -------
+    numpy.ndarray
+        The estimate of ``θ``, ``(m,)``.
+
+    Raises
+    ------
+    BoundViolation
+        When the bound is refuted (or not shown, with ``demonstrate``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dpsim.testing import assert_bound_holds
+    >>> samples = np.random.default_rng(0).uniform(0.0, 1.0, 2000)
+    >>> assert_bound_holds(samples, 0.6, value_range=(0.0, 1.0)).round(1)  # passes: E[X] = 0.5
+    array([0.5])
     """
     a = _check_alpha(alpha)
     if side not in ("upper", "lower"):
@@ -183,6 +251,29 @@ def assert_distribution_matches(samples, law, *, alpha: float = 1e-3, seed=None,
     exact distribution for ``R ≤ 10 000``, the asymptotic one beyond).  ``samples`` may have any
     shape; it is flattened, so every entry must be an independent draw.  ``seed`` is only
     reported in the message.  Returns the p-value.
+
+    Parameters
+    ----------
+    samples : array_like
+        Independent draws (flattened).
+    law : scipy.stats frozen distribution
+        The continuous law they should follow.
+    alpha : float
+        The false-alarm probability.
+    seed : int, optional
+        Reported in the message.
+    what : str
+        The samples' name in the message.
+
+    Returns
+    -------
+    float
+        The KS p-value.
+
+    Raises
+    ------
+    BoundViolation
+        When the test rejects at level ``alpha``.
     """
     a = _check_alpha(alpha)
     x = np.asarray(samples, dtype=float).ravel()
@@ -218,6 +309,33 @@ def assert_privacy_holds(optimizer, *, trials: int = 20_000, alpha: float = 0.05
     dataset) is scaled by ``--dpsim-trials``; other keywords go to :func:`dpsim.audit.audit`
     (``n``, ``batch_size``, ``steps``, ``sampling``, ``table``, ``others``, ``statistic``, and the
     hyperparameters when ``optimizer`` is a name).  Returns the :class:`~dpsim.audit.AuditReport`.
+
+    Parameters
+    ----------
+    optimizer : Optimizer or str
+        The optimizer (or a registered name).
+    trials : int
+        Trials per dataset (scaled by ``--dpsim-trials``).
+    alpha : float
+        The false-alarm probability.
+    delta : float
+        The δ of the claim.
+    seed : int
+        The audit's seed.
+    **audit_kwargs
+        Passed to :func:`dpsim.audit.audit`.
+
+    Returns
+    -------
+    AuditReport
+        The audit's report.
+
+    Raises
+    ------
+    BoundViolation
+        When the audit refutes the claimed ε.
+    ValueError
+        When ``trials`` cannot certify anything above the claim.
     """
     from ..audit import audit, certifiable_max, trials_to_certify
 

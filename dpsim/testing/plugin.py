@@ -20,6 +20,16 @@ in another project's test run by itself.  Enable it with ``pytest -p dpsim.testi
 * ``--dpsim-seed=N`` (default 0) and the ``dpsim_seed`` fixture: a fixed seed per test, derived
   from ``N`` and the test's id (so tests draw independent streams, and a run is reproducible); a
   failing test's report shows it.
+
+Examples
+--------
+The seed of a test, a function of ``--dpsim-seed`` and the test's id:
+
+>>> from dpsim.testing.plugin import test_seed
+>>> test_seed(0, "tests/test_x.py::test_a") == test_seed(0, "tests/test_x.py::test_a")
+True
+>>> test_seed(0, "tests/test_x.py::test_a") != test_seed(1, "tests/test_x.py::test_a")
+True
 """
 
 from __future__ import annotations
@@ -38,6 +48,13 @@ settings.register_profile("dpsim-dev", deadline=None, max_examples=100)
 
 
 def pytest_addoption(parser):
+    """Add the ``--dpsim-trials``, ``--dpsim-seed`` and ``--dpsim-ci`` options (pytest hook).
+
+    Parameters
+    ----------
+    parser : pytest.Parser
+        pytest's option parser.
+    """
     group = parser.getgroup("dpsim", "dpsim property testing")
     group.addoption("--dpsim-trials", type=float, default=1.0, metavar="FACTOR",
                     help="scale every dpsim Monte Carlo size by FACTOR (default 1)")
@@ -48,6 +65,13 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    """Apply ``--dpsim-trials`` and load the hypothesis profile (pytest hook).
+
+    Parameters
+    ----------
+    config : pytest.Config
+        The run's configuration.
+    """
     factor = config.getoption("--dpsim-trials")
     if not factor > 0:
         raise pytest.UsageError(f"--dpsim-trials must be positive, got {factor}")
@@ -58,7 +82,20 @@ def pytest_configure(config):
 
 
 def test_seed(base: int, nodeid: str) -> int:
-    """The ``dpsim_seed`` of the test ``nodeid``: ``crc32(nodeid)`` mixed with ``base``."""
+    """The ``dpsim_seed`` of the test ``nodeid``: ``crc32(nodeid)`` mixed with ``base``.
+
+    Parameters
+    ----------
+    base : int
+        The ``--dpsim-seed`` value.
+    nodeid : str
+        The test's id.
+
+    Returns
+    -------
+    int
+        The test's seed.
+    """
     return (zlib.crc32(nodeid.encode()) ^ (int(base) * 0x9E3779B1)) % (2 ** 31)
 
 
@@ -81,6 +118,20 @@ def dpsim_trials():
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    """Show a failing test's ``dpsim_seed`` in its report (pytest hook).
+
+    Parameters
+    ----------
+    item : pytest.Item
+        The test.
+    call : pytest.CallInfo
+        The phase of the test.
+
+    Yields
+    ------
+    None
+        Control to pytest, which makes the report.
+    """
     outcome = yield
     rep = outcome.get_result()
     if rep.failed:

@@ -42,7 +42,25 @@ _SEEDS = st.integers(0, 2 ** 16)
 
 
 def seeds(max_seed: int = 2 ** 16):
-    """Seeds for a simulation or a random generator: integers in ``[0, max_seed]``, shrinking to 0."""
+    """Seeds for a simulation or a random generator: integers in ``[0, max_seed]``, shrinking to 0.
+
+    Parameters
+    ----------
+    max_seed : int
+        The largest seed.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of ints.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> from dpsim.testing.strategies import seeds
+    >>> find(seeds(), lambda seed: seed >= 3)
+    3
+    """
     if isinstance(max_seed, bool) or not isinstance(max_seed, int) or max_seed < 0:
         raise ValueError(f"max_seed must be a non-negative integer, got max_seed={max_seed!r}")
     return _SEEDS if max_seed == 2 ** 16 else st.integers(0, max_seed)
@@ -109,6 +127,22 @@ def problems(kind=None, *, max_d: int = 8, min_n: int = 20, max_n: int = 200):
     ``sparse_logistic_1d`` 1-D), ``min_n``/``max_n`` the number of examples (``sparse_logistic_1d``
     uses at least 100 so that its data are not separable).  Draws a built
     :class:`~dpsim.problems.Problem`; its repr shows the factory call.
+
+    Parameters
+    ----------
+    kind : str or sequence of str, optional
+        Factory names (default: all).
+    max_d : int
+        The largest dimension.
+    min_n : int
+        The fewest examples.
+    max_n : int
+        The most examples.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of built problems.
     """
     kinds = PROBLEM_KINDS if kind is None else ((kind,) if isinstance(kind, str) else tuple(kind))
     if not kinds:
@@ -149,6 +183,33 @@ def hyperparameter(spec, window=None, *, name: str = "value"):
 
     Every end / listed value is validated by the spec (``spec.validate``), so an invalid window is
     a ``ValueError`` naming ``name`` and the value, raised when the strategy is built.
+
+    Parameters
+    ----------
+    spec : Spec
+        The declared spec.
+    window : tuple, list, float or str, optional
+        A narrower window, checked against the spec.
+    name : str
+        The hyperparameter's name in errors.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy or None
+        ``None`` for an opaque spec without examples.
+
+    Raises
+    ------
+    ValueError
+        For a window outside the valid range.
+
+    Examples
+    --------
+    >>> from hypothesis import find
+    >>> from dpsim.optimizers._hyper import BETA
+    >>> from dpsim.testing.strategies import hyperparameter
+    >>> find(hyperparameter(BETA, (0.5, 0.9)), lambda beta: True)
+    0.5
     """
     if window is not None:
         return _windowed(spec, window, name)
@@ -242,6 +303,18 @@ def optimizers(private: bool | None = None, names=None):
     ``public_fraction=0.01`` of 20 examples); opaque ones keep their default.  Shrinking goes to the
     first optimizer name and the low end of each window.  Draws an
     :class:`~dpsim.optimizers.Optimizer` whose repr is its call.
+
+    Parameters
+    ----------
+    private : bool, optional
+        Only private (True) or only non-private (False) optimizers; None: both.
+    names : sequence of str, optional
+        Registry names to draw from (default: all).
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`~dpsim.optimizers.Optimizer`.
     """
     pool = list(_optimizers.names()) if names is None else (
         [names] if isinstance(names, str) else list(names))
@@ -279,7 +352,18 @@ class PrivacyParams(NamedTuple):
     delta: float
 
     def epsilon(self, accountant: str = "pld") -> float:
-        """``dpsim.accounting.epsilon`` of these parameters."""
+        """``dpsim.accounting.epsilon`` of these parameters.
+
+        Parameters
+        ----------
+        accountant : {'pld', 'rdp'}
+            The accountant.
+
+        Returns
+        -------
+        float
+            ε at these parameters' δ.
+        """
         return accounting.epsilon(self.noise_multiplier, self.sample_rate, self.steps, self.delta,
                                   accountant=accountant)
 
@@ -290,7 +374,32 @@ def privacy_params(*, min_noise: float = 0.5, max_noise: float = 10.0, max_steps
     """:class:`PrivacyParams` in ranges where the accountants are accurate and take about a second
     or less per call: ``σ ∈ [min_noise, max_noise]``, ``q ∈ [min_sample_rate, max_sample_rate]``
     (log scale), ``T ∈ [min_steps, max_steps]``, ``δ ∈ [min_delta, max_delta]`` (log scale;
-    default ``[1e-8, 1e-3]``).  Shrinks toward the smallest σ, q, T and δ."""
+    default ``[1e-8, 1e-3]``).  Shrinks toward the smallest σ, q, T and δ.
+
+    Parameters
+    ----------
+    min_noise : float
+        Smallest σ.
+    max_noise : float
+        Largest σ.
+    max_steps : int
+        Largest T.
+    min_sample_rate : float
+        Smallest q.
+    max_sample_rate : float
+        Largest q.
+    min_steps : int
+        Smallest T.
+    min_delta : float
+        Smallest δ.
+    max_delta : float
+        Largest δ.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`PrivacyParams`.
+    """
     if not (0 < min_noise <= max_noise < math.inf):
         raise ValueError(f"need 0 < min_noise <= max_noise < inf, got {min_noise!r}, {max_noise!r}")
     if not (0 < min_sample_rate <= max_sample_rate <= 1):
@@ -325,7 +434,20 @@ def dp_budgets(*, epsilon=None, delta=None):
 
     ``epsilon``/``delta``: a window as in :func:`hyperparameter` — ``(lo, hi)``, a list of values,
     or one value — checked against the valid interval (default: the generation windows
-    ε ∈ [0.5, 10], δ ∈ [1e-8, 1e-3])."""
+    ε ∈ [0.5, 10], δ ∈ [1e-8, 1e-3]).
+
+    Parameters
+    ----------
+    epsilon : tuple, list or float, optional
+        A window of ε.
+    delta : tuple, list or float, optional
+        A window of δ.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`DPBudget`.
+    """
     return st.builds(DPBudget, hyperparameter(EPSILON, epsilon, name="epsilon"),
                      hyperparameter(DELTA, delta, name="delta"))
 
@@ -346,7 +468,22 @@ OMEGA = _hyper.Real("(1, inf]", typical=(1.5, 1e4), log=True)
 def tcdp_params(*, rho=None, omega=None, infinite_omega: bool = False):
     """:class:`TcdpParams` ``(ρ, ω)``: ``ρ`` from :data:`RHO`'s range, ``ω`` from :data:`OMEGA`'s
     (both log scale; windows as in :func:`hyperparameter`).  ``infinite_omega=True`` also draws
-    ``ω = inf`` (zCDP, the untruncated limit), which a test of a formula's ``ω → ∞`` branch needs."""
+    ``ω = inf`` (zCDP, the untruncated limit), which a test of a formula's ``ω → ∞`` branch needs.
+
+    Parameters
+    ----------
+    rho : tuple, list or float, optional
+        A window as in :func:`hyperparameter` for ρ.
+    omega : tuple, list or float, optional
+        A window as in :func:`hyperparameter` for ω.
+    infinite_omega : bool
+        Also draw ``ω = inf``.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`TcdpParams`.
+    """
     om = hyperparameter(OMEGA, omega, name="omega")
     if infinite_omega:
         om = st.one_of(om, st.just(math.inf))
@@ -386,7 +523,28 @@ def bound_params(*, clip=None, noise_multiplier=None, batch_size=None, beta=None
     a list of values, or one value — validated against the declared interval, so a bound is only
     ever exercised at valid hyperparameters (``clip=(0, 1)`` is refused: ``C`` must be positive).
     The fields are drawn independently (a property that needs ``s ≤ T`` uses :func:`dp2_phases`).
-    Shrinks toward the low end of every window (for ``σ``: no noise)."""
+    Shrinks toward the low end of every window (for ``σ``: no noise).
+
+    Parameters
+    ----------
+    clip : tuple, list or float, optional
+        A window as in :func:`hyperparameter` for C.
+    noise_multiplier : tuple, list or float, optional
+        A window as in :func:`hyperparameter` for σ.
+    batch_size : tuple, list or int, optional
+        A window as in :func:`hyperparameter` for b.
+    beta : tuple, list or float, optional
+        A window as in :func:`hyperparameter` for β.
+    s : tuple, list or int, optional
+        A window as in :func:`hyperparameter` for the delay.
+    steps : tuple, list or int, optional
+        A window as in :func:`hyperparameter` for T.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`BoundParams`.
+    """
     return st.builds(BoundParams,
                      hyperparameter(_hyper.CLIP, clip, name="clip"),
                      hyperparameter(_hyper.SIGMA, noise_multiplier, name="noise_multiplier"),
@@ -405,7 +563,13 @@ class DP2Phases(NamedTuple):
     s2: int
 
     def hyperparameters(self) -> dict:
-        """The ``s1``/``s2`` keywords of ``dpsim.optimizers.dp2_*``."""
+        """The ``s1``/``s2`` keywords of ``dpsim.optimizers.dp2_*``.
+
+        Returns
+        -------
+        dict
+            ``{"s1": ..., "s2": ...}``.
+        """
         return {"s1": self.s1, "s2": self.s2}
 
 
@@ -414,7 +578,22 @@ def dp2_phases(*, min_steps: int = 1, max_steps: int = 120, equal: bool = True):
     ``s1`` SGD steps, then ``s2`` adaptive steps, alternating), so that every phase length from one
     step to the whole run — no refresh at all — is reachable.  ``equal=True`` (the papers' setting
     and the optimizers' default ``s2 = s1``) draws ``s2 = s1``; ``False`` draws ``s2 ∈ [1, T]``
-    independently.  Shrinks toward ``T = min_steps`` and ``s1 = s2 = 1``."""
+    independently.  Shrinks toward ``T = min_steps`` and ``s1 = s2 = 1``.
+
+    Parameters
+    ----------
+    min_steps : int
+        Smallest T.
+    max_steps : int
+        Largest T.
+    equal : bool
+        Draw ``s2 = s1``.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`DP2Phases`.
+    """
     if not (isinstance(min_steps, int) and isinstance(max_steps, int) and 1 <= min_steps <= max_steps):
         raise ValueError(f"need positive integers min_steps <= max_steps, got min_steps={min_steps!r}, "
                          f"max_steps={max_steps!r}")
@@ -447,7 +626,22 @@ def gradient_tables(*, max_n: int = 32, max_d: int = 4, max_abs: float = 4.0):
     built on the public ``Problem`` API): ``n ≤ max_n`` rows in ``R^d``, ``d ≤ max_d``, entries in
     ``[−max_abs, max_abs]`` (zero rows, repeated rows and norms far above any clip included).
     Every example's gradient is its row at every ``w``, so clipping, noise and moment properties
-    can be tested on any gradient configuration.  Shrinks toward a one-row table of zeros."""
+    can be tested on any gradient configuration.  Shrinks toward a one-row table of zeros.
+
+    Parameters
+    ----------
+    max_n : int
+        Most rows.
+    max_d : int
+        Largest dimension.
+    max_abs : float
+        Largest absolute entry.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`GradientTable`.
+    """
     if not (isinstance(max_n, int) and max_n >= 1 and isinstance(max_d, int) and max_d >= 1):
         raise ValueError(f"max_n and max_d must be positive integers, got max_n={max_n!r}, max_d={max_d!r}")
     if not (0 < max_abs < math.inf):
@@ -475,6 +669,18 @@ class Simulation:
     kwargs: dict = field(default_factory=dict)
 
     def run(self, **overrides):
+        """Run this simulation.
+
+        Parameters
+        ----------
+        **overrides
+            Keywords of :func:`dpsim.simulate` that replace the drawn ones.
+
+        Returns
+        -------
+        Result
+            The run's result.
+        """
         kw = dict(steps=self.steps, batch_size=self.batch_size, trials=self.trials, seed=self.seed,
                   sampling=self.sampling, **self.kwargs)
         kw.update(overrides)
@@ -518,6 +724,24 @@ def simulations(problems=None, optimizers=None, *, max_steps: int = 8, max_trial
     [L2P] Algorithm 3 for a ctCDP budget (:class:`~dpsim.privacy.events.TcdpBudget`; its planned
     horizon ``planned_steps`` is doubled until the plan is feasible for the drawn ``n``, since a
     small data set needs a small per-step budget).
+
+    Parameters
+    ----------
+    problems : hypothesis.strategies.SearchStrategy, optional
+        Of problems (default: :func:`problems` with small sizes).
+    optimizers : hypothesis.strategies.SearchStrategy, optional
+        Of optimizers (default: :func:`optimizers`).
+    max_steps : int
+        Most steps.
+    max_trials : int
+        Most trials.
+    max_batch : int
+        Largest batch.
+
+    Returns
+    -------
+    hypothesis.strategies.SearchStrategy
+        Of :class:`Simulation`.
     """
     probs = globals()["problems"](max_d=4, max_n=64) if problems is None else problems
     opts = globals()["optimizers"]() if optimizers is None else optimizers

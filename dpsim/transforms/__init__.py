@@ -1,6 +1,16 @@
 """Gradient transformations (optax style): the base protocol and chains (:mod:`.base`), the
 preconditioner pieces with each moment recursion written once (:mod:`.preconditioners`), and the
-combinators that put the same pieces in another order (:mod:`.combinators`)."""
+combinators that put the same pieces in another order (:mod:`.combinators`).
+
+Examples
+--------
+SGD as a named chain of two pieces:
+
+>>> from dpsim.transforms import mean_gradient, named_chain, scale
+>>> tx = named_chain(("gradient", mean_gradient()), ("lr", scale(-0.1)))
+>>> tx.names
+('gradient', 'lr')
+"""
 
 from . import preconditioners
 from .base import (Batch, EmptyState, GradientTransformation, StepContext, TraceState, chain,

@@ -3,7 +3,7 @@
 A rule of :mod:`dpsim.transforms.elements` is written once as a function of a namespace ``xp``
 (``xp.sqrt``, ``xp.maximum``, ``xp.sign``): called with the run's array namespace it is the chain's
 array code; with this module as ``xp`` and compiled by Numba it is the same rule on one coordinate,
-which the fused release composes (:mod:`dpsim.transforms._compose`).  Each function here is the
+which the fast paths compose (:mod:`dpsim.fast.compose`).  Each function here is the
 NumPy ufunc's value on scalars, bit for bit:
 
 * ``sqrt``: NumPy's ``np.sqrt`` (IEEE square root, correctly rounded, in the operand's dtype);

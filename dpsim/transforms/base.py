@@ -110,13 +110,35 @@ class StepContext:
         self._cache: dict = {}
 
     def hp(self, value):
-        """Scalar hyperparameter → float; per-trial array → cached ``(R, 1)`` backend column."""
+        """Scalar hyperparameter → float; per-trial array → cached ``(R, 1)`` backend column.
+
+        Parameters
+        ----------
+        value : float or array
+            A validated hyperparameter.
+
+        Returns
+        -------
+        float or array
+            A float, or an ``(R, 1)`` column.
+        """
         if isinstance(value, float):
             return value
         return self._col(value, 2)
 
     def hp_vec(self, value):
-        """Scalar → float; per-trial array → cached ``(R,)`` backend vector."""
+        """Scalar → float; per-trial array → cached ``(R,)`` backend vector.
+
+        Parameters
+        ----------
+        value : float or array
+            A validated hyperparameter.
+
+        Returns
+        -------
+        float or array
+            A float, or an ``(R,)`` vector.
+        """
         if isinstance(value, float):
             return value
         return self._col(value, 1)
@@ -155,7 +177,18 @@ class Batch:
         self.scale = scale
 
     def scaled(self, s) -> "Batch":
-        """The same batch with every per-example gradient multiplied by ``s`` ((R, d))."""
+        """The same batch with every per-example gradient multiplied by ``s`` ((R, d)).
+
+        Parameters
+        ----------
+        s : array
+            ``(R, d)`` scaling.
+
+        Returns
+        -------
+        Batch
+            The scaled batch.
+        """
         if self.scale is not None:
             raise ValueError("this batch is already scaled")
         return Batch(self.problem, self.params, self.idx, self.mask, self.batch_size,
@@ -163,7 +196,20 @@ class Batch:
 
     def clipped_sum(self, clip=None, scale=None):
         """``Σ_i clip(s ⊙ g_i, C)`` over the batch, shape (R, d); ``clip=None``: plain sum.
-        ``s`` is ``scale`` if given, else the batch's own :attr:`scale` (one of the two)."""
+        ``s`` is ``scale`` if given, else the batch's own :attr:`scale` (one of the two).
+
+        Parameters
+        ----------
+        clip : float or array, optional
+            ``C`` (``None``: no clipping).
+        scale : array, optional
+            ``(R, d)`` scaling ``s``.
+
+        Returns
+        -------
+        array
+            ``(R, d)``.
+        """
         if scale is not None and self.scale is not None:
             raise ValueError("this batch is already scaled")
         total, _ = self.problem.clipped_grad_sum(self.params, self.idx, clip, mask=self.mask,
@@ -171,7 +217,13 @@ class Batch:
         return total
 
     def per_example(self):
-        """Materialized per-example gradients (R, b_max, d), zero in padded slots."""
+        """Materialized per-example gradients (R, b_max, d), zero in padded slots.
+
+        Returns
+        -------
+        array
+            ``(R, b_max, d)``.
+        """
         if self.scale is not None:
             raise ValueError("per_example() of a scaled batch is not supported")
         g = self.problem.per_example_grads(self.params, self.idx)
@@ -185,7 +237,13 @@ class Batch:
 
         Only for optimizers built with ``Optimizer.public_fraction > 0`` (the engine then carves
         the public split out of the training data and never samples it for the private
-        batches)."""
+        batches).
+
+        Returns
+        -------
+        array
+            ``(R, m, d)``.
+        """
         if self.public_idx is None:
             raise ValueError("this optimizer needs public data: give it public_fraction > 0")
         xp = _xp_of(self.params)
@@ -195,7 +253,13 @@ class Batch:
         return self.problem.per_example_grads(self.params, idx)
 
     def mean(self):
-        """Non-private minibatch gradient ``(1/b) Σ_i g_i``."""
+        """Non-private minibatch gradient ``(1/b) Σ_i g_i``.
+
+        Returns
+        -------
+        array
+            ``(R, d)``.
+        """
         return self.clipped_sum(None) / float(self.batch_size)
 
 
@@ -206,7 +270,18 @@ def _xp_of(a):
 
 
 def chain(*transforms: GradientTransformation) -> GradientTransformation:
-    """Compose transforms left to right; the state is a tuple, the declarations are collected."""
+    """Compose transforms left to right; the state is a tuple, the declarations are collected.
+
+    Parameters
+    ----------
+    *transforms : GradientTransformation
+        The pieces, in order.
+
+    Returns
+    -------
+    GradientTransformation
+        Their composition.
+    """
 
     def init(params):
         return tuple(t.init(params) for t in transforms)
@@ -228,6 +303,29 @@ def named_chain(*pieces) -> GradientTransformation:
     Each piece is ``(name, transform)``, or a transform with a named state (``transform.names``,
     e.g. :func:`~dpsim.transforms.combinators.scale_then_privatize`), whose names are spliced into
     the chain's.  Names must be unique.
+
+    Parameters
+    ----------
+    *pieces : tuple or GradientTransformation
+        ``(name, transform)`` pairs, or transforms with named states.
+
+    Returns
+    -------
+    GradientTransformation
+        The composition, with ``names`` listing the pieces.
+
+    Raises
+    ------
+    ValueError
+        If two pieces share a name.
+
+    Examples
+    --------
+    >>> from dpsim.transforms import mean_gradient, named_chain, scale, trace
+    >>> tx = named_chain(("gradient", mean_gradient()), ("momentum", trace(0.9)),
+    ...                  ("lr", scale(-0.1)))
+    >>> tx.names
+    ('gradient', 'momentum', 'lr')
     """
     steps = []  # (name or None, transform, names it owns)
     names: list[str] = []
@@ -283,7 +381,25 @@ def _children(state):
 def lookup(state, name: str):
     """The state of the piece called ``name``, searched depth-first through named and plain chain
     states (and the named states of combinators).  ``KeyError`` naming the pieces found when no
-    piece has that name."""
+    piece has that name.
+
+    Parameters
+    ----------
+    state : dict or tuple
+        A chain's state.
+    name : str
+        A piece's name.
+
+    Returns
+    -------
+    object
+        That piece's state.
+
+    Raises
+    ------
+    KeyError
+        Naming the pieces found, when none is called ``name``.
+    """
     stack = [state]
     seen: list[str] = []
     while stack:
@@ -297,7 +413,22 @@ def lookup(state, name: str):
 
 
 def replace_piece(state: dict, name: str, piece_state) -> dict:
-    """A copy of a named state with piece ``name`` replaced (top level only)."""
+    """A copy of a named state with piece ``name`` replaced (top level only).
+
+    Parameters
+    ----------
+    state : dict
+        A named chain's state.
+    name : str
+        The piece to replace.
+    piece_state : object
+        Its new state.
+
+    Returns
+    -------
+    dict
+        The new state (``state`` is not modified).
+    """
     if name not in state:
         raise KeyError(f"no piece named {name!r}; pieces: {', '.join(state)}")
     out = dict(state)
@@ -307,7 +438,13 @@ def replace_piece(state: dict, name: str, piece_state) -> dict:
 
 def mean_gradient() -> GradientTransformation:
     """Non-private gradient estimate: ``g = (1/b) Σ_{i∈B} ∇f(x_i; w)``.  Declares
-    :class:`~dpsim.privacy.events.NonPrivate`."""
+    :class:`~dpsim.privacy.events.NonPrivate`.
+
+    Returns
+    -------
+    GradientTransformation
+        The non-private gradient piece.
+    """
 
     def init(params):
         return EmptyState()
@@ -349,7 +486,18 @@ _TRACE = register("trace", _trace_element, 1, 1)
 
 
 def scale(factor) -> GradientTransformation:
-    """``u ← factor · u`` (factor scalar or per-trial).  Element ``"scale"``."""
+    """``u ← factor · u`` (factor scalar or per-trial).  Element ``"scale"``.
+
+    Parameters
+    ----------
+    factor : float or sequence of float
+        The factor, scalar or per trial.
+
+    Returns
+    -------
+    GradientTransformation
+        The scaling piece.
+    """
 
     def init(params):
         return EmptyState()
@@ -366,7 +514,18 @@ def scale(factor) -> GradientTransformation:
 
 def trace(beta) -> GradientTransformation:
     """Heavy-ball momentum buffer ([ADAMBC] §3): ``b_t = β b_{t−1} + g_t``, emits ``b_t``.
-    Element ``"trace"`` (slot ``trace``)."""
+    Element ``"trace"`` (slot ``trace``).
+
+    Parameters
+    ----------
+    beta : float or sequence of float
+        The momentum β ∈ [0, 1).
+
+    Returns
+    -------
+    GradientTransformation
+        The momentum piece (state :class:`TraceState`).
+    """
 
     def init(params):
         return TraceState(trace=params * 0.0)

@@ -52,6 +52,36 @@ def scale_then_privatize(privatizer: GradientTransformation, preconditioner: Gra
     (AdaDPS: the mean public gradient).  ``names``: the names of the two pieces in the state.
     A :class:`~dpsim.transforms.preconditioners.MomentInputs` release (an oracle's noiseless
     second-moment input) is unscaled in both parts.
+
+    Parameters
+    ----------
+    privatizer : GradientTransformation
+        The privatizer, fed the scaled batch.
+    preconditioner : GradientTransformation
+        The preconditioner whose ``state.v`` gives the scale.
+    eps_scale : float or sequence of float
+        ``ε_s`` > 0.
+    unscale : bool
+        Divide the release by ``s`` and feed it to the preconditioner.
+    lookahead : callable, optional
+        ``lookahead(batch, ctx) -> g`` fed to the preconditioner first.
+    names : tuple of str
+        The names of the two pieces.
+
+    Returns
+    -------
+    GradientTransformation
+        With a named state over ``names``.
+
+    Examples
+    --------
+    >>> from dpsim.privacy.privatizers import gaussian_privatizer
+    >>> from dpsim.transforms import scale_then_privatize
+    >>> from dpsim.transforms.preconditioners import precondition, rmsprop
+    >>> tx = scale_then_privatize(gaussian_privatizer(1.0, 1.0), precondition(rmsprop(0.9, 1e-8)),
+    ...                           eps_scale=1e-3)
+    >>> tx.names, len(tx.privacy)
+    (('privatizer', 'preconditioner'), 1)
     """
     eps_scale = hyper("eps_scale", eps_scale, "[0, inf)")
     pname, qname = names
@@ -102,6 +132,20 @@ def alternate(first, second, *, on_switch: Callable | None = None) -> GradientTr
     steps.  ``on_switch = (name, fn)``: before the first step of ``tx2`` in every cycle, piece
     ``name``'s state becomes ``fn(state, ctx)``.  ``s1``, ``s2`` are positive integers shared by
     all trials.
+
+    Parameters
+    ----------
+    first : tuple
+        ``(s1, tx1)``.
+    second : tuple
+        ``(s2, tx2)``.
+    on_switch : tuple, optional
+        ``(name, fn)`` run before the first step of ``tx2`` in every cycle.
+
+    Returns
+    -------
+    GradientTransformation
+        The alternation, with a named state over both phases' names.
     """
     (s1, tx1), (s2, tx2) = first, second
     s1, s2 = positive_int("s1", s1), positive_int("s2", s2)
@@ -144,7 +188,20 @@ def alternate(first, second, *, on_switch: Callable | None = None) -> GradientTr
 
 def alongside(side: GradientTransformation, main: GradientTransformation) -> GradientTransformation:
     """Run ``side`` on the step's batch (its output is discarded; its state and releases count),
-    then ``main`` on the same batch.  Both have named states; shared names are one piece."""
+    then ``main`` on the same batch.  Both have named states; shared names are one piece.
+
+    Parameters
+    ----------
+    side : GradientTransformation
+        Run first; its output is discarded.
+    main : GradientTransformation
+        Run second; its output is the step's.
+
+    Returns
+    -------
+    GradientTransformation
+        Both, with one named state.
+    """
     for tx in (side, main):
         if not tx.names:
             raise ValueError("alongside needs transforms with a named state (named_chain)")

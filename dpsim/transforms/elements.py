@@ -5,7 +5,7 @@ Every piece of :mod:`dpsim.transforms` whose update acts coordinate by coordinat
 state fields the rule reads and rewrites (its *slots*), and a function computing its constants
 with the piece's own Python expressions (``ctx.hp(β)``, ``1.0 − β``, Adam's
 :func:`~dpsim.transforms.preconditioners.bias_correction`).  The chain's update and the fused
-release (:mod:`dpsim.transforms._compose`, :mod:`dpsim.transforms._fused_release`) both evaluate
+release (:mod:`dpsim.fast.compose`, :mod:`dpsim.fast.release`, :mod:`dpsim.fast.block`) all evaluate
 that one rule on those constants:
 
 * a rule is a function of an array namespace, ``rule(xp) -> f``, written with arithmetic operators
@@ -25,12 +25,18 @@ module defining the rule is imported.
 The first piece of a chain exposes its :class:`Release` (a Gaussian privatizer's clip, noise std
 ``σC`` and noise source; :func:`~dpsim.transforms.mean_gradient`'s plain mean), and
 :func:`~dpsim.transforms.scale_then_privatize` exposes its parts (:class:`Scaled`), so a chain is
-recognized by its pieces rather than by a description written beside it.
+recognized by its pieces rather than by a description written beside it.  The shapes not yet
+composed from elements (DP²'s delayed preconditioner, AdaDPS, PAGAN/PASAN, IME) keep a
+*description* (:class:`Delayed`, :class:`Prepared`, :class:`Ellipsoid`, :class:`Ime`) that their
+optimizer function registers with :func:`describe`; :func:`description` reads it.  This module
+sits in the transforms layer so that the optimizers can describe; the fast paths
+(:mod:`dpsim.fast`) read it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+import weakref
 from typing import Any, Callable
 
 import numba
@@ -39,7 +45,8 @@ import numpy as np
 from .._validate import is_zero
 from . import _scalar
 
-__all__ = ["Rule", "Element", "Release", "Scaled", "RULES", "register", "on", "table"]
+__all__ = ["Rule", "Element", "Release", "Scaled", "RULES", "register", "on", "table", "Delayed",
+           "Prepared", "Ellipsoid", "Ime", "describe", "description"]
 
 
 _INSTANCES: dict = {}
@@ -162,3 +169,113 @@ class Scaled:
     unscale: bool
     lookahead: Callable | None
     names: tuple
+
+
+# ------------------------------------------------------------------------------------------------
+# descriptions: the shapes a fast path does not yet compose from elements, registered by their
+# optimizer functions (built from the same validated values as the chain)
+
+
+@dataclass(frozen=True)
+class Delayed:
+    """DP² (:mod:`dpsim.optimizers.dp2`): ``order`` ``"dp2"``, ``"noise_first"`` or
+    ``"extra_query"``; ``P`` the second-moment rule, ``eps`` its ε, ``refresh`` the refresh
+    function the chain uses (``(DelayedState, ctx) -> DelayedState``), ``rel1``/``rel2`` the SGD
+    phase's and the adaptive phase's releases, ``neglr``/``neglr2`` their factors."""
+
+    order: str
+    s1: int
+    s2: int
+    P: Any
+    eps: Any
+    refresh: Callable
+    rel1: Release
+    rel2: Release
+    neglr: Any
+    neglr2: Any
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """``named_chain(stp, ("lr", scale(neglr)))`` where ``stp`` releases the batch scaled by a
+    vector ``s`` that the optimizer first computes from data it may read without privacy (AdaDPS:
+    RMSProp on the mean public gradient, ``s = 1/(√max(v, 0) + ε)``).  ``prepare(batch, state,
+    params, ctx) -> (state', s)`` is that first part exactly as the chain runs it (``state'`` the
+    chain's state with the preconditioner updated, ``s`` C-contiguous of the run's dtype), or
+    ``None`` when it has no fast form for this run (the step then runs through the chain);
+    ``release`` (``scaled=True``) is the privatizer's release of ``s ⊙ g_i``, the step direction."""
+
+    release: Release
+    neglr: Any
+    prepare: Callable
+
+
+@dataclass(frozen=True)
+class Ellipsoid:
+    """PAGAN ([PAGAN] Alg. 2): ``named_chain(("privatizer", ellipsoid_privatizer(...)),
+    ("preconditioner", precondition(adagrad(eps, guard="max", per=...))), ("lr", scale(neglr)))``,
+    and PASAN ([PAGAN] Alg. 1: ``per="norm"``, ``per_norm=True``: one accumulator per trial fed
+    ``||ĝ||²``, summed as NumPy sums a row, :func:`_row_sum`).
+    ``glm_release(batch, state, params, ctx) -> (state', rows, kernel_batch, std) | None`` is the
+    privatizer's own preparation of a GLM step (:func:`dpsim.privacy.ellipsoid.ellipsoid_parts`:
+    its set-up on the first step, the projected-sum kernel's arguments, the noise std ``(M, d)``
+    or ``None``); ``None`` (no GLM form) runs the step through the chain.  ``eps`` the guard of
+    ``D = max(√v, ε)``, ``neglr`` the learning-rate factor."""
+
+    glm_release: Callable
+    eps: Any
+    neglr: Any
+    per_norm: bool = False
+
+
+@dataclass(frozen=True)
+class Ime:
+    """Independent moment estimation (:func:`dpsim.privacy.privatizers.ime_privatizer`, [DESIGN]
+    §3): ``named_chain(("privatizer", ime), ("preconditioner", rule), ("lr", scale(neglr)))`` with
+    ``release`` the first release (the clipped mean, noise std ``σ1·C``), ``clip`` the validated
+    ``C``, ``s2`` the second release's ``σ2`` (noise std ``σ2·Δ₂`` on ``Π_C(ḡ)²``, ``Δ₂`` from the
+    sampler as the privatizer computes it); ``rule`` ``"adagrad"`` (``precondition(adagrad(eps))``
+    fed the moment inputs: ``v ← v + s̃``, ``g̃/(√max(v, 0) + ε)``) or ``"adam"``
+    (:func:`dpsim.optimizers.design_space._adam_moments`, with ``beta1``, ``beta2``, ``eps``).
+
+    The two releases draw their ``(R, d)`` normals one after the other from the one noise stream,
+    the second after *all* of the first: the first release's normals are drawn up front into an
+    ``(R, d)`` array, then one pass over the trials does each trial's clipped sum, ``g̃``, the
+    square's release (drawing on), the moment recursion and the update (:func:`_ime_fused`).
+
+    ``noiseless``: the second moment is fed the plain square ``ḡ²`` of the clipped mean — not
+    projected, no noise, nothing drawn (``s2`` is then 0) — the non-private oracle of [DESIGN]
+    Alg. 9 (:func:`dpsim.privacy.privatizers.noiseless_v_privatizer` with Adam's moment inputs,
+    ``dp_adam_noiseless_v``).  ``stp_eps`` set (with ``noiseless``: ``dp_adam_stp_noiseless_v``):
+    the chain is scale-then-privatize's — the release is of the batch scaled by
+    ``s = 1/(√max(v, 0) + stp_eps)`` (``v`` the rule's before the step), ``g̃`` is divided by ``s``
+    and the square by ``s·s`` before the rule."""
+
+    release: Release
+    clip: Any
+    s2: Any
+    rule: str
+    neglr: Any
+    eps: Any
+    beta1: Any = None
+    beta2: Any = None
+    noiseless: bool = False
+    stp_eps: Any = None
+
+
+_SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def describe(tx, spec):
+    """Register ``spec`` as the description of the transform ``tx`` (built from the same
+    validated values); returns ``tx``."""
+    _SPECS[tx.update] = spec
+    return tx
+
+
+def description(tx):
+    """The description registered for the transform ``tx`` (:func:`describe`), or ``None``."""
+    try:
+        return _SPECS.get(tx.update)
+    except TypeError:  # pragma: no cover - an update that cannot be weakly referenced
+        return None

@@ -72,7 +72,28 @@ def _ema(x, y, beta, one_minus_beta):
 
 
 def ema(x, y, beta):
-    """Exponential moving average ``β x + (1−β) y`` (RMSProp's v, Adam's m and v)."""
+    """Exponential moving average ``β x + (1−β) y`` (RMSProp's v, Adam's m and v).
+
+    Parameters
+    ----------
+    x : array or float
+        The previous average.
+    y : array or float
+        The new value.
+    beta : float or array
+        The decay β.
+
+    Returns
+    -------
+    array or float
+        ``β x + (1−β) y``.
+
+    Examples
+    --------
+    >>> from dpsim.transforms.preconditioners import ema
+    >>> ema(1.0, 3.0, 0.5)
+    2.0
+    """
     return _ema.py_func(x, y, beta, 1.0 - beta)
 
 
@@ -201,7 +222,22 @@ def _preconditioner(name, acc, na, den, consts, per="coordinate") -> Preconditio
 def adagrad(eps=1e-8, *, guard="add", per="coordinate") -> Preconditioner:
     """AdaGrad ``v ← v + g²``.  ``guard="add"``: ``D = √max(v, 0) + ε``; ``guard="max"``:
     ``D = max(√v, ε)`` (PAGAN, [PAGAN] Alg. 2).  ``per="norm"``: one accumulator per trial fed
-    ``||g||²`` (PASAN's step size, [PAGAN] Alg. 1)."""
+    ``||g||²`` (PASAN's step size, [PAGAN] Alg. 1).
+
+    Parameters
+    ----------
+    eps : float or sequence of float
+        The constant ε of the denominator.
+    guard : {'add', 'max'}
+        ``√max(v, 0) + ε`` or ``max(√v, ε)``.
+    per : {'coordinate', 'norm'}
+        One accumulator per coordinate, or one per trial fed ``||g||²``.
+
+    Returns
+    -------
+    Preconditioner
+        The rule.
+    """
     if guard == "add":
         eps = hyper("eps", eps, "[0, inf)")
         den, name = _add_eps_den, "adagrad"
@@ -214,7 +250,20 @@ def adagrad(eps=1e-8, *, guard="add", per="coordinate") -> Preconditioner:
 
 
 def rmsprop(beta=0.9, eps=1e-8) -> Preconditioner:
-    """RMSProp ``v ← β v + (1−β) g²``, ``D = √max(v, 0) + ε``."""
+    """RMSProp ``v ← β v + (1−β) g²``, ``D = √max(v, 0) + ε``.
+
+    Parameters
+    ----------
+    beta : float or sequence of float
+        The decay β.
+    eps : float or sequence of float
+        The constant ε of the denominator.
+
+    Returns
+    -------
+    Preconditioner
+        The rule.
+    """
     beta = hyper("beta", beta, "[0, 1)")
     eps = hyper("eps", eps, "[0, inf)")
 
@@ -226,7 +275,20 @@ def rmsprop(beta=0.9, eps=1e-8) -> Preconditioner:
 
 
 def yogi(beta=0.9, eps=1e-8) -> Preconditioner:
-    """Yogi ``v ← v − (1−β) sign(v − g²) g²``, ``D = √max(v, 0) + ε``."""
+    """Yogi ``v ← v − (1−β) sign(v − g²) g²``, ``D = √max(v, 0) + ε``.
+
+    Parameters
+    ----------
+    beta : float or sequence of float
+        The decay β.
+    eps : float or sequence of float
+        The constant ε of the denominator.
+
+    Returns
+    -------
+    Preconditioner
+        The rule.
+    """
     beta = hyper("beta", beta, "[0, 1)")
     eps = hyper("eps", eps, "[0, inf)")
 
@@ -242,7 +304,22 @@ _ADAGRAD_STEP = on(_step_rule(_sum_acc, _add_eps_den, 0), _scalar)
 
 
 def by_rule(rule: str, beta=0.9, eps=1e-8) -> Preconditioner:
-    """The preconditioner named ``rule`` (``adagrad`` ignores ``beta``)."""
+    """The preconditioner named ``rule`` (``adagrad`` ignores ``beta``).
+
+    Parameters
+    ----------
+    rule : {'adagrad', 'rmsprop', 'yogi'}
+        The rule's name.
+    beta : float or sequence of float
+        The decay β (RMSProp, Yogi).
+    eps : float or sequence of float
+        The constant ε.
+
+    Returns
+    -------
+    Preconditioner
+        The rule.
+    """
     if rule == "adagrad":
         return adagrad(eps)
     if rule == "rmsprop":
@@ -259,7 +336,18 @@ class PreconditionState(NamedTuple):
 def precondition(P: Preconditioner) -> GradientTransformation:
     """Post-processing preconditioning: ``v ← P(v, square(g))`` (or ``.sq`` of
     :class:`MomentInputs`), emit ``g / D(v)``.  For a per-coordinate ``P`` the element
-    ``"precondition:<rule>"`` (slot ``v``) evaluates the same rule, ``P.rule``."""
+    ``"precondition:<rule>"`` (slot ``v``) evaluates the same rule, ``P.rule``.
+
+    Parameters
+    ----------
+    P : Preconditioner
+        A second-moment rule (:func:`adagrad`, :func:`rmsprop`, :func:`yogi`).
+
+    Returns
+    -------
+    GradientTransformation
+        The preconditioning piece (state :class:`PreconditionState`).
+    """
 
     def init(params):
         return PreconditionState(v=P.init(params))
@@ -280,7 +368,22 @@ def precondition(P: Preconditioner) -> GradientTransformation:
 
 
 def scale_by_precondition(rule: str, beta=0.9, eps=1e-8) -> GradientTransformation:
-    """AdaGrad / RMSProp / Yogi preconditioning (:func:`precondition` of :func:`by_rule`)."""
+    """AdaGrad / RMSProp / Yogi preconditioning (:func:`precondition` of :func:`by_rule`).
+
+    Parameters
+    ----------
+    rule : {'adagrad', 'rmsprop', 'yogi'}
+        The rule's name.
+    beta : float or sequence of float
+        The decay β.
+    eps : float or sequence of float
+        The constant ε.
+
+    Returns
+    -------
+    GradientTransformation
+        ``precondition(by_rule(rule, beta, eps))``.
+    """
     return precondition(by_rule(rule, beta, eps))
 
 
@@ -298,13 +401,45 @@ def bias_correction(beta, t):
     ``ctx.hp`` gives it (NumPy's ``power``).  The compiled paths receive this function's values
     rather than raising ``β`` to ``t`` themselves: Numba's ``float ** int`` is a product of
     squarings and differs from Python's and NumPy's ``pow`` in the last bit for about half of the
-    ``(β, t)`` pairs, which would break the bit-for-bit contract with the chain."""
+    ``(β, t)`` pairs, which would break the bit-for-bit contract with the chain.
+
+    Parameters
+    ----------
+    beta : float or array
+        The decay β.
+    t : int
+        The step count.
+
+    Returns
+    -------
+    float or array
+        ``1 − βᵗ``.
+
+    Examples
+    --------
+    >>> from dpsim.transforms.preconditioners import bias_correction
+    >>> round(bias_correction(0.9, 2), 12)
+    0.19
+    """
     return 1.0 - beta ** t
 
 
 def adam_v_hat(adam_state: AdamState, beta2):
     """Bias-corrected second moment ``v̂ = v / (1 − β2^count)`` of an :class:`AdamState`
-    (``beta2`` a float or a per-trial column, e.g. ``ctx.hp(beta2)``)."""
+    (``beta2`` a float or a per-trial column, e.g. ``ctx.hp(beta2)``).
+
+    Parameters
+    ----------
+    adam_state : AdamState
+        An Adam piece's state.
+    beta2 : float or array
+        Its β2.
+
+    Returns
+    -------
+    array
+        ``v̂``.
+    """
     return adam_state.v / bias_correction(beta2, adam_state.count)
 
 
@@ -366,6 +501,24 @@ def scale_by_adam(beta1=0.9, beta2=0.999, eps=1e-8, *, phi=None, floor=None) -> 
     before the square root (a noisy second-moment statistic can drive ``v`` negative).
     ``beta1``, ``beta2`` in [0, 1); ``eps`` ≥ 0.  The rule is :func:`_adam_rule`; the element
     (slots ``m``, ``v``) evaluates it on the same constants (:func:`bias_correction` included).
+
+    Parameters
+    ----------
+    beta1 : float or sequence of float
+        Decay β1 of ``m``.
+    beta2 : float or sequence of float
+        Decay β2 of ``v``.
+    eps : float or sequence of float
+        The constant ε.
+    phi : float, array or callable, optional
+        The noise variance Φ subtracted from ``v̂``.
+    floor : float, array or callable, optional
+        The floor of ``v̂ − Φ``.
+
+    Returns
+    -------
+    GradientTransformation
+        The Adam piece (state :class:`AdamState`).
     """
     beta1 = hyper("beta1", beta1, "[0, 1)")
     beta2 = hyper("beta2", beta2, "[0, 1)")
@@ -476,7 +629,18 @@ def _delayed_init(params):
 
 def accumulate(then_refresh: Callable | None = None) -> GradientTransformation:
     """Emit ``g`` unchanged and add it to ``G``; ``then_refresh`` (a :func:`refresh`) runs right
-    after, in the same step."""
+    after, in the same step.
+
+    Parameters
+    ----------
+    then_refresh : callable, optional
+        A :func:`refresh` run right after the accumulation.
+
+    Returns
+    -------
+    GradientTransformation
+        The accumulating piece (state :class:`DelayedState`).
+    """
 
     def update(u, state, params, ctx):
         state = DelayedState(state.v, state.G + u)
@@ -488,7 +652,18 @@ def accumulate(then_refresh: Callable | None = None) -> GradientTransformation:
 
 
 def apply_delayed(P: Preconditioner) -> GradientTransformation:
-    """Emit ``g / D(v)`` with the delayed ``v`` (no moment update)."""
+    """Emit ``g / D(v)`` with the delayed ``v`` (no moment update).
+
+    Parameters
+    ----------
+    P : Preconditioner
+        A second-moment rule (:func:`adagrad`, :func:`rmsprop`, :func:`yogi`).
+
+    Returns
+    -------
+    GradientTransformation
+        The piece that divides by the delayed ``D(v)``.
+    """
 
     def update(u, state, params, ctx):
         return u / P.denominator(state.v, ctx), state
@@ -498,7 +673,22 @@ def apply_delayed(P: Preconditioner) -> GradientTransformation:
 
 def refresh(P: Preconditioner, delay: int, bias=None) -> Callable:
     """``(state, ctx) -> state``: ``v ← P(v, (G/s)² − bias/(s b²))`` with ``s = delay`` (``bias``
-    ``σ²C²``, or ``None``: no unbiasing, [DP2] §3.2), ``G ← 0``."""
+    ``σ²C²``, or ``None``: no unbiasing, [DP2] §3.2), ``G ← 0``.
+
+    Parameters
+    ----------
+    P : Preconditioner
+        A second-moment rule (:func:`adagrad`, :func:`rmsprop`, :func:`yogi`).
+    delay : int
+        The delay ``s``.
+    bias : float or array, optional
+        ``σ²C²`` to unbias with (``None``: none).
+
+    Returns
+    -------
+    callable
+        ``(state, ctx) -> state``.
+    """
 
     def fn(state: DelayedState, ctx) -> DelayedState:
         avg_sq = (state.G / float(delay)) ** 2

@@ -11,8 +11,8 @@ the release unscaled and fed to that piece); every later piece must carry an
     u = e_k(… e_2(e_1(g̃)) …)          each e_i updating its slots of the piece's state
     w ← w + u
 
-coordinate by coordinate, which :mod:`dpsim.transforms._fused_release` runs in one pass per
-trial.  Otherwise :func:`composition` says, in one sentence, which piece stops it (the engine then
+coordinate by coordinate, which :mod:`dpsim.fast.release` runs in one pass per trial
+and :mod:`dpsim.fast.block` in its step loop.  Otherwise :func:`composition` says, in one sentence, which piece stops it (the engine then
 runs the chain, and :func:`dpsim.explain` reports the sentence).
 
 :func:`body` composes the registered rules of a structure key (the elements' keys in chain order,
@@ -34,10 +34,10 @@ from typing import Any
 
 import numba
 
-from . import _scalar, elements
-from .elements import RULES, Element, Release, Scaled
+from ..transforms import _scalar, elements
+from ..transforms.elements import RULES, Element, Release, Scaled
 
-__all__ = ["Composition", "composition", "body", "fingerprint"]
+__all__ = ["Composition", "composition", "spec_of", "spec", "body", "fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,20 @@ def composition(tx) -> Composition | str:
             return _no_element(name)
         pieces.append((name, piece.element))
     return Composition(rel, rel_piece, tuple(pieces), stp_eps, stp_piece)
+
+
+def spec(tx):
+    """What a fast path runs for ``tx``: the description registered for it
+    (:func:`dpsim.transforms.elements.description`), else its :class:`Composition`, else the
+    sentence of :func:`composition` saying which piece stops it."""
+    found = elements.description(tx)
+    return found if found is not None else composition(tx)
+
+
+def spec_of(tx):
+    """:func:`spec`, with ``None`` in place of the sentence."""
+    found = spec(tx)
+    return None if isinstance(found, str) else found
 
 
 # ------------------------------------------------------------------------------------------------
