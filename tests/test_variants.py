@@ -342,8 +342,8 @@ def test_unknown_noise_is_an_error():
 
 def test_dp_adam_bc_phi_prime_override():
     """``phi_prime`` = the true Φ reproduces the default run exactly; another Φ' changes the
-    trajectory but not ε (it touches the update, not the privatizer); the fused path refuses it
-    (it would recompute Φ itself)."""
+    trajectory but not ε (it touches the update, not the privatizer); the block kernel runs it
+    bit for bit the chain (its constants come from the chain's own code)."""
     prob = problems.least_squares(300, 5, seed=2)
     C, s, b = 1.0, 1.5, 20
     phi = (s * C / b) ** 2
@@ -356,7 +356,12 @@ def test_dp_adam_bc_phi_prime_override():
     np.testing.assert_allclose(same.params, base.params, rtol=1e-12, atol=1e-14)
     assert not np.allclose(half.params, base.params)
     assert half.epsilon(1e-5) == base.epsilon(1e-5)
-    assert same.config["engine"] in ("chain", "release")  # not the block kernel
+    # the block kernel takes Φ' from the chain's own constants (dpsim.fast): bit for bit the chain
+    assert half.config["engine"] == "block"
+    chain = dpsim.simulate(prob, optimizers.get("dp_adam_bc", clip=C, noise_multiplier=s,
+                                                phi_prime=0.5 * phi), fast=False, **kw)
+    assert chain.config["engine"] != "block"
+    np.testing.assert_array_equal(half.params, chain.params)
     with pytest.raises(ValueError, match="phi_prime"):
         dpsim.simulate(prob, optimizers.get("dp_adam_bc", phi_prime=-1.0), **kw)
 
