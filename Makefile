@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 export OPENBLAS_NUM_THREADS ?= 1
 
-.PHONY: all install test smoke figures full gallery gallery-status bench gpu-check mutation docs clean
+.PHONY: all install test test-fast smoke figures full gallery gallery-status bench gpu-check mutation docs clean
 
 all: figures
 
@@ -27,6 +27,12 @@ TEST_WORKERS ?= auto
 
 test: $(STAMP)
 	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+
+# The inner loop: the suite without the tests listed in tests/slow_tests.txt (those that took >= 2 s
+# in a measured full run; tools/slow_tests.py regenerates the list from a --junitxml run) and
+# without the tests of the all-experiments run (tests/conftest.py marks both `slow`).
+test-fast: $(STAMP)
+	HYPOTHESIS_PROFILE=ci $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
 
 # The core install (no extras) on Python 3.12 and 3.13: a wheel of this checkout in a fresh venv
 # under build/, a private run, its ε and calibration, and the missing-extra messages

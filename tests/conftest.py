@@ -62,7 +62,20 @@ def pytest_collection_modifyitems(config, items):
     from experiment_fixtures import ALL_FIXTURE
 
     group = pytest.mark.xdist_group(name=ALL_FIXTURE)
+    slow = _slow_tests()
     for item in items:
         if (ALL_FIXTURE in getattr(item, "fixturenames", ())
                 or item.path.name.startswith("test_experiment_")):
             item.add_marker(group)
+            item.add_marker(pytest.mark.slow)  # they share the all-experiments run (minutes)
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
+
+
+def _slow_tests() -> set:
+    """The node ids listed in ``tests/slow_tests.txt`` (measured: ``tools/slow_tests.py``), marked
+    ``slow`` so that ``make test-fast`` (``-m "not slow"``) leaves them out, as it leaves out the
+    tests of the all-experiments run."""
+    path = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
+    with open(path, encoding="utf-8") as f:
+        return {line.strip() for line in f if line.strip() and not line.startswith("#")}
