@@ -20,7 +20,6 @@ Examples
 from __future__ import annotations
 
 import functools
-import inspect
 import time
 from typing import Callable
 
@@ -243,7 +242,7 @@ def release_plan(prob, tx, be, *, public_idx, steps):
     return release.plan(prob, tx, be, public_idx=public_idx), None
 
 
-def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1, seed=0,
+def simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 1, seed=0,
              sampling: str = "poisson", backend: str = "numpy", record_every: int | None = None,
              progress: bool = False, dtype: str = "float64", init=None,
              probes: dict[str, Callable] | None = None,
@@ -334,8 +333,108 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
     (overflow, 0/0) are not printed during the run: a trial that blows up stays in its own row,
     and :attr:`Result.diverged` flags it (:attr:`Result.diverged_reason` says why).
     """
+    # The first run of a kernel on this machine compiles it (tens of seconds): one line on stderr
+    # says so (dpsim._jit_notice; DPSIM_QUIET_COMPILE=1 silences it).  NumPy's floating-point
+    # warnings (overflow, 0/0) are not printed: a trial that blows up is contained in its row
+    # and flagged by Result.diverged, with the reason in Result.diverged_reason.
+    name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "name", "optimizer")
+    with announce_compiles(f"{name} on {getattr(problem, 'name', 'problem')}"), \
+            np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _simulate(problem, optimizer, steps=steps, batch_size=batch_size, trials=trials,
+                         seed=seed, sampling=sampling, backend=backend, record_every=record_every,
+                         progress=progress, dtype=dtype, init=init, probes=probes,
+                         metrics=metrics, target_epsilon=target_epsilon,
+                         target_delta=target_delta, accountant=accountant, fast=fast,
+                         checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+
+
+def _simulate(problem, optimizer, *, steps, batch_size, trials, seed, sampling, backend,
+              record_every, progress, dtype, init, probes, metrics, target_epsilon, target_delta,
+              accountant, fast, checkpoint, checkpoint_every) -> Result:
+    """:func:`simulate` after its keywords: check, set up, run the steps, assemble the result."""
+    from .transforms.base import StepContext
+
+    optimizer, calibration = _checked_optimizer(
+        problem, optimizer, steps=steps, trials=trials, seed=seed, dtype=dtype, sampling=sampling,
+        batch_size=batch_size, accountant=accountant, target_epsilon=target_epsilon,
+        target_delta=target_delta)
+    n_public = _n_public(optimizer.public_fraction, problem.n)
+    steps, trials, batch_size = int(steps), int(trials), int(batch_size)
+    metrics = check_metrics(metrics, problem)
+    default_every = None
+    if record_every is None:
+        rows, nnz = _record_rows_and_nnz(problem, metrics)
+        default_every = default_record_every(steps, rows=rows, d=problem.d, nnz=nnz,
+                                             batch_size=batch_size, trials=trials)
+    rec_steps = _record_steps(steps, record_every, default_every)
+
+    sampler_ss, noise_ss, public_ss = _streams(seed)
+    be = Backend(backend, noise_ss, dtype)
+    prob = problem.on(be)
+    public_idx, private_idx, n_private = _public_private(prob, be, n_public, public_ss)
+    sampler = Sampler(sampling, n_private, batch_size, trials, sampler_ss)
+    ctx = StepContext(be, trials, batch_size, steps, n=n_private, sampling=sampling)
+    ctx.donate_state = True  # the loop keeps only the state that update returns (buffer donation)
+    params = _initial_params(prob, be, init, trials)
+
+    tx = optimizer.transform
+    state = tx.init(params)
+    all_probes = dict(optimizer.probes)
+    all_probes.update(check_probes(probes))
+    recorder = _Recorder(prob, be, metrics, rec_steps, trials, all_probes, ctx)
+
+    bar = _ProgressBar(steps, f"{optimizer.name} on {prob.name}") if progress else None
+    fused_plan, block_reason = block_plan(prob, optimizer, trials=trials, backend=backend,
+                                          dtype=dtype, fast=fast, checkpoint=checkpoint)
+    if fast and fused_plan is None:
+        raise ValueError(f"fast=True, but this run has no fused kernel: {block_reason}")
+
+    def run_identity():  # what the run's numbers depend on (the checkpoint's fingerprint)
+        return dict(problem=problem_identity(problem), optimizer=optimizer.name,
+                    hyperparameters=dict(optimizer.hyperparameters), steps=steps,
+                    batch_size=batch_size, trials=trials, seed=_seed_config(seed),
+                    sampling=sampling, backend=backend, dtype=dtype, record_steps=rec_steps,
+                    metrics=list(metrics), probes=sorted(all_probes),
+                    init=None if init is None else np.asarray(init, dtype=float),
+                    version=_versions().get("dpsim"))
+
+    ck = Checkpoint.for_run(checkpoint, checkpoint_every, be, run_identity,
+                            compiled=fused_plan is not None, probes=all_probes)
+    loop = _Loop(prob, tx, be, sampler, ctx, recorder, params=params, state=state, steps=steps,
+                 private_idx=private_idx, public_idx=public_idx, batch_size=batch_size,
+                 bar=bar, ck=ck)
+    engine_name = loop.run(fused_plan)
+    config = {
+        "problem": dict(problem.config),
+        "optimizer": optimizer.name,
+        "hyperparameters": dict(optimizer.hyperparameters),
+        "steps": steps,
+        "batch_size": batch_size,
+        "trials": trials,
+        "seed": _seed_config(seed),
+        "metrics": list(metrics),
+        "sampling": sampling,
+        "backend": backend,
+        "dtype": dtype,
+        "record_every": int(rec_steps[1] - rec_steps[0]) if rec_steps.size > 1 else None,
+        "engine": engine_name,
+        "versions": _versions(),
+    }
+    if calibration is not None:
+        config["calibration"] = calibration
+    privacy = _privacy(optimizer, loop.state, steps=steps, batch_size=batch_size,
+                       n_private=n_private, n_public=n_public, sampling=sampling, trials=trials,
+                       accountant=accountant)
+    return recorder.result(params=loop.params, config=config, privacy=privacy, wall=loop.wall,
+                           mean_batch_size=loop.batch_sizes_sum / max(steps, 1))
+
+
+def _checked_optimizer(problem, optimizer, *, steps, trials, seed, dtype, sampling, batch_size,
+                       accountant, target_epsilon, target_delta):
+    """``(optimizer, calibration)``: the arguments of :func:`simulate` checked (``ValueError``
+    naming the value), and the optimizer calibrated to ``target_epsilon`` at ``target_delta``
+    when they are given (``calibration``: the record for ``config["calibration"]``, else ``None``)."""
     from . import accounting  # the upper layers, loaded by the first call (resolve: optimizers)
-    from .transforms.base import Batch, StepContext
 
     optimizer = resolve(problem, optimizer)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
@@ -344,8 +443,7 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         raise ValueError(f"trials must be a positive integer, got trials={trials!r}")
     check_seed(seed)
     check_allocation("the (trials, d) parameters", (trials, problem.d), 4 if dtype == "float32" else 8)
-    public_fraction = optimizer.public_fraction
-    n_public = _n_public(public_fraction, problem.n)
+    n_public = _n_public(optimizer.public_fraction, problem.n)
     check_sampling(sampling, problem.n - n_public, batch_size)
     if accountant not in accounting.ACCOUNTANTS:
         raise ValueError(f"accountant must be one of {accounting.ACCOUNTANTS}, got accountant={accountant!r}")
@@ -368,37 +466,26 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         raise ValueError(
             f"per-trial hyperparameters have {n_hp} values but trials={trials}"
         )
-    steps, trials, batch_size = int(steps), int(trials), int(batch_size)
-    metrics = check_metrics(metrics, problem)
-    default_every = None
-    if record_every is None:
-        rows, nnz = _record_rows_and_nnz(problem, metrics)
-        default_every = default_record_every(steps, rows=rows, d=problem.d, nnz=nnz,
-                                             batch_size=batch_size, trials=trials)
-    rec_steps = _record_steps(steps, record_every, default_every)
-    want_loss, want_grad = "loss" in metrics, "grad_norm_sq" in metrics
-    heldout = [m for m in HELDOUT_METRICS if m in metrics]
+    return optimizer, calibration
 
-    sampler_ss, noise_ss, public_ss = _streams(seed)
-    be = Backend(backend, noise_ss, dtype)
-    xp = be.xp
-    prob = problem.on(be)
-    public_idx = private_idx = None
-    n_private = prob.n
-    if n_public:
-        # The public split is carved out of the training data (a seeded random subset) and is
-        # never sampled for private batches; accounting uses the private part only.
-        pub, private_idx = _split(public_ss, prob.n, n_public)
-        public_idx = be.asindex(pub)
-        n_private = private_idx.size
-    sampler = Sampler(sampling, n_private, batch_size, trials, sampler_ss)
-    ctx = StepContext(be, trials, batch_size, steps, n=n_private, sampling=sampling)
-    ctx.donate_state = True  # the loop keeps only the state that update returns (buffer donation)
 
+def _public_private(prob, be, n_public, public_ss):
+    """``(public_idx, private_idx, n_private)``.  The public split is carved out of the training
+    data (a seeded random subset) and is never sampled for private batches; accounting uses the
+    private part only.  Without one: ``(None, None, n)``."""
+    if not n_public:
+        return None, None, prob.n
+    pub, private_idx = _split(public_ss, prob.n, n_public)
+    return be.asindex(pub), private_idx, private_idx.size
+
+
+def _initial_params(prob, be, init, trials):
+    """The ``(R, d)`` starting parameters: zeros, or ``init`` (``(d,)`` broadcast or ``(R, d)``),
+    projected onto the problem's domain when it has one."""
     d = prob.d
     check_init(init, trials, d)
     if init is None:
-        params = xp.zeros((trials, d), dtype=be.float_dtype)
+        params = be.xp.zeros((trials, d), dtype=be.float_dtype)
     else:
         w0 = np.asarray(init, dtype=float)
         if w0.shape == (d,):
@@ -408,157 +495,15 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         params = be.asarray(np.array(w0))
     if prob.has_domain:
         params = prob.project(params)
+    return params
 
-    tx = optimizer.transform
-    state = tx.init(params)
-    all_probes = dict(optimizer.probes)
-    all_probes.update(check_probes(probes))
 
-    # The optimum (a solve on the first call for a GLM, costly at large d) only when recorded.
-    opt = prob.optimum if want_loss or "dist_to_opt" in metrics else None
-    w_star = be.asarray(opt[0])[None, :] if opt is not None else None
-    f_star = float(opt[1]) if opt is not None else None
+def _privacy(optimizer, state, *, steps, batch_size, n_private, n_public, sampling, trials,
+             accountant) -> dict:
+    """The run's privacy record (:func:`dpsim.accounting.privacy_record`), with the default
+    accountant and the note on a public split."""
+    from . import accounting
 
-    K = rec_steps.size
-    rec = {k: np.full((K, trials), np.nan) for k in (*METRICS, *HELDOUT_METRICS)}
-    prec = {k: np.full((K, trials), np.nan) for k in all_probes}
-
-    def record(k, params, state):
-        if want_loss and want_grad:
-            loss, g = prob.loss_and_grad(params)
-        else:
-            loss = prob.loss(params) if want_loss else None
-            g = prob.grad(params) if want_grad else None
-        if loss is not None:
-            loss = to_numpy(loss)
-            rec["loss"][k] = loss
-            if f_star is not None:
-                rec["excess_loss"][k] = loss - f_star
-        if g is not None:
-            rec["grad_norm_sq"][k] = to_numpy(_row_sq_norms(xp, g))
-            del g  # the (R, d) gradient does not outlive its norm
-        if w_star is not None and "dist_to_opt" in metrics:
-            rec["dist_to_opt"][k] = to_numpy(xp.sqrt(_row_sq_norms(xp, params, w_star)))
-        for m in heldout:  # on the host problem, in float64 (Problem.heldout_loss)
-            rec[m][k] = (prob.heldout_loss if m == "test_loss" else prob.heldout_accuracy)(params)
-        for name, fn in all_probes.items():
-            prec[name][k] = check_probe_output(name, to_numpy(fn(state, params, ctx)), trials)
-
-    bar = _ProgressBar(steps, f"{optimizer.name} on {prob.name}") if progress else None
-    fused_plan, block_reason = block_plan(prob, optimizer, trials=trials, backend=backend,
-                                          dtype=dtype, fast=fast, checkpoint=checkpoint)
-    if fast and fused_plan is None:
-        raise ValueError(f"fast=True, but this run has no fused kernel: {block_reason}")
-
-    def run_identity():  # what the run's numbers depend on (the checkpoint's fingerprint)
-        return dict(problem=problem_identity(problem), optimizer=optimizer.name,
-                    hyperparameters=dict(optimizer.hyperparameters), steps=steps,
-                    batch_size=batch_size, trials=trials, seed=_seed_config(seed),
-                    sampling=sampling, backend=backend, dtype=dtype, record_steps=rec_steps,
-                    metrics=list(metrics), probes=sorted(all_probes),
-                    init=None if init is None else np.asarray(init, dtype=float),
-                    version=_versions().get("dpsim"))
-
-    ck = Checkpoint.for_run(checkpoint, checkpoint_every, be, run_identity,
-                            compiled=fused_plan is not None, probes=all_probes)
-    saved = None if ck is None else ck.load()
-    if saved is not None and probe_states(all_probes) and "probe_states" not in saved:
-        saved = None  # written before probes' memories were saved: start afresh rather than forget
-
-    t0 = time.perf_counter()
-    batch_sizes_sum = np.zeros(trials)
-    t_start, wall_before = 0, 0.0
-    if saved is None:
-        next_rec = 0
-        record(next_rec, params, state)
-        next_rec += 1
-    else:  # resume: the loop goes on from step t_start + 1 as if it had never stopped
-        t_start, next_rec, wall_before = int(saved["t"]), int(saved["next_rec"]), float(saved["wall"])
-        params, state = saved["params"], saved["state"]
-        for store, key in ((rec, "rec"), (prec, "prec")):
-            for name, arr in saved[key].items():
-                store[name][...] = arr
-        batch_sizes_sum[...] = saved["batch_sizes_sum"]
-        sampler.set_state(saved["sampler"])
-        be.set_random_state(saved["noise"])
-        restore_probe_states(all_probes, saved.get("probe_states", {}))
-        ctx.t = t_start
-        if bar is not None:
-            bar = _ProgressBar(steps, bar.desc, initial=t_start)
-        del saved
-
-    def checkpoint_now(t):
-        ck.save({"t": t, "steps": steps, "next_rec": next_rec, "params": params, "state": state, "rec": rec,
-                 "prec": prec, "batch_sizes_sum": batch_sizes_sum,
-                 "sampler": sampler.get_state(), "noise": be.random_state(),
-                 "probe_states": probe_states(all_probes),
-                 "wall": wall_before + time.perf_counter() - t0})
-    if fused_plan is not None:
-        from .fast import block
-
-        params, state = block.run(fused_plan, params=params, state=state, steps=steps,
-                                  rec_steps=rec_steps, record=record, sampler=sampler,
-                                  private_idx=private_idx, backend=be, ctx=ctx,
-                                  batch_sizes_sum=batch_sizes_sum, bar=bar)
-    host_arrays = be.name == "numpy"
-    rec_list = rec_steps.tolist()  # Python ints: the per-step comparison stays cheap
-    has_domain = prob.has_domain
-    fused_step = None
-    if fused_plan is None:
-        fused_step, _ = release_plan(prob, tx, be, public_idx=public_idx, steps=steps)
-    t = t_start
-    for t in range(t_start + 1, steps + 1 if fused_plan is None else 0):
-        ctx.t = t
-        bi = sampler.draw()
-        batch_sizes_sum += bi.sizes
-        idx = bi.idx if private_idx is None else private_idx[bi.idx]
-        mask = bi.mask
-        if not host_arrays:  # the sampler's int64/bool host arrays are used as they are on NumPy
-            idx = be.asindex(idx)
-            mask = None if mask is None else xp.asarray(mask)
-        if fused_step is not None:  # the same step, fused: params and state updated in place
-            params, state = fused_step.step(params, idx, mask, state, ctx)
-        else:
-            batch = Batch(prob, params, idx, mask, batch_size, public_idx)
-            updates, state = tx.update(batch, state, params, ctx)
-            params = params + updates
-            del updates, batch  # no (R, d) array of this step (nor the old params) lives on
-        if has_domain:
-            params = prob.project(params)
-        if next_rec < K and t == rec_list[next_rec]:
-            record(next_rec, params, state)
-            next_rec += 1
-        if bar is not None:
-            bar.update(1)
-        if ck is not None and ck.due():
-            checkpoint_now(t)
-    if ck is not None and ck.written and ck.last_t != steps:
-        checkpoint_now(steps)  # the final state: the same call again returns at once
-    if bar is not None:
-        bar.close()
-    wall = wall_before + time.perf_counter() - t0
-    # the path that ran: the small-d block kernel, the fused per-step release, or the chain
-    engine_name = "block" if fused_plan is not None else ("release" if fused_step is not None
-                                                           else "chain")
-
-    config = {
-        "problem": dict(problem.config),
-        "optimizer": optimizer.name,
-        "hyperparameters": dict(optimizer.hyperparameters),
-        "steps": steps,
-        "batch_size": batch_size,
-        "trials": trials,
-        "seed": _seed_config(seed),
-        "metrics": list(metrics),
-        "sampling": sampling,
-        "backend": backend,
-        "dtype": dtype,
-        "record_every": int(rec_steps[1] - rec_steps[0]) if K > 1 else None,
-        "engine": engine_name,
-        "versions": _versions(),
-    }
-    if calibration is not None:
-        config["calibration"] = calibration
     privacy = accounting.privacy_record(optimizer.events, state, steps=steps,
                                         sample_rate=batch_size / n_private, sampling=sampling,
                                         trials=trials)
@@ -569,36 +514,187 @@ def _simulate(problem, optimizer, *, steps: int, batch_size: int, trials: int = 
         privacy["public_examples"] = n_public
         privacy["note"] = ("ε covers the private part only; the public split "
                            f"({n_public} examples) is used without privacy")
-    return Result(
-        steps=rec_steps,
-        loss=rec["loss"],
-        excess_loss=rec["excess_loss"] if f_star is not None and want_loss else None,
-        grad_norm_sq=rec["grad_norm_sq"] if want_grad else None,
-        dist_to_opt=rec["dist_to_opt"] if w_star is not None and "dist_to_opt" in metrics else None,
-        records=prec,
-        test_loss=rec["test_loss"] if "test_loss" in metrics else None,
-        test_accuracy=rec["test_accuracy"] if "test_accuracy" in metrics else None,
-        params=np.array(to_numpy(params), dtype=float),
-        config=config,
-        privacy=privacy,
-        wall_time=wall,
-        mean_batch_size=batch_sizes_sum / max(steps, 1),
-    )
+    return privacy
 
 
-@functools.wraps(_simulate)
-def simulate(problem, optimizer, **kwargs) -> Result:
-    # The first run of a kernel on this machine compiles it (tens of seconds): one line on stderr
-    # says so (dpsim._jit_notice; DPSIM_QUIET_COMPILE=1 silences it).  NumPy's floating-point
-    # warnings (overflow, 0/0) are not printed: a trial that blows up is contained in its row
-    # and flagged by Result.diverged, with the reason in Result.diverged_reason.
-    name = optimizer if isinstance(optimizer, str) else getattr(optimizer, "name", "optimizer")
-    with announce_compiles(f"{name} on {getattr(problem, 'name', 'problem')}"), \
-            np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _simulate(problem, optimizer, **kwargs)
+class _Recorder:
+    """The records of one run: ``rec`` (the metrics) and ``prec`` (the probes), ``(K, R)`` each
+    (NaN until written), filled by :meth:`record` at the record steps."""
+
+    def __init__(self, prob, be, metrics, rec_steps, trials, probes, ctx):
+        self.prob, self.xp, self.metrics, self.trials = prob, be.xp, metrics, trials
+        self.probes, self.ctx = probes, ctx
+        self.want_loss, self.want_grad = "loss" in metrics, "grad_norm_sq" in metrics
+        self.heldout = [m for m in HELDOUT_METRICS if m in metrics]
+        # The optimum (a solve on the first call for a GLM, costly at large d) only when recorded.
+        opt = prob.optimum if self.want_loss or "dist_to_opt" in metrics else None
+        self.w_star = be.asarray(opt[0])[None, :] if opt is not None else None
+        self.f_star = float(opt[1]) if opt is not None else None
+        self.rec_steps = rec_steps
+        K = rec_steps.size
+        self.rec = {k: np.full((K, trials), np.nan) for k in (*METRICS, *HELDOUT_METRICS)}
+        self.prec = {k: np.full((K, trials), np.nan) for k in probes}
+
+    def record(self, k, params, state):
+        """Write record ``k`` of every metric and probe for ``params`` (``(R, d)``) and ``state``."""
+        prob, xp, rec = self.prob, self.xp, self.rec
+        if self.want_loss and self.want_grad:
+            loss, g = prob.loss_and_grad(params)
+        else:
+            loss = prob.loss(params) if self.want_loss else None
+            g = prob.grad(params) if self.want_grad else None
+        if loss is not None:
+            loss = to_numpy(loss)
+            rec["loss"][k] = loss
+            if self.f_star is not None:
+                rec["excess_loss"][k] = loss - self.f_star
+        if g is not None:
+            rec["grad_norm_sq"][k] = to_numpy(_row_sq_norms(xp, g))
+            del g  # the (R, d) gradient does not outlive its norm
+        if self.w_star is not None and "dist_to_opt" in self.metrics:
+            rec["dist_to_opt"][k] = to_numpy(xp.sqrt(_row_sq_norms(xp, params, self.w_star)))
+        for m in self.heldout:  # on the host problem, in float64 (Problem.heldout_loss)
+            rec[m][k] = (prob.heldout_loss if m == "test_loss" else prob.heldout_accuracy)(params)
+        for name, fn in self.probes.items():
+            self.prec[name][k] = check_probe_output(name, to_numpy(fn(state, params, self.ctx)),
+                                                    self.trials)
+
+    def result(self, *, params, config, privacy, wall, mean_batch_size) -> Result:
+        """The :class:`~dpsim.results.Result` of the run (metrics not recorded are ``None``)."""
+        rec, metrics = self.rec, self.metrics
+        return Result(
+            steps=self.rec_steps,
+            loss=rec["loss"],
+            excess_loss=rec["excess_loss"] if self.f_star is not None and self.want_loss else None,
+            grad_norm_sq=rec["grad_norm_sq"] if self.want_grad else None,
+            dist_to_opt=(rec["dist_to_opt"] if self.w_star is not None and "dist_to_opt" in metrics
+                         else None),
+            records=self.prec,
+            test_loss=rec["test_loss"] if "test_loss" in metrics else None,
+            test_accuracy=rec["test_accuracy"] if "test_accuracy" in metrics else None,
+            params=np.array(to_numpy(params), dtype=float),
+            config=config,
+            privacy=privacy,
+            wall_time=wall,
+            mean_batch_size=mean_batch_size,
+        )
 
 
-simulate.__signature__ = inspect.signature(_simulate)  # help() and numpydoc show every keyword
+class _Loop:
+    """The step loop of one run and what it carries from step to step (parameters, state, the
+    next record, the batch sizes, the wall time), resumable from a checkpoint."""
+
+    def __init__(self, prob, tx, be, sampler, ctx, recorder, *, params, state, steps,
+                 private_idx, public_idx, batch_size, bar, ck):
+        self.prob, self.tx, self.be, self.sampler, self.ctx = prob, tx, be, sampler, ctx
+        self.recorder, self.params, self.state, self.steps = recorder, params, state, steps
+        self.private_idx, self.public_idx, self.batch_size = private_idx, public_idx, batch_size
+        self.bar, self.ck = bar, ck
+        self.batch_sizes_sum = np.zeros(recorder.trials)
+        self.t_start, self.next_rec, self.wall_before, self.wall = 0, 0, 0.0, None
+
+    def run(self, fused_plan) -> str:
+        """Run (or resume) the steps: the block kernel when ``fused_plan`` is given, else step by
+        step (the fused release when :func:`release_plan` allows it, else ``transform.update``).
+        Returns the engine's name (``"block"``, ``"release"`` or ``"chain"``)."""
+        ck, recorder = self.ck, self.recorder
+        saved = None if ck is None else ck.load()
+        if saved is not None and probe_states(recorder.probes) and "probe_states" not in saved:
+            saved = None  # written before probes' memories were saved: start afresh rather than forget
+        self.t0 = time.perf_counter()
+        if saved is None:
+            recorder.record(0, self.params, self.state)
+            self.next_rec = 1
+        else:
+            self._resume(saved)
+            del saved
+        fused_step = None
+        if fused_plan is not None:
+            from .fast import block
+
+            self.params, self.state = block.run(
+                fused_plan, params=self.params, state=self.state, steps=self.steps,
+                rec_steps=recorder.rec_steps, record=recorder.record, sampler=self.sampler,
+                private_idx=self.private_idx, backend=self.be, ctx=self.ctx,
+                batch_sizes_sum=self.batch_sizes_sum, bar=self.bar)
+        else:
+            fused_step, _ = release_plan(self.prob, self.tx, self.be, public_idx=self.public_idx,
+                                         steps=self.steps)
+            self._steps(fused_step)
+        if ck is not None and ck.written and ck.last_t != self.steps:
+            self._checkpoint(self.steps)  # the final state: the same call again returns at once
+        if self.bar is not None:
+            self.bar.close()
+        self.wall = self.wall_before + time.perf_counter() - self.t0
+        # the path that ran: the small-d block kernel, the fused per-step release, or the chain
+        return "block" if fused_plan is not None else ("release" if fused_step is not None
+                                                       else "chain")
+
+    def _resume(self, saved):
+        """Go on from a checkpoint: step ``t_start + 1`` next, as if the run had never stopped."""
+        self.t_start, self.next_rec = int(saved["t"]), int(saved["next_rec"])
+        self.wall_before = float(saved["wall"])
+        self.params, self.state = saved["params"], saved["state"]
+        for store, key in ((self.recorder.rec, "rec"), (self.recorder.prec, "prec")):
+            for name, arr in saved[key].items():
+                store[name][...] = arr
+        self.batch_sizes_sum[...] = saved["batch_sizes_sum"]
+        self.sampler.set_state(saved["sampler"])
+        self.be.set_random_state(saved["noise"])
+        restore_probe_states(self.recorder.probes, saved.get("probe_states", {}))
+        self.ctx.t = self.t_start
+        if self.bar is not None:
+            self.bar = _ProgressBar(self.steps, self.bar.desc, initial=self.t_start)
+
+    def _checkpoint(self, t):
+        rc = self.recorder
+        self.ck.save({"t": t, "steps": self.steps, "next_rec": self.next_rec,
+                      "params": self.params, "state": self.state, "rec": rc.rec, "prec": rc.prec,
+                      "batch_sizes_sum": self.batch_sizes_sum,
+                      "sampler": self.sampler.get_state(), "noise": self.be.random_state(),
+                      "probe_states": probe_states(rc.probes),
+                      "wall": self.wall_before + time.perf_counter() - self.t0})
+
+    def _steps(self, fused_step):
+        """Steps ``t_start + 1 … T``, one sampled batch each; the records at the record steps and a
+        checkpoint whenever one is due."""
+        from .transforms.base import Batch
+
+        be, xp, ctx, sampler, prob, tx = self.be, self.be.xp, self.ctx, self.sampler, self.prob, self.tx
+        ck, bar, record = self.ck, self.bar, self.recorder.record
+        params, state, batch_sizes_sum = self.params, self.state, self.batch_sizes_sum
+        private_idx, public_idx, batch_size = self.private_idx, self.public_idx, self.batch_size
+        host_arrays = be.name == "numpy"
+        rec_list = self.recorder.rec_steps.tolist()  # Python ints: the per-step comparison stays cheap
+        K = len(rec_list)
+        has_domain = prob.has_domain
+        for t in range(self.t_start + 1, self.steps + 1):
+            ctx.t = t
+            bi = sampler.draw()
+            batch_sizes_sum += bi.sizes
+            idx = bi.idx if private_idx is None else private_idx[bi.idx]
+            mask = bi.mask
+            if not host_arrays:  # the sampler's int64/bool host arrays are used as they are on NumPy
+                idx = be.asindex(idx)
+                mask = None if mask is None else xp.asarray(mask)
+            if fused_step is not None:  # the same step, fused: params and state updated in place
+                params, state = fused_step.step(params, idx, mask, state, ctx)
+            else:
+                batch = Batch(prob, params, idx, mask, batch_size, public_idx)
+                updates, state = tx.update(batch, state, params, ctx)
+                params = params + updates
+                del updates, batch  # no (R, d) array of this step (nor the old params) lives on
+            if has_domain:
+                params = prob.project(params)
+            if self.next_rec < K and t == rec_list[self.next_rec]:
+                record(self.next_rec, params, state)
+                self.next_rec += 1
+            if bar is not None:
+                bar.update(1)
+            if ck is not None and ck.due():
+                self.params, self.state = params, state
+                self._checkpoint(t)
+        self.params, self.state = params, state
 
 
 #: The full-data metrics :func:`simulate` can record (``metrics=``).
