@@ -425,24 +425,9 @@ def ellipsoid_parts(noise_multiplier, *, radius=None, scaling="identity", sigma_
         ``(tx, glm_release)``.
     """
     src = NoiseSource(noise)  # ValueError naming a bad value
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got algorithm={algorithm!r}")
-    sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
     theorem = radius is None
-    if not theorem:
-        radius = hyper("radius", radius, "(0, inf]")
-        if np.ndim(radius) and np.ndim(sigma) and np.shape(radius) != np.shape(sigma):
-            raise ValueError(f"radius has {np.size(radius)} values but noise_multiplier has "
-                             f"{np.size(sigma)}; per-trial hyperparameters need one value per trial")
-        if np.any(np.isinf(np.asarray(radius)) & (np.asarray(sigma) > 0)):  # per trial
-            raise ValueError(f"radius=inf with noise_multiplier={noise_multiplier!r} > 0 adds noise "
-                             "N(0, σ²B²C⁻¹/b²) of infinite scale; use a finite radius or "
-                             "noise_multiplier=0")
-    scaling = _check_scaling(scaling)
-    if sigma_hat is not None:
-        if not (isinstance(scaling, str) and scaling == "optimal"):
-            raise ValueError(f"sigma_hat is only used with scaling='optimal', got scaling={scaling!r}")
-        sigma_hat = _positive_array("sigma_hat", sigma_hat)
+    sigma, radius, scaling, sigma_hat = _check_parts_arguments(noise_multiplier, radius, scaling,
+                                                               sigma_hat, algorithm)
     noiseless = isinstance(sigma, float) and sigma == 0.0
 
     def init(params):
@@ -450,76 +435,17 @@ def ellipsoid_parts(noise_multiplier, *, radius=None, scaling="identity", sigma_
                               projected=np.zeros(params.shape[0]))
 
     def setup(batch, params, ctx):
-        problem = batch.problem
-        R, d = params.shape
-        if algorithm == "pagan":
-            _check_pagan_domain(problem)
-        C = _scaling_rows(scaling, sigma_hat, problem, algorithm, R, d)  # (M, d)
-        if theorem:
-            B = _auto_radius(problem, C, sigma, ctx.n if ctx.n is not None else problem.n,
-                             algorithm, R)
-        else:
-            B = np.asarray(radius, dtype=np.float64).reshape(-1)  # (1,) or (R,)
-        M = max(C.shape[0], B.shape[0])
-        C = np.broadcast_to(C, (M, d))
-        B = np.broadcast_to(B, (M,)).copy()
-        sig = np.broadcast_to(np.asarray(sigma, dtype=np.float64).reshape(-1), (R,))
-        inf_rows = np.broadcast_to(np.isinf(B), (R,)) if M == R else np.full(R, np.isinf(B[0]))
-        if np.any(inf_rows & (sig > 0)):
-            raise ValueError("radius is infinite for a trial with noise_multiplier > 0")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.where(np.isinf(B)[:, None], 0.0, C / (B * B)[:, None])
-        a = np.ascontiguousarray(a)
-        std = None
-        if not noiseless:
-            # s/√a_j = (σ/b) B /√C_jj, 0 where σ = 0 (also when B = inf)
-            Bf = np.where(np.isinf(B), 0.0, B)
-            if M == R:
-                std_h = (sig / batch.batch_size * Bf)[:, None] / np.sqrt(C)
-            else:  # shared A, per-trial or scalar σ
-                std_h = (sig / batch.batch_size)[:, None] * (Bf[0] / np.sqrt(C[0]))[None, :]
-            std_h = np.where(np.isfinite(std_h), std_h, 0.0)
-            if np.all(std_h == std_h[:1]):
-                std_h = std_h[:1]
-            std = ctx.backend.asarray(np.ascontiguousarray(std_h))
-        return EllipsoidState(a=a, radius=B, noise_std=std, projected=None)
+        return _first_step_state(batch, params, ctx, sigma=sigma, radius=radius, scaling=scaling,
+                                 sigma_hat=sigma_hat, algorithm=algorithm, noiseless=noiseless)
 
     def update(batch, state, params, ctx):
         if state.a is None:
             state = setup(batch, params, ctx)
-        xp = ctx.xp
-        a = state.a
         glm = _glm_inputs(batch, params)
         if glm is not None:  # GLM rows: Σ_i π_A(g_i) without the (R, b, d) gradients
-            R, bmax = batch.idx.shape
-            X, y, link, reg = glm
-            arow = (np.zeros(R, dtype=np.int64) if a.shape[0] == 1
-                    else np.arange(R, dtype=np.int64))
-            mask = None if batch.mask is None else np.asarray(batch.mask)
-            total, lam = glm_projected_sum(X, y, link, reg, params, batch.idx, mask, a, arow)
-            frac = projected_fraction(lam, mask)
-            out = total
-            out /= float(batch.batch_size)  # in place: `total` is this step's own array
-            ns = state.noise
-            if state.noise_std is not None:
-                z, ns = src.draw(ns, ctx, out.shape)
-                out = out + z * state.noise_std
-            return out, state._replace(projected=frac, noise=ns)
-        g = batch.per_example()  # (R, b_max, d), zero in padded slots
-        R, bmax, d = g.shape
-        if a.shape[0] == 1 and not np.any(a):  # B = inf: no projection
-            pg = g
-            frac = np.zeros(R)
+            out, frac = _glm_projected_mean(batch, params, state.a, glm)
         else:
-            G = np.ascontiguousarray(np.asarray(to_numpy(g), dtype=np.float64).reshape(-1, d))
-            aidx = (np.zeros(R * bmax, dtype=np.int64) if a.shape[0] == 1
-                    else np.repeat(np.arange(R, dtype=np.int64), bmax))
-            out, lam = _project_flat(G, a, aidx)
-            pg = ctx.backend.asarray(out.reshape(R, bmax, d))
-            valid = (bmax * np.ones(R) if batch.mask is None
-                     else np.asarray(to_numpy(batch.mask)).sum(axis=1))
-            frac = (lam.reshape(R, bmax) > 0).sum(axis=1) / np.maximum(valid, 1)
-        out = xp.sum(pg, axis=1) / float(batch.batch_size)
+            out, frac = _per_example_projected_mean(batch, state.a, ctx)
         ns = state.noise
         if state.noise_std is not None:
             z, ns = src.draw(ns, ctx, out.shape)
@@ -552,6 +478,104 @@ def ellipsoid_parts(noise_multiplier, *, radius=None, scaling="identity", sigma_
         return state, rows, kb, state.noise_std
 
     return GradientTransformation(init, update, (event,)), glm_release
+
+
+def _check_parts_arguments(noise_multiplier, radius, scaling, sigma_hat, algorithm):
+    """Validate :func:`ellipsoid_parts`' arguments other than the noise name, in order →
+    ``(sigma, radius, scaling, sigma_hat)`` (``radius`` stays ``None``: the Theorem 1/2 formula)."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS}, got algorithm={algorithm!r}")
+    sigma = hyper("noise_multiplier", noise_multiplier, "[0, inf)")
+    if radius is not None:
+        radius = hyper("radius", radius, "(0, inf]")
+        if np.ndim(radius) and np.ndim(sigma) and np.shape(radius) != np.shape(sigma):
+            raise ValueError(f"radius has {np.size(radius)} values but noise_multiplier has "
+                             f"{np.size(sigma)}; per-trial hyperparameters need one value per trial")
+        if np.any(np.isinf(np.asarray(radius)) & (np.asarray(sigma) > 0)):  # per trial
+            raise ValueError(f"radius=inf with noise_multiplier={noise_multiplier!r} > 0 adds noise "
+                             "N(0, σ²B²C⁻¹/b²) of infinite scale; use a finite radius or "
+                             "noise_multiplier=0")
+    scaling = _check_scaling(scaling)
+    if sigma_hat is not None:
+        if not (isinstance(scaling, str) and scaling == "optimal"):
+            raise ValueError(f"sigma_hat is only used with scaling='optimal', got scaling={scaling!r}")
+        sigma_hat = _positive_array("sigma_hat", sigma_hat)
+    return sigma, radius, scaling, sigma_hat
+
+
+def _first_step_state(batch, params, ctx, *, sigma, radius, scaling, sigma_hat, algorithm, noiseless):
+    """The privatizer's state after its first-step set-up: ``diag(A) = C/B²`` per row (0 where
+    ``B = inf``), the radii and the noise std ``σB/(b√C_jj)`` (``None`` when ``noiseless``);
+    ``radius=None`` takes ``B`` from the Theorem 1/2 formula."""
+    problem = batch.problem
+    R, d = params.shape
+    if algorithm == "pagan":
+        _check_pagan_domain(problem)
+    C = _scaling_rows(scaling, sigma_hat, problem, algorithm, R, d)  # (M, d)
+    if radius is None:
+        B = _auto_radius(problem, C, sigma, ctx.n if ctx.n is not None else problem.n,
+                         algorithm, R)
+    else:
+        B = np.asarray(radius, dtype=np.float64).reshape(-1)  # (1,) or (R,)
+    M = max(C.shape[0], B.shape[0])
+    C = np.broadcast_to(C, (M, d))
+    B = np.broadcast_to(B, (M,)).copy()
+    sig = np.broadcast_to(np.asarray(sigma, dtype=np.float64).reshape(-1), (R,))
+    inf_rows = np.broadcast_to(np.isinf(B), (R,)) if M == R else np.full(R, np.isinf(B[0]))
+    if np.any(inf_rows & (sig > 0)):
+        raise ValueError("radius is infinite for a trial with noise_multiplier > 0")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(np.isinf(B)[:, None], 0.0, C / (B * B)[:, None])
+    a = np.ascontiguousarray(a)
+    std = None
+    if not noiseless:
+        # s/√a_j = (σ/b) B /√C_jj, 0 where σ = 0 (also when B = inf)
+        Bf = np.where(np.isinf(B), 0.0, B)
+        if M == R:
+            std_h = (sig / batch.batch_size * Bf)[:, None] / np.sqrt(C)
+        else:  # shared A, per-trial or scalar σ
+            std_h = (sig / batch.batch_size)[:, None] * (Bf[0] / np.sqrt(C[0]))[None, :]
+        std_h = np.where(np.isfinite(std_h), std_h, 0.0)
+        if np.all(std_h == std_h[:1]):
+            std_h = std_h[:1]
+        std = ctx.backend.asarray(np.ascontiguousarray(std_h))
+    return EllipsoidState(a=a, radius=B, noise_std=std, projected=None)
+
+
+def _glm_projected_mean(batch, params, a, glm):
+    """``((1/b) Σ_i π_A(g_i), projected fraction)`` for GLM rows ``glm = (X, y, link, reg)`` by
+    :func:`glm_projected_sum`, without forming the ``(R, b, d)`` gradients."""
+    R, bmax = batch.idx.shape
+    X, y, link, reg = glm
+    arow = (np.zeros(R, dtype=np.int64) if a.shape[0] == 1
+            else np.arange(R, dtype=np.int64))
+    mask = None if batch.mask is None else np.asarray(batch.mask)
+    total, lam = glm_projected_sum(X, y, link, reg, params, batch.idx, mask, a, arow)
+    frac = projected_fraction(lam, mask)
+    out = total
+    out /= float(batch.batch_size)  # in place: `total` is this step's own array
+    return out, frac
+
+
+def _per_example_projected_mean(batch, a, ctx):
+    """``((1/b) Σ_i π_A(g_i), projected fraction)`` from the materialized per-example gradients,
+    projected on the host with the same root-finder (CuPy arrays make a round trip)."""
+    g = batch.per_example()  # (R, b_max, d), zero in padded slots
+    R, bmax, d = g.shape
+    if a.shape[0] == 1 and not np.any(a):  # B = inf: no projection
+        pg = g
+        frac = np.zeros(R)
+    else:
+        G = np.ascontiguousarray(np.asarray(to_numpy(g), dtype=np.float64).reshape(-1, d))
+        aidx = (np.zeros(R * bmax, dtype=np.int64) if a.shape[0] == 1
+                else np.repeat(np.arange(R, dtype=np.int64), bmax))
+        out, lam = _project_flat(G, a, aidx)
+        pg = ctx.backend.asarray(out.reshape(R, bmax, d))
+        valid = (bmax * np.ones(R) if batch.mask is None
+                 else np.asarray(to_numpy(batch.mask)).sum(axis=1))
+        frac = (lam.reshape(R, bmax) > 0).sum(axis=1) / np.maximum(valid, 1)
+    out = ctx.xp.sum(pg, axis=1) / float(batch.batch_size)
+    return out, frac
 
 
 def _glm_inputs(batch, params):

@@ -627,6 +627,38 @@ def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=Fal
     dict
         The plan: ``rho_tot, sigma_g, sigma_min, q, batch_size`` and the derived values.
     """
+    eps, dlt, T, nn, D = _budget_inputs(epsilon, delta, steps, n, sensitivity, noise_norm)
+
+    L = _log1_over(dlt)
+    a = L / eps
+    om = (1.0 + a) + np.sqrt(a * (a + 1.0))
+    rho_tot = eps / (np.sqrt(a) + np.sqrt(a + 1.0)) ** 2
+    rho_step = rho_tot / T
+
+    q_nom = _nominal_rate(q, nn)
+    b, b_nom = _feasible_batch(q, q_nom, nn, T, eps, dlt, om, rho_step)
+    qq = b / nn
+    rho_0 = rho_step / (SUBSAMPLE_FACTOR * qq * qq)
+    conds = subsample_conditions(rho_0, qq, a, rho_tot=rho_tot)
+    _raise_failed(conds, "init_budget", rho_0=rho_0, q=qq, a=a, n=nn, steps=T)
+
+    logq = -np.log(qq)
+    rho_ub = np.minimum.reduce([logq / (4.0 * om), logq / 6.0,
+                                rho_tot / (SUBSAMPLE_FACTOR * qq * qq), np.full_like(qq, MAX_RATE)])
+    if noise_norm:
+        sigma_g = D / np.sqrt(rho_0)
+        sigma_min = D / np.sqrt(2.0 * (rho_ub - rho_0 / 2.0))
+    else:
+        sigma_g = D / np.sqrt(2.0 * rho_0)
+        sigma_min = D / np.sqrt(2.0 * rho_ub)
+    return _budget_plan(rho_tot=rho_tot, sigma_g=sigma_g, sigma_min=sigma_min, qq=qq, b=b, eps=eps,
+                        dlt=dlt, a=a, om=om, T=T, nn=nn, D=D, rho_step=rho_step, rho_0=rho_0,
+                        rho_ub=rho_ub, q_nom=q_nom, b_nom=b_nom, noise_norm=noise_norm, conds=conds)
+
+
+def _budget_inputs(epsilon, delta, steps, n, sensitivity, noise_norm):
+    """Validate :func:`init_budget`'s inputs (``ValueError`` naming the first bad value) →
+    ``(ε, δ, T, n, Δ)`` as float arrays broadcast together."""
     eps, dlt = check_epsilon_delta(epsilon, delta)
     T = _arr("steps", steps)
     nn = _arr("n", n)
@@ -639,21 +671,24 @@ def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=Fal
              sensitivity=D)
     if not isinstance(noise_norm, (bool, np.bool_)):
         raise ValueError(f"noise_norm must be True or False, got noise_norm={noise_norm!r}")
-    eps, dlt, T, nn, D = np.broadcast_arrays(eps, dlt, T, nn, D)
+    return np.broadcast_arrays(eps, dlt, T, nn, D)
 
-    L = _log1_over(dlt)
-    a = L / eps
-    om = (1.0 + a) + np.sqrt(a * (a + 1.0))
-    rho_tot = eps / (np.sqrt(a) + np.sqrt(a + 1.0)) ** 2
-    rho_step = rho_tot / T
 
+def _nominal_rate(q, nn):
+    """Algorithm 3 step 4: ``q_nominal = (√n + 10)/n``, or the caller's ``q`` (checked in (0, 1])."""
     if q is None:
         q_nom = (np.sqrt(nn) + 10.0) / nn
     else:
         q_nom = _arr("q", q)
         _require((q_nom > 0) & (q_nom <= 1), "q must be in (0, 1], got q={q}", q=q_nom)
         q_nom = np.broadcast_to(q_nom, nn.shape)
+    return q_nom
 
+
+def _feasible_batch(q, q_nom, nn, T, eps, dlt, om, rho_step):
+    """Algorithm 3 step 6 (see :func:`init_budget`): the batch size ``b`` in the feasible interval
+    ``[⌈q_lo n⌉, ⌊0.1 n⌋]`` nearest ``⌊q_nominal n⌋`` (a ``q`` the caller gave is checked, not
+    moved), and that nominal batch ``b_nom``.  ``ValueError`` when no batch size is feasible."""
     # feasible interval [q_lo, 0.1] (see docstring)
     c = np.maximum(4.0 * om, 6.0) * rho_step / SUBSAMPLE_FACTOR
     q_lo = np.maximum(_q_lower(c), np.sqrt(rho_step / (SUBSAMPLE_FACTOR * MAX_RATE)))
@@ -673,22 +708,12 @@ def init_budget(epsilon, delta, steps, n, sensitivity, *, q=None, noise_norm=Fal
                  "[{b_min}, {b_max}] of [L2P] conditions (10)/(13) and q <= 0.1 "
                  "(steps={steps}, epsilon={epsilon}, delta={delta})", q=q_nom, b=b_nom, n=nn,
                  b_min=b_min, b_max=b_max, steps=T, epsilon=eps, delta=dlt)
-    b = np.clip(b_nom, b_min, b_max)
-    qq = b / nn
-    rho_0 = rho_step / (SUBSAMPLE_FACTOR * qq * qq)
-    conds = subsample_conditions(rho_0, qq, a, rho_tot=rho_tot)
-    _raise_failed(conds, "init_budget", rho_0=rho_0, q=qq, a=a, n=nn, steps=T)
+    return np.clip(b_nom, b_min, b_max), b_nom
 
-    logq = -np.log(qq)
-    rho_ub = np.minimum.reduce([logq / (4.0 * om), logq / 6.0,
-                                rho_tot / (SUBSAMPLE_FACTOR * qq * qq), np.full_like(qq, MAX_RATE)])
-    if noise_norm:
-        sigma_g = D / np.sqrt(rho_0)
-        sigma_min = D / np.sqrt(2.0 * (rho_ub - rho_0 / 2.0))
-    else:
-        sigma_g = D / np.sqrt(2.0 * rho_0)
-        sigma_min = D / np.sqrt(2.0 * rho_ub)
 
+def _budget_plan(*, rho_tot, sigma_g, sigma_min, qq, b, eps, dlt, a, om, T, nn, D, rho_step, rho_0,
+                 rho_ub, q_nom, b_nom, noise_norm, conds) -> dict:
+    """:func:`init_budget`'s output dict from its arrays (floats for 0-d inputs, arrays otherwise)."""
     out: dict[str, Any] = {
         "rho_tot": _ret(rho_tot),
         "sigma_g": _ret(sigma_g),
