@@ -141,6 +141,69 @@ def _run_cell(problem, name, point, sigma, steps, batch_size, trials, sampling, 
     return compute
 
 
+def _check_args(problem, grids, *, steps, batch_size, trials, seed, target_epsilon, target_delta,
+                select, metrics) -> tuple[dict, tuple]:
+    """Validate :func:`compare`'s arguments (raising ``ValueError`` naming the first bad one) and
+    return the checked grids and the recorded metrics (``metrics=None``: the problem's default)."""
+    if not isinstance(problem, dpsim.problems.Problem):
+        raise ValueError(f"problem must be a dpsim.problems.Problem, got problem={problem!r}")
+    grids = _check_grids(grids)
+    for k, v in (("steps", steps), ("batch_size", batch_size), ("trials", trials)):
+        if not _is_int(v) or v < 1:
+            raise ValueError(f"{k} must be a positive integer, got {k}={v!r}")
+    if not _is_int(seed) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got seed={seed!r}")
+    if (target_epsilon is None) != (target_delta is None):
+        raise ValueError("target_epsilon and target_delta must be given together, got "
+                         f"target_epsilon={target_epsilon!r}, target_delta={target_delta!r}")
+    if target_epsilon is not None:
+        on_grid = [n for n, g in grids.items() if "noise_multiplier" in g]
+        if on_grid:
+            raise ValueError(f"noise_multiplier is on the grid of {on_grid} but target_epsilon "
+                             "solves it; drop one of the two")
+    if select not in SELECT_METRICS:
+        raise ValueError(f"select must be one of {', '.join(SELECT_METRICS)}, got select={select!r}")
+    if select.startswith("test_") and not problem.has_heldout:
+        raise ValueError(f"select={select!r} needs a held-out split, and problem {problem.name!r} "
+                         "has none: build it with dpsim.problems.from_data(X, y, ..., test=0.2)")
+    metrics = _default_metrics(problem) if metrics is None else metrics
+    metrics = dpsim.engine.check_metrics(metrics, problem)
+    need = "loss" if select == "excess_loss" else select
+    if need not in metrics:
+        raise ValueError(f"select={select!r} needs the metric {need!r}; add it to metrics={metrics!r}")
+    if select == "excess_loss" and problem.optimum is None:
+        raise ValueError(f"select='excess_loss' needs the problem's optimum; problem "
+                         f"{problem.name!r} has none: select on 'loss'")
+    return grids, metrics
+
+
+def _plan(problem, grids, cfg, *, steps, batch_size, target_epsilon, target_delta) -> list[tuple]:
+    """Every cell of a comparison, as ``(optimizer, config index, point, cell)`` in grid order.
+
+    With ``target_epsilon`` each point's noise multiplier is calibrated (once per distinct set of
+    declared privacy events, :func:`_calibrated`, with ``steps`` and ``batch_size`` as the caller
+    gave them) and becomes part of the cell's label and index.
+    """
+    trials, metrics, record_every = cfg.trials, cfg.metrics, cfg.record_every
+    sampling, accountant = cfg.sampling, cfg.accountant
+    memo: dict = {}
+    plan = []
+    for name, axes in grids.items():
+        for j, point in enumerate(_points(axes)):
+            sigma = None
+            if target_epsilon is not None:
+                sigma = _calibrated(name, point, epsilon=target_epsilon, delta=target_delta,
+                                    steps=steps, batch_size=batch_size, n=problem.n,
+                                    sampling=sampling, accountant=accountant, memo=memo)
+            label, index = _cell_id(name, {**point, "noise_multiplier": sigma} if sigma else point)
+            meta = {"optimizer": name, "point": json.loads(json.dumps(point, default=repr)),
+                    "noise_multiplier": sigma}
+            compute = _run_cell(problem, name, point, sigma, int(steps), int(batch_size),
+                                int(trials), sampling, tuple(metrics), record_every, accountant)
+            plan.append((name, j, point, pipeline.Cell(label, index, compute, meta)))
+    return plan
+
+
 def compare(problem, grids, *, steps, batch_size, trials, seed=0, target_epsilon=None,
             target_delta=None, select="loss", metrics=None, workers=None, scheduler=None,
             results=None, sampling="poisson", accountant="pld", record_every=None, delta=None,
@@ -223,35 +286,9 @@ def compare(problem, grids, *, steps, batch_size, trials, seed=0, target_epsilon
     ...                    target_delta=1e-5)                                  # doctest: +SKIP
     >>> ds["selected_lr"].to_series()                                         # doctest: +SKIP
     """
-    if not isinstance(problem, dpsim.problems.Problem):
-        raise ValueError(f"problem must be a dpsim.problems.Problem, got problem={problem!r}")
-    grids = _check_grids(grids)
-    for k, v in (("steps", steps), ("batch_size", batch_size), ("trials", trials)):
-        if not _is_int(v) or v < 1:
-            raise ValueError(f"{k} must be a positive integer, got {k}={v!r}")
-    if not _is_int(seed) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got seed={seed!r}")
-    if (target_epsilon is None) != (target_delta is None):
-        raise ValueError("target_epsilon and target_delta must be given together, got "
-                         f"target_epsilon={target_epsilon!r}, target_delta={target_delta!r}")
-    if target_epsilon is not None:
-        on_grid = [n for n, g in grids.items() if "noise_multiplier" in g]
-        if on_grid:
-            raise ValueError(f"noise_multiplier is on the grid of {on_grid} but target_epsilon "
-                             "solves it; drop one of the two")
-    if select not in SELECT_METRICS:
-        raise ValueError(f"select must be one of {', '.join(SELECT_METRICS)}, got select={select!r}")
-    if select.startswith("test_") and not problem.has_heldout:
-        raise ValueError(f"select={select!r} needs a held-out split, and problem {problem.name!r} "
-                         "has none: build it with dpsim.problems.from_data(X, y, ..., test=0.2)")
-    metrics = _default_metrics(problem) if metrics is None else metrics
-    metrics = dpsim.engine.check_metrics(metrics, problem)
-    need = "loss" if select == "excess_loss" else select
-    if need not in metrics:
-        raise ValueError(f"select={select!r} needs the metric {need!r}; add it to metrics={metrics!r}")
-    if select == "excess_loss" and problem.optimum is None:
-        raise ValueError(f"select='excess_loss' needs the problem's optimum; problem "
-                         f"{problem.name!r} has none: select on 'loss'")
+    grids, metrics = _check_args(problem, grids, steps=steps, batch_size=batch_size, trials=trials,
+                                 seed=seed, target_epsilon=target_epsilon,
+                                 target_delta=target_delta, select=select, metrics=metrics)
     if delta is None:
         delta = target_delta if target_delta is not None else DEFAULT_DELTA
     runner = pipeline.make_runner(1 if workers is None and scheduler is None else workers, scheduler)
@@ -261,22 +298,15 @@ def compare(problem, grids, *, steps, batch_size, trials, seed=0, target_epsilon
                   target_delta=None if target_delta is None else float(target_delta),
                   metrics=tuple(metrics), sampling=sampling, accountant=accountant,
                   record_every=record_every)
-    # every cell: (optimizer, config index, point, sigma, cell)
-    memo: dict = {}
-    plan = []
-    for name, axes in grids.items():
-        for j, point in enumerate(_points(axes)):
-            sigma = None
-            if target_epsilon is not None:
-                sigma = _calibrated(name, point, epsilon=target_epsilon, delta=target_delta,
-                                    steps=steps, batch_size=batch_size, n=problem.n,
-                                    sampling=sampling, accountant=accountant, memo=memo)
-            label, index = _cell_id(name, {**point, "noise_multiplier": sigma} if sigma else point)
-            meta = {"optimizer": name, "point": json.loads(json.dumps(point, default=repr)),
-                    "noise_multiplier": sigma}
-            compute = _run_cell(problem, name, point, sigma, int(steps), int(batch_size),
-                                int(trials), sampling, tuple(metrics), record_every, accountant)
-            plan.append((name, j, point, pipeline.Cell(label, index, compute, meta)))
+    plan = _plan(problem, grids, cfg, steps=steps, batch_size=batch_size,
+                 target_epsilon=target_epsilon, target_delta=target_delta)
+    return _run(problem, grids, plan, cfg, runner, select=select, delta=delta, results=results,
+                force=force, progress=progress)
+
+
+def _run(problem, grids, plan, cfg, runner, *, select, delta, results, force, progress):
+    """Run ``plan``'s cells through a :class:`pipeline.Cache` under ``results`` (a temporary
+    folder, removed at the end, when ``None``) and build :func:`compare`'s Dataset from them."""
     tmp = None
     if results is None:
         tmp = tempfile.TemporaryDirectory(prefix="dpsim-compare-")

@@ -86,14 +86,21 @@ non-private premise Adam has its own ``eps`` grid (``var_premise_eps_grid``).  I
 diverges at every grid point (its noise scales with ``√v``, so ``v`` grows geometrically when
 ``σC/b = 1``); the table says so instead of dropping the row.
 
-Problems are built once in :func:`run`.  Cells are enumerated in a fixed order (index = position:
-all tuning and untuned cells, then the evaluation cells, then the pessimistic negative-fraction
-cells, added last so that the earlier cells keep their indices); cell ``i`` runs with
-``SeedSequence(config.seed, spawn_key=(i,))``.
+**The plan is a table** (:func:`plan`): one :class:`Setting` row per tuned setting (label,
+optimizer, tuned grid, fixed hyperparameters, problem, simulate settings, tuning and evaluation
+trials, probes, metadata), built from the method tables above (:data:`ADA_METHODS`,
+:data:`VARIANTS`, :data:`QUAD_METHODS`) by one small function per part, and one :class:`Untuned`
+row per negative-fraction cell of part (b).  Problems are built once per run (``_problems``).
+:func:`run` is the driver: it turns the rows into cells, runs the tuning phase, selects, runs the
+evaluation phase and the pessimistic cells, and writes the notes.  Cells are enumerated in a fixed
+order (index = position: all tuning and untuned cells in the order of the rows, then the
+evaluation cells, then the pessimistic negative-fraction cells, added last so that the earlier
+cells keep their indices); cell ``i`` runs with ``SeedSequence(config.seed, spawn_key=(i,))``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -448,181 +455,245 @@ def _test_loss_probe(prob):
 
 
 # ------------------------------------------------------------------------------------------------
-# run
+# the plan: one row per tuned setting (and per untuned negative-fraction cell), as data
 
 
-def run(config: Config, cache) -> dict:
-    """All four parts; ``{label: Result}`` (tuning, untuned and evaluation cells)."""
-    sim = cache.simulate_options  # progress, backend
-    tune_cells: list[tuple[str, object, dict]] = []  # (label, compute, meta) in a fixed order
-    # evaluation cell label -> (tuning label, grid, reps, build(point) -> compute, meta)
-    plans: dict[str, tuple] = {}
+@dataclass(frozen=True)
+class Setting:
+    """One tuned setting of the plan (parts a, c, d): the tuning cell ``tune-<label>`` runs
+    ``grid`` folded into the trials (``reps`` per point), the evaluation cell ``label`` runs the
+    chosen point with ``eval_trials`` fresh trials.
 
-    def plan(label, grid, reps, simulate_at, meta):
-        """One tuned setting: a tuning cell ``tune-<label>`` over ``grid`` (``reps`` trials per
-        point) and, later, the evaluation cell ``label`` at the chosen point.
-        ``simulate_at(hp, trials, seed)`` runs the setting with per-trial hyperparameters ``hp``."""
-        def tune(seed):
-            hp = tuning.fold(grid, reps)
-            return simulate_at(hp, len(hp["lr"]), seed)
+    A run with tuned values ``hp`` calls ``dpsim.optimizers.get(optimizer, **hp', **fixed)`` where
+    ``hp'`` is ``hp`` with ``defaults`` filled in where not tuned (the clip), then ``extra``
+    (the noise, ``beta2``) and, with ``tie_eps``, ``eps = eps_scale`` (the STP oracle's ε_a tied
+    to ε_s); ``dpsim.simulate`` gets ``problems[problem]``, ``simulate`` (steps, batch size,
+    sampling, record step, metrics, ``init``) and ``probes``; the evaluation cell records
+    ``eval_metrics`` instead of ``simulate["metrics"]`` when given."""
 
-        tlabel = f"tune-{label}"
-        tune_cells.append((tlabel, tune, {**meta, "part": f"tune-{meta['part']}", "evaluated_as": label}))
-        plans[label] = (tlabel, grid, reps, simulate_at, meta)
+    label: str
+    optimizer: str
+    grid: dict
+    problem: str
+    simulate: dict
+    reps: int
+    eval_trials: int
+    meta: dict
+    fixed: dict = dataclasses.field(default_factory=dict)
+    defaults: dict = dataclasses.field(default_factory=dict)
+    extra: dict = dataclasses.field(default_factory=dict)
+    tie_eps: bool = False
+    probes: dict = dataclasses.field(default_factory=dict)
+    eval_metrics: tuple | None = None
 
-    # (a) 1-D AdaGrad table: single pass, DP-MF noise optimized for single-epoch training
-    ada_noise = f"banded:{config.ada_n}"
-    ada_sampling = f"cyclic_poisson:{config.ada_n}"
-    ada_probs = {float(zf): dpsim.problems.sparse_logistic_1d(config.ada_n, zero_fraction=zf,
-                                                               w_star=1.0, seed=config.data_seed)
-                 for zf in config.ada_zero_fractions}
-    ada_stab = {"eps": config.ada_eps_grid, "eps_scale": config.ada_eps_scale_grid}
-    for zf, prob in ada_probs.items():
-        for mlabel, opt_name, fixed, private, stab in ADA_METHODS:
-            grid = _grid(config.ada_lr_grid, {k: ada_stab[k] for k in stab})
 
-            def simulate_at(hp, trials, seed, prob=prob, opt_name=opt_name, fixed=fixed,
-                            private=private):
-                hp = dict(hp)
-                if private:
-                    hp.update(clip=config.ada_clip, noise_multiplier=config.ada_noise_multiplier,
-                              noise=ada_noise)
-                if opt_name == "dp_adam_stp_noiseless_v":
-                    hp["eps"] = hp["eps_scale"]  # the oracle's ε_a tied to ε_s (module docstring)
-                opt = dpsim.optimizers.get(opt_name, **hp, **fixed)
-                return dpsim.simulate(prob, opt, steps=config.ada_n, batch_size=1, trials=trials,
-                                      seed=seed, sampling=ada_sampling,
-                                      record_every=config.ada_n, metrics=("loss",),
-                                      probes={"test_loss": _test_loss_probe(prob)}, **sim)
-            plan(f"ada-z{zf:g}-{mlabel}", grid, config.ada_tune_trials, simulate_at,
-                 {"part": "ada", "zero_fraction": zf, "method": mlabel, "noise": ada_noise,
-                  "sampling": ada_sampling})
+@dataclass(frozen=True)
+class Untuned:
+    """One untuned cell of the plan (part b): corrected DP-Adam's negative fraction on
+    ``problems[problem]`` (:func:`_neg_compute`)."""
 
-    # (b) negative fraction vs d (not tuned)
+    label: str
+    problem: str
+    meta: dict
+
+
+def _problems(config: Config) -> dict:
+    """Every problem of parts (a)–(d) but the pessimistic instances, by the plan's keys."""
+    probs = {f"ada-z{float(zf):g}": dpsim.problems.sparse_logistic_1d(
+        config.ada_n, zero_fraction=float(zf), w_star=1.0, seed=config.data_seed)
+        for zf in config.ada_zero_fractions}
     for d in config.neg_dims:
-        prob = dpsim.problems.linear_box(config.neg_batch_size * 2, int(d), scales="ones", bias=1.0,
-                                         seed=config.data_seed)
+        probs[f"neg-d{int(d)}"] = dpsim.problems.linear_box(
+            config.neg_batch_size * 2, int(d), scales="ones", bias=1.0, seed=config.data_seed)
+    probs["var"] = var_problem(config)
+    probs["quad"] = dpsim.problems.quadratic_2d(config.quad_a, config.quad_b,
+                                                noise=config.quad_noise, n=config.quad_n,
+                                                seed=config.data_seed)
+    return probs
 
-        compute = _neg_compute(prob, config, sim)
-        tune_cells.append((f"neg-d{int(d)}", compute,
-                           {"part": "neg", "d": int(d), "regime": "optimistic"}))
 
-    # (c) variants, three noise settings, and the non-private premise
-    var_prob = var_problem(config)
-    settings = var_noise_settings(config)
+def _ada_rows(config: Config, problems: dict) -> list:
+    """Part (a): the 1-D AdaGrad table, single pass, DP-MF noise for single-epoch training."""
+    noise, sampling = f"banded:{config.ada_n}", f"cyclic_poisson:{config.ada_n}"
+    stab = {"eps": config.ada_eps_grid, "eps_scale": config.ada_eps_scale_grid}
+    rows = []
+    for zf in config.ada_zero_fractions:
+        zf = float(zf)
+        prob = f"ada-z{zf:g}"
+        for mlabel, opt_name, fixed, private, tuned in ADA_METHODS:
+            rows.append(Setting(
+                f"ada-z{zf:g}-{mlabel}", opt_name, _grid(config.ada_lr_grid,
+                                                         {k: stab[k] for k in tuned}), prob,
+                dict(steps=config.ada_n, batch_size=1, sampling=sampling,
+                     record_every=config.ada_n, metrics=("loss",)),
+                config.ada_tune_trials, config.ada_eval_trials,
+                {"part": "ada", "zero_fraction": zf, "method": mlabel, "noise": noise,
+                 "sampling": sampling},
+                fixed=fixed, tie_eps=opt_name == "dp_adam_stp_noiseless_v",
+                extra=dict(clip=config.ada_clip, noise_multiplier=config.ada_noise_multiplier,
+                           noise=noise) if private else {},
+                probes={"test_loss": _test_loss_probe(problems[prob])}))
+    return rows
+
+
+def _var_rows(config: Config, settings: dict) -> list:
+    """Part (c): the non-private premise, then every variant under each noise setting (the
+    oracles only with the ε-matched ones, to keep the run short)."""
     var_stab = {"eps": config.var_eps_grid, "eps_scale": config.var_eps_scale_grid,
                 "gamma_prime": tuple(e * e for e in config.var_eps_grid)}
     stp_stab = {"eps_scale": config.var_stp_eps_scale_grid, "clip": config.var_stp_clip_grid}
-    var_runs = [("none", "adam", "adam", ("eps",)), ("none", "sgd", "sgd", ())]
-    for tag in VAR_NOISES:
-        for mlabel, opt_name, stab, private in VARIANTS:
-            if tag == "gaussian_rmse" and not private:
-                continue  # the oracles only with the ε-matched settings (run time)
-            var_runs.append((tag, mlabel, opt_name, stab))
-    for tag, mlabel, opt_name, stab in var_runs:
+    runs = [("none", "adam", "adam", ("eps",)), ("none", "sgd", "sgd", ())]
+    runs += [(tag, mlabel, opt_name, tuned) for tag in VAR_NOISES
+             for mlabel, opt_name, tuned, private in VARIANTS
+             if private or tag != "gaussian_rmse"]
+    rows = []
+    for tag, mlabel, opt_name, tuned in runs:
         lr_grid = (config.var_sgd_lr_grid if opt_name in ("sgd", "dp_sgd") else
                    config.var_stp_lr_grid if opt_name.startswith("dp_adam_stp") else
                    config.var_lr_grid)
         own = (stp_stab if opt_name == "dp_adam_stp" else
                {"eps": config.var_premise_eps_grid} if tag == "none" else var_stab)
-        grid = _grid(lr_grid, {k: own[k] for k in stab})
         s = settings.get(tag)
-
-        def simulate_at(hp, trials, seed, opt_name=opt_name, s=s, mlabel=mlabel, heldout=False):
-            hp = dict(hp)
-            if s is not None:
-                hp.setdefault("clip", config.var_clip)  # tuned for STP, fixed otherwise
-                hp.update(noise_multiplier=s["sigma"], noise=s["noise"])
-            if opt_name not in ("sgd", "dp_sgd"):
-                hp.update(beta2=config.var_beta2)
-            if opt_name == "dp_adam_stp_noiseless_v":
-                hp["eps"] = hp["eps_scale"]  # the oracle's ε_a tied to ε_s (module docstring)
-            opt = dpsim.optimizers.get(opt_name, **hp)
-            probes = {}
-            if mlabel == "dp_adam_corrected":
-                probes["neg_fraction"] = _neg_probe(s["sigma"], config.var_clip,
-                                                    config.var_batch_size, config.var_beta2)
-            return dpsim.simulate(var_prob, opt, steps=config.var_steps,
-                                  batch_size=config.var_batch_size, trials=trials, seed=seed,
-                                  sampling="poisson" if s is None else s["sampling"],
-                                  record_every=config.var_steps,
-                                  metrics=VAR_EVAL_METRICS if heldout else ("loss",),
-                                  probes=probes, **sim)
         meta = {"part": "var", "noise": tag, "method": mlabel}
+        extra, defaults, probes = {}, {}, {}
         if s is not None:
             meta.update(sigma=s["sigma"], matched=s["matched"], prefix_rmse=s["prefix_rmse"],
                         sampling=s["sampling"], noise_name=s["noise"])
-        plan(f"var-{tag}-{mlabel}", grid, config.var_tune_trials, simulate_at, meta)
+            defaults = {"clip": config.var_clip}  # tuned for STP, fixed otherwise
+            extra.update(noise_multiplier=s["sigma"], noise=s["noise"])
+        if opt_name not in ("sgd", "dp_sgd"):
+            extra.update(beta2=config.var_beta2)
+        if mlabel == "dp_adam_corrected":
+            probes["neg_fraction"] = _neg_probe(s["sigma"], config.var_clip,
+                                                config.var_batch_size, config.var_beta2)
+        rows.append(Setting(
+            f"var-{tag}-{mlabel}", opt_name, _grid(lr_grid, {k: own[k] for k in tuned}), "var",
+            dict(steps=config.var_steps, batch_size=config.var_batch_size,
+                 sampling="poisson" if s is None else s["sampling"],
+                 record_every=config.var_steps, metrics=("loss",)),
+            config.var_tune_trials, config.var_eval_trials, meta, defaults=defaults, extra=extra,
+            tie_eps=opt_name == "dp_adam_stp_noiseless_v", probes=probes,
+            eval_metrics=VAR_EVAL_METRICS))
+    return rows
 
-    # (d) quadratic 2-D
-    quad_prob = dpsim.problems.quadratic_2d(config.quad_a, config.quad_b, noise=config.quad_noise,
-                                            n=config.quad_n, seed=config.data_seed)
-    quad_stab = {"eps": config.quad_eps_grid, "eps_scale": config.quad_eps_scale_grid,
-                 "clip": config.quad_stp_clip_grid}
-    for mlabel, opt_name, fixed, stab in QUAD_METHODS:
-        grid = _grid(config.quad_lr_grid, {k: quad_stab[k] for k in stab})
 
-        def simulate_at(hp, trials, seed, opt_name=opt_name, fixed=fixed):
-            hp = dict(hp)
-            if opt_name != "adam":
-                hp.setdefault("clip", config.quad_clip)  # tuned for STP, fixed otherwise
-                hp.update(noise_multiplier=config.quad_noise_multiplier)
-            opt = dpsim.optimizers.get(opt_name, **hp, **fixed)
-            return dpsim.simulate(quad_prob, opt, steps=config.quad_steps,
-                                  batch_size=config.quad_batch_size, trials=trials, seed=seed,
-                                  sampling="poisson", record_every=config.quad_record_every,
-                                  metrics=("loss",), init=np.asarray(config.quad_init, dtype=float),
-                                  probes={"w1": _xy_probe(0), "w2": _xy_probe(1)}, **sim)
-        plan(f"quad-{mlabel}", grid, config.quad_tune_trials, simulate_at,
-             {"part": "quad", "method": mlabel})
+def _quad_rows(config: Config) -> list:
+    """Part (d): trajectories on the 2-D quadratic (the STP oracle's ε_a is not tied here)."""
+    stab = {"eps": config.quad_eps_grid, "eps_scale": config.quad_eps_scale_grid,
+            "clip": config.quad_stp_clip_grid}
+    private = {"noise_multiplier": config.quad_noise_multiplier}
+    return [Setting(
+        f"quad-{mlabel}", opt_name, _grid(config.quad_lr_grid, {k: stab[k] for k in tuned}),
+        "quad", dict(steps=config.quad_steps, batch_size=config.quad_batch_size,
+                     sampling="poisson", record_every=config.quad_record_every, metrics=("loss",),
+                     init=np.asarray(config.quad_init, dtype=float)),
+        config.quad_tune_trials, config.quad_eval_trials, {"part": "quad", "method": mlabel},
+        fixed=fixed, defaults={"clip": config.quad_clip} if opt_name != "adam" else {},
+        extra=private if opt_name != "adam" else {},
+        probes={"w1": _xy_probe(0), "w2": _xy_probe(1)})
+        for mlabel, opt_name, fixed, tuned in QUAD_METHODS]
 
-    # phase 1: tuning (and untuned) cells; then select
-    results = cache.run([Cell(label, i, fn, meta) for i, (label, fn, meta) in enumerate(tune_cells)],
-                        desc="design_space: tune")
-    selections = {tlabel: tuning.select(results[tlabel], grid, reps)
-                  for tlabel, grid, reps, _, _ in plans.values()}
-    tuning.record(cache, selections,
-                  note="each chosen point is then run on fresh seeds (the evaluation cells, "
-                       "labels without 'tune-'), which the figures report")
 
-    # phase 2: evaluation cells at the chosen points, seeds never used for tuning
-    eval_cells = []
-    for j, (label, (tlabel, grid, reps, simulate_at, meta)) in enumerate(plans.items()):
-        sel = selections[tlabel]
-        point = dict(sel.point)
-        trials = {"ada": config.ada_eval_trials, "var": config.var_eval_trials,
-                  "quad": config.quad_eval_trials}[meta["part"]]
+def plan(config: Config, problems: dict, settings: dict) -> list:
+    """The plan table: the rows of the tuning phase in cell order (index = position): part (a)'s
+    settings, part (b)'s untuned cells, part (c)'s and part (d)'s settings.  The evaluation cells
+    follow in the order of the :class:`Setting` rows, then the pessimistic cells
+    (:func:`pessimistic_dims`)."""
+    neg = [Untuned(f"neg-d{int(d)}", f"neg-d{int(d)}",
+                   {"part": "neg", "d": int(d), "regime": "optimistic"}) for d in config.neg_dims]
+    return (_ada_rows(config, problems) + neg + _var_rows(config, settings)
+            + _quad_rows(config))
 
-        # part (c)'s evaluation cells also record the held-out loss and accuracy
-        extra = {"heldout": True} if meta["part"] == "var" else {}
 
-        def evaluate(seed, simulate_at=simulate_at, point=point, trials=trials, extra=extra):
-            return simulate_at(point, trials, seed, **extra)
-        eval_cells.append(Cell(label, len(tune_cells) + j, evaluate,
-                               {**meta, "tuned_by": tlabel, "point": point,
-                                "at_edge": {k: point[k] for k in sel.at_edge}}))
-    results.update(cache.run(eval_cells, desc="design_space: evaluate"))
+def _simulate(row: Setting, prob, sim: dict, hp: dict, trials: int, seed, *, evaluate=False):
+    """One run of ``row`` with (per-trial) tuned values ``hp`` (:class:`Setting`)."""
+    hp = dict(hp)
+    for k, v in row.defaults.items():
+        hp.setdefault(k, v)
+    hp.update(row.extra)
+    if row.tie_eps:
+        hp["eps"] = hp["eps_scale"]  # the oracle's ε_a tied to ε_s (module docstring)
+    opt = dpsim.optimizers.get(row.optimizer, **hp, **row.fixed)
+    kw = dict(row.simulate)
+    if evaluate and row.eval_metrics is not None:
+        kw["metrics"] = row.eval_metrics
+    return dpsim.simulate(prob, opt, trials=trials, seed=seed, probes=dict(row.probes), **kw, **sim)
 
-    # (b') the pessimistic instance of the negative fraction, after every other cell (indices kept)
-    first = len(tune_cells) + len(eval_cells)
-    pess_cells = []
-    for j, d in enumerate(pessimistic_dims(config)):
-        prob = pessimistic_problem(d, config.neg_batch_size, config.neg_clip)
 
-        compute = _neg_compute(prob, config, sim)
-        pess_cells.append(Cell(f"neg-pess-d{int(d)}", first + j, compute,
-                               {"part": "neg", "d": int(d), "regime": "pessimistic"}))
-    if pess_cells:
-        results.update(cache.run(pess_cells, desc="design_space: pessimistic instance"))
+def _tune_cell(row, index: int, problems: dict, config: Config, sim: dict) -> Cell:
+    """The tuning cell of a :class:`Setting` (or the cell of an :class:`Untuned` row)."""
+    prob = problems[row.problem]
+    if isinstance(row, Untuned):
+        return Cell(row.label, index, _neg_compute(prob, config, sim), row.meta)
 
+    def tune(seed):
+        hp = tuning.fold(row.grid, row.reps)
+        return _simulate(row, prob, sim, hp, len(hp["lr"]), seed)
+
+    meta = {**row.meta, "part": f"tune-{row.meta['part']}", "evaluated_as": row.label}
+    return Cell(f"tune-{row.label}", index, tune, meta)
+
+
+def _eval_cell(row: Setting, sel, index: int, problems: dict, sim: dict) -> Cell:
+    """The evaluation cell of a :class:`Setting` at its chosen point, on fresh seeds."""
+    point, prob = dict(sel.point), problems[row.problem]
+
+    def evaluate(seed):
+        return _simulate(row, prob, sim, point, row.eval_trials, seed, evaluate=True)
+
+    return Cell(row.label, index, evaluate,
+                {**row.meta, "tuned_by": f"tune-{row.label}", "point": point,
+                 "at_edge": {k: point[k] for k in sel.at_edge}})
+
+
+def _notes(config: Config, cache, settings: dict, var_prob) -> None:
+    """The manifest notes the figures read besides the cells."""
+    ada_noise = f"banded:{config.ada_n}"
     cache.note("var_noise_settings", settings)
     cache.note("var_heldout", var_heldout_summary(var_prob))
-    cache.note("ada_noise", {"noise": ada_noise, "sampling": ada_sampling,
+    cache.note("ada_noise", {"noise": ada_noise, "sampling": f"cyclic_poisson:{config.ada_n}",
                              "prefix_rmse_unit": mf.toeplitz_prefix_rmse(
                                  mf.toeplitz_coefficients(ada_noise, config.ada_n), config.ada_n),
                              "prefix_rmse_unit_iid": mf.toeplitz_prefix_rmse([1.0], config.ada_n)})
     cache.note("reconstructed", "[DESIGN]'s formulas and most settings were lost in extraction; "
                                 "all settings here are reconstructions (ALGORITHMS.md §4.3, §5.4)")
+
+
+# ------------------------------------------------------------------------------------------------
+# run
+
+
+def run(config: Config, cache) -> dict:
+    """All four parts; ``{label: Result}`` (tuning, untuned and evaluation cells) from the rows of
+    :func:`plan`: tuning phase, selection (:mod:`experiments.tuning`), evaluation phase, then the
+    pessimistic negative-fraction cells."""
+    sim = cache.simulate_options  # progress, backend
+    problems, settings = _problems(config), var_noise_settings(config)
+    rows = plan(config, problems, settings)
+    tune_cells = [_tune_cell(row, i, problems, config, sim) for i, row in enumerate(rows)]
+    results = cache.run(tune_cells, desc="design_space: tune")
+    tuned = [row for row in rows if isinstance(row, Setting)]
+    selections = {f"tune-{row.label}": tuning.select(results[f"tune-{row.label}"], row.grid,
+                                                     row.reps) for row in tuned}
+    tuning.record(cache, selections,
+                  note="each chosen point is then run on fresh seeds (the evaluation cells, "
+                       "labels without 'tune-'), which the figures report")
+
+    # evaluation cells at the chosen points, seeds never used for tuning
+    eval_cells = [_eval_cell(row, selections[f"tune-{row.label}"], len(rows) + j, problems, sim)
+                  for j, row in enumerate(tuned)]
+    results.update(cache.run(eval_cells, desc="design_space: evaluate"))
+
+    # (b') the pessimistic instance of the negative fraction, after every other cell (indices kept)
+    first = len(rows) + len(eval_cells)
+    pess_cells = [Cell(f"neg-pess-d{int(d)}", first + j,
+                       _neg_compute(pessimistic_problem(d, config.neg_batch_size, config.neg_clip),
+                                    config, sim),
+                       {"part": "neg", "d": int(d), "regime": "pessimistic"})
+                  for j, d in enumerate(pessimistic_dims(config))]
+    if pess_cells:
+        results.update(cache.run(pess_cells, desc="design_space: pessimistic instance"))
+    _notes(config, cache, settings, problems["var"])
     return results
 
 

@@ -108,6 +108,15 @@ Design
   training tweets (a random subsample at quick), ``real_steps`` steps at b = ``batch_size``;
   non-private SGD and RMSProp, DP-SGD, DP-RMSProp and DP² (one cell per ``s ∈ real_s_grid``) tuned
   by the same rules on the main grids; labels ``tw-…``.
+* The plan is two tables.  :func:`tuning_plan`: the tuning cells as data, in stages (a
+  :class:`Stage` runs its cells at once), one :class:`Tune` row per cell — key, optimizer, tuned
+  grid, fixed hyperparameters, the rule (``tail``), the problem (``Stage.real``) — with its
+  dependencies on earlier stages as data: a :class:`From` value (DP²'s SGD-phase clip is
+  ``From("sig1-dp_sgd", "clip")``, DP-SGD's chosen clip) or a ``base`` method (the ε sweep and the
+  no-noise diagnostic start from the main σ's chosen setting, DP² at its best ``s``).
+  :func:`evaluation_plan`: the evaluation cells with the settings they run.  :func:`run` is the
+  driver: it resolves each stage's rows, runs them through the cache, selects, saves the notes
+  and runs the evaluation cells.
 * Cells and seeds: every cell label is enumerated up front from the config (:func:`cell_labels`),
   and cell ``i`` of that list runs with ``SeedSequence(config.seed, spawn_key=(i,))``.
 
@@ -121,7 +130,7 @@ Design
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -531,184 +540,287 @@ RULE_NOTE = ("private cells (σ ≥ 0, the clip- diagnostic and the real data in
              "score (the smaller s on a tie)")
 
 
-def run(config: Config, cache) -> dict:
-    """Tune every method, then evaluate the chosen settings; ``{label: Result}`` (see module doc)."""
-    prob = make_problem(config)
-    real = real_problem(config)
-    labels = cell_labels(config)
-    index = {lab: i for i, lab in enumerate(labels)}
-    T, b = config.steps, config.batch_size
-    sg0 = sigma_tag(config.sigma)
-    reps = config.tune_trials
-    eps0 = config.eps_grid[0]
-    options = dict(cache.simulate_options)  # read here: a cell's compute must not capture the cache
-    cache.note("premise", dp2_data.premise_numbers(prob))
-    cache.note("problem", {k: v for k, v in prob.config.items() if k != "data_sha256"})
-    if real is not None:
-        cache.note("premise_real", dp2_data.premise_numbers(real))
-        cache.note("problem_real", {k: v for k, v in real.config.items() if k != "data_sha256"})
+# ------------------------------------------------------------------------------------------------
+# The tuning plan: stages of tuning cells, as data
 
+
+@dataclass(frozen=True)
+class From:
+    """A fixed hyperparameter taken from an earlier stage's choice: ``chosen[key][name]`` (e.g.
+    DP²'s SGD-phase clip is the clip chosen for DP-SGD: ``From("sig1-dp_sgd", "clip")``)."""
+
+    key: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Tune:
+    """One tuning cell ``tune-<key>``: ``optimizer`` over ``grid`` (folded into the trials,
+    ``tune_trials`` per point) with ``fixed`` hyperparameters (:class:`From` values resolved).
+    With ``base`` (a method of the main σ), the optimizer and the fixed hyperparameters start from
+    that method's chosen setting (DP² at its best ``s``) without the ``grid`` axes, then ``fixed``
+    overrides.  ``tail``: scored by :func:`tail_losses` (non-private), else by the paper's rule
+    (:func:`accuracy_scores`) with the loss rule's choice kept beside."""
+
+    key: str
+    optimizer: str | None
+    grid: dict
+    fixed: dict = field(default_factory=dict)
+    base: str | None = None
+    tail: bool = False
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Tuning cells run together (one ``cache.run``); a stage may use the choices of the earlier
+    ones.  ``real``: on the real-data problem with ``real_steps`` steps."""
+
+    desc: str
+    rows: tuple
+    real: bool = False
+
+
+#: Methods whose main-σ setting is the best of one tuning cell per delay ``s`` (the config field).
+S_METHODS = (("dp2_rmsprop", "s_grid"), ("dp2_extra_query", "s_variants"),
+             ("dp2_noise_first", "s_variants"), ("dp2_adagrad", "s_variants"))
+
+
+def tuning_plan(config: Config) -> list[Stage]:
+    """The tuning stages in order (their cells are the ``tune-`` labels of :func:`cell_labels`):
+    non-private and DP-SGD; the other methods at the main σ (DP² with DP-SGD's clip); the ε sweep
+    and the no-noise diagnostic (from the main σ's choices); on the real data, non-private and
+    DP-SGD, then DP-RMSProp and DP² (DP²'s C₁ = DP-SGD's)."""
+    sg0, sig, eps0, beta = sigma_tag(config.sigma), float(config.sigma), config.eps_grid[0], config.beta
     lr2_grid = config.dp2_lr2_grid or config.lr_adaptive_grid
-
-    # -- the tuning plan: key -> (optimizer name, grid of per-trial values, fixed hyperparameters)
-    def tune_cell(key, opt_name, grid, fixed, tail, on, steps):
-        hp = tuning.fold(grid, reps, scalars=True)
-        R = len(tuning.points(grid)) * reps
-        every = max(1, steps // config.tune_records) if tail else steps
-
-        def compute(seed):
-            opt = dpsim.optimizers.get(opt_name, **fixed, **hp)
-            return dpsim.simulate(on, opt, steps=steps, batch_size=b, sampling=config.sampling,
-                                  trials=R, seed=seed, record_every=every, metrics=("loss",),
-                                  probes=dp2_data.train_accuracy_probe(on), **options)
-
-        return Cell(f"tune-{key}", index[f"tune-{key}"], compute)
-
-    chosen: dict[str, dict] = {}     # key -> the full setting run by the evaluation cell
-    chosen_loss: dict[str, dict] = {}
-    selections: dict[str, tuning.Selection] = {}
-    selections_loss: dict[str, tuning.Selection] = {}
-
-    def tune(items, desc, tail=(), on=prob, steps=T):
-        """``items``: [(key, opt_name, grid, fixed)]; runs the cells (at once), records the
-        choices.  ``tail``: the (non-private) keys scored by their mean training loss over the
-        second half (:func:`tail_losses`); the others by the paper's rule (training accuracy),
-        with the loss rule's choice kept beside."""
-        res = cache.run([tune_cell(*it, it[0] in tail, on, steps) for it in items], desc=desc)
-        for key, opt_name, grid, fixed in items:
-            r = res[f"tune-{key}"]
-            if key in tail:
-                sel = selections[key] = tuning.select(tail_losses(r), grid, reps)
-            else:
-                sel = selections[key] = tuning.select(accuracy_scores(r), grid, reps)
-                sl = selections_loss[key] = tuning.select(r, grid, reps)
-                chosen_loss[key] = {"optimizer": opt_name, **fixed, **sl.point}
-            chosen[key] = {"optimizer": opt_name, **fixed, **sel.point}
-
-    # Non-private (Fig. 2) and DP-SGD at the main σ (its clip is DP²'s SGD-phase clip), in one
-    # batch: nothing of one depends on the other
-    sig = float(config.sigma)
-    nonprivate = [
-        ("np-sgd", "sgd", {"lr": config.lr_sgd_grid}, {}),
-        ("np-rmsprop", "rmsprop", {"lr": config.lr_adaptive_grid}, {"eps": eps0, "beta": config.beta}),
-        ("np-delayed_rmsprop", "delayed_rmsprop",
-         {"lr": config.lr_sgd_grid, "lr2": config.lr_adaptive_grid},
-         {"s1": config.s_nonprivate, "eps": eps0, "beta": config.beta}),
-    ]
-    tune(nonprivate + [(f"{sg0}-dp_sgd", "dp_sgd",
-                        {"lr": config.lr_sgd_grid, "clip": config.clip_grid},
-                        {"noise_multiplier": sig})],
-         "dp2_logistic: tune non-private and DP-SGD", tail={it[0] for it in nonprivate})
-    c1 = chosen[f"{sg0}-dp_sgd"]["clip"]
-    items = [
-        (f"{sg0}-dp_rmsprop", "dp_rmsprop",
-         {"lr": config.lr_adaptive_grid, "clip": config.clip_grid, "eps": config.eps_grid},
-         {"noise_multiplier": sig, "beta": config.beta}),
-        (f"{sg0}-dp_adagrad", "dp_adagrad",
-         {"lr": config.lr_adagrad_grid, "clip": config.clip_grid, "eps": config.eps_grid},
-         {"noise_multiplier": sig}),
-    ]
+    sgd, ada, adag = config.lr_sgd_grid, config.lr_adaptive_grid, config.lr_adagrad_grid
+    c1 = From(f"{sg0}-dp_sgd", "clip")
     dp2_grid = {"lr": config.dp2_lr_grid, "lr2": lr2_grid, "clip2": config.clip2_grid,
                 "eps": config.eps_grid}
-    for s in config.s_grid:
-        items.append((f"{sg0}-dp2_rmsprop-s{s}", "dp2_rmsprop", dp2_grid,
-                      {"s1": s, "clip": c1, "noise_multiplier": sig, "beta": config.beta}))
-    for s in config.s_variants:
-        items.append((f"{sg0}-dp2_extra_query-s{s}", "dp2_extra_query", dp2_grid,
-                      {"s1": s, "clip": c1, "noise_multiplier": sig, "beta": config.beta}))
-    for s in config.s_variants:
-        items.append((f"{sg0}-dp2_noise_first-s{s}", "dp2_noise_first",
-                      {"lr": config.dp2_lr_grid, "lr2": lr2_grid, "eps": config.eps_grid},
-                      {"s1": s, "clip": c1, "clip2": c1, "noise_multiplier": sig, "beta": config.beta}))
-    for s in config.s_variants:
-        items.append((f"{sg0}-dp2_adagrad-s{s}", "dp2_adagrad",
-                      {**dp2_grid, "lr2": config.lr_adagrad_grid,
-                       "clip2": config.dp2_adagrad_clip2_grid or config.clip2_grid},
-                      {"s1": s, "clip": c1, "noise_multiplier": sig}))
-    items.append((f"{sg0}-adadps", "adadps", {"lr": config.lr_adaptive_grid, "clip": config.clip2_grid},
-                  {"eps": eps0, "noise_multiplier": sig, "beta": config.beta,
-                   "public_fraction": config.public_fraction}))
-    tune(items, f"dp2_logistic: tune at σ={sig:g}")
-
-    def best_over_s(method, s_values, sels, chosen_):
-        scores = {s: sels[f"{sg0}-{method}-s{s}"].score for s in s_values}
-        s_best = min(scores, key=lambda s: (scores[s], s))
-        return s_best, chosen_[f"{sg0}-{method}-s{s_best}"]
-
-    best, s_at_edge = {}, []
-    for m, svals in (("dp2_rmsprop", config.s_grid), ("dp2_extra_query", config.s_variants),
-                     ("dp2_noise_first", config.s_variants), ("dp2_adagrad", config.s_variants)):
-        s_best, hp = best_over_s(m, svals, selections, chosen)
-        best[m] = hp
-        if len(svals) > 1 and s_best in (min(svals), max(svals)):
-            s_at_edge.append(f"{sg0}-{m}")
-    for m in ("dp_sgd", "dp_rmsprop", "dp_adagrad", "adadps"):
-        best[m] = chosen[f"{sg0}-{m}"]
-    best_loss = {m: chosen_loss[f"{sg0}-{m}"] for m in ("dp_sgd", "dp_rmsprop")}
-    s_loss, best_loss["dp2_rmsprop"] = best_over_s("dp2_rmsprop", config.s_grid, selections_loss,
-                                                   chosen_loss)
-
-    # ε sweep: re-tune the learning rates at each other σ
-    items = []
-    for sw in config.sweep_sigmas:
-        if sw == config.sigma:
-            continue
-        tg = sigma_tag(sw)
-        for m in SWEEP:
-            base = dict(best[m])
-            opt_name = base.pop("optimizer")
-            if m == "dp2_rmsprop":  # DP² keeps its SGD-phase lr (DP-SGD's is re-tuned)
-                grid = {"lr2": lr2_grid}
-            elif m == "dp2_adagrad":
-                grid = {"lr2": config.lr_adagrad_grid}
-            else:
-                grid = {"lr": {"dp_sgd": config.lr_sgd_grid,
-                               "dp_adagrad": config.lr_adagrad_grid}.get(m, config.lr_adaptive_grid)}
-            fixed = {k: v for k, v in base.items() if k not in grid}
-            fixed["noise_multiplier"] = float(sw)
-            items.append((f"{tg}-{m}", opt_name, grid, fixed))
+    dp2 = {"noise_multiplier": sig, "beta": beta}
+    np_rows = (Tune("np-sgd", "sgd", {"lr": sgd}, tail=True),
+               Tune("np-rmsprop", "rmsprop", {"lr": ada}, {"eps": eps0, "beta": beta}, tail=True),
+               Tune("np-delayed_rmsprop", "delayed_rmsprop", {"lr": sgd, "lr2": ada},
+                    {"s1": config.s_nonprivate, "eps": eps0, "beta": beta}, tail=True))
+    main = (
+        Tune(f"{sg0}-dp_rmsprop", "dp_rmsprop", {"lr": ada, "clip": config.clip_grid,
+                                                 "eps": config.eps_grid}, dict(dp2)),
+        Tune(f"{sg0}-dp_adagrad", "dp_adagrad", {"lr": adag, "clip": config.clip_grid,
+                                                 "eps": config.eps_grid}, {"noise_multiplier": sig}),
+        *(Tune(f"{sg0}-dp2_rmsprop-s{s}", "dp2_rmsprop", dp2_grid, {"s1": s, "clip": c1, **dp2})
+          for s in config.s_grid),
+        *(Tune(f"{sg0}-dp2_extra_query-s{s}", "dp2_extra_query", dp2_grid,
+               {"s1": s, "clip": c1, **dp2}) for s in config.s_variants),
+        *(Tune(f"{sg0}-dp2_noise_first-s{s}", "dp2_noise_first",
+               {"lr": config.dp2_lr_grid, "lr2": lr2_grid, "eps": config.eps_grid},
+               {"s1": s, "clip": c1, "clip2": c1, **dp2}) for s in config.s_variants),
+        *(Tune(f"{sg0}-dp2_adagrad-s{s}", "dp2_adagrad",
+               {**dp2_grid, "lr2": adag, "clip2": config.dp2_adagrad_clip2_grid or config.clip2_grid},
+               {"s1": s, "clip": c1, "noise_multiplier": sig}) for s in config.s_variants),
+        Tune(f"{sg0}-adadps", "adadps", {"lr": ada, "clip": config.clip2_grid},
+             {"eps": eps0, **dp2, "public_fraction": config.public_fraction}))
+    # the ε sweep re-tunes the learning rates at each other σ (DP² only its adaptive-phase lr2)
+    sweep_grid = {"dp_sgd": {"lr": sgd}, "dp_rmsprop": {"lr": ada}, "dp2_rmsprop": {"lr2": lr2_grid},
+                  "dp_adagrad": {"lr": adag}, "dp2_adagrad": {"lr2": adag}}
+    sweep = tuple(Tune(f"{sigma_tag(sw)}-{m}", None, sweep_grid[m], {"noise_multiplier": float(sw)},
+                       base=m) for sw in config.sweep_sigmas if sw != config.sigma for m in SWEEP)
     # Diagnostic: the same clipping without noise (σ = 0), tuned the same way.  DP² keeps s, C₁,
     # C₂ and ε_a and re-tunes both step sizes — its SGD-phase η over DP-SGD's grid, as DP-SGD's
     # η is re-tuned (the comparison of review §2 kept DP²'s σ = 1 value, 100× below DP-SGD's).
-    d2 = {k: v for k, v in best["dp2_rmsprop"].items() if k not in ("optimizer", "lr", "lr2")}
-    items += [("clip-dp_sgd", "dp_sgd", {"lr": config.lr_sgd_grid}, {"clip": c1, "noise_multiplier": 0.0}),
-              ("clip-dp2_rmsprop", "dp2_rmsprop", {"lr": config.lr_sgd_grid, "lr2": lr2_grid},
-               {**d2, "noise_multiplier": 0.0})]
-    tune(items, "dp2_logistic: tune the ε sweep and the no-noise diagnostic")
+    clip = (Tune("clip-dp_sgd", "dp_sgd", {"lr": sgd}, {"clip": c1, "noise_multiplier": 0.0}),
+            Tune("clip-dp2_rmsprop", None, {"lr": sgd, "lr2": lr2_grid}, {"noise_multiplier": 0.0},
+                 base="dp2_rmsprop"))
+    stages = [
+        Stage("dp2_logistic: tune non-private and DP-SGD",
+              np_rows + (Tune(f"{sg0}-dp_sgd", "dp_sgd", {"lr": sgd, "clip": config.clip_grid},
+                              {"noise_multiplier": sig}),)),
+        Stage(f"dp2_logistic: tune at σ={sig:g}", main),
+        Stage("dp2_logistic: tune the ε sweep and the no-noise diagnostic", sweep + clip)]
+    if config.real_data is not None:
+        p = REAL_PREFIX
+        stages += [
+            Stage(f"dp2_logistic: tune on {config.real_data} (non-private, DP-SGD)",
+                  (Tune(f"{p}-np-sgd", "sgd", {"lr": sgd}, tail=True),
+                   Tune(f"{p}-np-rmsprop", "rmsprop", {"lr": ada}, {"eps": eps0, "beta": beta},
+                        tail=True),
+                   Tune(f"{p}-{sg0}-dp_sgd", "dp_sgd", {"lr": sgd, "clip": config.clip_grid},
+                        {"noise_multiplier": sig})), real=True),
+            Stage(f"dp2_logistic: tune on {config.real_data} (DP-RMSProp, DP²)",
+                  (Tune(f"{p}-{sg0}-dp_rmsprop", "dp_rmsprop", {"lr": ada, "clip": config.clip_grid,
+                                                                "eps": config.eps_grid}, dict(dp2)),
+                   *(Tune(f"{p}-{sg0}-dp2_rmsprop-s{s}", "dp2_rmsprop", dp2_grid,
+                          {"s1": s, "clip": From(f"{p}-{sg0}-dp_sgd", "clip"), **dp2})
+                     for s in config.real_s_grid)), real=True)]
+    return stages
 
-    # Real data: non-private and DP-SGD, then DP-RMSProp and DP² (DP²'s C₁ = DP-SGD's)
-    real_best = {}
-    if real is not None:
-        p, Tr = REAL_PREFIX, config.real_steps
-        np_real = [(f"{p}-np-sgd", "sgd", {"lr": config.lr_sgd_grid}, {}),
-                   (f"{p}-np-rmsprop", "rmsprop", {"lr": config.lr_adaptive_grid},
-                    {"eps": eps0, "beta": config.beta})]
-        tune(np_real + [(f"{p}-{sg0}-dp_sgd", "dp_sgd",
-                         {"lr": config.lr_sgd_grid, "clip": config.clip_grid}, {"noise_multiplier": sig})],
-             f"dp2_logistic: tune on {config.real_data} (non-private, DP-SGD)",
-             tail={it[0] for it in np_real}, on=real, steps=Tr)
-        c1r = chosen[f"{p}-{sg0}-dp_sgd"]["clip"]
-        items = [(f"{p}-{sg0}-dp_rmsprop", "dp_rmsprop",
-                  {"lr": config.lr_adaptive_grid, "clip": config.clip_grid, "eps": config.eps_grid},
-                  {"noise_multiplier": sig, "beta": config.beta})]
-        items += [(f"{p}-{sg0}-dp2_rmsprop-s{s}", "dp2_rmsprop", dp2_grid,
-                   {"s1": s, "clip": c1r, "noise_multiplier": sig, "beta": config.beta})
-                  for s in config.real_s_grid]
-        tune(items, f"dp2_logistic: tune on {config.real_data} (DP-RMSProp, DP²)", on=real, steps=Tr)
-        scores = {s: selections[f"{p}-{sg0}-dp2_rmsprop-s{s}"].score for s in config.real_s_grid}
-        s_real = min(scores, key=lambda s: (scores[s], s))
-        real_best = {f"{p}-np-{m}": chosen[f"{p}-np-{m}"] for m in REAL_NONPRIVATE}
-        real_best[f"{p}-{sg0}-dp_sgd"] = chosen[f"{p}-{sg0}-dp_sgd"]
-        real_best[f"{p}-{sg0}-dp_rmsprop"] = chosen[f"{p}-{sg0}-dp_rmsprop"]
-        real_best[f"{p}-{sg0}-dp2_rmsprop"] = chosen[f"{p}-{sg0}-dp2_rmsprop-s{s_real}"]
-        if len(config.real_s_grid) > 1 and s_real in (min(config.real_s_grid), max(config.real_s_grid)):
-            s_at_edge.append(f"{p}-{sg0}-dp2_rmsprop")
 
-    tuning.record(cache, selections, note=RULE_NOTE)
-    cache.note("selection_loss", {k: v.to_json() for k, v in selections_loss.items()})
+def _best_over_s(prefix: str, method: str, s_values, sels, chosen_) -> tuple[int, dict]:
+    """The delay with the best chosen score (the smaller ``s`` on a tie) and its setting."""
+    scores = {s: sels[f"{prefix}-{method}-s{s}"].score for s in s_values}
+    s_best = min(scores, key=lambda s: (scores[s], s))
+    return s_best, chosen_[f"{prefix}-{method}-s{s_best}"]
+
+
+class _Choices:
+    """The choices of the tuning stages so far: ``chosen`` / ``selections`` (the rule of each
+    cell) and ``chosen_loss`` / ``selections_loss`` (the loss rule, private cells)."""
+
+    def __init__(self, config: Config):
+        self.config, self.sg0 = config, sigma_tag(config.sigma)
+        self.chosen: dict[str, dict] = {}
+        self.chosen_loss: dict[str, dict] = {}
+        self.selections: dict[str, tuning.Selection] = {}
+        self.selections_loss: dict[str, tuning.Selection] = {}
+
+    def best(self, m: str) -> dict:
+        """The main σ's setting of method ``m`` (the DP² methods at their best delay)."""
+        svals = dict(S_METHODS).get(m)
+        if svals is None:
+            return self.chosen[f"{self.sg0}-{m}"]
+        return _best_over_s(self.sg0, m, getattr(self.config, svals), self.selections,
+                            self.chosen)[1]
+
+    def resolve(self, row: Tune) -> tuple[str, dict, dict]:
+        """``(optimizer, grid, fixed)`` of ``row`` with its dependencies on earlier choices."""
+        fixed = {}
+        opt_name = row.optimizer
+        if row.base is not None:
+            base = dict(self.best(row.base))
+            opt_name = base.pop("optimizer")
+            fixed = {k: v for k, v in base.items() if k not in row.grid}
+        for k, v in row.fixed.items():
+            fixed[k] = self.chosen[v.key][v.name] if isinstance(v, From) else v
+        return opt_name, row.grid, fixed
+
+    def select(self, row: Tune, opt_name: str, fixed: dict, res) -> None:
+        """Apply the row's rule to its tuning cell's result ``res``."""
+        key, grid, reps = row.key, row.grid, self.config.tune_trials
+        if row.tail:
+            sel = self.selections[key] = tuning.select(tail_losses(res), grid, reps)
+        else:
+            sel = self.selections[key] = tuning.select(accuracy_scores(res), grid, reps)
+            sl = self.selections_loss[key] = tuning.select(res, grid, reps)
+            self.chosen_loss[key] = {"optimizer": opt_name, **fixed, **sl.point}
+        self.chosen[key] = {"optimizer": opt_name, **fixed, **sel.point}
+
+
+def _tune_cell(config: Config, label: str, index: int, opt_name: str, grid: dict, fixed: dict,
+               tail: bool, on, steps: int, options: dict) -> Cell:
+    """The tuning cell ``label``: the grid folded into the trials, the training accuracy probed;
+    a non-private (``tail``) cell records ``tune_records`` times for :func:`tail_losses`."""
+    reps, b = config.tune_trials, config.batch_size
+    hp = tuning.fold(grid, reps, scalars=True)
+    R = len(tuning.points(grid)) * reps
+    every = max(1, steps // config.tune_records) if tail else steps
+
+    def compute(seed):
+        opt = dpsim.optimizers.get(opt_name, **fixed, **hp)
+        return dpsim.simulate(on, opt, steps=steps, batch_size=b, sampling=config.sampling,
+                              trials=R, seed=seed, record_every=every, metrics=("loss",),
+                              probes=dp2_data.train_accuracy_probe(on), **options)
+
+    return Cell(label, index, compute)
+
+
+def _main_choices(config: Config, ch: _Choices):
+    """The main σ's settings per method (``best``; DP² variants at their best delay, delays on a
+    grid edge listed) and the loss rule's settings of Fig. 4's methods (``best_loss``, ``s_loss``)."""
+    sg0 = ch.sg0
+    best, s_at_edge = {}, []
+    for m, s_field in S_METHODS:
+        svals = getattr(config, s_field)
+        s_best, best[m] = _best_over_s(sg0, m, svals, ch.selections, ch.chosen)
+        if len(svals) > 1 and s_best in (min(svals), max(svals)):
+            s_at_edge.append(f"{sg0}-{m}")
+    for m in ("dp_sgd", "dp_rmsprop", "dp_adagrad", "adadps"):
+        best[m] = ch.chosen[f"{sg0}-{m}"]
+    best_loss = {m: ch.chosen_loss[f"{sg0}-{m}"] for m in ("dp_sgd", "dp_rmsprop")}
+    s_loss, best_loss["dp2_rmsprop"] = _best_over_s(sg0, "dp2_rmsprop", config.s_grid,
+                                                    ch.selections_loss, ch.chosen_loss)
+    return best, best_loss, s_loss, s_at_edge
+
+
+def _real_choices(config: Config, ch: _Choices, s_at_edge: list) -> tuple[dict, int]:
+    """The real data's settings (DP² at its best delay) and that delay."""
+    p, sg0 = REAL_PREFIX, ch.sg0
+    s_real, dp2 = _best_over_s(f"{p}-{sg0}", "dp2_rmsprop", config.real_s_grid, ch.selections,
+                               ch.chosen)
+    real_best = {f"{p}-np-{m}": ch.chosen[f"{p}-np-{m}"] for m in REAL_NONPRIVATE}
+    real_best[f"{p}-{sg0}-dp_sgd"] = ch.chosen[f"{p}-{sg0}-dp_sgd"]
+    real_best[f"{p}-{sg0}-dp_rmsprop"] = ch.chosen[f"{p}-{sg0}-dp_rmsprop"]
+    real_best[f"{p}-{sg0}-dp2_rmsprop"] = dp2
+    if len(config.real_s_grid) > 1 and s_real in (min(config.real_s_grid), max(config.real_s_grid)):
+        s_at_edge.append(f"{p}-{sg0}-dp2_rmsprop")
+    return real_best, s_real
+
+
+# ------------------------------------------------------------------------------------------------
+# The evaluation plan
+
+
+def evaluation_plan(config: Config, chosen: dict, best: dict, best_loss: dict,
+                    real_best: dict) -> list[tuple]:
+    """The evaluation cells as ``(label, setting, meta, kind)`` in label order (the evaluation
+    labels of :func:`cell_labels`); ``kind``: ``"main"`` (the bag-of-words problem),
+    ``"stability"`` (:func:`stability_cell`) or ``"real"`` (the real data)."""
+    sg0, sig = sigma_tag(config.sigma), float(config.sigma)
+    rows = [(f"np-{m}", chosen[f"np-{m}"], cell_meta(m, None), "main") for m in NONPRIVATE]
+    rows += [(f"clip-{m}", chosen[f"clip-{m}"], cell_meta(m, 0.0), "main") for m in DIAGNOSTIC]
+    rows += [(f"{sg0}-{m}", best[m], cell_meta(m, sig), "main")
+             for m in ("dp_sgd", "dp_rmsprop", "dp2_rmsprop") + MAIN[2:]]
+    rows += [(f"{sg0}-dp2_rmsprop-s{s}", chosen[f"{sg0}-dp2_rmsprop-s{s}"],
+              cell_meta("dp2_rmsprop", sig, s=s), "main") for s in config.s_grid]
+    rows += [(f"{sg0}-dp2_rmsprop-s{s}-h", {**best["dp2_rmsprop"], "s1": s},
+              cell_meta("dp2_rmsprop", sig, s=s, h=True), "main") for s in config.s_grid]
+    rows += [(f"{sigma_tag(sw)}-{m}", chosen[f"{sigma_tag(sw)}-{m}"], cell_meta(m, sw), "main")
+             for sw in config.sweep_sigmas if sw != config.sigma for m in SWEEP]
+    stab = {"rmsprop": chosen["np-rmsprop"], "dp_rmsprop": best["dp_rmsprop"],
+            "dp2_rmsprop": best["dp2_rmsprop"]}
+    rows += [(f"stab-{m}", stab[m], cell_meta(m, sig if m != "rmsprop" else None, stability=True),
+              "stability") for m in STABILITY]
+    rows += [(f"loss-{sg0}-{m}", best_loss[m], cell_meta(m, sig, rule="loss"), "main")
+             for m in HEADLINE]
+    rows += [(key, hp, cell_meta(hp["optimizer"], None if "-np-" in key else sig,
+                                 dataset=config.real_data), "real") for key, hp in real_best.items()]
+    return rows
+
+
+def _eval_cell(config: Config, key: str, index: int, hp: dict, meta: dict, *, on, steps: int,
+               every: int, options: dict) -> Cell:
+    """An evaluation cell: ``hp`` (with ``"optimizer"``) on fresh seeds, the held-out metrics
+    recorded; the ``h(s)`` cells record DP²'s traces alone (:func:`analysis.delay.record_h_traces`)."""
+    hp = dict(hp)
+    opt_name = hp.pop("optimizer")
+    b = config.batch_size
+    trials = config.np_trials if not meta["private"] and config.np_trials else config.trials
+    if meta["h"] and config.h_trials:
+        trials = config.h_trials
+
+    def compute(seed):
+        if meta["h"]:
+            s = int(hp.pop("s1"))
+            # the traces alone (h needs no loss: the loss of every step on every training
+            # row was 90% of such a cell's cost)
+            tr = _delay.record_h_traces(on, s, steps=steps, batch_size=b, trials=trials,
+                                        seed=seed, optimizer=opt_name, sampling=config.sampling,
+                                        metrics=(), **hp)
+            return tr.result
+        opt = dpsim.optimizers.get(opt_name, **hp)
+        return dpsim.simulate(on, opt, steps=steps, batch_size=b, sampling=config.sampling,
+                              trials=trials, seed=seed, record_every=every,
+                              metrics=TEST_METRICS, **options)
+
+    return Cell(key, index, compute, meta)
+
+
+def _note_choices(cache, config: Config, ch: _Choices, best: dict, best_loss: dict, s_loss: int,
+                  s_real, s_at_edge: list, real) -> None:
+    """The selections and choices saved in the manifest's notes (the figures read them)."""
+    sg0 = ch.sg0
+    tuning.record(cache, ch.selections, note=RULE_NOTE)
+    cache.note("selection_loss", {k: v.to_json() for k, v in ch.selections_loss.items()})
     cache.note("delta", delta_for(config.n))
     cache.note("delta_real", delta_for(real.n) if real is not None else None)
-    cache.note("chosen", chosen)
+    cache.note("chosen", ch.chosen)
     cache.note("chosen_loss", {f"loss-{sg0}-{m}": hp for m, hp in best_loss.items()})
     cache.note("chosen_s", {m: int(best[m]["s1"]) for m in best if "s1" in best[m]})
     cache.note("chosen_s_loss", {"dp2_rmsprop": int(s_loss)})
@@ -716,57 +828,50 @@ def run(config: Config, cache) -> dict:
         cache.note("chosen_s_real", {"dp2_rmsprop": int(s_real)})
     cache.note("s_at_grid_edge", s_at_edge)
 
-    # -- evaluation cells
-    def eval_cell(key, hp, meta, *, on=prob, steps=T, every=config.record_every):
-        hp = dict(hp)
-        opt_name = hp.pop("optimizer")
-        trials = config.np_trials if not meta["private"] and config.np_trials else config.trials
-        if meta["h"] and config.h_trials:
-            trials = config.h_trials
 
-        def compute(seed):
-            if meta["h"]:
-                s = int(hp.pop("s1"))
-                # the traces alone (h needs no loss: the loss of every step on every training
-                # row was 90% of such a cell's cost)
-                tr = _delay.record_h_traces(on, s, steps=steps, batch_size=b, trials=trials,
-                                            seed=seed, optimizer=opt_name, sampling=config.sampling,
-                                            metrics=(), **hp)
-                return tr.result
-            opt = dpsim.optimizers.get(opt_name, **hp)
-            return dpsim.simulate(on, opt, steps=steps, batch_size=b, sampling=config.sampling,
-                                  trials=trials, seed=seed, record_every=every,
-                                  metrics=TEST_METRICS, **options)
+def run(config: Config, cache) -> dict:
+    """Tune every method, then evaluate the chosen settings; ``{label: Result}`` (see module doc).
 
-        return Cell(key, index[key], compute, meta)
-
-    cells = [eval_cell(f"np-{m}", chosen[f"np-{m}"], cell_meta(m, None)) for m in NONPRIVATE]
-    cells += [eval_cell(f"clip-{m}", chosen[f"clip-{m}"], cell_meta(m, 0.0)) for m in DIAGNOSTIC]
-    cells += [eval_cell(f"{sg0}-{m}", best[m], cell_meta(m, sig))
-              for m in ("dp_sgd", "dp_rmsprop", "dp2_rmsprop") + MAIN[2:]]
-    cells += [eval_cell(f"{sg0}-dp2_rmsprop-s{s}", chosen[f"{sg0}-dp2_rmsprop-s{s}"],
-                        cell_meta("dp2_rmsprop", sig, s=s)) for s in config.s_grid]
-    cells += [eval_cell(f"{sg0}-dp2_rmsprop-s{s}-h", {**best["dp2_rmsprop"], "s1": s},
-                        cell_meta("dp2_rmsprop", sig, s=s, h=True)) for s in config.s_grid]
-    cells += [eval_cell(f"{sigma_tag(sw)}-{m}", chosen[f"{sigma_tag(sw)}-{m}"], cell_meta(m, sw))
-              for sw in config.sweep_sigmas if sw != config.sigma for m in SWEEP]
-    stab = {"rmsprop": chosen["np-rmsprop"], "dp_rmsprop": best["dp_rmsprop"],
-            "dp2_rmsprop": best["dp2_rmsprop"]}
-    per_epoch = max(1, round(config.n / b))
-    for m in STABILITY:
-        cells.append(stability_cell(f"stab-{m}", index[f"stab-{m}"], prob, stab[m],
-                                    cell_meta(m, sig if m != "rmsprop" else None, stability=True),
-                                    steps=T, batch_size=b, trials=config.stability_trials,
-                                    every=per_epoch, sampling=config.sampling, options=options))
-    cells += [eval_cell(f"loss-{sg0}-{m}", best_loss[m], cell_meta(m, sig, rule="loss"))
-              for m in HEADLINE]
+    The driver of :func:`tuning_plan` and :func:`evaluation_plan`: each tuning stage's rows are
+    resolved against the earlier choices, run at once, and selected; then the evaluation cells."""
+    prob, real = make_problem(config), real_problem(config)
+    index = {lab: i for i, lab in enumerate(cell_labels(config))}
+    T, b = config.steps, config.batch_size
+    options = dict(cache.simulate_options)  # read here: a cell's compute must not capture the cache
+    cache.note("premise", dp2_data.premise_numbers(prob))
+    cache.note("problem", {k: v for k, v in prob.config.items() if k != "data_sha256"})
     if real is not None:
-        every_r = max(1, config.real_steps // 20)
-        for key, hp in real_best.items():
-            m = hp["optimizer"]
-            cells.append(eval_cell(key, hp, cell_meta(m, None if "-np-" in key else sig,
-                                                      dataset=config.real_data),
-                                   on=real, steps=config.real_steps, every=every_r))
+        cache.note("premise_real", dp2_data.premise_numbers(real))
+        cache.note("problem_real", {k: v for k, v in real.config.items() if k != "data_sha256"})
+
+    ch = _Choices(config)
+    for stage in tuning_plan(config):
+        on, steps = (real, config.real_steps) if stage.real else (prob, T)
+        resolved = [(row, *ch.resolve(row)) for row in stage.rows]
+        res = cache.run([_tune_cell(config, f"tune-{row.key}", index[f"tune-{row.key}"], opt_name,
+                                    grid, fixed, row.tail, on, steps, options)
+                         for row, opt_name, grid, fixed in resolved], desc=stage.desc)
+        for row, opt_name, _, fixed in resolved:
+            ch.select(row, opt_name, fixed, res[f"tune-{row.key}"])
+
+    best, best_loss, s_loss, s_at_edge = _main_choices(config, ch)
+    real_best, s_real = _real_choices(config, ch, s_at_edge) if real is not None else ({}, None)
+    _note_choices(cache, config, ch, best, best_loss, s_loss, s_real, s_at_edge, real)
+
+    cells = []
+    for key, hp, meta, kind in evaluation_plan(config, ch.chosen, best, best_loss, real_best):
+        if kind == "stability":
+            cells.append(stability_cell(key, index[key], prob, hp, meta, steps=T, batch_size=b,
+                                        trials=config.stability_trials,
+                                        every=max(1, round(config.n / b)),
+                                        sampling=config.sampling, options=options))
+        elif kind == "real":
+            cells.append(_eval_cell(config, key, index[key], hp, meta, on=real,
+                                    steps=config.real_steps,
+                                    every=max(1, config.real_steps // 20), options=options))
+        else:
+            cells.append(_eval_cell(config, key, index[key], hp, meta, on=prob, steps=T,
+                                    every=config.record_every, options=options))
     return cache.run(cells, desc="dp2_logistic: evaluate")
 
 
