@@ -262,7 +262,8 @@ def compare(problem, grids, *, steps, batch_size, trials, seed=0, target_epsilon
         configurations), ``trial``, ``step``.  Variables: each metric ``(optimizer, config,
         trial, step)`` with ``<metric>_mean``, ``<metric>_lo``, ``<metric>_hi`` (mean and Student-t
         95 % interval over the finite, non-diverged trials) on ``(optimizer, config, step)``;
-        ``noise_multiplier`` σ and ``epsilon`` ``(optimizer, config)``; ``diverged``
+        ``noise_multiplier`` σ (the σ each cell ran with; a coordinate rather than a variable
+        when σ is on a grid) and ``epsilon`` ``(optimizer, config)``; ``diverged``
         ``(optimizer, config, trial)``; ``score`` ``(optimizer, config)`` (the selection score);
         ``selected`` ``(optimizer,)`` (the chosen config); for each hyperparameter ``h`` of a
         grid, a coordinate ``h`` on ``(optimizer, config)`` and ``selected_h`` and
@@ -384,6 +385,8 @@ def _dataset(problem, grids, plan, out, *, select, delta, cfg):
     for h in hp_names:
         vals = hp[h] if numeric[h] else hp[h].astype(str)
         coords[h] = (("optimizer", "config"), vals)
+    if "noise_multiplier" in coords:  # σ on a grid: the coordinate holds the σ every cell ran with
+        coords["noise_multiplier"] = (("optimizer", "config"), sigma)
     variables = {}
     for m in metric_names:
         x = data[m]
@@ -393,7 +396,8 @@ def _dataset(problem, grids, plan, out, *, select, delta, cfg):
         variables[f"{m}_mean"] = (("optimizer", "config", "step"), mean)
         variables[f"{m}_lo"] = (("optimizer", "config", "step"), mean - half)
         variables[f"{m}_hi"] = (("optimizer", "config", "step"), mean + half)
-    variables["noise_multiplier"] = (("optimizer", "config"), sigma)
+    if "noise_multiplier" not in coords:
+        variables["noise_multiplier"] = (("optimizer", "config"), sigma)
     variables["epsilon"] = (("optimizer", "config"), eps)
     variables["diverged"] = (("optimizer", "config", "trial"), diverged)
     variables["valid"] = (("optimizer", "config"), valid)
