@@ -18,14 +18,15 @@ for the chain's *structure key*; the step loop is compiled once per ``(shape, ke
 disk under the key and the fingerprint of the rules' sources.  A chain whose pieces compose
 (:func:`dpsim.fast.compose.composition`: a Gaussian privatizer with i.i.d. noise or
 ``mean_gradient``, then pieces with elements) takes this path whoever built it — a registered
-optimizer, a user's chain, a renamed twin.  Two shapes described by their optimizer functions
-(:mod:`dpsim.transforms.elements`) have a driver here: :class:`~dpsim.transforms.elements.Delayed`
-in DP²'s own arrangement (the refresh of ``v`` is the chain's own ``refresh`` function, called
+optimizer, a user's chain, a renamed twin.  Two other shapes have a driver here:
+:class:`~dpsim.transforms.elements.Delayed`, derived from the pieces of DP²'s ``alternate``
+(:func:`dpsim.fast.compose.delayed`), in DP²'s own arrangement with i.i.d. noise (the refresh of
+``v`` is the chain's own ``refresh`` function, called
 between blocks — a block ends before each refresh step; the preconditioned phase's clipped sum of
 the batch scaled by ``s = 1/(√max(v, 0) + ε)``, ``s`` computed by the chain's expression) and
 :class:`~dpsim.transforms.elements.Ellipsoid` (PAGAN: the privatizer's projected sum, its noise,
 then the chain's remaining elements; PASAN's per-norm accumulator has no element, so its two
-lines are written in :func:`_pasan_row`).  :func:`plan` says why anything else is not covered.
+lines are written in :func:`_pasan_row`; still a description its optimizer function registers).  :func:`plan` says why anything else is not covered.
 
 **Same random streams as the engine, bit for bit.**  The kernel draws from the run's two NumPy
 generators — the sampler's and the backend's noise generator, both ``Generator(PCG64)`` — through
@@ -66,6 +67,7 @@ from ..sampling import CYCLIC, cyclic_rate
 from ..transforms.base import Batch
 from ..transforms.elements import Delayed, Element, Ellipsoid, table
 from . import compose
+from .compose import lr_factor as _factor
 from .release_kernels import _row_sum
 from .rows import (D_BALL, D_BOX, D_NONE, P_GLM, P_NQUAD, P_RQUAD, S_CYCLIC, S_FIXED, S_POISSON,
                    S_REPLACEMENT, _ball_dense_trial, _draw_batch, _ellipsoid_trial,
@@ -473,7 +475,7 @@ def _shape(tx):
         if not isinstance(rest, tuple):
             return f"its piece {rest!r} after the ellipsoid privatizer has no element"
         return ELLIPSOID, spec, rest[0], rest[1]
-    return (f"its {type(spec).__name__} description has no block kernel (the per-step fused "
+    return (f"its {type(spec).__name__} shape has no block kernel (the per-step fused "
             "release runs it)")
 
 
@@ -661,8 +663,8 @@ def _hyper(P, ctx, R, b, noisy_ellipsoid):
     if P.shape == DELAYED:
         clip, std = _release_cols(sp.rel1, R)
         clip2, std2 = _release_cols(sp.rel2, R)
-        return Hyper(b, sp.rel1.noisy, clip, clip2, std, std2, _col(ctx.hp(sp.neglr), R),
-                     _col(ctx.hp(sp.neglr2), R), _col(ctx.hp(sp.eps), R), sp.s1, sp.s2, False)
+        return Hyper(b, sp.rel1.noisy, clip, clip2, std, std2, _col(_factor(sp.lr, ctx), R),
+                     _col(_factor(sp.lr2, ctx), R), _col(ctx.hp(sp.eps), R), sp.s1, sp.s2, False)
     return Hyper(b, noisy_ellipsoid, z, z, z, z, _col(ctx.hp(sp.neglr), R), z,
                  _col(ctx.hp(sp.eps), R), 1, 1, sp.per_norm)
 
@@ -674,7 +676,7 @@ class _Delayed:
     ``1/(√max(v, 0) + ε)``, the expression of the chain's delayed-scale release."""
 
     def __init__(self, spec, state, R, d):
-        q = state["preconditioner"]
+        q = state[spec.piece]
         self.spec, self.q = spec, q
         self.G = np.array(q.G, dtype=np.float64, order="C")
         self.S = np.ones((R, d))
@@ -688,7 +690,7 @@ class _Delayed:
 
     def rebuild(self, state):
         new = dict(state)
-        new["preconditioner"] = self.q._replace(G=self.G.copy())
+        new[self.spec.piece] = self.q._replace(G=self.G.copy())
         return new
 
     def block_end(self, t):

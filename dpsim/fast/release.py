@@ -41,15 +41,19 @@ a Gaussian privatizer — i.i.d. or correlated noise — or ``mean_gradient``, p
 scale-then-privatize, then pieces that carry an element: ``scale``, ``trace``,
 ``precondition(adagrad | rmsprop | yogi)``, ``scale_by_adam`` with its DP corrections) runs as
 one kernel per structure (:func:`dpsim.fast.release_kernels._make_composed`), whoever built it.  Other
-shapes are recognized by a description that the optimizer function registers with
-:func:`dpsim.transforms.elements.describe`, made from the same
-validated hyperparameters and keyed by the chain's ``update`` function object: DP²'s three
-arrangements and its non-private form (:class:`Delayed`), AdaDPS (:class:`Prepared`), PAGAN and
-PASAN (:class:`Ellipsoid`: the privatizer's own projected-sum kernel per trial; PASAN's
-``||ĝ||²`` is NumPy's pairwise row sum, :func:`~dpsim.fast.release_kernels._row_sum`) and independent moment estimation
-(:class:`Ime`: one pass per trial, the first release's normals drawn before it, since its two
-releases draw one after the other from the one stream).  :func:`~dpsim.fast.compose.spec_of`
-returns either;
+shapes are derived from the chain's pieces too (:func:`dpsim.fast.compose.spec`: each privatizer and
+combinator exposes its parts, built by its constructor from its validated values), whoever built
+the chain: DP²'s three arrangements and its non-private form (:class:`Delayed`, from
+``alternate``/``alongside``, ``accumulate``, ``apply_delayed`` and the releases), a
+scale-then-privatize that prepares its scale with a lookahead (:class:`Prepared`: AdaDPS) and
+independent moment estimation (:class:`Ime`, from a privatizer's
+:class:`~dpsim.transforms.elements.Moments`: one pass per trial, the first release's normals drawn
+before it, since its two releases draw one after the other from the one stream).  PAGAN and PASAN
+keep a description that their optimizer function registers with
+:func:`dpsim.transforms.elements.describe` (:class:`Ellipsoid`: the privatizer's own
+projected-sum kernel per trial; PASAN's ``||ĝ||²`` is NumPy's pairwise row sum,
+:func:`~dpsim.fast.release_kernels._row_sum`).  :func:`~dpsim.fast.compose.spec_of` returns any
+of them;
 :func:`why_not` says why a chain has neither, naming the piece.  The run must be on NumPy
 (``backend="numpy"``, or ``"numpy:blocked"``: there the normals are the step's unit-noise array
 drawn up front by the backend's thread pool, as the chain draws it, and the kernel reads it
@@ -66,9 +70,9 @@ from .. import _bitgen
 from .._validate import is_zero
 from ..privacy import _ellipsoid as _E
 from ..problems import _glm_kernels as _K
-from ..transforms import preconditioners as _P
 from ..transforms.elements import Ellipsoid, Ime, Prepared, Release, table
 from . import compose as _compose
+from .compose import lr_factor as _factor
 from .compose import spec_of  # noqa: F401 - re-exported (dpsim.fast.release.spec_of)
 from .release_kernels import (H_1, H_2, H_3, H_4, H_5, H_6, H_9, H_B, H_NEGLR, H_STD, H_ZERO,
                               INLINE_NORMALS_MIN, NH, OP_ACC, OP_ACC_SGD, OP_DIV, SRC_CSR,
@@ -106,20 +110,23 @@ def why_not(tx, backend, *, public_idx=None) -> str | None:
 
     ``tx`` takes it when its pieces compose (:func:`dpsim.fast.compose.composition`: a
     Gaussian privatizer — i.i.d. or correlated noise — or ``mean_gradient``, possibly behind
-    scale-then-privatize, then pieces with elements) or when it carries a registered description
-    (:class:`Delayed`, :class:`Prepared`, :class:`Ellipsoid`, :class:`Ime`).  ``public_idx``: the
-    run's public split; only a :class:`Prepared` chain (which reads it) runs fused with one, and
-    it always has one."""
+    scale-then-privatize, then pieces with elements), when its pieces give another shape
+    (:class:`Delayed`, :class:`Prepared`, :class:`Ime`; :func:`dpsim.fast.compose.spec`) or when
+    it carries a registered description (:class:`Ellipsoid`).  ``public_idx``: the run's public
+    split; only a :class:`Prepared` chain (which reads it) runs fused with one, and it always has
+    one."""
     spec = _compose.spec(tx)
     if isinstance(spec, str):
         return spec
     if public_idx is not None and not isinstance(spec, Prepared):
-        return "the run has a public split, and only a public-data (Prepared) description reads one"
+        return ("the run has a public split, and only a scale_then_privatize with a lookahead "
+                "(Prepared: AdaDPS's public preparation) reads one")
     if public_idx is None and isinstance(spec, Prepared):
-        return "its description prepares public data, and the run has no public split"
+        return ("its scale_then_privatize prepares its scale with a lookahead (Prepared), which "
+                "the fused release runs on public data only, and the run has no public split")
     if _correlated(spec) and not isinstance(spec, (_compose.Composition, Ime)):
-        return (f"its {type(spec).__name__} description draws correlated noise, which the fused "
-                "release takes only for composed chains and IME descriptions")
+        return (f"its {type(spec).__name__} shape draws correlated noise, which the fused "
+                "release takes only for composed chains and IME")
     if backend.name != "numpy":  # either noise layout (dpsim.backend.NOISE_LAYOUTS) is handled
         return f"backend {backend.name!r}: the fused release runs on NumPy only"
     return None
@@ -127,7 +134,7 @@ def why_not(tx, backend, *, public_idx=None) -> str | None:
 
 def plan(problem, tx, backend, *, public_idx=None):
     """A :class:`FusedStep` for the transform ``tx`` on ``problem`` (a backend view), or ``None``
-    when :func:`why_not` gives a reason (pieces that do not compose and no description, a public
+    when :func:`why_not` gives a reason (pieces that give no shape and no description, a public
     split it does not read, correlated noise it does not take, a backend other than NumPy)."""
     if why_not(tx, backend, public_idx=public_idx) is not None:
         return None
@@ -141,7 +148,7 @@ def _correlated(spec) -> bool:
 
 
 class FusedStep:
-    """One engine step of a composed or described chain (:func:`plan`):
+    """One engine step of a chain with a fast shape (:func:`plan`):
     ``step(...) -> (params, state)``, updating ``params`` and the state's arrays in place (the
     engine keeps only what ``step`` returns, as with ``StepContext.donate_state``)."""
 
@@ -214,12 +221,13 @@ class FusedStep:
         _composed_apply(key, *args, H, slots, K, U)
         self._store_draws(z, ctx)
 
-    def _release_step(self, rel, neglr, W, idx, mask, ctx, S):
+    def _release_step(self, rel, lr, W, idx, mask, ctx, S):
         """A release of ``rel`` (of the batch scaled by ``S`` unless ``None``) taken as the step
-        with the learning-rate factor ``neglr``: the structure ``"scale"``."""
-        K = self._static.get(("scale", id(neglr)))
+        with the learning rate of the ``"scale"`` element ``lr``: the structure ``"scale"``, on
+        the element's constants."""
+        K = self._static.get(("scale", id(lr)))
         if K is None:
-            K = self._static[("scale", id(neglr))] = table((ctx.hp(neglr),), W.dtype)
+            K = self._static[("scale", id(lr))] = table(lr.consts(None, ctx), W.dtype)
         self._release_composed("scale", rel, W, idx, mask, ctx, S, (), K)
 
     @staticmethod
@@ -299,14 +307,14 @@ class FusedStep:
     def _dummy(W):
         return np.zeros((1, 1), dtype=W.dtype)
 
-    def _base(self, rel, neglr, ctx, dt):
-        """The table entries every release has: noise std, b, the learning-rate factor (none for
-        ``neglr=None``), zero."""
+    def _base(self, rel, lr, ctx, dt):
+        """The table entries every release has: noise std, b, the learning-rate factor of the
+        ``"scale"`` element ``lr`` (none for ``None``), zero."""
         std = 0.0 if not rel.noisy else ctx.hp(rel.std)
         b = float(ctx.batch_size)
         ent = {H_STD: std, H_B: 1.0 / b if self._recip(ctx) else b, H_ZERO: 0.0}
-        if neglr is not None:
-            ent[H_NEGLR] = ctx.hp(neglr)
+        if lr is not None:
+            ent[H_NEGLR] = _factor(lr, ctx)
         return ent
 
     @staticmethod
@@ -315,10 +323,10 @@ class FusedStep:
         b = int(ctx.batch_size)
         return 0 < b < 2 ** 60 and b & (b - 1) == 0
 
-    def _static_table(self, key, rel, neglr, ctx, dt, R, extra=None):
+    def _static_table(self, key, rel, lr, ctx, dt, R, extra=None):
         H = self._static.get(key)
         if H is None:
-            ent = self._base(rel, neglr, ctx, dt)
+            ent = self._base(rel, lr, ctx, dt)
             ent.update(extra or {})
             H = self._static[key] = _table(dt, R, ent)
         return H
@@ -337,7 +345,7 @@ class FusedStep:
         return W, self._delayed(W, idx, mask, state, ctx)
 
     def _prepared(self, W, idx, mask, state, ctx):
-        """The optimizer's own first part (:class:`Prepared`), then the scaled release and the
+        """The chain's first part (:attr:`Prepared.prepare`), then the scaled release and the
         learning rate in one kernel call; a step without a fast first part runs the chain."""
         from ..transforms.base import Batch  # noqa: PLC0415
 
@@ -348,7 +356,7 @@ class FusedStep:
             updates, state = self.tx.update(batch, state, W, ctx)
             return W + updates, state
         state, s = out
-        self._release_step(sp.release, sp.neglr, W, idx, mask, ctx, s)
+        self._release_step(sp.release, sp.lr, W, idx, mask, ctx, s)
         return W, state
 
     def _ellipsoid(self, W, idx, mask, state, ctx):
@@ -413,14 +421,15 @@ class FusedStep:
         if self._ime_bufs is None or self._ime_bufs[0].shape[0] != d:
             self._ime_bufs = (np.empty(d), np.empty(d))  # g̃'s row, a row of squares
         g1, sqb = self._ime_bufs
+        pname, qname = sp.names
         noisy2 = not is_zero(sp.s2)  # 0 for the noiseless oracles: the second release draws nothing
-        H1 = self._static_table("ime1", sp.release, sp.neglr, ctx, W.dtype, R)
+        H1 = self._static_table("ime1", sp.release, None, ctx, W.dtype, R)
         # scale-then-privatize: s from the rule's v before this step (None for a plain chain)
-        s = None if sp.stp_eps is None else self._stp_scale(state["preconditioner"].v, ctx, W.dtype)
+        s = None if sp.stp_eps is None else self._stp_scale(state[qname].v, ctx, W.dtype)
         state = dict(state)
         z1 = z2 = None  # the first release draws inside the kernel, unless:
         if sp.release.source is not None:  # correlated noise: both releases' arrays, in order
-            z1, z2 = self._correlated_pair(sp.release, noisy2, W, state, ctx)
+            z1, z2 = self._correlated_pair(sp.release, noisy2, W, state, ctx, pname)
         elif noisy2 and sp.release.noisy:  # every first-release normal before the second's
             be = ctx.backend
             if be.noise_layout == "stream":
@@ -441,27 +450,27 @@ class FusedStep:
             sens2 = c ** 2 * (2.0 * b - 1.0) / (b * b)
         K = _row(ctx.hp(sp.s2) * sens2 if noisy2 else 0.0, np.float64)
         Cc = _row(c, np.float64)
-        st = state["preconditioner"]
-        ent = {H_B: 1.0 / b if self._recip(ctx) else b, H_NEGLR: ctx.hp(sp.neglr), H_ZERO: 0.0}
+        st = state[qname]
+        ent = {H_B: 1.0 / b if self._recip(ctx) else b, H_NEGLR: _factor(sp.lr, ctx), H_ZERO: 0.0}
         adam = sp.rule == "adam"
         add_eps = True
         if adam:
             if self.A is None or st.m is not self.A or st.v is not self.B:
                 self.A = _own(st.m, W.dtype, ctx)
                 self.B = _own(st.v, W.dtype, ctx)
-            b1, b2 = ctx.hp(sp.beta1), ctx.hp(sp.beta2)
+            # the piece's constants (β1, 1−β1, β2, 1−β2, 1−β1ᵗ, 1−β2ᵗ, Φ, floor, ε) at t = count + 1
+            k = sp.pre.consts(st, ctx)
             t = st.count + 1
-            e = ctx.hp(sp.eps)
-            add_eps = not (isinstance(e, float) and e == 0.0)
-            ent.update({H_1: b1, H_2: 1.0 - b1, H_3: b2, H_4: 1.0 - b2, H_5: _P.bias_correction(b1, t),
-                        H_6: _P.bias_correction(b2, t), H_9: e if add_eps else 0.0})
+            add_eps = sp.pre.key.endswith(":eps")
+            ent.update({H_1: k[0], H_2: k[1], H_3: k[2], H_4: k[3], H_5: k[4], H_6: k[5],
+                        H_9: k[8]})
             H = _table(W.dtype, R, ent)
         else:
             if self.A is None or st.v is not self.A:
                 self.A = _own(st.v, W.dtype, ctx)
             H = self._static.get("ime2")
             if H is None:
-                ent[H_3] = ctx.hp(sp.eps)
+                ent[H_3] = sp.pre.consts(st, ctx)[0]  # AdaGrad's ε
                 H = self._static["ime2"] = _table(W.dtype, R, ent)
         if z2 is None:
             z2 = self._noise(noisy2, W, ctx)  # after the first release's draws
@@ -470,9 +479,9 @@ class FusedStep:
         for zz in (z, z2):  # the inlined draws: move the Generator on
             self._store_draws(zz, ctx)
         if adam:
-            state["preconditioner"] = AdamState(m=self.A, v=self.B, count=t)
+            state[qname] = AdamState(m=self.A, v=self.B, count=t)
         else:
-            state["preconditioner"] = PreconditionState(v=self.A)
+            state[qname] = PreconditionState(v=self.A)
         return W, state
 
     @staticmethod
@@ -497,14 +506,15 @@ class FusedStep:
             return None
         return self._draw_correlated(rel, state, "noise", W, ctx, piece)
 
-    def _correlated_pair(self, rel, noisy2, W, state, ctx):
+    def _correlated_pair(self, rel, noisy2, W, state, ctx, piece):
         """An :class:`Ime` step's two unit-noise arrays of a correlated release, drawn as its
-        privatizer draws them (:meth:`_draw_correlated`): the first release's on ``noise1`` (a
-        noiseless oracle's on ``noise``), then, unless the second release draws nothing, the
-        second's on ``noise2``; ``None`` for a release that draws nothing."""
-        first = "noise1" if hasattr(state["privatizer"], "noise1") else "noise"
-        z1 = self._draw_correlated(rel, state, first, W, ctx) if rel.noisy else None
-        z2 = self._draw_correlated(rel, state, "noise2", W, ctx) if noisy2 else None
+        privatizer (the state's ``piece``) draws them (:meth:`_draw_correlated`): the first
+        release's on ``noise1`` (a noiseless oracle's on ``noise``), then, unless the second
+        release draws nothing, the second's on ``noise2``; ``None`` for a release that draws
+        nothing."""
+        first = "noise1" if hasattr(state[piece], "noise1") else "noise"
+        z1 = self._draw_correlated(rel, state, first, W, ctx, piece) if rel.noisy else None
+        z2 = self._draw_correlated(rel, state, "noise2", W, ctx, piece) if noisy2 else None
         return z1, z2
 
     def _composed(self, W, idx, mask, state, ctx):
@@ -568,39 +578,39 @@ class FusedStep:
         sp = self.spec
         dt, R = W.dtype, W.shape[0]
         state = dict(state)
-        q = state["preconditioner"]
+        q = state[sp.piece]
         if self.B is None or q.G is not self.B:  # G is updated in place: own it
             self.B = _own(q.G, dt, ctx)
-            q = state["preconditioner"] = DelayedState(q.v, self.B)
+            q = state[sp.piece] = DelayedState(q.v, self.B)
         if sp.order == "extra_query":
             p = (ctx.t - 1) % sp.s1
             if p == 0:  # release 1 into G, refresh, step with it (η1)
-                H = self._static_table("sgd", sp.rel1, sp.neglr, ctx, dt, R)
+                H = self._static_table("sgd", sp.rel1, sp.lr, ctx, dt, R)
                 self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC_SGD, self.B, None)
                 q = sp.refresh(DelayedState(q.v, self.B), ctx)
                 self.B = _own(q.G, dt, ctx)
-                state["preconditioner"] = DelayedState(q.v, self.B)
+                state[sp.piece] = DelayedState(q.v, self.B)
                 return state
             # side release 1 into G (no step), then the preconditioned release 2 (η2)
-            H = self._static_table("side", sp.rel1, sp.neglr, ctx, dt, R)
+            H = self._static_table("side", sp.rel1, sp.lr, ctx, dt, R)
             self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC, self.B, None)
-            self._release_step(sp.rel2, sp.neglr2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx))
+            self._release_step(sp.rel2, sp.lr2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx))
             return state
         p = (ctx.t - 1) % (sp.s1 + sp.s2)
         if p < sp.s1:  # SGD phase: G ← G + g̃, w ← w − η1 g̃
-            H = self._static_table("sgd", sp.rel1, sp.neglr, ctx, dt, R)
+            H = self._static_table("sgd", sp.rel1, sp.lr, ctx, dt, R)
             self._release(sp.rel1, W, idx, mask, ctx, None, H, OP_ACC_SGD, self.B, None)
             return state
         if p == sp.s1:  # the switch: refresh v from G, G ← 0 (the chain's on_switch)
             q = sp.refresh(q, ctx)
             self.B = _own(q.G, dt, ctx)
-            q = state["preconditioner"] = DelayedState(q.v, self.B)
+            q = state[sp.piece] = DelayedState(q.v, self.B)
         if sp.order == "noise_first":  # release, then divide by D(v)
-            H = self._static_table("adaptive", sp.rel2, sp.neglr2, ctx, dt, R)
+            H = self._static_table("adaptive", sp.rel2, sp.lr2, ctx, dt, R)
             self._release(sp.rel2, W, idx, mask, ctx, None, H, OP_DIV, None,
                           self._delayed_den(q.v, ctx))
         else:  # release of the batch scaled by 1/D(v)
-            self._release_step(sp.rel2, sp.neglr2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx))
+            self._release_step(sp.rel2, sp.lr2, W, idx, mask, ctx, self._delayed_scale(q.v, ctx))
         return state
 
     def _delayed_scale(self, v, ctx):

@@ -4,8 +4,8 @@ Per trial: its clipped sum (the engine's CSR or dense GLM trial body into one ro
 problem's own clipped sum computed first), the noise drawn in the chain's C order (the run's
 Generator, NumPy's ziggurat inlined on its state array, or the step's noise array drawn up front
 on the blocked layout), the rule, and ``w ← w + u``.  A composed chain's rule is its elements
-(:func:`_composed_row`: :func:`dpsim.fast.compose.body` of the literal structure key); the
-described shapes have their kernels here (DP²'s steps, :func:`_apply_row`; PAGAN/PASAN,
+(:func:`_composed_row`: :func:`dpsim.fast.compose.body` of the literal structure key); the other
+shapes (:func:`dpsim.fast.compose.spec`) have their kernels here (DP²'s steps, :func:`_apply_row`; PAGAN/PASAN,
 :func:`_ellipsoid_apply`; IME, :func:`_ime_fused`).  Every operation is the chain's, in the
 chain's order, rounded once to the run's dtype (no fast-math), so the results are the chain's
 bits (``tests/test_w_fast.py``).

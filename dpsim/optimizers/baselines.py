@@ -8,9 +8,8 @@ noise, DP-MF).
 
 from __future__ import annotations
 
-from .._validate import any_inf, hyper, negated, product
-from ..privacy.noise import NoiseSource
-from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
+from .._validate import hyper, negated
+from ..privacy.privatizers import gaussian_privatizer
 from ..transforms import elements as _fr
 from ..transforms.base import mean_gradient, named_chain, scale, trace
 from ._hyper import BETA, CLIP, LR, NOISE, SIGMA
@@ -43,31 +42,11 @@ def learning_rate(lr, name="lr"):
     return ("lr", scale(neg_lr(lr, name)))
 
 
-def release(clip, noise_multiplier, noise="gaussian", *, scaled=False, correlated=False):
-    """The release (:class:`dpsim.transforms.elements.Release`) of
-    ``gaussian_privatizer(clip, noise_multiplier, noise=noise)`` for a description of the fused
-    release (:class:`~dpsim.transforms.elements.Delayed`, ``Prepared``, ``Ime``): the same
-    validated clip and noise std ``σ·C`` (``None`` with an infinite clip).  Correlated noise
-    (DP-MF): ``None`` (no fused path), unless ``correlated`` — for an ``Ime`` description whose
-    piece ``"privatizer"`` draws through that source — when the release carries its noise source
-    (the fused step draws each step's unit noise through it, on the privatizer's own state).  A
-    chain composed from its pieces needs none of this: the privatizer exposes its release."""
-    source = None
-    if noise != "gaussian":
-        if not correlated:
-            return None
-        source = NoiseSource(noise)
-    c, s = check_clip_sigma(clip, noise_multiplier)
-    return _fr.Release(clip=c, std=None if any_inf(c) else product(s, c), scaled=scaled,
-                       source=source)
-
-
-#: The description of the non-private ``mean_gradient`` piece (no clipping, no noise).
-MEAN = _fr.Release(clip=None, std=None)
-
-
 def described(tx, spec):
-    """``tx`` with its fused-release description ``spec`` registered (``spec`` ``None``: as is)."""
+    """``tx`` with its fused-release description ``spec`` registered (``spec`` ``None``: as is):
+    PAGAN/PASAN's :class:`~dpsim.transforms.elements.Ellipsoid`, the one shape not yet derived
+    from its pieces (every other fast path reads the chain's pieces,
+    :func:`dpsim.fast.compose.spec`)."""
     return tx if spec is None else _fr.describe(tx, spec)
 
 

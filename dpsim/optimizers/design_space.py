@@ -34,7 +34,6 @@ from .._validate import choice, hyper, is_zero
 from ..privacy.noise import NoiseSource, add_noise
 from ..privacy.privatizers import (ImeState, gaussian_privatizer, ime_constants, ime_privatizer,
                                    noiseless_v_privatizer)
-from ..transforms import elements as _fr
 from ..transforms.base import GradientTransformation, named_chain
 from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import (AdamState, MomentInputs, _adam_moments_element, adagrad,
@@ -42,8 +41,7 @@ from ..transforms.preconditioners import (AdamState, MomentInputs, _adam_moments
 from ._hyper import BETA, CLIP, EPS, LR, NOISE, SIGMA, Choice, Real
 from ._registry import Optimizer, optimizer, register
 from .adaptive import noise_variance
-from .baselines import described, learning_rate, neg_lr, release
-from .ime import _ime_described
+from .baselines import learning_rate
 
 #: The scale-then-privatize guard ε_s of s = 1/(√v + ε_s).
 EPS_SCALE = Real("(0, inf)", typical=(1e-4, 1e-1), log=True)
@@ -121,8 +119,7 @@ def dp_adam_ime(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps: EPS 
     """
     tx = named_chain(("privatizer", _ime(clip, noise_multiplier, None, noise)),
                      ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr))
-    return optimizer(_ime_described(tx, clip, noise_multiplier, None, noise, lr, "adam", eps,
-                                    beta1, beta2))
+    return optimizer(tx)
 
 
 @register(doc=_IME_DOC)
@@ -152,7 +149,7 @@ def dp_adam_ime_free(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, eps:
     tx = named_chain(("privatizer", _ime(clip, sigma, (sigma, sigma), noise)),
                      ("preconditioner", _adam_moments(beta1, beta2, eps)), learning_rate(lr))
     return optimizer(
-        _ime_described(tx, clip, sigma, (sigma, sigma), noise, lr, "adam", eps, beta1, beta2),
+        tx,
         note="IME 'for free' comparator: both moments released at σ; its ε (two releases per step) "
              "is larger than DP-Adam's and must not be reported as DP-Adam's")
 
@@ -227,8 +224,7 @@ def dp_adam_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.999, e
     """
     tx = named_chain(("privatizer", noiseless_v_privatizer(clip, noise_multiplier, noise=noise)),
                      ("preconditioner", scale_by_adam(beta1, beta2, eps)), learning_rate(lr))
-    return optimizer(_oracle_described(tx, clip, noise_multiplier, noise, lr, "adam", eps, beta1, beta2),
-                     note=_ORACLE_NOTE)
+    return optimizer(tx, note=_ORACLE_NOTE)
 
 
 @register(doc=_DOC)
@@ -256,28 +252,7 @@ def dp_adam_stp_noiseless_v(lr: LR = 0.01, beta1: BETA = 0.9, beta2: BETA = 0.99
     """
     tx = _stp(noiseless_v_privatizer(clip, noise_multiplier, noise=noise), base, lr, beta1, beta2, eps,
               eps_scale)
-    if base in ("adam", "adagrad"):  # IME's pass has no RMSProp rule: with it the chain runs
-        tx = _oracle_described(tx, clip, noise_multiplier, noise, lr, base, eps, beta1, beta2, eps_scale)
     return optimizer(tx, note=_ORACLE_NOTE)
-
-
-def _oracle_described(tx, clip, noise_multiplier, noise, lr, rule, eps, beta1, beta2, eps_scale=None):
-    """``tx`` (a noiseless-v oracle's chain: :func:`noiseless_v_privatizer`, optionally behind
-    scale-then-privatize with guard ``eps_scale``, then ``rule`` — Adam or AdaGrad on the moment
-    inputs — then the learning rate) with its fused-release description: IME's one pass with a
-    plain, noiseless square (:class:`dpsim.transforms.elements.Ime` ``noiseless``; Adam on
-    ``MomentInputs`` is IME's Adam element), made from the same validated values (with
-    correlated noise, the release carries the privatizer's noise source)."""
-    rel = release(clip, noise_multiplier, noise, scaled=eps_scale is not None, correlated=True)
-    if rel is None:
-        return tx
-    kw = {}
-    if rule == "adam":
-        kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
-    if eps_scale is not None:
-        kw["stp_eps"] = hyper("eps_scale", eps_scale, "(0, inf)")
-    return described(tx, _fr.Ime(release=rel, clip=rel.clip, s2=0.0, rule=rule, neglr=neg_lr(lr),
-                                 eps=hyper("eps", eps, "[0, inf)"), noiseless=True, **kw))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -286,7 +261,8 @@ def _oracle_described(tx, clip, noise_multiplier, noise, lr, rule, eps, beta1, b
 
 def _ime(clip, noise_multiplier, split, noise) -> GradientTransformation:
     """:func:`~dpsim.privacy.privatizers.ime_privatizer` (the reference: same state, same declared
-    releases, same noise draws in the same order) computed in fewer passes on host NumPy.
+    releases, same element — its :class:`~dpsim.transforms.elements.Moments` —, same noise draws
+    in the same order) computed in fewer passes on host NumPy.
 
     The reference forms ``ḡ = S/b``, ``Π_C(ḡ)``, its square, the scaled noise and their sum as
     separate ``(R, d)`` arrays.  Here the first release is :func:`~dpsim.privacy.noise.add_noise`
@@ -333,7 +309,7 @@ def _ime(clip, noise_multiplier, split, noise) -> GradientTransformation:
         _ime_square_kernel(np.ascontiguousarray(total), b, _column(factor), z, k, has_noise)
         return MomentInputs(g, z), ImeState(n1, n2)
 
-    return GradientTransformation(ref.init, update, ref.privacy)
+    return GradientTransformation(ref.init, update, ref.privacy, element=ref.element)
 
 
 def _column(x):
@@ -359,7 +335,8 @@ def _ime_square_kernel(total, b, factor, z, k, has_noise):
 
 
 def _adam_moments(beta1, beta2, eps) -> GradientTransformation:
-    """:func:`~dpsim.transforms.preconditioners.scale_by_adam` (the reference: same state) with its
+    """:func:`~dpsim.transforms.preconditioners.scale_by_adam` (the reference: same state, same
+    element) with its
     :class:`~dpsim.transforms.preconditioners.MomentInputs` branch in one pass on host NumPy
     float64: ``m ← m·β1 + g·(1−β1)``, ``v ← v·β2 + sq·(1−β2)``, emit
     ``(m/(1−β1ᵗ)) / (√max(v/(1−β2ᵗ), 0) + ε)`` — the reference's operations in its order, each
@@ -388,7 +365,7 @@ def _adam_moments(beta1, beta2, eps) -> GradientTransformation:
                              _column(e if add_eps else 0.0), add_eps)
         return out, AdamState(m=m_out, v=v_out, count=t)
 
-    return GradientTransformation(ref.init, update, ref.privacy)
+    return GradientTransformation(ref.init, update, ref.privacy, element=ref.element)
 
 
 def _host64(*arrays) -> bool:

@@ -45,12 +45,11 @@ import numpy as np
 from .._validate import any_inf, hyper, positive_int, product
 from ..privacy.privatizers import check_clip_sigma, gaussian_privatizer
 from ..transforms.base import GradientTransformation, mean_gradient, named_chain
-from ..transforms import elements as _fr
 from ..transforms.combinators import alongside, alternate, scale_then_privatize
 from ..transforms.preconditioners import accumulate, apply_delayed, by_rule, refresh
 from ._hyper import BETA, CLIP, DELAY, EPS, LR, NOISE, SIGMA, Flag, OrNone
 from ._registry import Optimizer, optimizer, register
-from .baselines import MEAN, described, learning_rate, neg_lr, release
+from .baselines import learning_rate
 
 __all__ = ["dp2_rmsprop", "dp2_adagrad", "dp2_yogi", "dp2_extra_query", "dp2_noise_first",
            "delayed_rmsprop", "extra_query_steps"]
@@ -90,11 +89,6 @@ def _dp2(rule, order, *, s1, s2, lr, lr2, clip, clip2, noise_multiplier, beta, e
     priv1 = ("privatizer", gaussian_privatizer(c1, sigma, noise=noise))
     priv2 = gaussian_privatizer(clip if clip2 is None else clip2, sigma, noise=noise)
     rf = refresh(P, s1, bias)
-    rel1 = release(c1, sigma, noise)
-    rel2 = release(clip if clip2 is None else clip2, sigma, noise, scaled=order != "noise_first")
-    spec = None if rel1 is None else _fr.Delayed(order=order, s1=s1, s2=s2, P=P, eps=eps, refresh=rf,
-                                                 rel1=rel1, rel2=rel2, neglr=neg_lr(lr),
-                                                 neglr2=neg_lr(lr2, "lr2"))
 
     def preconditioned(name):  # release of g / D with the delayed D
         return _delayed_scale_release(priv2, P, eps, name)
@@ -104,20 +98,21 @@ def _dp2(rule, order, *, s1, s2, lr, lr2, clip, clip2, noise_multiplier, beta, e
                             learning_rate(lr))
         second = alongside(named_chain(priv1, ("preconditioner", accumulate())),
                            named_chain(preconditioned("extra_privatizer"), learning_rate(lr2, "lr2")))
-        return described(alternate((1, first), (s1 - 1, second)) if s1 > 1 else first, spec)
+        return alternate((1, first), (s1 - 1, second)) if s1 > 1 else first
     sgd = named_chain(priv1, ("preconditioner", accumulate()), learning_rate(lr))
     if order == "noise_first":
         adaptive = named_chain(("privatizer", priv2), ("preconditioner", apply_delayed(P)),
                                learning_rate(lr2, "lr2"))
     else:
         adaptive = named_chain(preconditioned("privatizer"), learning_rate(lr2, "lr2"))
-    return described(alternate((s1, sgd), (s2, adaptive), on_switch=("preconditioner", rf)), spec)
+    return alternate((s1, sgd), (s2, adaptive), on_switch=("preconditioner", rf))
 
 
 def _delayed_scale_release(privatizer, P, eps, name):
     """The release of ``g / D`` with the delayed ``D``:
     ``scale_then_privatize(privatizer, apply_delayed(P), eps_scale=ε, unscale=False)`` (the
-    reference: same named state, same declared release), with the scale
+    reference: same named state, same declared release, same parts —
+    :class:`~dpsim.transforms.elements.Scaled`), with the scale
     ``s = 1/(√max(v, 0) + ε)`` computed once per refresh instead of every step.
 
     Exact: ``s`` is a function of the delayed ``v`` alone, and ``v`` changes only at a refresh,
@@ -144,7 +139,7 @@ def _delayed_scale_release(privatizer, P, eps, name):
         g, p = privatizer.update(batch.scaled(s), state[name], params, ctx)
         return g, {name: p, "preconditioner": q}
 
-    return GradientTransformation(ref.init, update, ref.privacy, ref.names)
+    return GradientTransformation(ref.init, update, ref.privacy, ref.names, element=ref.element)
 
 
 #: Meanings of the DP² keywords (the Parameters sections :func:`register` writes).
@@ -346,8 +341,4 @@ def delayed_rmsprop(s1: DELAY = 10, s2: OrNone(DELAY) = None, lr: LR = 0.1, lr2:
     sgd = named_chain(grad, ("preconditioner", accumulate()), learning_rate(lr))
     adaptive = named_chain(grad, ("preconditioner", apply_delayed(P)),
                            learning_rate(lr, "lr") if lr2 is None else learning_rate(lr2, "lr2"))
-    spec = _fr.Delayed(order="noise_first", s1=s1, s2=s2, P=P, eps=hyper("eps", eps, "[0, inf)"),
-                       refresh=rf, rel1=MEAN, rel2=MEAN, neglr=neg_lr(lr),
-                       neglr2=neg_lr(lr, "lr") if lr2 is None else neg_lr(lr2, "lr2"))
-    return optimizer(described(alternate((s1, sgd), (s2, adaptive), on_switch=("preconditioner", rf)),
-                               spec))
+    return optimizer(alternate((s1, sgd), (s2, adaptive), on_switch=("preconditioner", rf)))

@@ -49,38 +49,19 @@ Registration: the module registers ``ime_adagrad`` and ``ime_adagrad_free`` when
 from __future__ import annotations
 
 from .._validate import hyper
-from ..privacy.noise import NoiseSource
-from ..privacy.privatizers import ime_constants, ime_privatizer
-from ..transforms import elements as _fr
+from ..privacy.privatizers import ime_privatizer
 from ..transforms.base import named_chain
 from ..transforms.preconditioners import adagrad as adagrad_rule
 from ..transforms.preconditioners import precondition
 from ._hyper import EPS, LR, NOISE, SIGMA, Real
 from ._registry import Optimizer, optimizer, register
-from .baselines import described, learning_rate, neg_lr
+from .baselines import learning_rate
 
 __all__ = ["ime_adagrad", "ime_adagrad_free"]
 
 #: IME releases the square of the clipped mean, whose sensitivity needs a finite clip.
 CLIP_FINITE = Real("(0, inf)", typical=(0.05, 10.0), log=True)
 _DOC = {"clip": "Per-example clipping norm C (finite: the square's sensitivity needs it)."}
-
-
-def _ime_described(tx, clip, noise_multiplier, split, noise, lr, rule, eps, beta1=None, beta2=None):
-    """``tx`` (an IME chain: the privatizer of :func:`ime_privatizer` or
-    :func:`dpsim.optimizers.design_space._ime`, then
-    ``rule``'s moment recursion, then the learning rate) with its fused-release description
-    (:class:`dpsim.transforms.elements.Ime`), made from the same validated values; with
-    correlated noise the release carries the privatizer's noise source type (the fused step
-    draws both releases' unit noise through it, on the privatizer's ``noise1``/``noise2``)."""
-    source = None if noise == "gaussian" else NoiseSource(noise)
-    c, _, s2, std1 = ime_constants(clip, noise_multiplier, split)
-    kw = {}
-    if rule == "adam":
-        kw = {"beta1": hyper("beta1", beta1, "[0, 1)"), "beta2": hyper("beta2", beta2, "[0, 1)")}
-    rel = _fr.Release(clip=c, std=std1, source=source)
-    return described(tx, _fr.Ime(release=rel, clip=c, s2=s2, rule=rule, neglr=neg_lr(lr),
-                                 eps=hyper("eps", eps, "[0, inf)"), **kw))
 
 
 @register(doc=_DOC)
@@ -111,7 +92,7 @@ def ime_adagrad(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP_FINITE = 1.0,
     """
     tx = named_chain(("privatizer", ime_privatizer(clip, noise_multiplier, noise=noise)),
                      ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
-    return optimizer(_ime_described(tx, clip, noise_multiplier, None, noise, lr, "adagrad", eps))
+    return optimizer(tx)
 
 
 @register(doc=_DOC)
@@ -140,6 +121,6 @@ def ime_adagrad_free(lr: LR = 0.1, eps: EPS = 1e-8, clip: CLIP_FINITE = 1.0,
     tx = named_chain(("privatizer", ime_privatizer(clip, sigma, split=(sigma, sigma), noise=noise)),
                      ("preconditioner", precondition(adagrad_rule(eps))), learning_rate(lr))
     return optimizer(
-        _ime_described(tx, clip, sigma, (sigma, sigma), noise, lr, "adagrad", eps),
+        tx,
         note="IME 'for free' comparator: both moments released at σ; its ε (two releases per step) "
              "is larger than DP-AdaGrad's and must not be reported as DP-AdaGrad's")

@@ -78,6 +78,8 @@ positive integer, ``public_fraction`` ∈ (0, 1).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numba
 import numpy as np
 import scipy.linalg
@@ -90,8 +92,7 @@ from ..transforms.combinators import scale_then_privatize
 from ..transforms.preconditioners import PreconditionState, precondition, rmsprop
 from ._hyper import BETA, CLIP, EPS_POSITIVE, FRACTION, LR, NOISE, SIGMA, PositiveInt
 from ._registry import Optimizer, optimizer, register
-from ..transforms import elements as _fr
-from .baselines import described, learning_rate, neg_lr, release
+from .baselines import learning_rate
 
 __all__ = ["pdp_sgd", "adadps"]
 
@@ -186,21 +187,20 @@ def adadps(lr: LR = 0.1, clip: CLIP = 1.0, noise_multiplier: SIGMA = 1.0, beta: 
     privatizer = gaussian_privatizer(clip, noise_multiplier, noise=noise)
     stp = scale_then_privatize(privatizer, precondition(rmsprop(beta, eps)), eps_scale=eps,
                                unscale=False, lookahead=_public_mean_gradient)
-    fast, prepare = _adadps_fast(stp, privatizer, beta, eps)
-    rel = release(clip, noise_multiplier, noise, scaled=True)
-    spec = None if rel is None else _fr.Prepared(release=rel, neglr=neg_lr(lr), prepare=prepare)
-    return optimizer(described(named_chain(fast, learning_rate(lr)), spec),
+    return optimizer(named_chain(_adadps_fast(stp, privatizer, beta, eps), learning_rate(lr)),
                      note=_PUBLIC_NOTE, public_fraction=_fraction(public_fraction))
 
 
 def _adadps_fast(stp, privatizer, beta, eps):
     """AdaDPS's ``scale_then_privatize`` step (``stp``, the reference: same named state, same
-    declared release) for a GLM with CSR features on host NumPy float64, in fewer passes; returns
-    ``(transform, prepare)``.  ``prepare(batch, state, params, ctx) -> (state', s)`` (or ``None``
-    off the fast path) is the public part below; the transform follows it with the privatizer's
-    release of ``batch.scaled(s)``, and the engine's fused release
-    (:class:`dpsim.transforms.elements.Prepared`) with the same release, the learning rate
-    and the parameter update in one kernel pass (bit for bit, ``tests/test_w_fast.py``).
+    declared release) for a GLM with CSR features on host NumPy float64, in fewer passes.
+    ``prepare(batch, state, params, ctx) -> (state', s)`` (or ``None`` off the fast path) is the
+    public part below; the transform follows it with the privatizer's release of
+    ``batch.scaled(s)``.  Its element is ``stp``'s parts with this ``prepare``
+    (:attr:`dpsim.transforms.elements.Scaled.prepare`), from which the engine's fused release
+    derives a :class:`dpsim.transforms.elements.Prepared`: ``prepare``, then the same release,
+    the learning rate and the parameter update in one kernel pass (bit for bit,
+    ``tests/test_w_fast.py``).
 
     The reference computes the mean public gradient ``ḡ`` (R, d), feeds it to RMSProp
     (``v ← v·β + ḡ²·(1−β)``, and a preconditioned ``ḡ/D`` that it discards) and then forms
@@ -267,7 +267,8 @@ def _adadps_fast(stp, privatizer, beta, eps):
         g, p = privatizer.update(batch.scaled(s), state[pname], params, ctx)
         return g, {pname: p, qname: new[qname]}
 
-    return GradientTransformation(stp.init, update, stp.privacy, stp.names), prepare
+    return GradientTransformation(stp.init, update, stp.privacy, stp.names,
+                                  element=replace(stp.element, prepare=prepare))
 
 
 def _column(x):

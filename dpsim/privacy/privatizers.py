@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 from .._validate import any_inf, any_positive, hyper, is_zero, positive_int, product
 from ..transforms.base import GradientTransformation
-from ..transforms.elements import Release
+from ..transforms.elements import Moments, Release
 from ..transforms.preconditioners import MomentInputs
 from .events import NonPrivate
 from .noise import NoiseSource, add_noise
@@ -143,7 +143,9 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
     multiplier σ2.  ``split=None``: ``σ1 = σ2 = √2 σ`` so that ``σ1⁻² + σ2⁻² = σ⁻²`` and the pair
     costs one DP-SGD step; ``split=(σ1, σ2)`` sets them directly (``(σ, σ)`` is the "IME for free"
     comparator, which releases twice at σ and is accounted as such).  Emits
-    ``MomentInputs(g̃, sq̃)``; declares two releases per step.
+    ``MomentInputs(g̃, sq̃)``; declares two releases per step.  Its element is the
+    :class:`~dpsim.transforms.elements.Moments` ``(release 1, C, σ2)`` of those releases, which
+    the fused release reads (:class:`dpsim.transforms.elements.Ime`).
 
     **Sensitivity of the second release, per sampler.**  ``b`` is the nominal batch size, ``S`` the
     clipped sum, ``x`` (``‖x‖ ≤ C``) the differing example.
@@ -184,7 +186,8 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
     Returns
     -------
     GradientTransformation
-        The privatizer, declaring its two releases.
+        The privatizer, declaring its two releases (element: their
+        :class:`~dpsim.transforms.elements.Moments`).
     """
     clip, s1, s2, std1 = ime_constants(clip, noise_multiplier, split)
     src1, src2 = NoiseSource(noise), NoiseSource(noise)
@@ -215,7 +218,8 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
     events = (src1.event(s1), src2.event(
         s2, sensitivity="2C^2/b (square of the clipped mean projected onto the C-ball; "
                         "(2b-1)C^2/b^2 with fixed-size batches)"))
-    return GradientTransformation(init, update, events)
+    return GradientTransformation(init, update, events, element=Moments(
+        Release(clip=clip, std=std1, source=src1 if src1.correlated else None), clip, s2))
 
 
 def ime_constants(clip, noise_multiplier, split=None):
@@ -257,7 +261,9 @@ def _project_ball(xp, u, radius):
 def noiseless_v_privatizer(clip, noise_multiplier, *, noise="gaussian") -> GradientTransformation:
     """Non-private oracle ([DESIGN] Alg. 9): ``m`` is fed the noisy ``g̃``, ``v`` the clipped but
     noiseless ``ḡ²``.  Releases ``ḡ`` without noise, so it declares
-    :class:`~dpsim.privacy.events.NonPrivate`.
+    :class:`~dpsim.privacy.events.NonPrivate`.  Its element is the
+    :class:`~dpsim.transforms.elements.Moments` ``(release of ḡ, C, 0, noiseless=True)``, which
+    the fused release reads.
 
     Parameters
     ----------
@@ -289,7 +295,9 @@ def noiseless_v_privatizer(clip, noise_multiplier, *, noise="gaussian") -> Gradi
 
     reason = ("non-private oracle: the second moment is fed the noiseless clipped gradient, which is "
               "released without noise")
-    return GradientTransformation(init, update, (NonPrivate(reason),))
+    return GradientTransformation(init, update, (NonPrivate(reason),), element=Moments(
+        Release(clip=clip, std=std, source=src if src.correlated else None), clip, 0.0,
+        noiseless=True))
 
 
 def public_subspace_privatizer(clip, noise_multiplier, *, k, noise="gaussian") -> GradientTransformation:

@@ -60,9 +60,12 @@ class GradientTransformation(NamedTuple):
     those names (empty otherwise).  ``element``: what a compiled path may read of the piece
     (:mod:`dpsim.transforms.elements`): an :class:`~dpsim.transforms.elements.Element` (its
     per-coordinate rule, the one its ``update`` evaluates), a
-    :class:`~dpsim.transforms.elements.Release` (a first piece's release) or a
-    :class:`~dpsim.transforms.elements.Scaled` (scale-then-privatize's parts); ``None``: nothing,
-    the piece runs only through ``update``.  ``parts``: :func:`named_chain`'s ``(name, transform)``
+    :class:`~dpsim.transforms.elements.Release` (a first piece's release), or the parts of a
+    privatizer or combinator (:class:`~dpsim.transforms.elements.Scaled`,
+    :class:`~dpsim.transforms.elements.Moments`, :class:`~dpsim.transforms.elements.Alternate`,
+    :class:`~dpsim.transforms.elements.Alongside`, :class:`~dpsim.transforms.elements.Accumulate`,
+    :class:`~dpsim.transforms.elements.ApplyDelayed`); ``None``: nothing, the piece runs only
+    through ``update``.  ``parts``: :func:`named_chain`'s ``(name, transform)``
     pairs in order (``name`` ``None`` for a spliced transform with a named state).
     """
 

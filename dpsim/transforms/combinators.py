@@ -24,7 +24,7 @@ import numpy as np
 from .._validate import hyper, positive_int
 from ..privacy.events import at, restrict, same_release, union
 from .base import GradientTransformation
-from .elements import Scaled
+from .elements import Alongside, Alternate, Scaled
 from .preconditioners import MomentInputs
 
 __all__ = ["scale_then_privatize", "alternate", "alongside"]
@@ -145,7 +145,8 @@ def alternate(first, second, *, on_switch: Callable | None = None) -> GradientTr
     Returns
     -------
     GradientTransformation
-        The alternation, with a named state over both phases' names.
+        The alternation, with a named state over both phases' names (element: its parts,
+        :class:`~dpsim.transforms.elements.Alternate`).
     """
     (s1, tx1), (s2, tx2) = first, second
     s1, s2 = positive_int("s1", s1), positive_int("s2", s2)
@@ -183,7 +184,8 @@ def alternate(first, second, *, on_switch: Callable | None = None) -> GradientTr
             e = union(e, twin) if same_release(e, twin) else e
         privacy.append(e)
     privacy.extend(ev2)
-    return GradientTransformation(init, update, tuple(privacy), names)
+    return GradientTransformation(init, update, tuple(privacy), names,
+                                  element=Alternate(s1, tx1, s2, tx2, on_switch))
 
 
 def alongside(side: GradientTransformation, main: GradientTransformation) -> GradientTransformation:
@@ -200,7 +202,8 @@ def alongside(side: GradientTransformation, main: GradientTransformation) -> Gra
     Returns
     -------
     GradientTransformation
-        Both, with one named state.
+        Both, with one named state (element: its parts,
+        :class:`~dpsim.transforms.elements.Alongside`).
     """
     for tx in (side, main):
         if not tx.names:
@@ -224,4 +227,4 @@ def alongside(side: GradientTransformation, main: GradientTransformation) -> Gra
     for e in main.privacy:
         if not any(_twins(e, f) for f in side.privacy):
             privacy.append(e)
-    return GradientTransformation(init, update, tuple(privacy), names)
+    return GradientTransformation(init, update, tuple(privacy), names, element=Alongside(side, main))

@@ -23,14 +23,24 @@ cached on disk by Numba; :data:`RULES` maps a key to its compiled scalar rule, r
 module defining the rule is imported.
 
 The first piece of a chain exposes its :class:`Release` (a Gaussian privatizer's clip, noise std
-``σC`` and noise source; :func:`~dpsim.transforms.mean_gradient`'s plain mean), and
-:func:`~dpsim.transforms.scale_then_privatize` exposes its parts (:class:`Scaled`), so a chain is
-recognized by its pieces rather than by a description written beside it.  The shapes not yet
-composed from elements (DP²'s delayed preconditioner, AdaDPS, PAGAN/PASAN, IME) keep a
-*description* (:class:`Delayed`, :class:`Prepared`, :class:`Ellipsoid`, :class:`Ime`) that their
-optimizer function registers with :func:`describe`; :func:`description` reads it.  This module
-sits in the transforms layer so that the optimizers can describe; the fast paths
-(:mod:`dpsim.fast`) read it.
+``σC`` and noise source; :func:`~dpsim.transforms.mean_gradient`'s plain mean), and every
+privatizer and combinator a fast path runs exposes its *parts*, built by its own constructor from
+its validated values: :func:`~dpsim.transforms.scale_then_privatize` its :class:`Scaled` (with,
+on AdaDPS's piece, its faster exact ``prepare``), a privatizer of moment inputs (IME, the noiseless
+oracle) its :class:`Moments`, :func:`~dpsim.transforms.alternate` and
+:func:`~dpsim.transforms.alongside` their :class:`Alternate` and :class:`Alongside`, DP²'s
+:func:`~dpsim.transforms.preconditioners.accumulate` and
+:func:`~dpsim.transforms.preconditioners.apply_delayed` their :class:`Accumulate` and
+:class:`ApplyDelayed`.  So a chain is recognized by its pieces, whoever built it, rather than by a
+description written beside it: :func:`dpsim.fast.compose.spec` reads a composition, or derives
+the shapes not composed from elements alone — :class:`Delayed` (DP²'s three arrangements and its
+non-private form), :class:`Prepared` (a release of the batch scaled by a prepared ``s``: AdaDPS)
+and :class:`Ime` (independent moment estimation and its oracles) — from the privatizer's parts,
+the moment or delayed piece's element or parts and constants, and the ``"scale"`` element of the
+learning rate.  One shape is still a *description* that its optimizer function registers with
+:func:`describe` (:func:`description` reads it): PAGAN/PASAN's :class:`Ellipsoid`.  This module
+sits in the transforms layer so that the pieces can expose their parts; the fast paths
+(:mod:`dpsim.fast`) read them.
 """
 
 from __future__ import annotations
@@ -45,8 +55,9 @@ import numpy as np
 from .._validate import is_zero
 from . import _scalar
 
-__all__ = ["Rule", "Element", "Release", "Scaled", "RULES", "register", "on", "table", "Delayed",
-           "Prepared", "Ellipsoid", "Ime", "describe", "description"]
+__all__ = ["Rule", "Element", "Release", "Moments", "Scaled", "Accumulate", "ApplyDelayed",
+           "Alternate", "Alongside", "RULES", "register", "on", "table", "Delayed", "Prepared",
+           "Ellipsoid", "Ime", "describe", "description"]
 
 
 _INSTANCES: dict = {}
@@ -156,12 +167,38 @@ class Release:
 
 
 @dataclass(frozen=True)
+class Moments:
+    """The releases of a privatizer that emits moment inputs
+    (:class:`~dpsim.transforms.preconditioners.MomentInputs` ``(g̃, s̃)``), built by the privatizer
+    from its validated values: independent moment estimation
+    (:func:`~dpsim.privacy.privatizers.ime_privatizer`) and the non-private oracle
+    (:func:`~dpsim.privacy.privatizers.noiseless_v_privatizer`).
+
+    ``release``: the first release (the clipped mean, noise std ``σ1·C``; for correlated noise the
+    privatizer's noise source, through which the fused step draws both releases' unit noise on the
+    privatizer's ``noise1``/``noise2``, or the oracle's ``noise``); ``clip``: the validated ``C``;
+    ``s2``: the second release's ``σ2`` (noise std ``σ2·Δ₂`` on ``Π_C(ḡ)²``, ``Δ₂`` from the
+    sampler as the privatizer computes it; 0: nothing drawn); ``noiseless``: the second moment is
+    fed the plain square ``ḡ²`` of the clipped mean — not projected, no noise (the oracle; ``s2``
+    is then 0)."""
+
+    release: Release
+    clip: Any
+    s2: Any
+    noiseless: bool = False
+
+
+@dataclass(frozen=True)
 class Scaled:
     """The parts of :func:`~dpsim.transforms.scale_then_privatize`: ``privatizer`` releases the
     batch scaled by ``s = 1/(√max(v, 0) + eps_scale)`` (``v`` the ``preconditioner``'s before the
     step); ``unscale``: the release is divided by ``s`` and fed to ``preconditioner``;
     ``lookahead``: a statistic fed to the preconditioner first (``None``: none); ``names``: the two
-    pieces' names in the state."""
+    pieces' names in the state.  ``prepare``: ``None``, or — on a piece that runs these parts in
+    fewer passes (AdaDPS's, :func:`dpsim.optimizers.public._adadps_fast`) — its exact form of
+    the part before the release, ``prepare(batch, state, params, ctx) -> (state', s)`` (``state'``
+    the named state with the preconditioner fed the lookahead, ``s`` C-contiguous; ``None``: no
+    fast form for this step, which then runs through the piece's update)."""
 
     privatizer: Any
     preconditioner: Any
@@ -169,19 +206,76 @@ class Scaled:
     unscale: bool
     lookahead: Callable | None
     names: tuple
+    prepare: Callable | None = None
+
+
+@dataclass(frozen=True)
+class Accumulate:
+    """The part of :func:`~dpsim.transforms.preconditioners.accumulate`: the piece emits ``g``
+    unchanged and adds it to the delayed state's ``G``; ``refresh`` (``(DelayedState, ctx) ->
+    DelayedState``, or ``None``) runs right after, in the same step."""
+
+    refresh: Callable | None = None
+
+
+@dataclass(frozen=True)
+class ApplyDelayed:
+    """The part of :func:`~dpsim.transforms.preconditioners.apply_delayed`: the piece emits
+    ``g / D(v)`` with the delayed ``v`` and ``D`` the second-moment rule ``P``'s
+    (:class:`~dpsim.transforms.preconditioners.Preconditioner`) denominator."""
+
+    P: Any
+
+
+@dataclass(frozen=True)
+class Alternate:
+    """The parts of :func:`~dpsim.transforms.combinators.alternate`: ``first`` runs ``s1`` steps,
+    then ``second`` ``s2`` steps, in cycles; ``on_switch`` ``(name, fn)`` or ``None``, run on the
+    piece ``name``'s state before the first step of ``second`` in every cycle."""
+
+    s1: int
+    first: Any
+    s2: int
+    second: Any
+    on_switch: tuple | None
+
+
+@dataclass(frozen=True)
+class Alongside:
+    """The parts of :func:`~dpsim.transforms.combinators.alongside`: ``side`` runs on the step's
+    batch first (its output discarded), then ``main``, whose output is the step's."""
+
+    side: Any
+    main: Any
 
 
 # ------------------------------------------------------------------------------------------------
-# descriptions: the shapes a fast path does not yet compose from elements, registered by their
-# optimizer functions (built from the same validated values as the chain)
+# the shapes a fast path runs besides a composition: derived by dpsim.fast.compose.spec from the
+# chain's pieces (Delayed, Prepared, Ime), or registered beside the chain by its optimizer
+# function (Ellipsoid)
 
 
 @dataclass(frozen=True)
 class Delayed:
-    """DP² (:mod:`dpsim.optimizers.dp2`): ``order`` ``"dp2"``, ``"noise_first"`` or
-    ``"extra_query"``; ``P`` the second-moment rule, ``eps`` its ε, ``refresh`` the refresh
-    function the chain uses (``(DelayedState, ctx) -> DelayedState``), ``rel1``/``rel2`` the SGD
-    phase's and the adaptive phase's releases, ``neglr``/``neglr2`` their factors."""
+    """DP² (:mod:`dpsim.optimizers.dp2`) as :func:`dpsim.fast.compose.spec` derives it from the
+    pieces: :func:`~dpsim.transforms.combinators.alternate` (:class:`Alternate`) of an SGD phase
+    ``named_chain((p, P1), (q, accumulate()), (l, scale(−η1)))`` and an adaptive phase over the
+    same delayed state ``q`` — ``order`` ``"dp2"``: ``named_chain(scale_then_privatize(P2,
+    apply_delayed(P), unscale=False), (l2, scale(−η2)))``; ``"noise_first"``:
+    ``named_chain((p2, P2), (q, apply_delayed(P)), (l2, scale(−η2)))`` — with ``on_switch = (q,
+    refresh)``; or ``order`` ``"extra_query"``: ``alternate((1, first), (s − 1, alongside(side,
+    main)))`` (or ``first`` alone for ``s = 1``) with ``first`` the SGD phase whose
+    ``accumulate(then_refresh=refresh)`` refreshes, ``side`` the SGD phase's privatizer into
+    ``accumulate()`` and ``main`` the ``"dp2"`` adaptive phase.  ``P1``, ``P2``: Gaussian
+    privatizers or ``mean_gradient`` (their :class:`Release`).
+
+    ``s1`` the SGD phase's steps (``"extra_query"``: the delay ``s``), ``s2`` the adaptive
+    phase's (``"extra_query"``: ``s − 1``, the steps with a second release); ``P`` the rule of
+    ``apply_delayed`` (``None`` for ``"extra_query"`` with ``s = 1``), ``eps`` scale-then-privatize's
+    ``ε`` of ``s = 1/(√max(v, 0) + ε)`` (``None`` for ``"noise_first"``, which divides by
+    ``P``'s ``D(v)``), ``refresh`` the chain's refresh function, ``rel1``/``rel2`` the SGD and the
+    adaptive phase's releases, ``lr``/``lr2`` their ``"scale"`` elements (``consts`` gives
+    ``−η``), ``piece`` the delayed state's name."""
 
     order: str
     s1: int
@@ -191,22 +285,26 @@ class Delayed:
     refresh: Callable
     rel1: Release
     rel2: Release
-    neglr: Any
-    neglr2: Any
+    lr: Element
+    lr2: Element
+    piece: str = "preconditioner"
 
 
 @dataclass(frozen=True)
 class Prepared:
-    """``named_chain(stp, ("lr", scale(neglr)))`` where ``stp`` releases the batch scaled by a
-    vector ``s`` that the optimizer first computes from data it may read without privacy (AdaDPS:
-    RMSProp on the mean public gradient, ``s = 1/(√max(v, 0) + ε)``).  ``prepare(batch, state,
-    params, ctx) -> (state', s)`` is that first part exactly as the chain runs it (``state'`` the
-    chain's state with the preconditioner updated, ``s`` C-contiguous of the run's dtype), or
-    ``None`` when it has no fast form for this run (the step then runs through the chain);
-    ``release`` (``scaled=True``) is the privatizer's release of ``s ⊙ g_i``, the step direction."""
+    """A release of the batch scaled by ``s``, prepared from data the chain may read without
+    privacy, as :func:`dpsim.fast.compose.spec` derives it from ``named_chain(stp, (l,
+    scale(−η)))`` with ``stp`` a :func:`~dpsim.transforms.combinators.scale_then_privatize`
+    (:class:`Scaled`) of a Gaussian privatizer that keeps its release scaled and feeds a
+    ``lookahead`` first (AdaDPS: RMSProp on the mean public gradient,
+    ``s = 1/(√max(v, 0) + ε)``).  ``prepare(batch, state, params, ctx) -> (state', s)`` is that
+    first part exactly as the chain runs it (the piece's own :attr:`Scaled.prepare`, else the
+    combinator's expressions on its parts), or ``None`` when it has no fast form for this step
+    (the step then runs through the chain); ``release`` (``scaled=True``) is the privatizer's
+    release of ``s ⊙ g_i``, the step direction; ``lr`` the last piece's ``"scale"`` element."""
 
     release: Release
-    neglr: Any
+    lr: Element
     prepare: Callable
 
 
@@ -230,35 +328,39 @@ class Ellipsoid:
 
 @dataclass(frozen=True)
 class Ime:
-    """Independent moment estimation (:func:`dpsim.privacy.privatizers.ime_privatizer`, [DESIGN]
-    §3): ``named_chain(("privatizer", ime), ("preconditioner", rule), ("lr", scale(neglr)))`` with
-    ``release`` the first release (the clipped mean, noise std ``σ1·C``), ``clip`` the validated
-    ``C``, ``s2`` the second release's ``σ2`` (noise std ``σ2·Δ₂`` on ``Π_C(ḡ)²``, ``Δ₂`` from the
-    sampler as the privatizer computes it); ``rule`` ``"adagrad"`` (``precondition(adagrad(eps))``
-    fed the moment inputs: ``v ← v + s̃``, ``g̃/(√max(v, 0) + ε)``) or ``"adam"``
-    (:func:`dpsim.optimizers.design_space._adam_moments`, with ``beta1``, ``beta2``, ``eps``).
+    """Independent moment estimation ([DESIGN] §3) as :func:`dpsim.fast.compose.spec` derives it
+    from a chain's pieces: ``named_chain((p, P), (q, Q), (l, scale(−η)))`` with ``P`` a privatizer
+    exposing :class:`Moments` (:func:`~dpsim.privacy.privatizers.ime_privatizer`,
+    :func:`~dpsim.privacy.privatizers.noiseless_v_privatizer`), ``Q`` a piece whose element is
+    AdaGrad's (``precondition(adagrad(eps))``: ``v ← v + s̃``, ``g̃/(√max(v, 0) + ε)``) or Adam's
+    without Φ (:func:`~dpsim.transforms.preconditioners.scale_by_adam`, fed the moment inputs:
+    ``max(v̂, 0)`` before the root); or ``named_chain(scale_then_privatize(P, Q), (l, scale(−η)))``
+    with the oracle's ``P``.
+
+    ``release``, ``clip``, ``s2``, ``noiseless``: the privatizer's :class:`Moments`
+    (``release.scaled`` under scale-then-privatize); ``rule`` ``"adagrad"`` or ``"adam"``;
+    ``pre``: ``Q``'s :class:`Element` (its constants — ``(ε,)``, or Adam's nine with ``1 − βᵗ`` —
+    are computed by ``pre.consts`` on ``Q``'s state, and its key says whether ε is added);
+    ``lr``: the last piece's ``"scale"`` element (``lr.consts`` gives ``−η``); ``names``: the
+    privatizer's and the preconditioner's names in the state.
 
     The two releases draw their ``(R, d)`` normals one after the other from the one noise stream,
     the second after *all* of the first: the first release's normals are drawn up front into an
     ``(R, d)`` array, then one pass over the trials does each trial's clipped sum, ``g̃``, the
-    square's release (drawing on), the moment recursion and the update (:func:`_ime_fused`).
+    square's release (drawing on), the moment recursion and the update
+    (:func:`dpsim.fast.release_kernels._ime_fused`).
 
-    ``noiseless``: the second moment is fed the plain square ``ḡ²`` of the clipped mean — not
-    projected, no noise, nothing drawn (``s2`` is then 0) — the non-private oracle of [DESIGN]
-    Alg. 9 (:func:`dpsim.privacy.privatizers.noiseless_v_privatizer` with Adam's moment inputs,
-    ``dp_adam_noiseless_v``).  ``stp_eps`` set (with ``noiseless``: ``dp_adam_stp_noiseless_v``):
-    the chain is scale-then-privatize's — the release is of the batch scaled by
-    ``s = 1/(√max(v, 0) + stp_eps)`` (``v`` the rule's before the step), ``g̃`` is divided by ``s``
-    and the square by ``s·s`` before the rule."""
+    ``stp_eps`` set (the oracle behind scale-then-privatize, e.g. ``dp_adam_stp_noiseless_v``): the
+    release is of the batch scaled by ``s = 1/(√max(v, 0) + stp_eps)`` (``v`` the rule's before
+    the step), ``g̃`` is divided by ``s`` and the square by ``s·s`` before the rule."""
 
     release: Release
     clip: Any
     s2: Any
     rule: str
-    neglr: Any
-    eps: Any
-    beta1: Any = None
-    beta2: Any = None
+    pre: Element
+    lr: Element
+    names: tuple
     noiseless: bool = False
     stp_eps: Any = None
 
@@ -268,7 +370,8 @@ _SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def describe(tx, spec):
     """Register ``spec`` as the description of the transform ``tx`` (built from the same
-    validated values); returns ``tx``."""
+    validated values); returns ``tx``.  Used by the one shape not yet derived from its pieces,
+    PAGAN/PASAN's :class:`Ellipsoid`."""
     _SPECS[tx.update] = spec
     return tx
 

@@ -44,7 +44,7 @@ import numpy as np
 from .._validate import hyper
 from . import _scalar
 from .base import GradientTransformation
-from .elements import Element, on, register, table
+from .elements import Accumulate, ApplyDelayed, Element, on, register, table
 
 __all__ = ["MomentInputs", "ema", "Preconditioner", "adagrad", "rmsprop", "yogi", "by_rule", "RULES",
            "PreconditionState", "precondition", "scale_by_precondition", "AdamState", "scale_by_adam",
@@ -639,7 +639,8 @@ def accumulate(then_refresh: Callable | None = None) -> GradientTransformation:
     Returns
     -------
     GradientTransformation
-        The accumulating piece (state :class:`DelayedState`).
+        The accumulating piece (state :class:`DelayedState`; element
+        :class:`~dpsim.transforms.elements.Accumulate`, which the fast paths read).
     """
 
     def update(u, state, params, ctx):
@@ -648,7 +649,7 @@ def accumulate(then_refresh: Callable | None = None) -> GradientTransformation:
             state = then_refresh(state, ctx)
         return u, state
 
-    return GradientTransformation(_delayed_init, update)
+    return GradientTransformation(_delayed_init, update, element=Accumulate(then_refresh))
 
 
 def apply_delayed(P: Preconditioner) -> GradientTransformation:
@@ -662,13 +663,14 @@ def apply_delayed(P: Preconditioner) -> GradientTransformation:
     Returns
     -------
     GradientTransformation
-        The piece that divides by the delayed ``D(v)``.
+        The piece that divides by the delayed ``D(v)`` (element
+        :class:`~dpsim.transforms.elements.ApplyDelayed`, which the fast paths read).
     """
 
     def update(u, state, params, ctx):
         return u / P.denominator(state.v, ctx), state
 
-    return GradientTransformation(_delayed_init, update)
+    return GradientTransformation(_delayed_init, update, element=ApplyDelayed(P))
 
 
 def refresh(P: Preconditioner, delay: int, bias=None) -> Callable:
