@@ -78,6 +78,13 @@ class _Cells:
         return list(dict.fromkeys(c for c in seen if c))
 
     @property
+    def unrecorded(self) -> int:
+        """How many cells record no commit (none of their own and no manifest commit)."""
+        if self.manifest.get("commit"):
+            return 0
+        return sum(1 for e in self.cells.values() if not e.get("commit"))
+
+    @property
     def hosts(self) -> list[str]:
         return sorted({str(e["worker"]).rsplit(":", 1)[0] for e in self.cells.values()
                        if e.get("worker")})
@@ -261,14 +268,16 @@ def _rows(exps, manifests: Mapping, entries: Mapping, scale: str, source, gap: f
         m = manifests.get(exp.name) or {}
         c = _Cells(m)
         commits = c.commits
-        recorded = bool(commits)
+        # every cell that records no commit is attributed to ``source``, also when others do
+        # (a run resumed by an unversioned copy of the code beside cells of a checkout)
+        recorded = c.unrecorded == 0
         if c.cells and not recorded:
             if source is None:
-                raise ValueError(f"the cells of {exp.name} do not record the git commit that "
-                                 "computed them; pass --source <the checkout that ran the "
-                                 "reproduction>")
+                raise ValueError(f"{c.unrecorded} of the {len(c.cells)} cells of {exp.name} do "
+                                 "not record the git commit that computed them; pass --source "
+                                 "<the checkout that ran the reproduction>")
             src_commit = src_commit or source_commit(source)
-            commits = [src_commit]
+            commits = list(dict.fromkeys([*commits, src_commit]))
         ivs = c.intervals
         ss = sessions(ivs, gap)
         pooled += ivs
