@@ -6,20 +6,22 @@ A run takes one of three paths (``Result.config["engine"]`` names the one that r
     the small-d block kernel (:mod:`dpsim.fast.block`): every step between two records in one
     compiled call, batches and noise drawn inside it, the update composed from the chain's
     elements — for any chain whose pieces compose (below), whoever built it, and for DP² and
-    PAGAN/PASAN (their described shapes), on dense GLMs and the quadratics;
+    PAGAN/PASAN (shapes derived from their pieces' parts), on dense GLMs and the quadratics;
 ``"release"``
     the general step loop, each step one fused pass per trial (clipped sum, noise, recursion,
     update; :mod:`dpsim.fast.release`) — for any chain whose pieces compose (a
     Gaussian privatizer or ``mean_gradient``, then pieces with a per-coordinate element,
-    :mod:`dpsim.transforms.elements`), whoever built it, and for the shapes described by their
-    optimizer functions (DP², AdaDPS, PAGAN/PASAN, IME);
+    :mod:`dpsim.transforms.elements`), whoever built it, and for the shapes derived from their
+    pieces' parts by :func:`dpsim.fast.compose.spec` (DP², AdaDPS, PAGAN/PASAN, IME), whoever
+    built them;
 ``"chain"``
     the general step loop through ``transform.update``, piece by piece (the reference).
 
 All three give the same numbers to the last bit.  :func:`explain` asks the same two functions
 the engine asks (:func:`dpsim.engine.block_plan`, :func:`dpsim.engine.release_plan`), so its
 answer is the engine's decision, not a second copy of it; nothing is simulated.  Where a chain
-does not compose, the reason names the piece that stops it (e.g. a piece without an element).
+does not compose and gives no derived shape, it runs on the chain and the reason names the piece
+that stops it (e.g. a piece without an element); no optimizer is recognized by its name.
 
 Examples
 --------

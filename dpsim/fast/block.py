@@ -24,9 +24,11 @@ optimizer, a user's chain, a renamed twin.  Two other shapes have a driver here:
 ``v`` is the chain's own ``refresh`` function, called
 between blocks — a block ends before each refresh step; the preconditioned phase's clipped sum of
 the batch scaled by ``s = 1/(√max(v, 0) + ε)``, ``s`` computed by the chain's expression) and
-:class:`~dpsim.transforms.elements.Ellipsoid` (PAGAN: the privatizer's projected sum, its noise,
-then the chain's remaining elements; PASAN's per-norm accumulator has no element, so its two
-lines are written in :func:`_pasan_row`; still a description its optimizer function registers).  :func:`plan` says why anything else is not covered.
+:class:`~dpsim.transforms.elements.Ellipsoid`, derived from the pieces of PAGAN/PASAN
+(:func:`dpsim.fast.compose.ellipsoid`; PAGAN: the privatizer's projected sum, its noise, then the
+chain's remaining elements; PASAN's per-norm accumulator has no per-coordinate element — its
+parts are a :class:`~dpsim.transforms.elements.PerNorm` — so its two lines are written in
+:func:`_pasan_row`).  :func:`plan` says why anything else is not covered.
 
 **Same random streams as the engine, bit for bit.**  The kernel draws from the run's two NumPy
 generators — the sampler's and the backend's noise generator, both ``Generator(PCG64)`` — through
@@ -428,7 +430,7 @@ def _release_cols(rel, R):
 
 class BlockPlan:
     """A run the block kernel covers (:func:`plan`): the driver ``shape``, the structure ``key``
-    of the composed elements, the pieces ``(name, element)`` that own the slots, the description
+    of the composed elements, the pieces ``(name, element)`` that own the slots, the derived shape
     or composition ``spec``, the problem's kernel view and codes."""
 
     def __init__(self, problem, optimizer, R, shape, spec, key, pieces):
@@ -636,7 +638,7 @@ def _ellipsoid_args(P, state, R, d):
     frac = np.zeros(R)
     if P.shape != ELLIPSOID:
         return EllipsoidArgs(e2, e2, e2, np.zeros(1, dtype=np.int64), e1, e2, frac), False
-    es = state["privatizer"]
+    es = state[P.spec.names[0]]
     Amat = np.ascontiguousarray(es.a, dtype=np.float64)
     SA = np.sqrt(Amat)
     with np.errstate(divide="ignore"):
@@ -665,8 +667,8 @@ def _hyper(P, ctx, R, b, noisy_ellipsoid):
         clip2, std2 = _release_cols(sp.rel2, R)
         return Hyper(b, sp.rel1.noisy, clip, clip2, std, std2, _col(_factor(sp.lr, ctx), R),
                      _col(_factor(sp.lr2, ctx), R), _col(ctx.hp(sp.eps), R), sp.s1, sp.s2, False)
-    return Hyper(b, noisy_ellipsoid, z, z, z, z, _col(ctx.hp(sp.neglr), R), z,
-                 _col(ctx.hp(sp.eps), R), 1, 1, sp.per_norm)
+    return Hyper(b, noisy_ellipsoid, z, z, z, z, _col(_factor(sp.lr, ctx), R), z,
+                 _col(compose.guard(sp, ctx), R), 1, 1, sp.per_norm)
 
 
 class _Delayed:
@@ -730,7 +732,7 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     t = 0
     next_rec = 1
     K_rec = rec_steps.size
-    if P.shape == ELLIPSOID and state["privatizer"].a is None and steps > 0:
+    if P.shape == ELLIPSOID and state[P.spec.names[0]].a is None and steps > 0:
         params, state = _first_step(P, state, params, sampler, private_idx, ctx, batch_sizes_sum)
         t = 1
         if bar is not None:
@@ -744,7 +746,7 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
     ell, noisy_e = _ellipsoid_args(P, state, R, d)
     V = np.zeros((1, 1))
     if P.shape == ELLIPSOID and P.spec.per_norm:
-        V = np.array(state["preconditioner"].v, dtype=np.float64, order="C")
+        V = np.array(state[P.spec.names[1]].v, dtype=np.float64, order="C")
     hyper_args = _hyper(P, ctx, R, b, noisy_e)
     dummy = np.zeros((1, 1))
     arrays = BlockState(W, parts.slots, dl.G if dl else dummy, dl.S if dl else dummy, V)
@@ -765,9 +767,10 @@ def run(P, *, params, state, steps, rec_steps, record, sampler, private_idx, bac
         if dl is not None:
             st = dl.rebuild(st)
         if P.shape == ELLIPSOID:
+            pname, qname = P.spec.names
             if P.spec.per_norm:
-                st["preconditioner"] = st["preconditioner"]._replace(v=V.copy())
-            st["privatizer"] = st["privatizer"]._replace(projected=ell.frac.copy())
+                st[qname] = st[qname]._replace(v=V.copy())
+            st[pname] = st[pname]._replace(projected=ell.frac.copy())
         return st
 
     while t < steps:

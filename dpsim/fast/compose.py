@@ -19,11 +19,13 @@ runs the chain, and :func:`dpsim.explain` reports the sentence).
 the shapes a fast path runs that are not compositions: DP²'s (:func:`delayed`, from
 ``alternate``/``alongside``, ``accumulate``, ``apply_delayed``, the releases and the learning
 rates), a scale-then-privatize that prepares its scale with a lookahead (:func:`prepared`,
-AdaDPS) and independent moment estimation (:func:`ime`, from the privatizer's
-:class:`~dpsim.transforms.elements.Moments`, the moment rule's element and the learning rate) —
-for a registered optimizer and a user's chain of the same pieces alike; each says, in one
-sentence, which piece stops it.  PAGAN/PASAN's ``Ellipsoid`` is the one shape still read from a
-description registered beside the chain.
+AdaDPS), independent moment estimation (:func:`ime`, from the privatizer's
+:class:`~dpsim.transforms.elements.Moments`, the moment rule's element and the learning rate) and
+PAGAN/PASAN (:func:`ellipsoid`, from the ellipsoid privatizer's
+:class:`~dpsim.transforms.elements.Projected`, AdaGrad's max-guard element or per-norm parts and
+the learning rate) — for a registered optimizer and a user's chain of the same pieces alike; each
+says, in one sentence, which piece stops it.  Nothing is read from beside the chain: a chain that
+is none of these runs through its pieces.
 
 :func:`body` composes the registered rules of a structure key (the elements' keys in chain order,
 ``"|"``-joined) into ``body(g, slots, k, r, j) -> u``: ``slots`` the tuple of every element's
@@ -47,10 +49,11 @@ import numpy as np
 
 from ..transforms import _scalar, elements
 from ..transforms.elements import (RULES, Accumulate, Alongside, Alternate, ApplyDelayed, Delayed,
-                                   Element, Ime, Moments, Prepared, Release, Scaled)
+                                   Element, Ellipsoid, Ime, Moments, PerNorm, Prepared, Projected,
+                                   Release, Scaled)
 
-__all__ = ["Composition", "composition", "delayed", "ime", "prepared", "lr_factor", "spec_of", "spec",
-           "body", "fingerprint"]
+__all__ = ["Composition", "composition", "delayed", "ime", "prepared", "ellipsoid", "lr_factor",
+           "guard", "spec_of", "spec", "body", "fingerprint"]
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,48 @@ def ime(tx) -> Ime | str:
         return lr
     return Ime(release=rel, clip=mom.clip, s2=mom.s2, rule=rule, pre=q, lr=lr,
                names=(pname, qname), noiseless=mom.noiseless, stp_eps=stp_eps)
+
+
+def ellipsoid(tx) -> Ellipsoid | str:
+    """The :class:`~dpsim.transforms.elements.Ellipsoid` derived from the pieces of ``tx`` (a chain
+    whose first piece is the ellipsoid privatizer, exposing
+    :class:`~dpsim.transforms.elements.Projected`), or the sentence naming the piece that stops
+    it: the privatizer's parts (i.i.d. noise), the next piece's AdaGrad with the max guard —
+    per coordinate (its element ``"precondition:adagrad_max"``: PAGAN) or per trial on ``||ĝ||²``
+    (its :class:`~dpsim.transforms.elements.PerNorm` ``"adagrad_max"``: PASAN) — and the last
+    piece's learning rate."""
+    (pname, first), rest = tx.parts[0], list(tx.parts[1:])
+    el = first.element
+    if el.source is not None:
+        return (f"its piece {pname!r} draws correlated noise (DP-MF), which the fused release "
+                "draws for composed chains and IME only, not for the ellipsoid privatizer")
+    if len(rest) != 2 or rest[0][0] is None:
+        return (f"its first piece {pname!r} projects onto an ellipsoid, and one AdaGrad step and "
+                "one learning-rate scale do not follow it (the fused ellipsoid pass runs those)")
+    qname, pre = rest[0]
+    q = pre.element
+    if isinstance(q, Element) and q.key == "precondition:adagrad_max":
+        per_norm = False
+    elif isinstance(q, PerNorm) and q.rule == "adagrad_max":
+        per_norm = True
+    else:
+        what = (f"element {q.key!r}" if isinstance(q, Element)
+                else f"per-norm rule {q.rule!r}" if isinstance(q, PerNorm) else "no element")
+        return (f"its piece {qname!r} ({what}) is not AdaGrad with D = max(√v, ε) "
+                "(precondition(adagrad(eps, guard='max')), per coordinate or per norm), the step "
+                "the fused ellipsoid pass runs")
+    lr = _lr_element(*rest[1])
+    if isinstance(lr, str):
+        return lr
+    return Ellipsoid(glm_release=el.glm_release, pre=q, lr=lr, names=(pname, qname),
+                     per_norm=per_norm)
+
+
+def guard(sp, ctx):
+    """The guard ``ε`` of an :class:`~dpsim.transforms.elements.Ellipsoid`'s
+    ``D = max(√v, ε)``, as its AdaGrad piece computes it (``sp.pre.consts``: ``(ctx.hp(ε),)``;
+    it reads no state)."""
+    return sp.pre.consts(None, ctx)[0]
 
 
 def _lookahead_prepare(el: Scaled):
@@ -398,9 +443,10 @@ def spec(tx):
     refreshing ``accumulate()`` piece (:func:`delayed`); an
     :class:`~dpsim.transforms.elements.Ime` when its privatizer releases moment inputs
     (:func:`ime`); a :class:`~dpsim.transforms.elements.Prepared` for a scale-then-privatize that
-    keeps its release scaled and feeds a lookahead (:func:`prepared`); else the description
-    registered for it (:func:`dpsim.transforms.elements.description`: PAGAN/PASAN's
-    ``Ellipsoid``), else its :class:`Composition`; or the sentence saying which piece stops it."""
+    keeps its release scaled and feeds a lookahead (:func:`prepared`); an
+    :class:`~dpsim.transforms.elements.Ellipsoid` when its privatizer projects onto an ellipsoid
+    (:func:`ellipsoid`: PAGAN/PASAN); else its :class:`Composition`; or the sentence saying which
+    piece stops it."""
     if isinstance(tx.element, Alternate) or any(
             isinstance(p.element, Accumulate) for _, p in tx.parts):
         return delayed(tx)
@@ -410,8 +456,9 @@ def spec(tx):
         el = tx.parts[0][1].element
         if isinstance(el, Scaled) and not el.unscale and el.lookahead is not None:
             return prepared(tx)
-    found = elements.description(tx)
-    return found if found is not None else composition(tx)
+        if isinstance(el, Projected):
+            return ellipsoid(tx)
+    return composition(tx)
 
 
 def spec_of(tx):

@@ -48,12 +48,11 @@ the chain: DP²'s three arrangements and its non-private form (:class:`Delayed`,
 scale-then-privatize that prepares its scale with a lookahead (:class:`Prepared`: AdaDPS) and
 independent moment estimation (:class:`Ime`, from a privatizer's
 :class:`~dpsim.transforms.elements.Moments`: one pass per trial, the first release's normals drawn
-before it, since its two releases draw one after the other from the one stream).  PAGAN and PASAN
-keep a description that their optimizer function registers with
-:func:`dpsim.transforms.elements.describe` (:class:`Ellipsoid`: the privatizer's own
-projected-sum kernel per trial; PASAN's ``||ĝ||²`` is NumPy's pairwise row sum,
-:func:`~dpsim.fast.release_kernels._row_sum`).  :func:`~dpsim.fast.compose.spec_of` returns any
-of them;
+before it, since its two releases draw one after the other from the one stream) and PAGAN/PASAN
+(:class:`Ellipsoid`, from the ellipsoid privatizer's :class:`~dpsim.transforms.elements.Projected`,
+AdaGrad's max guard and the learning rate: the privatizer's own projected-sum kernel per trial;
+PASAN's ``||ĝ||²`` is NumPy's pairwise row sum, :func:`~dpsim.fast.release_kernels._row_sum`).
+:func:`~dpsim.fast.compose.spec_of` returns any of them;
 :func:`why_not` says why a chain has neither, naming the piece.  The run must be on NumPy
 (``backend="numpy"``, or ``"numpy:blocked"``: there the normals are the step's unit-noise array
 drawn up front by the backend's thread pool, as the chain draws it, and the kernel reads it
@@ -110,9 +109,9 @@ def why_not(tx, backend, *, public_idx=None) -> str | None:
 
     ``tx`` takes it when its pieces compose (:func:`dpsim.fast.compose.composition`: a
     Gaussian privatizer — i.i.d. or correlated noise — or ``mean_gradient``, possibly behind
-    scale-then-privatize, then pieces with elements), when its pieces give another shape
-    (:class:`Delayed`, :class:`Prepared`, :class:`Ime`; :func:`dpsim.fast.compose.spec`) or when
-    it carries a registered description (:class:`Ellipsoid`).  ``public_idx``: the run's public
+    scale-then-privatize, then pieces with elements) or when its pieces give another shape
+    (:class:`Delayed`, :class:`Prepared`, :class:`Ime`, :class:`Ellipsoid`;
+    :func:`dpsim.fast.compose.spec`).  ``public_idx``: the run's public
     split; only a :class:`Prepared` chain (which reads it) runs fused with one, and it always has
     one."""
     spec = _compose.spec(tx)
@@ -134,7 +133,7 @@ def why_not(tx, backend, *, public_idx=None) -> str | None:
 
 def plan(problem, tx, backend, *, public_idx=None):
     """A :class:`FusedStep` for the transform ``tx`` on ``problem`` (a backend view), or ``None``
-    when :func:`why_not` gives a reason (pieces that give no shape and no description, a public
+    when :func:`why_not` gives a reason (pieces that give no shape, a public
     split it does not read, correlated noise it does not take, a backend other than NumPy)."""
     if why_not(tx, backend, public_idx=public_idx) is not None:
         return None
@@ -368,14 +367,15 @@ class FusedStep:
         from ..transforms.preconditioners import PreconditionState  # noqa: PLC0415
 
         sp = self.spec
+        pname, qname = sp.names
         batch = Batch(self.problem, W, idx, mask, ctx.batch_size)
-        out = sp.glm_release(batch, state["privatizer"], W, ctx) if W.dtype == np.float64 else None
+        out = sp.glm_release(batch, state[pname], W, ctx) if W.dtype == np.float64 else None
         if out is None:
             updates, state = self.tx.update(batch, state, W, ctx)
             return W + updates, state
         pst, rows, kb, std = out
         state = dict(state)
-        v = state["preconditioner"].v
+        v = state[qname].v
         if self.A is None or v is not self.A:
             self.A = _own(v, W.dtype, ctx)
         noisy = std is not None
@@ -384,8 +384,8 @@ class FusedStep:
         if H is None:
             b = float(ctx.batch_size)
             H = self._static["ellipsoid"] = _table(W.dtype, W.shape[0], {
-                H_B: 1.0 / b if self._recip(ctx) else b, H_NEGLR: ctx.hp(sp.neglr),
-                H_3: ctx.hp(sp.eps)})
+                H_B: 1.0 / b if self._recip(ctx) else b, H_NEGLR: _factor(sp.lr, ctx),
+                H_3: _compose.guard(sp, ctx)})
         R, d = W.shape
         if self._total is None or self._total.shape != (R, d):
             self._total = np.empty((R, d))
@@ -397,8 +397,8 @@ class FusedStep:
                          self._recip(ctx), H, self.A, sp.per_norm, self._sq)
         self._store_draws(z, ctx)
         M = None if kb[2] is False else kb[1]
-        state["privatizer"] = pst._replace(projected=_E.projected_fraction(lam, M), noise=None)
-        state["preconditioner"] = PreconditionState(v=self.A)
+        state[pname] = pst._replace(projected=_E.projected_fraction(lam, M), noise=None)
+        state[qname] = PreconditionState(v=self.A)
         return W, state
 
     def _ime(self, W, idx, mask, state, ctx):

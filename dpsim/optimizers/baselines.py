@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from .._validate import hyper, negated
 from ..privacy.privatizers import gaussian_privatizer
-from ..transforms import elements as _fr
 from ..transforms.base import mean_gradient, named_chain, scale, trace
 from ._hyper import BETA, CLIP, LR, NOISE, SIGMA
 from ._registry import Optimizer, optimizer, register
@@ -40,14 +39,6 @@ def learning_rate(lr, name="lr"):
         ``("lr", scale(−lr))``, a named piece.
     """
     return ("lr", scale(neg_lr(lr, name)))
-
-
-def described(tx, spec):
-    """``tx`` with its fused-release description ``spec`` registered (``spec`` ``None``: as is):
-    PAGAN/PASAN's :class:`~dpsim.transforms.elements.Ellipsoid`, the one shape not yet derived
-    from its pieces (every other fast path reads the chain's pieces,
-    :func:`dpsim.fast.compose.spec`)."""
-    return tx if spec is None else _fr.describe(tx, spec)
 
 
 def _momentum(beta):

@@ -29,16 +29,14 @@ Ranges: ``lr`` ∈ [0, ∞); ``noise_multiplier`` ∈ [0, ∞); ``radius`` ∈ (
 
 from __future__ import annotations
 
-from .._validate import hyper
 from ..privacy.ellipsoid import (OPTIMAL_EXPONENT, EllipsoidState, ellipsoid_parts,  # noqa: F401
                                  ellipsoid_privatizer, ellipsoid_radius, empirical_moment,
                                  project_ellipsoid, scaling_diagonal)
-from ..transforms import elements as _fr
 from ..transforms.base import named_chain
 from ..transforms.preconditioners import adagrad, precondition
 from ._hyper import EPS_POSITIVE, LR, NOISE, SIGMA, Opaque, OrNone, Real
 from ._registry import Optimizer, optimizer, register
-from .baselines import described, learning_rate, neg_lr
+from .baselines import learning_rate
 
 __all__ = ["pasan", "pagan", "ellipsoid_privatizer", "ellipsoid_radius", "empirical_moment",
            "scaling_diagonal", "project_ellipsoid", "EllipsoidState", "OPTIMAL_EXPONENT"]
@@ -68,16 +66,13 @@ def _projected_probe(state, params, ctx):
 
 
 def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noise):
-    priv, glm_release = ellipsoid_parts(noise_multiplier, radius=radius, scaling=scaling,
-                                        sigma_hat=sigma_hat, algorithm=algorithm, noise=noise)
+    priv = ellipsoid_privatizer(noise_multiplier, radius=radius, scaling=scaling,
+                                sigma_hat=sigma_hat, algorithm=algorithm, noise=noise)
     per = "norm" if algorithm == "pasan" else "coordinate"
     step = precondition(adagrad(eps, guard="max", per=per))
+    # the fast paths derive its shape from these pieces (dpsim.fast.compose.ellipsoid: per trial
+    # projected sum, noise, AdaGrad, update; bit for bit this chain, tests/test_w_fast.py)
     tx = named_chain(("privatizer", priv), ("preconditioner", step), learning_rate(lr))
-    if noise == "gaussian":
-        # the fused release (per trial: projected sum, noise, AdaGrad, update; bit for bit this
-        # chain, tests/test_w_fast.py)
-        tx = described(tx, _fr.Ellipsoid(glm_release, hyper("eps", eps, "(0, inf)"), neg_lr(lr),
-                                         per_norm=per == "norm"))
     return optimizer(tx, probes={"projected_fraction": _projected_probe})
 
 

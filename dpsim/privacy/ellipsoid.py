@@ -84,6 +84,7 @@ from .._validate import hyper
 from ..backend import to_numpy
 from ..problems import Box
 from ..transforms.base import GradientTransformation
+from ..transforms.elements import Projected
 from ._ellipsoid import (LINKS, _project_flat, glm_arguments, glm_projected_sum,
                          project_ellipsoid, projected_fraction)
 from .events import NonPrivate
@@ -368,7 +369,9 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     ``"pagan"`` selects the optimal exponent and the radius formula, and for ``"pagan"`` checks that
     the domain is a box (or absent).  Declares a release with noise multiplier σ.  A and the noise
     scale are fixed at the first step (``A_k = A`` for all k).
-    The transformation is the first item of :func:`ellipsoid_parts`.
+    The transformation is the first item of :func:`ellipsoid_parts`; its element is the
+    :class:`~dpsim.transforms.elements.Projected` of its GLM preparation (the second item) and
+    noise source, which the fast paths read (:class:`dpsim.transforms.elements.Ellipsoid`).
 
     Parameters
     ----------
@@ -388,7 +391,8 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
     Returns
     -------
     GradientTransformation
-        The privatizer (state :class:`EllipsoidState`).
+        The privatizer (state :class:`EllipsoidState`; element
+        :class:`~dpsim.transforms.elements.Projected`).
     """
     return ellipsoid_parts(noise_multiplier, radius=radius, scaling=scaling, sigma_hat=sigma_hat,
                            algorithm=algorithm, noise=noise)[0]
@@ -397,7 +401,8 @@ def ellipsoid_privatizer(noise_multiplier, *, radius=None, scaling="identity", s
 def ellipsoid_parts(noise_multiplier, *, radius=None, scaling="identity", sigma_hat=None,
                     algorithm="pasan", noise="gaussian"):
     """``(tx, glm_release)``: :func:`ellipsoid_privatizer`'s transformation ``tx`` and, for the
-    fused release of PAGAN (:class:`dpsim.transforms.elements.Ellipsoid`),
+    fast paths of PAGAN/PASAN (:class:`dpsim.transforms.elements.Ellipsoid`; ``tx``'s element,
+    :class:`~dpsim.transforms.elements.Projected`, carries it),
     ``glm_release(batch, state, params, ctx) -> (state', rows, kernel_batch, std) | None``: the
     privatizer's state after its first-step set-up, the GLM kernel's arguments
     (:func:`~dpsim.privacy._ellipsoid.glm_arguments`) and the noise std ``(M, d)`` (``None``: no
@@ -477,7 +482,8 @@ def ellipsoid_parts(noise_multiplier, *, radius=None, scaling="identity", sigma_
         rows, kb, _ = glm_arguments(X, y, link, reg, params, batch.idx, mask, a, arow)
         return state, rows, kb, state.noise_std
 
-    return GradientTransformation(init, update, (event,)), glm_release
+    return (GradientTransformation(init, update, (event,), element=Projected(
+        glm_release, src if src.correlated else None)), glm_release)
 
 
 def _check_parts_arguments(noise_multiplier, radius, scaling, sigma_hat, algorithm):

@@ -64,7 +64,8 @@ class GradientTransformation(NamedTuple):
     privatizer or combinator (:class:`~dpsim.transforms.elements.Scaled`,
     :class:`~dpsim.transforms.elements.Moments`, :class:`~dpsim.transforms.elements.Alternate`,
     :class:`~dpsim.transforms.elements.Alongside`, :class:`~dpsim.transforms.elements.Accumulate`,
-    :class:`~dpsim.transforms.elements.ApplyDelayed`); ``None``: nothing, the piece runs only
+    :class:`~dpsim.transforms.elements.ApplyDelayed`, :class:`~dpsim.transforms.elements.Projected`,
+    :class:`~dpsim.transforms.elements.PerNorm`); ``None``: nothing, the piece runs only
     through ``update``.  ``parts``: :func:`named_chain`'s ``(name, transform)``
     pairs in order (``name`` ``None`` for a spliced transform with a named state).
     """

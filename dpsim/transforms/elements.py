@@ -31,22 +31,24 @@ oracle) its :class:`Moments`, :func:`~dpsim.transforms.alternate` and
 :func:`~dpsim.transforms.alongside` their :class:`Alternate` and :class:`Alongside`, DP²'s
 :func:`~dpsim.transforms.preconditioners.accumulate` and
 :func:`~dpsim.transforms.preconditioners.apply_delayed` their :class:`Accumulate` and
-:class:`ApplyDelayed`.  So a chain is recognized by its pieces, whoever built it, rather than by a
-description written beside it: :func:`dpsim.fast.compose.spec` reads a composition, or derives
-the shapes not composed from elements alone — :class:`Delayed` (DP²'s three arrangements and its
-non-private form), :class:`Prepared` (a release of the batch scaled by a prepared ``s``: AdaDPS)
-and :class:`Ime` (independent moment estimation and its oracles) — from the privatizer's parts,
-the moment or delayed piece's element or parts and constants, and the ``"scale"`` element of the
-learning rate.  One shape is still a *description* that its optimizer function registers with
-:func:`describe` (:func:`description` reads it): PAGAN/PASAN's :class:`Ellipsoid`.  This module
-sits in the transforms layer so that the pieces can expose their parts; the fast paths
+:class:`ApplyDelayed`, the ellipsoid privatizer
+(:func:`~dpsim.privacy.ellipsoid.ellipsoid_privatizer`) its :class:`Projected` and a per-norm
+``precondition`` (PASAN's step size) its :class:`PerNorm`.
+So a chain is recognized by its pieces, whoever built it, and no description is written beside
+it: :func:`dpsim.fast.compose.spec` reads a composition, or derives the shapes not composed from
+elements alone — :class:`Delayed` (DP²'s three arrangements and its non-private form),
+:class:`Prepared` (a release of the batch scaled by a prepared ``s``: AdaDPS), :class:`Ime`
+(independent moment estimation and its oracles) and :class:`Ellipsoid` (PAGAN/PASAN) — from the
+privatizer's parts, the moment, delayed or preconditioning piece's element or parts and
+constants, and the ``"scale"`` element of the learning rate; a chain it cannot derive runs
+through its pieces, and :func:`dpsim.explain` names the piece that stops it.  This module sits in
+the transforms layer so that the pieces can expose their parts; the fast paths
 (:mod:`dpsim.fast`) read them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-import weakref
 from typing import Any, Callable
 
 import numba
@@ -56,8 +58,8 @@ from .._validate import is_zero
 from . import _scalar
 
 __all__ = ["Rule", "Element", "Release", "Moments", "Scaled", "Accumulate", "ApplyDelayed",
-           "Alternate", "Alongside", "RULES", "register", "on", "table", "Delayed", "Prepared",
-           "Ellipsoid", "Ime", "describe", "description"]
+           "Alternate", "Alongside", "Projected", "PerNorm", "RULES", "register", "on", "table",
+           "Delayed", "Prepared", "Ellipsoid", "Ime"]
 
 
 _INSTANCES: dict = {}
@@ -249,10 +251,36 @@ class Alongside:
     main: Any
 
 
+@dataclass(frozen=True)
+class Projected:
+    """The parts of :func:`~dpsim.privacy.ellipsoid.ellipsoid_privatizer` ([PAGAN]'s projection
+    onto an ellipsoid, then Gaussian noise ``N(0, s²A⁻¹)``), built by the privatizer from its
+    validated values: ``glm_release(batch, state, params, ctx) -> (state', rows, kernel_batch,
+    std) | None``, its own preparation of a GLM step (its set-up on the first step, the
+    projected-sum kernel's arguments, the noise std ``(M, d)`` or ``None``; ``None``: no GLM form,
+    the step runs through the piece); ``source``: ``None`` for i.i.d. Gaussian noise, else the
+    privatizer's :class:`~dpsim.privacy.noise.NoiseSource` (correlated noise, which no fused
+    ellipsoid pass draws)."""
+
+    glm_release: Callable
+    source: Any = None
+
+
+@dataclass(frozen=True)
+class PerNorm:
+    """The parts of :func:`~dpsim.transforms.preconditioners.precondition` of a rule with one
+    accumulator per trial fed ``||g||²`` (``per="norm"``: PASAN's step size, [PAGAN] Alg. 1), which
+    has no per-coordinate element: ``rule`` the rule's name (``"adagrad_max"``: ``v ← v +
+    ||g||²``, ``D = max(√v, ε)``), ``consts(state, ctx) -> k`` its constants as the piece's update
+    computes them (``(ε,)`` for ``"adagrad_max"``)."""
+
+    rule: str
+    consts: Callable
+
+
 # ------------------------------------------------------------------------------------------------
-# the shapes a fast path runs besides a composition: derived by dpsim.fast.compose.spec from the
-# chain's pieces (Delayed, Prepared, Ime), or registered beside the chain by its optimizer
-# function (Ellipsoid)
+# the shapes a fast path runs besides a composition, derived by dpsim.fast.compose.spec from the
+# chain's pieces (Delayed, Prepared, Ellipsoid, Ime)
 
 
 @dataclass(frozen=True)
@@ -310,19 +338,23 @@ class Prepared:
 
 @dataclass(frozen=True)
 class Ellipsoid:
-    """PAGAN ([PAGAN] Alg. 2): ``named_chain(("privatizer", ellipsoid_privatizer(...)),
-    ("preconditioner", precondition(adagrad(eps, guard="max", per=...))), ("lr", scale(neglr)))``,
-    and PASAN ([PAGAN] Alg. 1: ``per="norm"``, ``per_norm=True``: one accumulator per trial fed
-    ``||ĝ||²``, summed as NumPy sums a row, :func:`_row_sum`).
-    ``glm_release(batch, state, params, ctx) -> (state', rows, kernel_batch, std) | None`` is the
-    privatizer's own preparation of a GLM step (:func:`dpsim.privacy.ellipsoid.ellipsoid_parts`:
-    its set-up on the first step, the projected-sum kernel's arguments, the noise std ``(M, d)``
-    or ``None``); ``None`` (no GLM form) runs the step through the chain.  ``eps`` the guard of
-    ``D = max(√v, ε)``, ``neglr`` the learning-rate factor."""
+    """PAGAN ([PAGAN] Alg. 2) and PASAN (Alg. 1) as :func:`dpsim.fast.compose.spec` derives them
+    from a chain's pieces: ``named_chain((p, ellipsoid_privatizer(...)), (q, precondition(adagrad(ε,
+    guard="max", per=...))), (l, scale(−η)))`` — the privatizer's :class:`Projected`, then AdaGrad
+    with ``D = max(√v, ε)``, per coordinate (PAGAN: its :class:`Element`
+    ``"precondition:adagrad_max"``) or per trial fed ``||ĝ||²`` (PASAN: its :class:`PerNorm`,
+    ``per_norm=True``; summed as NumPy sums a row, :func:`dpsim.fast.release_kernels._row_sum`),
+    then the learning rate.
+
+    ``glm_release``: the privatizer's :attr:`Projected.glm_release`; ``pre``: the AdaGrad piece's
+    :class:`Element` or :class:`PerNorm` (``pre.consts`` gives ``(ε,)``, the guard of
+    ``D = max(√v, ε)``); ``lr``: the last piece's ``"scale"`` element (``lr.consts`` gives
+    ``−η``); ``names``: the privatizer's and the AdaGrad piece's names in the state."""
 
     glm_release: Callable
-    eps: Any
-    neglr: Any
+    pre: Any
+    lr: Element
+    names: tuple
     per_norm: bool = False
 
 
@@ -364,21 +396,3 @@ class Ime:
     noiseless: bool = False
     stp_eps: Any = None
 
-
-_SPECS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def describe(tx, spec):
-    """Register ``spec`` as the description of the transform ``tx`` (built from the same
-    validated values); returns ``tx``.  Used by the one shape not yet derived from its pieces,
-    PAGAN/PASAN's :class:`Ellipsoid`."""
-    _SPECS[tx.update] = spec
-    return tx
-
-
-def description(tx):
-    """The description registered for the transform ``tx`` (:func:`describe`), or ``None``."""
-    try:
-        return _SPECS.get(tx.update)
-    except TypeError:  # pragma: no cover - an update that cannot be weakly referenced
-        return None

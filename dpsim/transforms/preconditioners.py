@@ -44,7 +44,7 @@ import numpy as np
 from .._validate import hyper
 from . import _scalar
 from .base import GradientTransformation
-from .elements import Accumulate, ApplyDelayed, Element, on, register, table
+from .elements import Accumulate, ApplyDelayed, Element, PerNorm, on, register, table
 
 __all__ = ["MomentInputs", "ema", "Preconditioner", "adagrad", "rmsprop", "yogi", "by_rule", "RULES",
            "PreconditionState", "precondition", "scale_by_precondition", "AdamState", "scale_by_adam",
@@ -158,7 +158,9 @@ class Preconditioner(NamedTuple):
     ``(g, sq, v, k) -> (v', g / D(v'))`` written once over a namespace
     (:func:`dpsim.transforms.elements.on`), of which ``accumulate`` and ``denominator`` evaluate the
     parts; ``consts(ctx) -> k`` its constants (the recursion's, then the denominator's); ``key``:
-    the element key of :func:`precondition` for a per-coordinate statistic, else ``None``.
+    the element key of :func:`precondition` for a per-coordinate statistic, else ``None``;
+    ``norm_rule``: the rule's name for a per-trial ``||g||²`` statistic (:func:`precondition`'s
+    :class:`~dpsim.transforms.elements.PerNorm`), else ``None``.
     """
 
     init: Callable
@@ -168,10 +170,15 @@ class Preconditioner(NamedTuple):
     rule: Callable | None = None
     consts: Callable | None = None
     key: str | None = None
+    norm_rule: str | None = None
 
 
 def _zeros(params):
     return params * 0.0
+
+
+def _trial_zeros(params):
+    return params[:, :1] * 0.0
 
 
 def _coordinate_square(g, xp):
@@ -210,13 +217,13 @@ def _preconditioner(name, acc, na, den, consts, per="coordinate") -> Preconditio
 
     rule = _step_rule(acc, den, na)
     if per == "coordinate":
-        init, square, key = _zeros, _coordinate_square, f"precondition:{name}"
+        init, square, key, norm_rule = _zeros, _coordinate_square, f"precondition:{name}", None
         _register_element(key, rule, na + 1)  # every denominator has one constant, ε
     elif per == "norm":
-        init, square, key = (lambda params: params[:, :1] * 0.0), _norm_square, None
+        init, square, key, norm_rule = _trial_zeros, _norm_square, None, name
     else:
         raise ValueError(f"per must be 'coordinate' or 'norm', got per={per!r}")
-    return Preconditioner(init, square, accumulate, denominator, rule, consts, key)
+    return Preconditioner(init, square, accumulate, denominator, rule, consts, key, norm_rule)
 
 
 def adagrad(eps=1e-8, *, guard="add", per="coordinate") -> Preconditioner:
@@ -336,7 +343,9 @@ class PreconditionState(NamedTuple):
 def precondition(P: Preconditioner) -> GradientTransformation:
     """Post-processing preconditioning: ``v ← P(v, square(g))`` (or ``.sq`` of
     :class:`MomentInputs`), emit ``g / D(v)``.  For a per-coordinate ``P`` the element
-    ``"precondition:<rule>"`` (slot ``v``) evaluates the same rule, ``P.rule``.
+    ``"precondition:<rule>"`` (slot ``v``) evaluates the same rule, ``P.rule``; for a per-norm
+    ``P`` (one accumulator per trial, PASAN) the element is its
+    :class:`~dpsim.transforms.elements.PerNorm` (the rule's name and constants).
 
     Parameters
     ----------
@@ -364,6 +373,8 @@ def precondition(P: Preconditioner) -> GradientTransformation:
     if P.key is not None:
         element = Element(RULE_KEYS[P.key], ("v",), lambda state, ctx: P.consts(ctx),
                           lambda state, arrays: PreconditionState(v=arrays[0]))
+    elif P.norm_rule is not None:
+        element = PerNorm(P.norm_rule, lambda state, ctx: P.consts(ctx))
     return GradientTransformation(init, update, element=element)
 
 
