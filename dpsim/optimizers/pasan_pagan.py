@@ -75,7 +75,7 @@ def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noi
     tx = named_chain(("privatizer", priv), ("preconditioner", step), learning_rate(lr))
     if noise == "gaussian":
         # the fused release (per trial: projected sum, noise, AdaGrad, update; bit for bit this
-        # chain, tests/test_w_fast.py)
+        # chain, tests/fast/test_w_fast.py)
         tx = described(tx, _fr.Ellipsoid(glm_release, hyper("eps", eps, "(0, inf)"), neg_lr(lr),
                                          per_norm=per == "norm"))
     return optimizer(tx, probes={"projected_fraction": _projected_probe})
