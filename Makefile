@@ -99,7 +99,7 @@ mutation: $(STAMP)
 # The documentation site (Sphinx + MyST; docs/conf.py says why) into build/docs/: the API reference,
 # the optimizer catalogue generated from the registry, and the tutorials executed (no cache).
 # Warnings are errors; every warning is listed (--keep-going) before the build fails.
-# tests/test_docs.py runs the same build in the suite.
+# tests/project/test_docs.py runs the same build in the suite.
 docs: $(STAMP)
 	$(VENV)/bin/sphinx-build -W --keep-going -b html docs build/docs
 

@@ -10,7 +10,7 @@ and the scale-then-privatize noiseless-v oracle) it runs the chain (``dpsim.engi
 = False``, the reference) and the fused release in ``--pairs`` interleaved pairs of ``--steps``
 steps each, after an untimed warm-up of both, and prints the median [min, max] over the pairs of
 the chain's CPU time per step over the fused one's (the speed-up), with the last pair's times.
-Both runs draw the same noise and give the same numbers (``tests/test_w_fast.py``); the timed runs
+Both runs draw the same noise and give the same numbers (``tests/fast/test_w_fast.py``); the timed runs
 record nothing (``metrics=()``).  CPU clock (``time.process_time``): on a shared machine the wall
 clock also counts waiting for a core.
 """

@@ -19,7 +19,7 @@ DP-SGD with C = 1, σ = 1.  Reports, all measured in this one run, the timed run
     next step's noise ahead while this step's clipped sums run (:mod:`dpsim.backend`; the step
     itself is the fused release reading that noise array): on a machine with a free second core
     it can pass the single-core ceiling;
-(c) speed-up over the naive per-trial, per-example NumPy loop of ``tests/naive.py``.
+(c) speed-up over the naive per-trial, per-example NumPy loop of ``tests/support/naive.py``.
 
 The timed runs record nothing (``metrics=()``): a full-data loss and gradient is not part of an
 optimizer step (at R = 64 one record costs about as much as 30 steps).  The cost with the default
@@ -135,8 +135,8 @@ def main(argv=None) -> dict:
     t_rec = best_of(lambda: run(R, T, record_every=max(1, T // 100),
                                  metrics=("loss", "grad_norm_sq", "dist_to_opt")), 1)
 
-    # naive per-trial, per-example loop (tests/naive.py)
-    from naive import naive_dp_sgd
+    # naive per-trial, per-example loop (tests/support/naive.py)
+    from support.naive import naive_dp_sgd
 
     t0 = time.perf_counter()
     naive_dp_sgd(prob, lr=0.5, clip_norm=1.0, sigma=1.0, steps=args.naive_steps, batch_size=b,

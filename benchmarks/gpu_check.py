@@ -81,7 +81,7 @@ SELECT = "cupy or gpu"
 def gpu_test_files() -> list[str]:
     """... in the test files that can hold them (collecting only these keeps the check short)."""
     out = []
-    for path in sorted((ROOT / "tests").glob("test_*.py")):
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
         text = path.read_text(encoding="utf-8")
         if "backend_name" in text or "mark.gpu" in text or re.search(r"def test_\w*(cupy|gpu)", text):
             out.append(str(path.relative_to(ROOT)))

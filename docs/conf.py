@@ -15,7 +15,7 @@ with numpydoc), each name referenced by its public import path (``dpsim.accounti
 not by the file that defines it.
 
 Build: ``make docs`` (``sphinx-build -W --keep-going -b html docs build/docs``);
-``tests/test_docs.py`` runs the same build in the test suite.
+``tests/project/test_docs.py`` runs the same build in the test suite.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ Layers (each imports only those below it): ``backend``, ``sampling``, ``_validat
 ``problems`` → ``privacy.events`` → ``transforms`` → ``privacy`` (privatizers, noise, tCDP, DP-MF)
 → ``accounting`` → ``optimizers`` → ``engine``/``results`` → ``cli``.  See docs/ARCHITECTURE.md.
 
-A small run, as a doctest (``tests/test_doctests.py`` runs it):
+A small run, as a doctest (``tests/project/test_doctests.py`` runs it):
 
 >>> import dpsim
 >>> prob = dpsim.problems.logistic_regression(200, 5, seed=0)
@@ -35,7 +35,7 @@ from .results import Result, load  # noqa: E402
 # Everything else is imported on first use (PEP 562 ``__getattr__`` below), so that ``import
 # dpsim`` loads only the engine and Numba: the optimizers, problems, accounting (dp_accounting,
 # SciPy's stats/signal/optimize), xarray and tqdm come with the first call that needs them
-# (issue 32; ``tests/test_overhead.py``).
+# (issue 32; ``tests/core/test_overhead.py``).
 #
 # ``dpsim.calibrate`` and ``dpsim.audit`` are the functions; their modules stay importable as
 # ``dpsim.calibrate``/``dpsim.audit`` through ``sys.modules`` (``from dpsim.audit import

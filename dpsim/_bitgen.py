@@ -48,7 +48,7 @@ The algorithms (each reproduces NumPy's C code, ``numpy/random/src``; NumPy ≥ 
   up to ``|y − m|`` divisions at each draw that reaches that test) are tabulated once per ``(n, p)``
   by the same loop (:func:`binomial_table`): a table entry has the bits the loop would produce.
 
-Exactness is checked against NumPy itself (``tests/test_bitgen.py``: values and the
+Exactness is checked against NumPy itself (``tests/core/test_bitgen.py``: values and the
 ``Generator``'s final state, many seeds, every branch, interleaved draws, buffered half words).
 
 ``draw_*`` dispatch on the generator argument at compile time: a NumPy ``Generator`` (its

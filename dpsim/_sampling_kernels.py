@@ -37,7 +37,7 @@ these.
 This stream replaces the earlier one (first ``k`` distinct values of an i.i.d. index stream, found
 with argsorts of ``(R, m)`` candidates: ~65% of a small-d step).  The batch-size draws are
 unchanged; the indices differ.  Statistical equivalence (inclusion frequencies, batch sizes,
-uniformity of subsets) is tested in ``tests/test_sampling_kernels.py``.
+uniformity of subsets) is tested in ``tests/core/test_sampling_kernels.py``.
 """
 
 from __future__ import annotations

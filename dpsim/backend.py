@@ -10,7 +10,7 @@ backends; the namespaces come from ``array-api-compat``:
   ``linalg.vector_norm`` in CuPy 14; the compat namespace supplies them);
 * ``array_api_strict`` (tests): the reference implementation, which rejects everything outside
   the standard.  The suite also runs the engine on a stricter stand-in that drops the extension
-  functions (``tests/test_array_namespace.py``, through :data:`STRICT_NAMESPACE`).
+  functions (``tests/core/test_array_namespace.py``, through :data:`STRICT_NAMESPACE`).
 
 A function that gets arrays but no namespace asks :func:`array_namespace`.
 
@@ -27,7 +27,7 @@ a :class:`Backend` bundles a namespace with a generator seeded from a
   draw stopped.  The blocks of one draw are filled by a pool of threads (NumPy's generators release
   the GIL while filling an ``out=`` array), so the noise of one step uses every core that is free;
   since the partition is fixed, the result is the same for every thread count (1 included) —
-  ``tests/test_backend.py`` checks it.  With two or more threads the next draw of the same shape is
+  ``tests/core/test_backend.py`` checks it.  With two or more threads the next draw of the same shape is
   also generated ahead, in the background, while the rest of the step runs (if the next request
   has another shape, the block streams are rewound and it is drawn afresh, so the numbers never
   depend on the guess).  The thread count is ``threads=`` or the environment variable
@@ -41,7 +41,7 @@ a :class:`Backend` bundles a namespace with a generator seeded from a
   blocked layout.
 
 ``dtype="float32"``: every state array, the noise and the problem data are float32 (the fused GLM
-kernels still accumulate in float64).  Its accuracy is checked in ``tests/test_float32.py``.
+kernels still accumulate in float64).  Its accuracy is checked in ``tests/core/test_float32.py``.
 
 Results are always handed back to users as NumPy arrays (:func:`to_numpy`).
 """
@@ -73,7 +73,7 @@ def _size(shape) -> int:
     return math.prod(shape) if isinstance(shape, (tuple, list)) else int(shape)
 
 # The namespace used for array_api_strict arrays.  ``None``: the array_api_strict module itself.
-# tests/test_array_namespace.py substitutes a stand-in without the standard's extensions.
+# tests/core/test_array_namespace.py substitutes a stand-in without the standard's extensions.
 STRICT_NAMESPACE = None
 
 

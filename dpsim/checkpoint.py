@@ -14,7 +14,7 @@ of the run depends on, taken between two steps:
 
 A later call with the same arguments (the *fingerprint* below) loads it and continues from step
 ``t + 1``: the batches and the noise it draws are the ones the uninterrupted run would have drawn,
-and its result is the uninterrupted run's bit for bit (``tests/test_checkpoint.py`` checks this for
+and its result is the uninterrupted run's bit for bit (``tests/core/test_checkpoint.py`` checks this for
 every registered optimizer).  A run that wrote at least one checkpoint also writes its final state,
 so calling it again returns at once; a checkpoint whose fingerprint does not match is ignored
 (with a warning) and overwritten.

@@ -35,11 +35,11 @@ from .sampling import Sampler, check_sampling, public_count
 
 # The layers above the foundation (problems, transforms, accounting, optimizers) are imported
 # by the first call of :func:`simulate`, not by ``import dpsim`` (issue 32: ``import dpsim``
-# stays well under a second; ``tests/test_overhead.py``).
+# stays well under a second; ``tests/core/test_overhead.py``).
 
 __all__ = ["simulate", "check_metrics"]
 
-#: Run composable and described chains through the fused release
+#: Run composable chains (and the shapes derived from their pieces' parts) through the fused release
 #: (:mod:`dpsim.fast.release`: the clipped sum, the noise and the update in one pass
 #: per trial, bit for bit the chain's result).
 #: ``False`` runs every step through ``transform.update`` (the reference; tests and A/B timings).
@@ -229,7 +229,7 @@ def block_plan(prob, optimizer, *, trials, backend, dtype, fast, checkpoint):
 def release_plan(prob, tx, be, *, public_idx, steps):
     """``(step, None)`` when the general engine takes each step as one fused release
     (:mod:`dpsim.fast.release`: a chain composed from its pieces' elements, or a
-    described shape), else ``(None, reason)``, the reason naming the piece that stops it."""
+    shape derived from its pieces' parts), else ``(None, reason)``, the reason naming the piece that stops it."""
     if not FUSED_RELEASE:
         return None, "dpsim.engine.FUSED_RELEASE is False"
     if steps == 0:
@@ -745,7 +745,7 @@ def _row_sq_norms(xp, a, center=None):
     """``Σ_j (a − center)²`` per row, by blocks of rows so that no ``(R, d)`` temporary is formed
     (peak memory of a record, issue 10).  Each row's sum is the one ``xp.sum(x * x, axis=1)``
     computes on the whole array: a reduction along a row never involves other rows, so the
-    blocks give the same numbers (``tests/test_engine.py``)."""
+    blocks give the same numbers (``tests/core/test_engine.py``)."""
     R, d = a.shape
     itemsize = getattr(a.dtype, "itemsize", None) or (4 if "float32" in str(a.dtype) else 8)
     rows = max(1, RECORD_ROW_BYTES // max(1, d * itemsize))

@@ -189,7 +189,7 @@ def check_rate_fixed_in_advance(sampling: str, n: int, batch_size: int) -> None:
     own size, ``b/(n − 1)``, is another mechanism, which the claim does not cover: at
     ``b = n − 1`` that rate is exactly 1, every other example is in every batch of the neighbour,
     and the batch size alone tells the two apart (n = 100, σ = 1: exact one-step ε 17.6 against
-    4.37 claimed; ``tests/test_adjacency.py``).  So ``poisson`` with ``batch_size = n − 1`` is
+    4.37 claimed; ``tests/accounting/test_adjacency.py``).  So ``poisson`` with ``batch_size = n − 1`` is
     refused, as is ``cyclic_poisson:<k>`` with ``k·batch_size = n − 1`` (its group rate reaches 1
     the same way).  ``batch_size = n`` (rate 1: every example in every batch, under either
     reading) is exact and accepted.  Below ``n − 1`` the fixed-rate claim holds and is what dpsim

@@ -1,5 +1,15 @@
 """Shared test configuration.
 
+The tests mirror the packages: ``tests/<package>/test_*.py`` for the subpackages of dpsim
+(``accounting``, ``fast``, ``optimizers``, ``privacy``, ``problems``, ``testing``,
+``transforms``) and for ``analysis``, ``experiments``, ``paper_figures``; ``tests/core/`` for the
+top-level modules of dpsim (engine, CLI, sampling, backend, ...); ``tests/project/`` for the
+checks of the repository itself (docs, README, layering, doctests, the slow-test list).  What the
+tests share is the package ``tests/support`` (``from support.naive import ...``).  ``tests/`` and
+its folders have no ``__init__.py``: pytest's default ``prepend`` import mode imports each test
+module by its basename (so basenames are unique across ``tests/``) and puts ``tests/`` itself on
+``sys.path`` when it loads this file, which makes ``support`` importable everywhere.
+
 Hypothesis runs derandomized in CI (``HYPOTHESIS_PROFILE=ci``, set by ``make test``) so every
 statistical test is a deterministic function of the code; locally the ``dev`` profile explores more.
 
@@ -48,18 +58,31 @@ def backend_name(request):
 @pytest.fixture(scope="session")
 def tiny_all(tmp_path_factory):
     """Every registered experiment reproduced once per session at the tiny scale, figure objects
-    kept (``experiment_fixtures.AllRuns``): ``test_experiments.py``, ``test_figures.py`` and,
-    when either is collected, every ``test_experiment_<name>.py`` read this one run."""
-    from experiment_fixtures import reproduce_all
+    kept (``support.experiment_fixtures.AllRuns``): ``experiments/test_pipeline.py``,
+    ``paper_figures/test_figures.py`` and, when either is collected, every
+    ``experiments/test_experiment_<name>.py`` read this one run."""
+    from support.experiment_fixtures import reproduce_all
 
     return reproduce_all(tmp_path_factory.mktemp("tiny-all"))
 
 
+@pytest.fixture
+def jit_on_off():
+    """Run a Python snippet in fresh interpreters with Numba's JIT off (``NUMBA_DISABLE_JIT=1``)
+    and on (``=0``): ``jit_on_off(code, settings=("off", "on"), cwd=None, env=None)`` returns a
+    ``support.jit.JitRuns`` (``.off``, ``.on``: the finished runs; ``.json()``: both stdouts
+    parsed).  Every run must exit 0."""
+    from support.jit import run_jit_on_off
+
+    return run_jit_on_off
+
+
 def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (``make test`` runs ``-n auto --dist loadgroup``) every test that reads
-    the session's all-experiments run (``tiny_all``, directly or through a ``test_experiment_*``
-    module's fixture) goes to one worker, so that run is made once, not once per worker."""
-    from experiment_fixtures import ALL_FIXTURE
+    the session's all-experiments run (``tiny_all``, directly or through the fixture of an
+    ``experiments/test_experiment_*`` module) goes to one worker, so that run is made once, not
+    once per worker."""
+    from support.experiment_fixtures import ALL_FIXTURE
 
     group = pytest.mark.xdist_group(name=ALL_FIXTURE)
     slow = _slow_tests()

@@ -50,17 +50,19 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: the tests written against the bounds modules; with --no-select a mutant of a module runs the
 #: files listed for it (with -x, in this order)
-_SHARED = ["tests/test_analysis_mutants.py", "tests/test_analysis_rows.py"]
+_SHARED = ["tests/analysis/test_mutants.py", "tests/analysis/test_rows.py"]
 TARGETS = {
-    "analysis/delay.py": ["tests/test_analysis_delay.py", "tests/test_analysis_dp2_wave3.py", *_SHARED],
-    "analysis/concentration.py": ["tests/test_analysis_concentration.py",
-                                  "tests/test_analysis_adambc_design_wave3.py", *_SHARED],
-    "analysis/moments.py": ["tests/test_analysis_moments.py", "tests/test_analysis_pagan_l2p_wave3.py",
+    "analysis/delay.py": ["tests/analysis/test_delay.py", "tests/analysis/test_dp2_wave3.py", *_SHARED],
+    "analysis/concentration.py": ["tests/analysis/test_concentration.py",
+                                  "tests/analysis/test_adambc_design_wave3.py", *_SHARED],
+    "analysis/moments.py": ["tests/analysis/test_moments.py", "tests/analysis/test_pagan_l2p_wave3.py",
                             *_SHARED],
-    "analysis/bias.py": ["tests/test_analysis_bias.py", "tests/test_analysis_adambc_design_wave3.py",
+    "analysis/moments_privacy.py": ["tests/analysis/test_moments.py",
+                                    "tests/analysis/test_pagan_l2p_wave3.py", *_SHARED],
+    "analysis/bias.py": ["tests/analysis/test_bias.py", "tests/analysis/test_adambc_design_wave3.py",
                          *_SHARED],
-    "analysis/tcdp.py": ["tests/test_analysis_tcdp_checks.py", "tests/test_tcdp.py",
-                         "tests/test_analysis_pagan_l2p_wave3.py", *_SHARED],
+    "analysis/tcdp.py": ["tests/analysis/test_tcdp_checks.py", "tests/privacy/test_tcdp.py",
+                         "tests/analysis/test_pagan_l2p_wave3.py", *_SHARED],
 }
 #: every file profiled for the per-test selection (each bounds module's own files and the shared ones)
 TESTS = list(dict.fromkeys(f for fs in TARGETS.values() for f in fs))

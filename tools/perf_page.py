@@ -6,7 +6,7 @@ Reads every run folder under ``benchmarks/results/`` (``<UTC date>-<commit>[-dir
 written by ``make bench`` through ``benchmarks/_record.py``) and writes one dated section per
 measured state, newest first, with one table per benchmark and the run's machine, software and
 load.  The output depends on the JSON alone (sorted, fixed number formats), so
-``tests/test_perf_page.py`` checks that the committed page equals a fresh render.
+``tests/project/test_perf_page.py`` checks that the committed page equals a fresh render.
 
 ``--results`` defaults to ``$BENCH_RESULTS`` or ``benchmarks/results``; ``--out`` to
 ``docs/performance.md``, or ``$BENCH_RESULTS/performance.md`` when ``BENCH_RESULTS`` redirects a

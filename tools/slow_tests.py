@@ -22,7 +22,8 @@ OUT = ROOT / "tests" / "slow_tests.txt"
 
 
 def node_id(classname: str, name: str) -> str:
-    """The pytest node id of a JUnit ``testcase`` (``tests.test_x[.Class]``, ``test_y[param]``)."""
+    """The pytest node id of a JUnit ``testcase`` (``tests.<folder>.test_x[.Class]``,
+    ``test_y[param]``): the longest prefix of the class name that is a test file."""
     parts = classname.split(".")
     for k in range(len(parts), 0, -1):
         path = Path(*parts[:k]).with_suffix(".py")

@@ -15,7 +15,7 @@ The page ``api/catalogue.md`` holds only its introduction; when Sphinx reads it 
   plan, nothing simulated).
 
 Nothing is written to the source tree, and the page is re-read at every build (``env-get-outdated``),
-so a newly registered optimizer appears without any hand-kept list; ``tests/test_docs.py``
+so a newly registered optimizer appears without any hand-kept list; ``tests/project/test_docs.py``
 checks that every registered name is on the built page.
 """
 

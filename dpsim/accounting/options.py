@@ -92,7 +92,7 @@ def _grid(*parts) -> tuple[float, ...]:
 
 
 #: ``dp_accounting.rdp.rdp_privacy_accountant.DEFAULT_RDP_ORDERS`` (0.4–0.6), written out so that
-#: ``import dpsim`` does not import the library (``tests/test_accounting.py`` checks it is the same).
+#: ``import dpsim`` does not import the library (``tests/accounting/test_accounting.py`` checks it is the same).
 LIBRARY_DEFAULT_RDP_ORDERS: tuple[float, ...] = tuple(
     [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024])
 

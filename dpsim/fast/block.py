@@ -44,7 +44,7 @@ generator gives per trial ``d`` normals, the C order of the engine's ``(R, d)`` 
 arithmetic is the engine's (clipped sums with its summation order, :mod:`dpsim.fast.rows`; the
 noisy mean as :func:`dpsim.privacy.noise.add_noise`; the elements themselves), and every constant
 is computed by the piece's own Python code (Adam's ``1 − βᵗ`` per step, DP-AdamBC's Φ and γ'), so
-the run is the chain's to the last bit (``tests/test_fused.py``).  The chain state is rebuilt with
+the run is the chain's to the last bit (``tests/fast/test_fused.py``).  The chain state is rebuilt with
 the pieces' own state types at record steps and at the end, so probes and the privacy record are
 computed by the engine's code.  Problems: dense GLMs, ``random_quadratic``, ``quadratic_2d``;
 domains none, box or ball; all four samplers; backend ``numpy``, ``float64``.
@@ -595,7 +595,7 @@ def _sampler_args(sampler):
 
 #: Environment switch for A/B checks: ``DPSIM_FUSED_RNG=numba`` makes the kernel draw through
 #: Numba's compiled ``Generator`` methods (the reference path) instead of the inlined bit
-#: generator of :mod:`dpsim._bitgen`; both give the same streams (``tests/test_fused.py``).
+#: generator of :mod:`dpsim._bitgen`; both give the same streams (``tests/fast/test_fused.py``).
 RNG_ENV = "DPSIM_FUSED_RNG"
 
 

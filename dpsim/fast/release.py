@@ -24,7 +24,7 @@ cache.
 float64 release of :data:`INLINE_NORMALS_MIN` normals or more, through :mod:`dpsim._bitgen`'s
 inlined copy of NumPy's PCG64 and ziggurat on the Generator's state array (both: the same ziggurat
 on the same bit generator, values and final state equal ``gen.standard_normal((R, d))``,
-``tests/test_w_fast.py``, ``tests/test_bitgen.py``), in the chain's C order (trial by trial, coordinate by coordinate; the
+``tests/fast/test_w_fast.py``, ``tests/core/test_bitgen.py``), in the chain's C order (trial by trial, coordinate by coordinate; the
 clipped sum draws no randomness, so computing it per trial does not move any draw).  Every
 element goes through the chain's operations in the chain's order, each rounded once to the run's
 dtype (Numba compiles without fast-math: no reassociation, no fused multiply-add); the
@@ -33,7 +33,7 @@ dtype exactly as NumPy rounds a scalar operand).  The GLM trial body is the engi
 (:func:`dpsim.problems._glm_kernels._trial_row`), writing one row buffer instead of a row of an
 ``(R, d)`` output, and each piece's recursion is the piece's own rule
 (:mod:`dpsim.transforms.elements`), the one its update evaluates on arrays.
-``tests/test_w_fast.py`` checks equality with ``assert_array_equal`` for every optimizer on this
+``tests/fast/test_w_fast.py`` checks equality with ``assert_array_equal`` for every optimizer on this
 path, several seeds, every sampler, float64 and float32.
 
 **Which chains.**  A chain whose pieces compose (:func:`dpsim.fast.compose.composition`:

@@ -8,7 +8,7 @@ on the blocked layout), the rule, and ``w ← w + u``.  A composed chain's rule 
 shapes (:func:`dpsim.fast.compose.spec`) have their kernels here (DP²'s steps, :func:`_apply_row`; PAGAN/PASAN,
 :func:`_ellipsoid_apply`; IME, :func:`_ime_fused`).  Every operation is the chain's, in the
 chain's order, rounded once to the run's dtype (no fast-math), so the results are the chain's
-bits (``tests/test_w_fast.py``).
+bits (``tests/fast/test_w_fast.py``).
 """
 
 from __future__ import annotations
@@ -361,7 +361,7 @@ def _row_sum(a):
     then the rest in order (:func:`_block_sum`); above, the two halves (the first ``n/2`` rounded
     down to a multiple of 8) summed apart and added — after NumPy's ``0.0`` start.  Written
     without recursion (Numba's cache cannot load a recursive function): an explicit stack walks
-    the same tree in the same order.  ``tests/test_w_fast.py`` checks it against
+    the same tree in the same order.  ``tests/fast/test_w_fast.py`` checks it against
     ``np.sum(x, axis=1)`` over many lengths and shapes, so a NumPy that sums otherwise fails
     there, not silently."""
     n = a.shape[0]

@@ -327,7 +327,7 @@ MEANINGS = {
 
 
 #: The meaning written for a keyword that neither ``register(doc=...)`` nor :data:`MEANINGS`
-#: describes (a user's optimizer; the built-in ones have none, ``tests/test_optimizer_docs.py``).
+#: describes (a user's optimizer; the built-in ones have none, ``tests/optimizers/test_docstrings.py``).
 UNDOCUMENTED = "Hyperparameter of this optimizer (see its description)."
 
 

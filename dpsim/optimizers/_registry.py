@@ -138,7 +138,7 @@ def register(fn=None, *, per_coordinate=(), doc=None):
     added when the docstring has none, and its signature shows Python types (``help()``,
     :func:`typing.get_type_hints`) instead of the spec names.  A docstring that already has a
     ``Parameters`` section is kept as written (the built-in optimizers have none:
-    ``tests/test_optimizer_docs.py``).
+    ``tests/optimizers/test_docstrings.py``).
 
     Parameters
     ----------

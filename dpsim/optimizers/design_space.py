@@ -271,7 +271,7 @@ def _ime(clip, noise_multiplier, split, noise) -> GradientTransformation:
     ``sq̃ = (ḡ · f)² + z₂ · (σ₂ Δ₂)`` is written into the fresh noise array ``z₂`` by
     :func:`_ime_square_kernel`, which performs the reference's operations in its order, each
     rounded once (Numba without fast-math: no fused multiply-add) — bit-for-bit the reference's
-    result (``tests/test_variants.py``).  Other backends, and float32, run the reference."""
+    result (``tests/optimizers/test_variants.py``).  Other backends, and float32, run the reference."""
     ref = ime_privatizer(clip, noise_multiplier, split=split, noise=noise)
     clip, _, s2, std1 = ime_constants(clip, noise_multiplier, split)
     src1, src2 = NoiseSource(noise), NoiseSource(noise)

@@ -173,7 +173,7 @@ def _glm_square_sum(batch, clip2):
         Σ_i f_i g_i² = Σ_i f_i (c_i² x_i² + 2ρ c_i x_i ⊙ w) + ρ² w² Σ_i f_i
 
     with ``f_i = min(1, C₂/‖g_i ⊙ g_i‖₂)``: ``O(nnz)`` per example instead of ``O(d)``.  The same
-    values as the reference up to rounding (other summation order; ``tests/test_noisy_adagrad.py``)."""
+    values as the reference up to rounding (other summation order; ``tests/optimizers/test_noisy_adagrad.py``)."""
     problem, W = batch.problem, batch.params
     X = getattr(problem, "X", None)
     if (batch.scale is not None or not getattr(problem, "sparse", False)

@@ -71,7 +71,7 @@ def _build(algorithm, lr, noise_multiplier, radius, scaling, sigma_hat, eps, noi
     per = "norm" if algorithm == "pasan" else "coordinate"
     step = precondition(adagrad(eps, guard="max", per=per))
     # the fast paths derive its shape from these pieces (dpsim.fast.compose.ellipsoid: per trial
-    # projected sum, noise, AdaGrad, update; bit for bit this chain, tests/test_w_fast.py)
+    # projected sum, noise, AdaGrad, update; bit for bit this chain, tests/fast/test_w_fast.py)
     tx = named_chain(("privatizer", priv), ("preconditioner", step), learning_rate(lr))
     return optimizer(tx, probes={"projected_fraction": _projected_probe})
 

@@ -200,7 +200,7 @@ def _adadps_fast(stp, privatizer, beta, eps):
     (:attr:`dpsim.transforms.elements.Scaled.prepare`), from which the engine's fused release
     derives a :class:`dpsim.transforms.elements.Prepared`: ``prepare``, then the same release,
     the learning rate and the parameter update in one kernel pass (bit for bit,
-    ``tests/test_w_fast.py``).
+    ``tests/fast/test_w_fast.py``).
 
     The reference computes the mean public gradient ``ḡ`` (R, d), feeds it to RMSProp
     (``v ← v·β + ḡ²·(1−β)``, and a preconditioned ``ḡ/D`` that it discards) and then forms
@@ -218,7 +218,7 @@ def _adadps_fast(stp, privatizer, beta, eps):
       under ``StepContext.donate_state``, else in a copy) and ``s`` with the reference's operations in its order,
       each rounded once; ``X_pubᵀ C`` never exists as an ``(R, d)`` array, nor ``Wᵀ``.
 
-    Bit-for-bit the reference's numbers (``tests/test_variants.py``, ``tests/test_public_fast.py``).
+    Bit-for-bit the reference's numbers (``tests/optimizers/test_variants.py``, ``tests/optimizers/test_public_fast.py``).
     The private release of the batch scaled by ``s`` is the reference's privatizer, unchanged.
 
     What is left per step, and why none of it can be reused: the two products are over ``W`` and
@@ -627,7 +627,7 @@ def _batched_top_eigenpairs(M, C, S, W, reg, k):
 
     Returns ``(lam (R, k) ascending, U (R, m, k), ok (R,) bool)``.  Same accuracy class as the
     per-trial solvers (backward error ``O(m ε_mach ||K||)``), not the same rounding: projections
-    agree with theirs to the Davis–Kahan bound (``tests/test_public_fast.py``); the floating-point
+    agree with theirs to the Davis–Kahan bound (``tests/optimizers/test_public_fast.py``); the floating-point
     sums inside the GEMM may depend on the number of trials in the last bits.
     """
     m, R = C.shape

@@ -37,7 +37,7 @@ idempotent bit for bit and ``πᵀAπ ≤ 1 + O(d·2^{-52})`` in any evaluation 
 The kernel is private, deterministic (rows are independent; the parallel build gives the same
 bits as the serial one) and also runs, slowly, under ``NUMBA_DISABLE_JIT=1``.  The public wrapper
 is :func:`project_ellipsoid`; the test oracle is ``scipy.optimize.brentq`` on ``φ``
-(``tests/test_pagan.py``).
+(``tests/optimizers/test_pagan.py``).
 """
 
 from __future__ import annotations

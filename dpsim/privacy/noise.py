@@ -105,7 +105,7 @@ def add_noise(total, std, b: float, ctx, src: NoiseSource, nstate=None):
 
     On NumPy the three element-wise operations run as one fused pass (:func:`_noisy_mean`), with
     the same operations in the same order as ``u *= std; u += total; u /= b``, so the result is
-    bit-for-bit the one of the three-pass form (``tests/test_backend.py``).
+    bit-for-bit the one of the three-pass form (``tests/core/test_backend.py``).
 
     Parameters
     ----------

@@ -160,7 +160,7 @@ def ime_privatizer(clip, noise_multiplier, *, split=None, noise="gaussian") -> G
       the batch may hold more than ``b`` examples, and the add/remove sensitivity of ``ḡ²`` grows
       with the batch (``(2k+1)C²/b²`` for ``k`` other examples aligned with ``x``; the old
       declaration ``(2b−1)C²/b²`` under-declared it — an exact one-step computation on
-      ``n = 4, b = 1`` gives ε ≈ 24 where 2.7 was reported, ``tests/test_ime_privacy.py``).  So
+      ``n = 4, b = 1`` gives ε ≈ 24 where 2.7 was reported, ``tests/privacy/test_ime_privacy.py``).  So
       the mean is first projected onto the ball of radius C, ``u = Π_C(S/b)`` (a no-op whenever
       the batch holds at most ``b`` examples), and ``u²`` is released with
       ``Δ₂ = 2C²/b``: the projection is 1-Lipschitz, so ``‖u' − u‖₂ ≤ ‖x‖/b ≤ C/b``, and

@@ -18,7 +18,7 @@ indices, indptr)``.  Each has a serial and a ``parallel=True`` build (``prange``
 trial writes only its own rows of the outputs, so results do not depend on the thread schedule)
 sharing one per-trial body.  Everything is deterministic and also runs, slowly, with
 ``NUMBA_DISABLE_JIT=1``.  The kernels release the GIL (``nogil=True``), so the noise threads of the
-blocked layout (:mod:`dpsim.backend`) run while a step's clipped sum is computed.  The naive NumPy oracles live in ``tests/test_problems.py``.
+blocked layout (:mod:`dpsim.backend`) run while a step's clipped sum is computed.  The naive NumPy oracles live in ``tests/problems/test_problems.py``.
 
 Arguments of the drivers
     idx (R, b) int64 row indices; W (R, d) parameters; y (n,) labels; kind 0 squared, 1 logistic,

@@ -323,7 +323,7 @@ class _GLMProblem(Problem):
         the rows in order for every ``k ≥ 2`` (a chunk holds at least two trials when ``R ≥ 2``;
         with ``R = 1`` both passes reduce one column); the row blocks are those of the whole
         ``R``, each a view of ``X``'s rows (the same data in the same order as ``X[a:b]``)
-        (``tests/test_problems.py``)."""
+        (``tests/problems/test_problems.py``)."""
         xp = self.xp
         R, d = w.shape
         n = self.n

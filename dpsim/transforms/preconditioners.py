@@ -584,7 +584,7 @@ def _col(x, dt):
 def _adam_fused(g, state, t, k, use_phi, add_eps, donate):
     """Adam's step in one pass over ``(R, d)`` (NumPy): :func:`_adam_rule` on each coordinate
     (:data:`_ADAM`; each operation rounded once, Numba compiles without fast-math, so no fused
-    multiply-add), hence bit-for-bit the array form's result (``tests/test_transforms.py``)
+    multiply-add), hence bit-for-bit the array form's result (``tests/transforms/test_transforms.py``)
     without the ~10 temporaries of size ``R·d``; ``k`` the constants of :func:`scale_by_adam`.
 
     ``donate`` (``StepContext.donate_state``): the caller drops the old state, so ``m`` and ``v``
